@@ -1,0 +1,39 @@
+# Developer shortcuts. CI runs .ci/run, which runs the README's test command.
+GO ?= go
+TAGS ?= invariants
+PKGS ?= ./...
+
+.PHONY: test testrace stress lint bench fuzz check build
+
+build:
+	CGO_ENABLED=0 $(GO) build -o bin/mooncake ./cmd/mooncake
+
+test:
+	$(GO) test -tags '$(TAGS)' $(PKGS)
+
+testrace:
+	$(GO) test -race -tags '$(TAGS)' -timeout 15m $(PKGS)
+
+# stress runs the named tests many times: make stress PKGS=./dram RUN=TestArena
+stress:
+	$(GO) test -race -tags '$(TAGS)' -count 20 -run '$(RUN)' $(PKGS)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# fuzz runs every fuzz target for FUZZTIME each (not in CI).
+FUZZTIME ?= 60s
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+lint:
+	$(GO) vet $(PKGS)
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+
+check: lint
+	$(GO) mod tidy -diff
+	CGO_ENABLED=0 $(GO) build ./...

@@ -1,0 +1,9 @@
+// Package base defines the vocabulary shared by every mooncake-go package: object keys and
+// their limits, object versions, worker ids, tier and persistence identifiers, human-unit byte
+// sizes, and the sentinel errors (with their wire codes) that callers test with errors.Is.
+//
+// It plays the role pebble's internal/base plays there: fundamental types used everywhere.
+// It owns no state and starts no goroutines.
+//
+// It must never import any other mooncake-go package: everything else imports it.
+package base
