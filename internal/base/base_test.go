@@ -134,3 +134,22 @@ func TestParsePersistence(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestChecksumStreaming(t *testing.T) {
+	p := make([]byte, 100_000)
+	for i := range p {
+		p[i] = byte(i * 7)
+	}
+	h := NewChecksum()
+	h.Write(p[:333])
+	h.Write(p[333:])
+	if h.Sum64() != Checksum(p) {
+		t.Fatal("streaming checksum differs from one-shot")
+	}
+	if len(checksumKey) != 32 {
+		t.Fatal("highwayhash key must be 32 bytes")
+	}
+	if Checksum(p) == Checksum(p[1:]) {
+		t.Fatal("checksum ignores bytes")
+	}
+}
