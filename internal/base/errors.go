@@ -81,7 +81,7 @@ const (
 	CodeTooLarge            Code = 15 // OBJECT_TOO_LARGE
 	CodeClusterMismatch     Code = 16 // CLUSTER_ID_MISMATCH
 	CodeProtocolVersion     Code = 17 // PROTOCOL_VERSION_MISMATCH
-	numCodes                      = 18
+	numCodes                     = 18
 )
 
 var codeNames = [numCodes]string{
