@@ -230,7 +230,11 @@ func (a *allocator) alloc(size int64) (al allocation, ok bool) {
 	// Good fit in the request's own bin: the smallest block >= size among the first
 	// a.scan blocks, stopping at an exact fit.
 	best := nilNode
-	if a.scan > 0 {
+	if size == binLow(b) {
+		// Every block of the request's own bin fits (plain TLSF rounds such sizes to
+		// themselves too).
+		best = a.bins[b]
+	} else if a.scan > 0 {
 		seen := 0
 		for n := a.bins[b]; n != nilNode && seen < a.scan; n = a.nodes[n].nextFree {
 			s := a.nodes[n].size
