@@ -326,7 +326,7 @@ func TestAllocatorSmall(t *testing.T) {
 
 // TestAllocatorDataDriven runs the scripts in testdata/allocator. Commands:
 //
-//	new capacity=<n> [align=<n>] [scan=<n>]   a fresh allocator
+//	new capacity=<n> [align=<n>] [scan=<n>] [quantum=<bits>]   a fresh allocator
 //	alloc <name> size=<n>                      prints the range or "full"
 //	free <name>                                prints "ok" or the error
 //	dump                                       the physical chain and the counters
@@ -348,12 +348,13 @@ func allocatorScript(t *testing.T, d *datadriven.TestData) string {
 	switch d.Cmd {
 	case "new":
 		var capacity int64
-		align, scan := int64(64), defaultGoodFitScan
+		align, scan, quantum := int64(64), defaultGoodFitScan, defaultQuantumBits
 		d.ScanArgs(t, "capacity", &capacity)
 		d.MaybeScanArgs(t, "align", &align)
 		d.MaybeScanArgs(t, "scan", &scan)
+		d.MaybeScanArgs(t, "quantum", &quantum)
 		s.a = newAllocator(capacity, align)
-		s.a.scan = scan
+		s.a.scan, s.a.quantumBits = scan, quantum
 		s.names = map[string]allocation{}
 		return dumpAllocator(s.a, s.names)
 	case "alloc":
