@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/cockroachdb/datadriven"
 )
@@ -400,4 +401,14 @@ func dumpAllocator(a *allocator, names map[string]allocation) string {
 	})
 	fmt.Fprintf(&sb, "used=%d live=%d free-blocks=%d largest-free=%d", a.used, a.live, a.freeBlocks, a.largestFree())
 	return sb.String()
+}
+
+// TestNodeSize keeps metadataBytes and docs/memory.md honest.
+func TestNodeSize(t *testing.T) {
+	if s := unsafe.Sizeof(node{}); s != 40 {
+		t.Fatalf("node is %d bytes; update metadataBytes and docs/memory.md", s)
+	}
+	if s := unsafe.Sizeof(Handle{}); s != 48 {
+		t.Fatalf("Handle is %d bytes; update docs/memory.md", s)
+	}
 }
