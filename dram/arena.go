@@ -236,6 +236,13 @@ func (a *Arena) Close() error {
 			fmt.Errorf("%w: %d handles (%d bytes) not released", ErrLiveHandles, live, a.mu.alloc.used),
 			invariants.AssertionFailedf("dram: Close with %d live handles", live))
 	}
+	if invariants.Enabled {
+		// Everything is released: the allocator must be whole again.
+		if err := a.mu.alloc.verify(); err != nil || a.mu.alloc.freeBlocks != 1 || a.mu.requested != 0 {
+			return invariants.AssertionFailedf("dram: allocator not whole at Close: %v (free blocks %d, requested %d)",
+				err, a.mu.alloc.freeBlocks, a.mu.requested)
+		}
+	}
 	a.mu.closed = true
 	return hugepage.Unmap(a.region)
 }
