@@ -233,6 +233,31 @@ func (a *Arena) Stats() Stats {
 	return s
 }
 
+// Residency says how much of the arena the kernel has backed with memory: Resident bytes
+// (touched at least once; plain and THP arenas are populated on first touch, hugetlb ones
+// count their pages once touched) and how many of them sit on huge pages. It reads
+// /proc/self/smaps (Linux only), which costs about a millisecond per thousand mappings:
+// for metrics and diagnostics, not hot paths. It is how to check that a thp arena really
+// got huge pages.
+func (a *Arena) Residency() (Residency, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock() // keeps Close from unmapping while smaps is read
+	if a.mu.closed {
+		return Residency{}, ErrClosed
+	}
+	r, err := hugepage.ResidencyOf(a.mem)
+	if err != nil {
+		return Residency{}, fmt.Errorf("dram: %w", err)
+	}
+	return Residency{Resident: r.Resident, HugePages: r.HugePages}, nil
+}
+
+// Residency is what Arena.Residency returns.
+type Residency struct {
+	Resident  int64 // bytes backed by memory
+	HugePages int64 // of which on 2 MiB pages
+}
+
 // Close unmaps the arena. If handles are still live it returns an error wrapping
 // ErrLiveHandles (an assertion in invariants builds) and leaves the arena open, so no live
 // handle ever points at unmapped memory; release them and Close again. Closing twice returns

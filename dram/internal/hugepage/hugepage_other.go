@@ -35,3 +35,8 @@ func FreeHugePages() int64 { return 0 }
 
 // TotalHugePages is 0 outside Linux.
 func TotalHugePages() int64 { return 0 }
+
+// ResidencyOf is not supported outside Linux.
+func ResidencyOf(mem []byte) (Residency, error) {
+	return Residency{}, fmt.Errorf("%w: residency is read from /proc/self/smaps (Linux-only)", ErrUnavailable)
+}

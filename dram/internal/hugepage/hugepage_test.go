@@ -60,3 +60,38 @@ func TestMapAnon(t *testing.T) {
 		t.Fatal("unaligned hugetlb size accepted")
 	}
 }
+
+func TestResidency(t *testing.T) {
+	const size = 8 * HugePageSize
+	r, err := MapAnon(size, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := Unmap(r); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	before, err := ResidencyOf(r.Mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Resident != 0 {
+		t.Fatalf("untouched mapping has %d resident bytes", before.Resident)
+	}
+	// Touch half of it.
+	for off := 0; off < size/2; off += int(PageSize()) {
+		r.Mem[off] = 1
+	}
+	after, err := ResidencyOf(r.Mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Resident < size/2 || after.Resident > size || after.HugePages > after.Resident {
+		t.Fatalf("after touching %d bytes: %+v", size/2, after)
+	}
+	t.Logf("kind %d: %+v (THP enabled: %v)", r.Kind, after, THPEnabled())
+	if r.Kind == KindPlain && after.HugePages != 0 && !THPEnabled() {
+		t.Fatalf("plain mapping reports huge pages: %+v", after)
+	}
+}
