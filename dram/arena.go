@@ -29,7 +29,7 @@ type Arena struct {
 	// builds only; see leak.go).
 	leaks atomic.Int64
 
-	// mu protects alloc and closed. It is a leaf lock: nothing else is locked while it is
+	// mu protects alloc, requested and closed. It is a leaf lock: nothing else is locked while it is
 	// held, and no callback runs under it.
 	mu struct {
 		sync.Mutex
@@ -241,10 +241,13 @@ func (a *Arena) Stats() Stats {
 // got huge pages.
 func (a *Arena) Residency() (Residency, error) {
 	a.mu.Lock()
-	defer a.mu.Unlock() // keeps Close from unmapping while smaps is read
-	if a.mu.closed {
+	closed := a.mu.closed
+	a.mu.Unlock()
+	if closed {
 		return Residency{}, ErrClosed
 	}
+	// NB: not under a.mu: reading smaps takes milliseconds and must not stall Alloc. It only
+	// compares addresses, so a concurrent Close (munmap) at worst makes the answer 0.
 	r, err := hugepage.ResidencyOf(a.mem)
 	if err != nil {
 		return Residency{}, fmt.Errorf("dram: %w", err)
