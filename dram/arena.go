@@ -39,8 +39,8 @@ type Arena struct {
 	}
 }
 
-// NewArena maps an arena of opts.Size bytes (rounded up to the page size of the mode used)
-// and logs the mode once at Info. Errors wrap base.ErrInvalidParams for bad options and
+// NewArena maps an arena of opts.Size bytes (rounded up as Options.Size says) and logs the
+// mode it got once at Info. Errors wrap base.ErrInvalidParams for bad options and
 // ErrHugePagesUnavailable for HugePagesRequire without enough reserved huge pages.
 func NewArena(opts Options) (*Arena, error) {
 	opts.EnsureDefaults()
@@ -129,7 +129,7 @@ func mapArena(opts Options) (hugepage.Region, string, error) {
 // Mode returns the kind of pages the arena got.
 func (a *Arena) Mode() Mode { return a.mode }
 
-// Capacity returns the arena's size in bytes: Options.Size rounded up to the mode's page size.
+// Capacity returns the arena's size in bytes: Options.Size rounded up (see Options.Size).
 func (a *Arena) Capacity() int64 { return a.capacity }
 
 // Alloc reserves size bytes and returns a Handle holding one reference. The caller owns that
