@@ -122,7 +122,16 @@ func (e *Engine) readLower(o *object, meta base.ObjectMeta, h *dram.Handle, prom
 	} else {
 		buf = make([]byte, meta.Size)
 	}
-	err := e.lower.ReadInto(meta.Key, meta.Version, buf)
+	if err := e.lower.ReadInto(meta.Key, meta.Version, buf); err != nil {
+		if h != nil {
+			e.mu.Lock()
+			e.mu.pol.Unreserve(meta.Size)
+			_ = h.Release()
+			e.signalSpaceLocked()
+			e.mu.Unlock()
+		}
+		return nil, e.readFailed(o, meta, err)
+	}
 	var after []func() // callbacks, run once mu is released
 	defer func() {
 		for _, f := range after {
@@ -131,29 +140,6 @@ func (e *Engine) readLower(o *object, meta base.ObjectMeta, h *dram.Handle, prom
 	}()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err != nil {
-		if h != nil {
-			e.mu.pol.Unreserve(meta.Size)
-			_ = h.Release()
-			e.signalSpaceLocked()
-		}
-		if e.mu.objects[meta.Key] != o {
-			// Removed or replaced while we read: a miss.
-			e.mu.m.misses++
-			return nil, fmt.Errorf("%w: %q (removed during the read)", base.ErrObjectNotFound, meta.Key)
-		}
-		e.mu.m.lowerErrors++
-		if errors.Is(err, base.ErrCorruption) || errors.Is(err, base.ErrObjectNotFound) || errors.Is(err, base.ErrInvalidVersion) {
-			// The lower tier cannot serve this version (quarantined, lost): forget it so the
-			// master learns the replica is gone rather than sending every reader here.
-			if _, rerr := e.removeLocked(o); rerr != nil {
-				err = errors.Join(err, rerr)
-			}
-			why := "lower tier read failed: " + err.Error()
-			after = append(after, func() { e.lost(meta, why) })
-		}
-		return nil, fmt.Errorf("tier: get %q from the lower tier: %w", meta.Key, err)
-	}
 	e.mu.m.hitsNVMe++
 	r := &Reader{e: e, meta: meta, tier: base.TierNVMe}
 	if h == nil {
@@ -189,4 +175,33 @@ func (e *Engine) readLower(o *object, meta base.ObjectMeta, h *dram.Handle, prom
 	}
 	r.tmp = h
 	return r, nil
+}
+
+// readFailed handles a failed lower-tier read of o. A commit of a newer version or a removal
+// may have changed the lower tier under the read (they hold the key's lock while the index
+// still shows o): after taking the key's lock the index is settled. If o is still current the
+// lower tier cannot serve it (corrupt, lost): it is dropped from the index so the master learns
+// the replica is gone, rather than sending every reader here.
+func (e *Engine) readFailed(o *object, meta base.ObjectMeta, err error) error {
+	unlock := e.lockKey(meta.Key)
+	defer unlock()
+	e.mu.Lock()
+	if e.mu.objects[meta.Key] != o {
+		e.mu.m.misses++
+		e.mu.Unlock()
+		return fmt.Errorf("%w: %q version %d (removed or replaced during the read)", base.ErrObjectNotFound, meta.Key, meta.Version)
+	}
+	e.mu.m.lowerErrors++
+	var lost bool
+	if errors.Is(err, base.ErrCorruption) || isGone(err) {
+		if _, rerr := e.removeLocked(o); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		lost = true
+	}
+	e.mu.Unlock()
+	if lost {
+		e.lost(meta, "lower tier read failed: "+err.Error())
+	}
+	return fmt.Errorf("tier: get %q from the lower tier: %w", meta.Key, err)
 }
