@@ -605,3 +605,78 @@ func TestClosed(t *testing.T) {
 		t.Fatal("exists after close")
 	}
 }
+
+// TestWatermarkEviction checks the background evictor: past the high watermark it evicts down
+// to the low one, soft-pinned objects last.
+func TestWatermarkEviction(t *testing.T) {
+	evicted := make(chan tier.EvictInfo, 16)
+	e := open(t, tier.Options{Arena: newArena(t, 1<<20), HighWatermark: 0.5, LowWatermark: 0.3,
+		Events: tier.EventListener{Evicted: func(i tier.EvictInfo) { evicted <- i }}})
+	mustPut(t, e, "k0", 1, 100*kib, tier.PutOptions{SoftPinTTL: time.Hour})
+	for i := 1; i < 5; i++ {
+		mustPut(t, e, fmt.Sprint("k", i), 1, 100*kib, tier.PutOptions{})
+	}
+	select {
+	case i := <-evicted:
+		t.Fatalf("evicted under the high watermark: %+v", i)
+	default:
+	}
+	mustPut(t, e, "k5", 1, 100*kib, tier.PutOptions{}) // 600 KiB > 512 KiB: evict to 30%
+	var got []string
+	for range 3 {
+		i := <-evicted
+		if i.Reason != tier.EvictWatermark || i.Action != "drop" {
+			t.Fatalf("eviction %+v", i)
+		}
+		got = append(got, i.Meta.Key)
+	}
+	if strings.Join(got, ",") != "k1,k2,k3" {
+		t.Fatalf("victims %v, want k1,k2,k3 (k0 is soft-pinned)", got)
+	}
+	if m := e.Metrics(); m.EvictionsWatermark != 3 || m.DRAM.Objects != 3 {
+		t.Fatalf("metrics %+v", m)
+	}
+}
+
+// TestSpillQueueBackPressure checks that a Put needing room waits for its spills (writers
+// wait) and that the spill queue never holds more than its bound.
+func TestSpillQueueBackPressure(t *testing.T) {
+	const limit = 200 * kib
+	var maxQueued int64
+	var e *tier.Engine
+	var mu sync.Mutex
+	decided := make(chan struct{}, 64)
+	e, l := newSpill(t, 1<<20, tier.Options{SpillQueueBytes: limit, HighWatermark: 1, LowWatermark: 1,
+		Events: tier.EventListener{Evicted: func(tier.EvictInfo) {
+			mu.Lock()
+			maxQueued = max(maxQueued, e.Metrics().SpillQueueBytes)
+			mu.Unlock()
+			decided <- struct{}{}
+		}}})
+	for i := range 10 {
+		mustPut(t, e, fmt.Sprint("k", i), 1, 100*kib, tier.PutOptions{})
+	}
+	open := l.Gate()
+	defer open()
+	done := make(chan error, 1)
+	go func() { done <- put(e, "big", 1, pattern("big", 1, 500*kib), tier.PutOptions{}) }()
+	<-decided // the Put chose its victims; their spills cannot finish while the gate is shut
+	select {
+	case err := <-done:
+		t.Fatalf("Put returned (%v) before its spills ended", err)
+	default:
+	}
+	open()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, e, "big", 1, 500*kib)
+	mu.Lock()
+	defer mu.Unlock()
+	if maxQueued > limit {
+		t.Fatalf("spill queue held %d bytes, bound %d", maxQueued, limit)
+	}
+	if m := e.Metrics(); m.Spills < 5 || m.EvictionsPressure < 5 {
+		t.Fatalf("metrics %+v", m)
+	}
+}
