@@ -364,9 +364,14 @@ func (e *Engine) infoLocked(o *object) ObjectInfo {
 	return info
 }
 
-// List returns the committed objects whose key starts with prefix, sorted by key.
+// List returns the committed objects whose key starts with prefix, sorted by key (nil after
+// Close).
 func (e *Engine) List(prefix string) []ObjectInfo {
 	e.mu.Lock()
+	if e.mu.closed {
+		e.mu.Unlock()
+		return nil
+	}
 	var out []ObjectInfo
 	for k, o := range e.mu.objects {
 		if strings.HasPrefix(k, prefix) {
@@ -378,9 +383,14 @@ func (e *Engine) List(prefix string) []ObjectInfo {
 	return out
 }
 
-// Inventory returns every committed object, any tier, sorted by key (worker registration).
+// Inventory returns every committed object, any tier, sorted by key (worker registration;
+// nil after Close).
 func (e *Engine) Inventory() []base.ObjectMeta {
 	e.mu.Lock()
+	if e.mu.closed {
+		e.mu.Unlock()
+		return nil
+	}
 	out := make([]base.ObjectMeta, 0, len(e.mu.objects))
 	for _, o := range e.mu.objects {
 		out = append(out, o.meta)
