@@ -168,6 +168,9 @@ func (e *Engine) readLower(o *object, meta base.ObjectMeta, h *dram.Handle, prom
 		if e.ev.Promoted != nil {
 			after = append(after, func() { e.ev.Promoted(meta) })
 		}
+		if e.mu.pol.NeedEviction() > 0 {
+			after = append(after, e.kickEvictor)
+		}
 		return r, nil
 	}
 	if promote {

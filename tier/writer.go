@@ -11,8 +11,9 @@ import (
 )
 
 // Writer is a put in progress: an arena range the caller fills (the transfer layer reads the
-// socket straight into Bytes()), invisible until Commit. A Writer is used by one goroutine and
-// must end with Commit or Abort; either releases it.
+// socket straight into Bytes()), invisible until Commit. It must end with exactly one Commit,
+// CommitTrusted or Abort, from one goroutine. Bytes() may be filled by several goroutines at
+// disjoint offsets (striped transfers) as long as every fill happens before that call.
 type Writer struct {
 	e       *Engine
 	key     string
