@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -679,4 +680,50 @@ func TestSpillQueueBackPressure(t *testing.T) {
 	if m := e.Metrics(); m.Spills < 5 || m.EvictionsPressure < 5 {
 		t.Fatalf("metrics %+v", m)
 	}
+}
+
+// blockingLower blocks Puts of one version until released.
+type blockingLower struct {
+	*tiertest.MemLower
+	v       base.Version
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (l *blockingLower) Put(key string, v base.Version, data []byte, sync bool) error {
+	if v == l.v {
+		close(l.entered)
+		<-l.release
+	}
+	return l.MemLower.Put(key, v, data, sync)
+}
+
+// TestSlowSpillNeverOverwritesNewerVersion: a spill of version 1 still being written when a
+// durable put of version 2 commits must not land on the lower tier after it.
+func TestSlowSpillNeverOverwritesNewerVersion(t *testing.T) {
+	l := &blockingLower{MemLower: tiertest.NewMemLower(), v: 1, entered: make(chan struct{}), release: make(chan struct{})}
+	e := open(t, tier.Options{Arena: newArena(t, 256*kib), Lower: l, HighWatermark: 1, LowWatermark: 1})
+	mustPut(t, e, "k", 1, 100*kib, tier.PutOptions{})
+	mustPut(t, e, "f1", 1, 100*kib, tier.PutOptions{})
+	filler := make(chan error, 1)
+	go func() { filler <- put(e, "f2", 1, pattern("f2", 1, 100*kib), tier.PutOptions{}) }()
+	<-l.entered // k v1 is being spilled
+	durable := make(chan error, 1)
+	go func() {
+		durable <- put(e, "k", 2, pattern("k", 2, 10*kib), tier.PutOptions{Persistence: base.PersistenceDurable})
+	}()
+	for range 1000 {
+		runtime.Gosched() // give a broken commit every chance to reach the lower tier first
+	}
+	close(l.release)
+	if err := <-filler; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-durable; err != nil {
+		t.Fatal(err)
+	}
+	if !l.Has("k", 2) {
+		t.Fatal("the lower tier lost version 2 to the slow spill of version 1")
+	}
+	mustGet(t, e, "k", 2, 10*kib)
 }
