@@ -730,3 +730,31 @@ func TestSlowSpillNeverOverwritesNewerVersion(t *testing.T) {
 	}
 	mustGet(t, e, "k", 2, 10*kib)
 }
+
+func TestPinnedPromotionAndWarmUpLimit(t *testing.T) {
+	l := tiertest.NewMemLower()
+	for i := range 5 {
+		k := fmt.Sprint("k", i)
+		if err := l.Put(k, 1, pattern(k, 1, 100*kib), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := open(t, tier.Options{Arena: newArena(t, 1<<20), Lower: l, PromoteOnHit: 1})
+	n, err := e.WarmUp(context.Background(), 250*kib)
+	if err != nil || n != 2 {
+		t.Fatalf("warm-up loaded %d (%v), want 2 within 250 KiB", n, err)
+	}
+	// A hard pin set while the object is on NVMe holds once it is promoted.
+	if err := e.Pin("k4", 0, true); err != nil {
+		t.Fatal(err)
+	}
+	if tr := mustGet(t, e, "k4", 1, 100*kib); tr != base.TierNVMe {
+		t.Fatalf("first hit %v", tr)
+	}
+	if tr := mustGet(t, e, "k4", 1, 100*kib); tr != base.TierDRAM {
+		t.Fatalf("after promotion %v", tr)
+	}
+	if m := e.Metrics(); m.HardPinned.Objects != 1 || m.Promotions != 3 || m.DRAM.Objects != 3 || m.HitsNVMe != 1 || m.HitsDRAM != 1 {
+		t.Fatalf("metrics %+v", m)
+	}
+}

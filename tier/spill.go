@@ -408,7 +408,7 @@ func (e *Engine) WarmUp(ctx context.Context, maxBytes int64) (int, error) {
 		e.mu.pol.Reserve(o.meta.Size)
 		e.mu.Unlock()
 		// A forced promotion through the read path: the Reader is released at once.
-		r, err := e.readLower(o, o.meta, h, true)
+		r, err := e.readLower(o, o.meta, h, true, false)
 		if err != nil {
 			e.backgroundError(fmt.Errorf("tier: warm-up: %w", err))
 			continue
