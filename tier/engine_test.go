@@ -803,3 +803,31 @@ func TestCrashKeepsDurable(t *testing.T) {
 		t.Fatalf("the test did not leave spill-mode objects only in DRAM (%d)", len(resident))
 	}
 }
+
+// TestListenerMayUseTheSameKey: callbacks run without the engine's locks, the key's included,
+// so a listener may commit the same key (here: a put of k0 waiting for its old version's loss).
+func TestListenerMayUseTheSameKey(t *testing.T) {
+	var w *tier.Writer
+	committed := make(chan error, 1)
+	e, l := newSpill(t, 256*kib, tier.Options{HighWatermark: 1, LowWatermark: 1, Events: tier.EventListener{
+		BackgroundError: func(error) {},
+		ObjectLost: func(m base.ObjectMeta, why string) {
+			if m.Key == "k0" {
+				copy(w.Bytes(), pattern("k0", 2, kib))
+				committed <- w.Commit(0)
+			}
+		},
+	}})
+	mustPut(t, e, "k0", 1, 100*kib, tier.PutOptions{})
+	mustPut(t, e, "k1", 1, 100*kib, tier.PutOptions{})
+	var err error
+	if w, err = e.Put("k0", 2, kib, tier.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l.Fail(tiertest.OpPut, func(string) error { return errors.New("no disk") })
+	mustPut(t, e, "k2", 1, 100*kib, tier.PutOptions{}) // evicts k0 v1: its spill fails
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, e, "k0", 2, kib)
+}

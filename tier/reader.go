@@ -189,7 +189,12 @@ func (e *Engine) readLower(o *object, meta base.ObjectMeta, h *dram.Handle, prom
 // the replica is gone, rather than sending every reader here.
 func (e *Engine) readFailed(o *object, meta base.ObjectMeta, err error) error {
 	unlock := e.lockKey(meta.Key)
-	defer unlock()
+	locked := true
+	defer func() {
+		if locked {
+			unlock()
+		}
+	}()
 	e.mu.Lock()
 	if e.mu.objects[meta.Key] != o {
 		e.mu.m.misses++
@@ -205,6 +210,8 @@ func (e *Engine) readFailed(o *object, meta base.ObjectMeta, err error) error {
 		lost = true
 	}
 	e.mu.Unlock()
+	unlock() // before the callback: a listener may touch the same key
+	locked = false
 	if lost {
 		e.lost(meta, "lower tier read failed: "+err.Error())
 	}

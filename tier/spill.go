@@ -217,6 +217,13 @@ func (e *Engine) runSpiller() {
 
 func (e *Engine) spill(j *spillJob) {
 	o := j.obj
+	// Callbacks run after the key lock is released: a listener may touch the same key.
+	var after []func()
+	defer func() {
+		for _, f := range after {
+			f()
+		}
+	}()
 	unlock := e.lockKey(o.meta.Key)
 	defer unlock()
 
@@ -268,17 +275,19 @@ func (e *Engine) spill(j *spillJob) {
 		// Removed or replaced while being written: the copy just written is stale. The key lock
 		// is held, so no newer version of the key can be on the lower tier yet.
 		if derr := e.deleteLowerKeyLocked(o.meta); derr != nil {
-			e.backgroundError(derr)
+			after = append(after, func() { e.backgroundError(derr) })
 		}
 	}
 	if err != nil && stillCurrent {
-		e.backgroundError(fmt.Errorf("tier: spill of %q version %d failed, object dropped: %w", o.meta.Key, o.meta.Version, err))
+		err := fmt.Errorf("tier: spill of %q version %d failed, object dropped: %w", o.meta.Key, o.meta.Version, err)
+		after = append(after, func() { e.backgroundError(err) })
 	}
 	if e.ev.SpillEnd != nil && (wrote || err != nil) {
-		e.ev.SpillEnd(info)
+		after = append(after, func() { e.ev.SpillEnd(info) })
 	}
 	if lost {
-		e.lost(o.meta, "spill to the lower tier failed: "+err.Error())
+		why := "spill to the lower tier failed: " + err.Error()
+		after = append(after, func() { e.lost(o.meta, why) })
 	}
 }
 

@@ -142,9 +142,13 @@ func (w *Writer) CommitTrusted(checksum uint64) error {
 
 func (w *Writer) commit(sum uint64) (err error) {
 	e := w.e
+	var cleanupErr error // reported once the key lock is released
 	defer func() {
 		if err != nil {
 			w.Abort()
+		}
+		if cleanupErr != nil {
+			e.backgroundError(cleanupErr)
 		}
 	}()
 	unlock := e.lockKey(w.key)
@@ -211,7 +215,7 @@ func (w *Writer) commit(sum uint64) (err error) {
 	}
 	if err := errors.Join(errs...); err != nil {
 		// The new version is committed; only the cleanup of the old one failed.
-		e.backgroundError(fmt.Errorf("tier: commit of %q replaced version %d: %w", w.key, old.Version, err))
+		cleanupErr = fmt.Errorf("tier: commit of %q replaced version %d: %w", w.key, old.Version, err)
 	}
 	return nil
 }
