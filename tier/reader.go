@@ -66,6 +66,7 @@ func (r *Reader) Release() {
 	if err != nil {
 		e.log.Error("tier: releasing a reader", "key", r.meta.Key, "err", err)
 	}
+	e.verifyLocked()
 }
 
 // Get returns a Reader of key at version v (0: any). A DRAM hit pins the DRAM copy; a
@@ -173,6 +174,7 @@ func (e *Engine) readLower(o *object, meta base.ObjectMeta, h *dram.Handle, prom
 		if e.mu.pol.NeedEviction() > 0 {
 			after = append(after, e.kickEvictor)
 		}
+		e.verifyLocked()
 		return r, nil
 	}
 	if promote {

@@ -269,6 +269,7 @@ func (e *Engine) spill(j *spillJob) {
 		e.log.Error("tier: spill", "err", rerr)
 	}
 	e.signalSpaceLocked()
+	e.verifyLocked()
 	e.mu.Unlock()
 
 	if wrote && !stillCurrent {

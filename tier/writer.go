@@ -206,6 +206,7 @@ func (w *Writer) commit(sum uint64) (err error) {
 	e.mu.m.commits++
 	e.mu.m.committedBytes += w.size
 	need := e.mu.pol.NeedEviction() > 0
+	e.verifyLocked()
 	e.mu.Unlock()
 	if need {
 		e.kickEvictor()
@@ -348,6 +349,7 @@ func (e *Engine) applyVictimsLocked(vs []policy.Victim, why EvictReason) ([]*spi
 			jobs = append(jobs, &spillJob{obj: o, c: c, queued: time.Now()})
 		}
 	}
+	e.verifyLocked()
 	return jobs, events
 }
 
