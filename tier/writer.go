@@ -284,7 +284,9 @@ func (e *Engine) allocate(size int64) (*dram.Handle, error) {
 			}
 			continue
 		}
-		if plan.NoSpace.Reason == policy.ReasonSpilling {
+		// Wait rather than fail while spill jobs are queued or running: they free DRAM when
+		// they end (their objects', or detached copies they still hold).
+		if plan.NoSpace.Reason == policy.ReasonSpilling || e.spillQ.queuedBytes() > 0 {
 			wait := e.mu.space
 			e.mu.Unlock()
 			select {
