@@ -3,6 +3,7 @@ package nvme
 import (
 	"errors"
 	"fmt"
+	"hash"
 	"hash/maphash"
 	"io"
 	"log/slog"
@@ -195,7 +196,7 @@ func (s *Store) Put(key string, v base.Version, data []byte, sync bool) error {
 	}
 	defer s.exit()
 	durable := sync || s.opts.Sync == SyncAlways
-	ent := indexEntry{version: v, size: int64(len(data)), storedLen: int64(len(data)), checksum: base.Checksum(data)}
+	ent := indexEntry{version: v, size: int64(len(data)), storedLen: int64(len(data))}
 	return s.put(key, ent, data, nil, durable)
 }
 
@@ -204,36 +205,33 @@ func (s *Store) Put(key string, v base.Version, data []byte, sync bool) error {
 // onlyIfAt is non-nil the index is updated only if it still holds *onlyIfAt (GC must not
 // resurrect an object deleted or replaced while it copied it).
 func (s *Store) put(key string, ent indexEntry, data []byte, onlyIfAt *indexEntry, durable bool) error {
-	hdr := &recordHeader{key: key, version: ent.version, size: ent.size, checksum: ent.checksum}
-	hl := int(hdr.headerLen())
-	var rec []byte // aligned record buffer, owned here until putBuf
+	stored := data
+	var cbuf []byte // lz4 output, owned here until putBuf
 	defer func() {
-		if rec != nil {
-			putBuf(rec)
+		if cbuf != nil {
+			putBuf(cbuf)
 		}
 	}()
-	stored := data
 	if onlyIfAt == nil && !s.opts.DisableLZ4 && len(data) >= lz4MinLen && lz4Promising(data, s.lz4Limit) {
-		limit := s.lz4Limit(len(data))
-		var dst []byte
-		if int64(len(data)) > s.opts.InlineThreshold {
-			rec = getBuf(int(alignUp(int64(hl + len(data)))))
-			dst = rec[hl : hl+limit]
-		} else {
-			dst = make([]byte, limit)
-		}
-		if n := lz4Compress(data, dst); n > 0 {
-			stored = dst[:n]
+		cbuf = getBuf(s.lz4Limit(len(data)))
+		if n := lz4Compress(data, cbuf); n > 0 {
+			stored = cbuf[:n]
 			ent.flags |= flagLZ4
 			ent.storedLen = int64(n)
 		}
 	}
+	// The checksum: known for GC copies; computed here for inline and compressed values;
+	// computed while the record is written (overlapping the disk) for raw extent values.
+	streamSum := onlyIfAt == nil && ent.flags&flagLZ4 == 0 && int64(len(stored)) > s.opts.InlineThreshold
+	if onlyIfAt == nil && !streamSum {
+		ent.checksum = base.Checksum(data)
+	}
 	if int64(len(stored)) <= s.opts.InlineThreshold {
 		ent.flags |= flagInline
-		if rec != nil && ent.flags&flagLZ4 != 0 {
-			stored = append([]byte(nil), stored...) // rec goes back to the pool
-		}
 		ent.inline = stored
+		if cbuf != nil {
+			ent.inline = append([]byte(nil), stored...) // cbuf goes back to the pool
+		}
 		n := inlineCost(key, ent)
 		if err := s.reserve(n, false); err != nil {
 			return fmt.Errorf("nvme: put %q: %w", key, err)
@@ -242,30 +240,26 @@ func (s *Store) put(key string, ent indexEntry, data []byte, onlyIfAt *indexEntr
 			s.m.inlineBytes.Add(-n)
 			return err
 		}
-		s.m.lz4Saved.Add(ent.size - ent.storedLen)
+		if onlyIfAt == nil {
+			s.m.lz4Saved.Add(ent.size - ent.storedLen)
+		}
 		return nil
 	}
 
-	// Extent record: header, key, stored bytes, zero padding, in one aligned buffer.
-	hdr.flags = ent.flags & recordFlagsMask
-	hdr.storedLen = ent.storedLen
-	recLen := int(hdr.recordLen())
-	if rec == nil {
-		rec = getBuf(recLen)
-		copy(rec[hl:], stored)
-	} else {
-		rec = rec[:recLen]
-		if ent.flags&flagLZ4 == 0 {
-			copy(rec[hl:], stored)
-		}
-	}
-	hdr.encode(rec)
-	clear(rec[hl+len(stored):])
-	e, off, err := s.appendRecord(rec)
+	hdr := &recordHeader{key: key, flags: ent.flags & recordFlagsMask, version: ent.version, size: ent.size,
+		storedLen: ent.storedLen, checksum: ent.checksum}
+	e, off, w, err := s.reserveRecord(hdr.recordLen())
 	if err != nil {
 		return fmt.Errorf("nvme: put %q: %w", key, err)
 	}
 	defer s.releaseW(e)
+	if err := s.writeRecord(w, off, hdr, stored, streamSum); err != nil {
+		// The bytes at off are unknown now; no index entry will point at them. Seal the
+		// extent so nothing is appended after a hole (the space is dead until GC).
+		s.sealExtent(e)
+		return fmt.Errorf("nvme: put %q: %w", key, ioErr(fmt.Sprintf("write extent %d at %d", e.id, off), err))
+	}
+	ent.checksum = hdr.checksum
 	if durable {
 		if err := s.syncExtent(e); err != nil {
 			return fmt.Errorf("nvme: put %q: sync extent %d: %w", key, e.id, err)
@@ -281,8 +275,90 @@ func (s *Store) put(key string, ent indexEntry, data []byte, onlyIfAt *indexEntr
 	if !durable && s.opts.Sync != SyncNone {
 		s.markDirty(e)
 	}
-	s.m.lz4Saved.Add(ent.size - ent.storedLen)
+	if onlyIfAt == nil {
+		s.m.lz4Saved.Add(ent.size - ent.storedLen)
+	}
 	return nil
+}
+
+// recordChunk is the unit of extent writes. A record is written in chunks so that copying
+// (and checksumming) one chunk into an aligned buffer overlaps the write of the previous one,
+// and so a writer holds at most three chunk buffers whatever the object size. 4 MiB writes
+// keep the device queue full (a larger O_DIRECT write is split into many requests in flight).
+const recordChunk = 4 << 20
+
+// writeRecord writes hdr, src and zero padding at [off, off+hdr.recordLen()). With
+// streamSum, hdr.checksum is computed from src on the way; the first chunk (the header) is
+// then written last, once the checksum is known.
+func (s *Store) writeRecord(w vfs.File, off int64, hdr *recordHeader, src []byte, streamSum bool) error {
+	hl := int(hdr.headerLen())
+	recLen := int(hdr.recordLen())
+	var sum hash.Hash64
+	if streamSum {
+		sum = base.NewChecksum()
+	}
+	// First chunk: header, key and the start of src.
+	firstLen := min(recLen, recordChunk)
+	first := getBuf(firstLen)
+	defer putBuf(first)
+	n0 := min(len(src), firstLen-hl)
+	copy(first[hl:], src[:n0])
+	clear(first[hl+n0:])
+	if sum != nil {
+		sum.Write(src[:n0])
+	}
+	if n0 < len(src) {
+		// The rest, chunk by chunk, through a writer goroutine: fill one buffer while the
+		// other is written.
+		type job struct {
+			buf []byte
+			off int64
+		}
+		jobs := make(chan job, 1)
+		free := make(chan []byte, 2)
+		free <- getBuf(recordChunk)
+		free <- getBuf(recordChunk)
+		errc := make(chan error, 1)
+		go func() {
+			var err error
+			for j := range jobs {
+				if err == nil {
+					_, err = w.WriteAt(j.buf, j.off)
+				}
+				free <- j.buf
+			}
+			errc <- err
+		}()
+		pos := n0
+		woff := off + int64(firstLen)
+		for pos < len(src) {
+			buf := <-free
+			n := min(len(src)-pos, recordChunk)
+			l := int(alignUp(int64(n)))
+			buf = buf[:l]
+			copy(buf, src[pos:pos+n])
+			clear(buf[n:])
+			if sum != nil {
+				sum.Write(src[pos : pos+n])
+			}
+			jobs <- job{buf, woff}
+			pos += n
+			woff += int64(l)
+		}
+		close(jobs)
+		err := <-errc
+		putBuf((<-free)[:recordChunk])
+		putBuf((<-free)[:recordChunk])
+		if err != nil {
+			return err
+		}
+	}
+	if sum != nil {
+		hdr.checksum = sum.Sum64()
+	}
+	hdr.encode(first)
+	_, err := w.WriteAt(first, off)
+	return err
 }
 
 // inlineCost is what an inline entry counts against capacity.
