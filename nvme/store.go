@@ -283,9 +283,13 @@ func (s *Store) put(key string, ent indexEntry, data []byte, onlyIfAt *indexEntr
 
 // recordChunk is the unit of extent writes. A record is written in chunks so that copying
 // (and checksumming) one chunk into an aligned buffer overlaps the write of the previous one,
-// and so a writer holds at most three chunk buffers whatever the object size. 4 MiB writes
-// keep the device queue full (a larger O_DIRECT write is split into many requests in flight).
+// and so a writer holds at most 1+recordChunksInFlight chunk buffers whatever the object size.
+// Several chunks are written at once: one 4 MiB pwrite at a time left the device idle between
+// requests (0.3-0.6 of a single 16 MiB pwrite here).
 const recordChunk = 4 << 20
+
+// recordChunksInFlight bounds the chunk writes of one record in flight (and its buffers).
+const recordChunksInFlight = 4
 
 // writeRecord writes hdr, src and zero padding at [off, off+hdr.recordLen()). With
 // streamSum, hdr.checksum is computed from src on the way; the first chunk (the header) is
@@ -308,31 +312,21 @@ func (s *Store) writeRecord(w vfs.File, off int64, hdr *recordHeader, src []byte
 		sum.Write(src[:n0])
 	}
 	if n0 < len(src) {
-		// The rest, chunk by chunk, through a writer goroutine: fill one buffer while the
-		// other is written.
-		type job struct {
-			buf []byte
-			off int64
+		// The rest, chunk by chunk: fill a buffer while up to recordChunksInFlight earlier
+		// chunks are being written (by one goroutine each, so the device sees a queue).
+		free := make(chan []byte, recordChunksInFlight)
+		for range recordChunksInFlight {
+			free <- nil
 		}
-		jobs := make(chan job, 1)
-		free := make(chan []byte, 2)
-		free <- getBuf(recordChunk)
-		free <- getBuf(recordChunk)
-		errc := make(chan error, 1)
-		go func() {
-			var err error
-			for j := range jobs {
-				if err == nil {
-					_, err = w.WriteAt(j.buf, j.off)
-				}
-				free <- j.buf
-			}
-			errc <- err
-		}()
+		var werr error
+		var werrMu sync.Mutex
 		pos := n0
 		woff := off + int64(firstLen)
 		for pos < len(src) {
 			buf := <-free
+			if buf == nil {
+				buf = getBuf(recordChunk)
+			}
 			n := min(len(src)-pos, recordChunk)
 			l := int(alignUp(int64(n)))
 			buf = buf[:l]
@@ -341,16 +335,24 @@ func (s *Store) writeRecord(w vfs.File, off int64, hdr *recordHeader, src []byte
 			if sum != nil {
 				sum.Write(src[pos : pos+n])
 			}
-			jobs <- job{buf, woff}
+			go func(buf []byte, off int64) {
+				if _, err := w.WriteAt(buf, off); err != nil {
+					werrMu.Lock()
+					werr = err
+					werrMu.Unlock()
+				}
+				free <- buf
+			}(buf, woff)
 			pos += n
 			woff += int64(l)
 		}
-		close(jobs)
-		err := <-errc
-		putBuf((<-free)[:recordChunk])
-		putBuf((<-free)[:recordChunk])
-		if err != nil {
-			return err
+		for range recordChunksInFlight {
+			if buf := <-free; buf != nil {
+				putBuf(buf[:recordChunk])
+			}
+		}
+		if werr != nil {
+			return werr
 		}
 	}
 	if sum != nil {

@@ -72,7 +72,7 @@ func mustRead(t testing.TB, s *Store, key string, v base.Version, want []byte) {
 func TestRoundTripSizes(t *testing.T) {
 	dir := t.TempDir()
 	s := mustOpen(t, testOptions(dir))
-	sizes := []int{0, 1, 255, 256, 4095, 4096, 4097, 64<<10 - 1, 64 << 10, 64<<10 + 1, 300 << 10, 1 << 20, 3<<20 + 5}
+	sizes := []int{0, 1, 255, 256, 4095, 4096, 4097, 64<<10 - 1, 64 << 10, 64<<10 + 1, 300 << 10, 1 << 20, 3<<20 + 5, 4<<20 - 4096, 9<<20 + 3}
 	want := map[string][]byte{}
 	for i, n := range sizes {
 		for _, comp := range []bool{false, true} {
