@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"golang.org/x/sys/unix"
 )
@@ -351,4 +350,3 @@ func BenchmarkLZ4(b *testing.B) {
 	})
 }
 
-var _ = vfs.Default

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/internal/testutil"
 )
@@ -226,4 +227,24 @@ func TestCapacity(t *testing.T) {
 	if err := s.Put("again", 1, data, true); err != nil {
 		t.Fatalf("Put after GC: %v", err)
 	}
+}
+
+// TestMemFS: the store runs on any pebble vfs.FS (here an in-memory one), as fault tests need.
+func TestMemFS(t *testing.T) {
+	o := testOptions("/store")
+	o.FS = vfs.NewMem()
+	s := mustOpen(t, o)
+	if s.Metrics().DirectIO {
+		t.Fatal("O_DIRECT on a MemFS")
+	}
+	data := payload(1, 300<<10, false)
+	if err := s.Put("a", 1, data, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, o)
+	defer s.Close()
+	mustRead(t, s, "a", 1, data)
 }
