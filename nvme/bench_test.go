@@ -349,4 +349,3 @@ func BenchmarkLZ4(b *testing.B) {
 		}
 	})
 }
-
