@@ -32,8 +32,8 @@ func invariantf(format string, args ...any) error {
 // reserveRecord reserves n bytes (an aligned record) at the end of the active extent, rolling
 // to a new extent when it is full. It returns the extent with a write reference the caller
 // must drop with releaseW, the offset, and the write handle.
-func (s *Store) reserveRecord(n int64) (*extent, int64, vfs.File, error) {
-	if err := s.reserve(n, true); err != nil {
+func (s *Store) reserveRecord(n int64, force bool) (*extent, int64, vfs.File, error) {
+	if err := s.reserveMaybeForce(n, true, force); err != nil {
 		return nil, 0, nil, err
 	}
 	s.mu.Lock()
@@ -47,7 +47,7 @@ func (s *Store) reserveRecord(n int64) (*extent, int64, vfs.File, error) {
 	}
 	if e == nil {
 		var err error
-		e, err = s.newExtentLocked()
+		e, err = s.newExtentLocked(force)
 		if err != nil {
 			s.mu.Unlock()
 			s.m.extentBytes.Add(-n)
@@ -71,7 +71,7 @@ func (s *Store) reserveRecord(n int64) (*extent, int64, vfs.File, error) {
 // newExtentLocked creates the next extent file, writes its header and syncs the directory,
 // so a record synced into it later is found after a power failure.
 // REQUIRES: s.mu.
-func (s *Store) newExtentLocked() (*extent, error) {
+func (s *Store) newExtentLocked(force bool) (*extent, error) {
 	id := s.mu.nextID
 	s.mu.nextID++
 	path := s.fs.PathJoin(s.extDir, extentName(id))
@@ -91,7 +91,7 @@ func (s *Store) newExtentLocked() (*extent, error) {
 		_ = s.fs.Remove(path)
 		return nil, ioErr(what, err)
 	}
-	if err := s.reserve(blockSize, true); err != nil {
+	if err := s.reserveMaybeForce(blockSize, true, force); err != nil {
 		return fail("extent header", err)
 	}
 	hdr := getBuf(blockSize)

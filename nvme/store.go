@@ -54,6 +54,9 @@ type Store struct {
 	}
 
 	group syncGroup
+	// indexDirty is set by index writes made without a pebble sync; the SyncGroup tick syncs
+	// the pebble WAL when it is set.
+	indexDirty atomic.Bool
 
 	gcMu   sync.Mutex // one GC at a time
 	gcKick chan struct{}
@@ -248,7 +251,9 @@ func (s *Store) put(key string, ent indexEntry, data []byte, onlyIfAt *indexEntr
 
 	hdr := &recordHeader{key: key, flags: ent.flags & recordFlagsMask, version: ent.version, size: ent.size,
 		storedLen: ent.storedLen, checksum: ent.checksum}
-	e, off, w, err := s.reserveRecord(hdr.recordLen())
+	// GC copies (onlyIfAt != nil) are not refused for capacity: they free more than they use,
+	// and a full store is exactly when GC must be able to run.
+	e, off, w, err := s.reserveRecord(hdr.recordLen(), onlyIfAt != nil)
 	if err != nil {
 		return fmt.Errorf("nvme: put %q: %w", key, err)
 	}
@@ -376,6 +381,19 @@ func recordLenOf(key string, ent indexEntry) int64 {
 // reserve counts n more bytes against capacity, or fails with ErrNoSpace and kicks GC.
 // extentBytes says which counter the bytes go to.
 func (s *Store) reserve(n int64, extentBytes bool) error {
+	return s.reserveMaybeForce(n, extentBytes, false)
+}
+
+// reserveMaybeForce is reserve; with force the bytes are counted even past capacity.
+func (s *Store) reserveMaybeForce(n int64, extentBytes, force bool) error {
+	if force {
+		if extentBytes {
+			s.m.extentBytes.Add(n)
+		} else {
+			s.m.inlineBytes.Add(n)
+		}
+		return nil
+	}
 	for {
 		eb, ib := s.m.extentBytes.Load(), s.m.inlineBytes.Load()
 		if eb+ib+n > s.capacity {
@@ -409,12 +427,11 @@ func (s *Store) commit(key string, ent indexEntry, e *extent, onlyIfAt *indexEnt
 	if onlyIfAt != nil && (!found || !sameRecord(old, *onlyIfAt)) {
 		return errMoved
 	}
-	wo := pebble.NoSync
-	if durable {
-		wo = pebble.Sync
-	}
-	if err := s.db.Set(encodeIndexKey(key), ent.encode(), wo); err != nil {
+	if err := s.db.Set(encodeIndexKey(key), ent.encode(), writeOpts(durable)); err != nil {
 		return fmt.Errorf("nvme: index %q: %w", key, err)
+	}
+	if !durable {
+		s.indexDirty.Store(true) // after the write, so the tick that clears it syncs it
 	}
 	if found {
 		s.forgetLocked(key, old)
@@ -645,6 +662,7 @@ func (s *Store) quarantine(key string, ent indexEntry, cause error) {
 		s.log.Error("nvme: cannot quarantine a corrupt record", "key", key, "err", err, "cause", cause)
 		return
 	}
+	s.indexDirty.Store(true)
 	s.forgetLocked(key, cur)
 	if cur.isInline() {
 		s.m.inlineBytes.Add(inlineCost(key, q)) // the entry stays in the index
@@ -678,12 +696,12 @@ func (s *Store) Delete(key string, v base.Version) error {
 	if found && v != 0 && old.version != v {
 		return fmt.Errorf("nvme: delete %q: version %d stored, not %d: %w", key, old.version, v, base.ErrInvalidVersion)
 	}
-	wo := pebble.NoSync
-	if s.opts.Sync == SyncAlways {
-		wo = pebble.Sync
-	}
-	if err := s.db.Delete(encodeIndexKey(key), wo); err != nil {
+	durable := s.opts.Sync == SyncAlways
+	if err := s.db.Delete(encodeIndexKey(key), writeOpts(durable)); err != nil {
 		return fmt.Errorf("nvme: delete %q: %w", key, err)
+	}
+	if !durable {
+		s.indexDirty.Store(true)
 	}
 	if found {
 		s.forgetLocked(key, old)

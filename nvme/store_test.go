@@ -248,3 +248,49 @@ func TestMemFS(t *testing.T) {
 	defer s.Close()
 	mustRead(t, s, "a", 1, data)
 }
+
+// TestGCWhenFull: a store full of mostly dead extents can still collect them (GC copies are
+// not refused for capacity), and then takes writes again.
+func TestGCWhenFull(t *testing.T) {
+	o := testOptions(t.TempDir())
+	o.Capacity = 4 << 20
+	o.DisableLZ4 = true
+	s := mustOpen(t, o)
+	defer s.Close()
+	var keys []string
+	for i := 0; ; i++ {
+		key := fmt.Sprint("k", i)
+		err := s.Put(key, 1, payload(uint64(i), 300<<10, false), false)
+		if errors.Is(err, base.ErrNoSpace) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, key)
+	}
+	live := map[string][]byte{}
+	for i, key := range keys {
+		if i%3 != 0 {
+			if err := s.Delete(key, 0); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		live[key] = payload(uint64(i), 300<<10, false)
+	}
+	st, err := s.GC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ExtentsRemoved == 0 || st.RecordsMoved == 0 {
+		t.Fatalf("GC of a full store: %+v", st)
+	}
+	if err := s.Put("after", 1, payload(7, 300<<10, false), true); err != nil {
+		t.Fatalf("Put after GC: %v", err)
+	}
+	for k, v := range live {
+		mustRead(t, s, k, 1, v)
+	}
+	checkAccounting(t, s)
+}
