@@ -338,6 +338,9 @@ func (s *Store) syncLoop() {
 		}
 		if err := s.db.LogData(nil, pebble.Sync); err != nil {
 			s.log.Error("nvme: index sync failed", "err", err)
+			if s.opts.Events.BackgroundError != nil {
+				s.opts.Events.BackgroundError(fmt.Errorf("nvme: index sync: %w", err))
+			}
 		}
 	}
 }

@@ -669,6 +669,9 @@ func (s *Store) quarantine(key string, ent indexEntry, cause error) {
 	}
 	s.m.quarantined.Add(1)
 	s.log.Error("nvme: record quarantined", "key", key, "version", ent.version, "err", cause)
+	if s.opts.Events.Corruption != nil {
+		s.opts.Events.Corruption(key, cause)
+	}
 }
 
 // Delete removes key's object; v == 0 removes any version. Deleting a quarantined object
