@@ -83,6 +83,8 @@ func TestCrash(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, 2))
 	dir := t.TempDir()
 	acked := map[string]base.Version{} // newest acknowledged version per key
+	totalAcks := 0
+	defer func() { t.Logf("%d runs, %d acknowledged puts, %d keys", runs, totalAcks, len(acked)) }()
 	for run := 0; run < runs; run++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashRunEnv+"="+strconv.Itoa(run))
@@ -119,6 +121,7 @@ func TestCrash(t *testing.T) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		verifyCrashStore(t, dir, acked, run, seed, run == runs-1)
+		totalAcks += n
 	}
 }
 
