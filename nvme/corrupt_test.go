@@ -33,7 +33,10 @@ func flipByte(t *testing.T, path string, off int64) {
 
 func TestCorruption(t *testing.T) {
 	dir := t.TempDir()
-	s := mustOpen(t, testOptions(dir))
+	o := testOptions(dir)
+	var events []string
+	o.Events.Corruption = func(key string, err error) { events = append(events, key) }
+	s := mustOpen(t, o)
 	want := map[string][]byte{}
 	for i := 0; i < 12; i++ {
 		n := []int{1000, 100 << 10, 1500 << 10}[i%3]
@@ -110,6 +113,10 @@ func TestCorruption(t *testing.T) {
 		}
 	}
 	check(s)
+	checkAccounting(t, s)
+	if fmt.Sprint(events) != "[obj1 obj2 obj3]" {
+		t.Fatalf("Corruption events %v, want [obj1 obj2 obj3]", events)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +160,10 @@ func dirSize(t *testing.T, dir string) int64 {
 
 func TestGC(t *testing.T) {
 	dir := t.TempDir()
-	s := mustOpen(t, testOptions(dir))
+	o := testOptions(dir)
+	var gcEnds []GCStats
+	o.Events.GCEnd = func(st GCStats) { gcEnds = append(gcEnds, st) }
+	s := mustOpen(t, o)
 	want := map[string][]byte{}
 	const n = 60
 	for i := 0; i < n; i++ {
@@ -215,17 +225,22 @@ func TestGC(t *testing.T) {
 	after := dirSize(t, filepath.Join(dir, "extents"))
 	m1 := s.Metrics()
 	t.Logf("gc: %+v; extents %d -> %d bytes; live ratio %.2f -> %.2f", st, before, after, m0.LiveRatio, m1.LiveRatio)
+	if len(gcEnds) != 1 || gcEnds[0] != st {
+		t.Fatalf("GCEnd events %+v, want one with %+v", gcEnds, st)
+	}
 	if st.ExtentsRemoved == 0 || after >= before/2 || m1.GCRuns != 1 || m1.GCBytesReclaimed <= 0 {
 		t.Fatalf("GC reclaimed too little: %+v, %d -> %d bytes, metrics %+v", st, before, after, m1)
 	}
 	for key, data := range want {
 		mustRead(t, s, key, 0, data)
 	}
+	checkAccounting(t, s)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	s = mustOpen(t, testOptions(dir))
 	defer s.Close()
+	checkAccounting(t, s)
 	if m := s.Metrics(); m.Objects != int64(len(want)) || m.DroppedOnOpen != 0 {
 		t.Fatalf("after reopen: %+v, want %d objects", m, len(want))
 	}

@@ -31,7 +31,7 @@ func crashObject(key string, v base.Version) []byte {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s/%d", key, v)
 	seed := h.Sum64()
-	sizes := []int{100, 3000, 20 << 10, 70 << 10, 150 << 10, 400 << 10}
+	sizes := []int{100, 3000, 20 << 10, 70 << 10, 150 << 10, 300 << 10}
 	return payload(seed, sizes[seed%uint64(len(sizes))], seed%3 == 0)
 }
 
@@ -83,6 +83,8 @@ func TestCrash(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, 2))
 	dir := t.TempDir()
 	acked := map[string]base.Version{} // newest acknowledged version per key
+	totalAcks := 0
+	defer func() { t.Logf("%d runs, %d acknowledged puts, %d keys", runs, totalAcks, len(acked)) }()
 	for run := 0; run < runs; run++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashRunEnv+"="+strconv.Itoa(run))
@@ -94,7 +96,7 @@ func TestCrash(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		killAfter := 1 + r.IntN(12)
+		killAfter := 1 + r.IntN(8)
 		sc := bufio.NewScanner(out)
 		n := 0
 		for sc.Scan() {
@@ -119,6 +121,7 @@ func TestCrash(t *testing.T) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		verifyCrashStore(t, dir, acked, run, seed, run == runs-1)
+		totalAcks += n
 	}
 }
 
@@ -129,13 +132,13 @@ func verifyCrashStore(t *testing.T, dir string, acked map[string]base.Version, r
 		t.Fatalf("run %d (seed %d): reopen: %v", run, seed, err)
 	}
 	defer s.Close()
-	// Objects of this run are read in full every time, older ones one in four (each is read in
+	// Objects of this run are read in full every time, older ones one in eight (each is read in
 	// full after the run that wrote it, and all of them after the last run).
 	prefix := fmt.Sprintf("r%02d-", run)
 	seen := map[string]base.Version{}
 	err = s.Scan(func(m base.ObjectMeta) error {
 		seen[m.Key] = m.Version
-		if !full && !strings.HasPrefix(m.Key, prefix) && rand.IntN(4) != 0 {
+		if !full && !strings.HasPrefix(m.Key, prefix) && rand.IntN(8) != 0 {
 			return nil
 		}
 		want := crashObject(m.Key, m.Version)

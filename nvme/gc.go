@@ -147,6 +147,9 @@ func (s *Store) gcLocked() (GCStats, error) {
 		st.BytesReclaimed = removedBytes - st.BytesMoved
 		s.m.gcRuns.Add(1)
 		s.m.gcReclaimed.Add(st.BytesReclaimed)
+		if s.opts.Events.GCEnd != nil {
+			s.opts.Events.GCEnd(st)
+		}
 		s.log.Info("nvme: gc", "extents_removed", st.ExtentsRemoved, "records_moved", st.RecordsMoved,
 			"bytes_moved", base.Bytes(st.BytesMoved), "bytes_reclaimed", base.Bytes(st.BytesReclaimed))
 	}
@@ -191,6 +194,9 @@ func (s *Store) gcLoop() {
 		}
 		if _, err := s.GC(); err != nil && !errors.Is(err, base.ErrClosed) {
 			s.log.Error("nvme: background gc failed", "err", err)
+			if s.opts.Events.BackgroundError != nil {
+				s.opts.Events.BackgroundError(err)
+			}
 		}
 	}
 }

@@ -330,12 +330,17 @@ func (s *Store) syncLoop() {
 		s.group.mu.Lock()
 		dirty := len(s.group.dirty) > 0
 		s.group.mu.Unlock()
-		if !dirty {
+		if dirty {
+			s.syncDirty()
+		}
+		if !s.indexDirty.Swap(false) && !dirty {
 			continue
 		}
-		s.syncDirty()
 		if err := s.db.LogData(nil, pebble.Sync); err != nil {
 			s.log.Error("nvme: index sync failed", "err", err)
+			if s.opts.Events.BackgroundError != nil {
+				s.opts.Events.BackgroundError(fmt.Errorf("nvme: index sync: %w", err))
+			}
 		}
 	}
 }

@@ -114,6 +114,8 @@ type Options struct {
 	LZ4MinSaving float64
 	// DirectIO selects O_DIRECT for extent writes. Default DirectIOAuto.
 	DirectIO DirectIO
+	// Events receives callbacks for background work and failures (nil fields are skipped).
+	Events EventListener
 	// VerifyOnOpen reads every extent record in full at Open and checks its checksum (slow:
 	// reads the whole store). By default Open checks each record's header only, and data is
 	// verified on every read.
@@ -174,4 +176,16 @@ func (o *Options) Validate() error {
 		return bad("unknown DirectIO mode %d", o.DirectIO)
 	}
 	return nil
+}
+
+// EventListener holds callbacks for what the store does on its own, after pebble's
+// EventListener. Callbacks run on the goroutine that did the work and must not block or call
+// back into the Store. Nil fields are skipped.
+type EventListener struct {
+	// BackgroundError reports a failure of background work (GC, the group-commit tick).
+	BackgroundError func(error)
+	// GCEnd reports a GC pass that removed at least one extent.
+	GCEnd func(GCStats)
+	// Corruption reports a record that failed verification and was quarantined.
+	Corruption func(key string, err error)
 }
