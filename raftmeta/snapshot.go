@@ -142,8 +142,8 @@ func (d *snapReader) uvarint() uint64 {
 			return 0
 		}
 		if c < 0x80 {
-			if i == binary.MaxVarintLen64-1 && c > 1 {
-				break
+			if (i == binary.MaxVarintLen64-1 && c > 1) || (i > 0 && c == 0) {
+				break // overflow, or an overlong encoding
 			}
 			return x | uint64(c)<<s
 		}
