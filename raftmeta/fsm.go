@@ -104,6 +104,15 @@ func (f *fsm) advanceLocked(index uint64) {
 // reads nothing but st and c (no clock, no randomness, no I/O, no map iteration order leaking
 // into the result). REQUIRES: the caller owns st exclusively (f.mu held for writing).
 func (st *state) apply(c Command) Result {
+	// Re-check what the proposer's Validate checked: a decoded entry is not trusted. PutEnd
+	// items are checked one by one in putEnd, so one bad item does not fail the batch.
+	if p, ok := c.(PutEnd); ok {
+		if err := checkBatch(len(p.Items)); err != nil {
+			return Result{Err: err}
+		}
+	} else if err := c.Validate(); err != nil {
+		return Result{Err: err}
+	}
 	switch c := c.(type) {
 	case PutEnd:
 		return st.putEnd(&c)
@@ -143,9 +152,6 @@ func (st *state) apply(c Command) Result {
 		}
 		return Result{Removed: n}
 	case RegisterWorker:
-		if err := c.Validate(); err != nil {
-			return Result{Err: err}
-		}
 		if slot, ok := st.slotOf[c.ID]; ok {
 			s := st.slots[slot]
 			s.addr, s.dram, s.nvme, s.state = c.Address, c.DRAMCapacity, c.NVMeCapacity, SegmentActive
@@ -198,9 +204,6 @@ func (st *state) apply(c Command) Result {
 		st.objects[c.Key] = rec
 		return Result{}
 	case RegisterMaster:
-		if err := c.Validate(); err != nil {
-			return Result{Err: err}
-		}
 		if c.RPCAddr == "" {
 			delete(st.masters, c.ID)
 		} else {
