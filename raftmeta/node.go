@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -272,30 +273,12 @@ func (n *Node) mapRaftErr(err error) error {
 // base.ErrClosed, ctx errors); what the command did is in Result (Err and per-item errors).
 // A PutEnd with Now == 0 gets this node's clock.
 func (n *Node) Apply(ctx context.Context, cmd Command) (Result, error) {
-	switch c := cmd.(type) {
-	case *PutEnd:
-		cmd = *c
-	case *Remove:
-		cmd = *c
-	case *RemoveRegex:
-		cmd = *c
-	case *RemoveAll:
-		cmd = *c
-	case *RegisterWorker:
-		cmd = *c
-	case *UnregisterWorker:
-		cmd = *c
-	case *DropReplicas:
-		cmd = *c
-	case *MarkWorkerDead:
-		cmd = *c
-	case *SetPin:
-		cmd = *c
-	case *RegisterMaster:
-		cmd = *c
-	}
-	if cmd == nil {
+	// Commands have value receivers, so pointers to them are Commands too; a nil one is not.
+	if v := reflect.ValueOf(cmd); !v.IsValid() || (v.Kind() == reflect.Pointer && v.IsNil()) {
 		return Result{}, invalidf("nil command")
+	}
+	if p, ok := cmd.(*PutEnd); ok {
+		cmd = *p
 	}
 	if p, ok := cmd.(PutEnd); ok && p.Now == 0 {
 		p.Now = time.Now().UnixNano()

@@ -187,6 +187,7 @@ func TestApplyValidates(t *testing.T) {
 	ctx := ctxT(t)
 	for _, c := range []raftmeta.Command{
 		nil,
+		(*raftmeta.Remove)(nil),
 		raftmeta.PutEnd{},
 		raftmeta.PutEnd{Items: []raftmeta.PutItem{{Key: "", Version: 1, Replicas: []base.WorkerID{"w"}}}},
 		raftmeta.PutEnd{Items: []raftmeta.PutItem{{Key: "k", Version: 1, Replicas: []base.WorkerID{"w", "w"}}}},
