@@ -274,3 +274,50 @@ func TestClusterMembership(t *testing.T) {
 	idx = putN(t, c, 20, 5)
 	c.WaitApplied(idx)
 }
+
+// TestClusterLeaderCh: the node that takes over after the leader goes reports true on its
+// LeaderCh, after which its FSM already holds every committed entry.
+func TestClusterLeaderCh(t *testing.T) {
+	c := raftmetatest.MakeCluster(t, 3)
+	registerWorkers(c)
+	idx := putN(t, c, 0, 40)
+	old := c.Leader()
+	// Drain the survivors' channels of what they reported so far (false or nothing).
+	for _, i := range c.Live() {
+		if i != old {
+			select {
+			case <-c.Node(i).LeaderCh():
+			default:
+			}
+		}
+	}
+	c.Shutdown(old)
+	nl := c.Leader()
+	select {
+	case v := <-c.Node(nl).LeaderCh():
+		if !v {
+			t.Fatal("new leader reported false")
+		}
+	case <-ctxT(t).Done():
+		t.Fatal("no LeaderCh signal")
+	}
+	if got := c.Node(nl).AppliedIndex(); got < idx {
+		t.Fatalf("new leader signalled with applied index %d < committed %d", got, idx)
+	}
+}
+
+func TestApplyContext(t *testing.T) {
+	c := raftmetatest.MakeCluster(t, 1)
+	n := c.Node(c.Leader())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := n.Apply(ctx, raftmeta.RemoveAll{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled ctx: %v", err)
+	}
+	if err := n.VerifyLeader(ctx); !errors.Is(err, context.Canceled) && err != nil {
+		t.Fatalf("cancelled VerifyLeader: %v", err)
+	}
+	if err := n.WaitApplied(ctx, n.AppliedIndex()+100); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitApplied: %v", err)
+	}
+}
