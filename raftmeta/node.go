@@ -314,7 +314,8 @@ func (n *Node) mapRaftErr(err error) error {
 // Apply validates cmd, proposes it and waits until it is applied on this node (the leader).
 // The returned error is about the proposal (base.ErrInvalidParams, *NotLeaderError wrapping
 // base.ErrNotLeader, base.ErrUnavailable when leadership was lost with the outcome unknown,
-// base.ErrClosed, ctx errors); what the command did is in Result (Err and per-item errors).
+// base.ErrClosed, base.ErrTooLarge over MaxCommandBytes, ctx errors); what the command did is
+// in Result (Err and per-item errors).
 // A PutEnd with Now == 0 gets this node's clock.
 func (n *Node) Apply(ctx context.Context, cmd Command) (Result, error) {
 	// Commands have value receivers, so pointers to them are Commands too; a nil one is not.
@@ -331,7 +332,12 @@ func (n *Node) Apply(ctx context.Context, cmd Command) (Result, error) {
 	if err := cmd.Validate(); err != nil {
 		return Result{}, err
 	}
-	return n.propose(ctx, EncodeCommand(cmd))
+	data := EncodeCommand(cmd)
+	if len(data) > MaxCommandBytes {
+		return Result{}, fmt.Errorf("raftmeta: command of %d bytes, the limit is %d; split the batch: %w",
+			len(data), MaxCommandBytes, base.ErrTooLarge)
+	}
+	return n.propose(ctx, data)
 }
 
 func (n *Node) propose(ctx context.Context, data []byte) (Result, error) {

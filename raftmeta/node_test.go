@@ -3,6 +3,8 @@ package raftmeta_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"path/filepath"
 	"testing"
 	"time"
@@ -202,5 +204,13 @@ func TestApplyValidates(t *testing.T) {
 		if _, err := n.Apply(ctx, c); !errors.Is(err, base.ErrInvalidParams) && !errors.Is(err, base.ErrInvalidKey) {
 			t.Fatalf("%#v: %v", c, err)
 		}
+	}
+	big := raftmeta.PutEnd{}
+	for i := range 2000 {
+		big.Items = append(big.Items, raftmeta.PutItem{Key: fmt.Sprintf("%04d%s", i, strings.Repeat("k", 4000)), Version: 1,
+			Replicas: []base.WorkerID{"w"}})
+	}
+	if _, err := n.Apply(ctx, big); !errors.Is(err, base.ErrTooLarge) {
+		t.Fatalf("8 MB command: %v", err)
 	}
 }
