@@ -21,8 +21,8 @@ const hardPinBit = 1 << 63
 // never used, so a zero uint16 never names a worker.
 const maxSlots = 1<<16 - 1
 
-// objRec is one object in the objects map. It is built to be small (see doc.go, "Memory"):
-// 56 bytes inline in the map slot plus the 16-byte key header, plus the replica string's bytes.
+// objRec is one object's record. It is built to be small (see doc.go, "Memory"):
+// 56 bytes in a recTable chunk, plus the replica string's bytes (the map holds key -> index).
 //
 // Invariant: reps is non-empty, has even length, and every uint16 in it names an occupied
 // slot whose worker is listed once.
