@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,7 +114,14 @@ func Open(cfg Config) (*Node, error) {
 	n.wg.Add(1)
 	go n.watchLeadership()
 	if !existing && len(cfg.Peers) > 0 {
-		if err := n.Bootstrap(cfg.Peers); err != nil {
+		peers := slices.Clone(cfg.Peers)
+		for i := range peers {
+			// A self entry on port 0 (standalone, tests) names the port actually bound.
+			if peers[i].ID == cfg.ID && strings.HasSuffix(peers[i].RaftAddr, ":0") {
+				peers[i].RaftAddr = n.RaftAddr()
+			}
+		}
+		if err := n.Bootstrap(peers); err != nil {
 			n.Close()
 			return nil, err
 		}

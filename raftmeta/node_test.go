@@ -114,6 +114,26 @@ func TestSingleNode(t *testing.T) {
 	}
 }
 
+// TestStandalonePortZero: a single voter bootstrapped from Peers with port 0 names the bound
+// port in its configuration.
+func TestStandalonePortZero(t *testing.T) {
+	cfg := raftmeta.Config{ID: "solo", RaftAddr: "127.0.0.1:0", DataDir: t.TempDir(),
+		Peers: []raftmeta.Peer{{ID: "solo", RaftAddr: "127.0.0.1:0"}}, Logger: raftmetatest.QuietLogger()}
+	raftmetatest.FastTimeouts(&cfg)
+	n, err := raftmeta.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if err := n.VerifyLeader(ctxT(t)); err != nil && !errors.Is(err, base.ErrNotLeader) {
+		t.Fatal(err)
+	}
+	srv, err := n.Servers()
+	if err != nil || len(srv) != 1 || srv[0].RaftAddr != n.RaftAddr() {
+		t.Fatalf("servers %+v (bound %s): %v", srv, n.RaftAddr(), err)
+	}
+}
+
 func TestNewVersionUnique(t *testing.T) {
 	n := openSingle(t, t.TempDir())
 	defer n.Close()
