@@ -49,7 +49,7 @@ type Config struct {
 	RetainSnapshots int
 
 	// Timing. Defaults are raft's (1s heartbeat and election timeouts, 500ms leader lease,
-	// 50ms commit timeout): safe across racks and under GC pauses. Tests on loopback use ~10x
+	// 50ms commit timeout): safe across racks and under GC pauses. Tests on loopback use ~3x
 	// less (raftmetatest).
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
