@@ -3,8 +3,8 @@ package transfer
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"io"
+	"log/slog"
 	"sync"
 	"testing"
 
