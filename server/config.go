@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mooncake-go/mooncake/dram"
 	"github.com/mooncake-go/mooncake/internal/base"
 )
 
@@ -218,7 +219,7 @@ type WorkerConfig struct {
 	// Protocol is the transfer protocol. Default "tcp", the only one this build has.
 	Protocol string
 	// HugePages chooses the arena's page mode. Default dram.HugePagesAuto.
-	// TODO(server): HugePages dram.HugePages, added when dram lands.
+	HugePages dram.HugePages
 	// HeartbeatInterval is the period of heartbeats to the leader. Default 1 s.
 	HeartbeatInterval time.Duration
 	// PendingWriteTimeout: bytes written but never committed are dropped this long after the
@@ -309,7 +310,7 @@ func (c *WorkerConfig) logAttrs() []any {
 		"worker_id", string(c.WorkerID), "cluster_id", c.ClusterID, "master_server_address", strings.Join(c.MasterAddresses, ","),
 		"address", c.Address, "metrics_address", c.MetricsAddress, "global_segment_size", base.Bytes(c.GlobalSegmentSize).String(),
 		"root_fs_dir", c.RootFSDir, "persistence", c.Persistence.String(), "ssd_capacity", base.Bytes(c.SSDCapacity).String(),
-		"protocol", c.Protocol, "heartbeat_interval", c.HeartbeatInterval,
+		"protocol", c.Protocol, "hugepages", c.HugePages.String(), "heartbeat_interval", c.HeartbeatInterval,
 		"pending_write_timeout", c.PendingWriteTimeout,
 	}
 }
