@@ -9,6 +9,7 @@ import (
 
 	"github.com/mooncake-go/mooncake/dram"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/raftmeta"
 )
 
 // Defaults. Each names the Mooncake flag it mirrors where there is one.
@@ -57,7 +58,7 @@ type MasterConfig struct {
 	MetricsAddress string
 	// Peers are the initial voters, this master included, used only to bootstrap a new
 	// DataDir. Default: this master alone (a single-voter cluster, as in standalone).
-	// TODO(server): Peers []raftmeta.Peer, added when raftmeta lands.
+	Peers []raftmeta.Peer
 	// ClusterID must match the workers'. Default base.DefaultClusterID ("mooncake_cluster").
 	ClusterID string
 	// ClientTTL: a worker silent this long is marked dead and its replicas dropped. Default 10 s.
@@ -78,6 +79,10 @@ type MasterConfig struct {
 	SummaryInterval time.Duration
 	// Logger receives every log line. Default slog.Default().
 	Logger *slog.Logger
+
+	// Test hooks, nil/false in production.
+	testRaft    func(*raftmeta.Config) // adjusts raft timing for loopback tests
+	noBootstrap bool                   // the test bootstraps the cluster itself (port-0 peers)
 }
 
 // EnsureDefaults fills every zero field with its documented default.
@@ -152,7 +157,7 @@ func (c *MasterConfig) Validate() error {
 	case c.SummaryInterval < 0:
 		return bad("summary interval %v is negative", c.SummaryInterval)
 	}
-	if peers := c.peers(); len(peers) > 0 {
+	if peers := c.Peers; len(peers) > 0 {
 		self := false
 		seen := map[string]bool{}
 		for _, p := range peers {
@@ -176,8 +181,8 @@ func (c *MasterConfig) Validate() error {
 
 // logValue is the effective config as logged once at start.
 func (c *MasterConfig) logAttrs() []any {
-	peers := make([]string, len(c.peers()))
-	for i, p := range c.peers() {
+	peers := make([]string, len(c.Peers))
+	for i, p := range c.Peers {
 		peers[i] = p.ID + "=" + p.RaftAddr
 	}
 	return []any{
@@ -328,7 +333,3 @@ func validHostPort(s string) bool {
 	}
 	return len(port) <= 5
 }
-
-type tmpPeer struct{ ID, RaftAddr string }
-
-func (c *MasterConfig) peers() []tmpPeer { return nil }
