@@ -42,6 +42,9 @@ type Worker struct {
 	// resync asks the control loop to re-register (full inventory) at its next beat: set when
 	// the engine lost objects (cache eviction, failed spill, corruption) the master still lists.
 	resync atomic.Bool
+	// reregister: the leader asked for a registration (new leader, unsettled reconciliation);
+	// done at once, unlike resync.
+	reregister atomic.Bool
 	// registered counts successful registrations (tests wait on it).
 	registered atomic.Int64
 	// leader is the master address (string) the control loop last heartbeated.
