@@ -376,6 +376,29 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("status worker capacity: %+v", st.Workers[0])
 	}
 
+	// A follower redirects writes to the leader and answers stale reads when allowed.
+	var leaderAddr, followerAddr string
+	for _, m := range c.masters {
+		if m.IsLeader() {
+			leaderAddr = m.Addr()
+		} else {
+			followerAddr = m.Addr()
+		}
+	}
+	err := d.cli.Call(context.Background(), followerAddr, &transfer.PutStartRequest{Key: "f", Size: 1}, &transfer.PutStartResponse{})
+	var nl *transfer.NotLeaderError
+	if !errors.As(err, &nl) || !errors.Is(err, base.ErrNotLeader) || nl.LeaderAddr != leaderAddr {
+		t.Fatalf("PutStart on a follower: %v (want NOT_LEADER naming %s)", err, leaderAddr)
+	}
+	if err := d.cli.Call(context.Background(), followerAddr, &transfer.LookupRequest{Key: "obj/02"}, &transfer.LookupResponse{}); !errors.As(err, &nl) {
+		t.Fatalf("linearizable lookup on a follower: %v", err)
+	}
+	eventually(t, "follower applies the puts", func() bool {
+		lr := &transfer.LookupResponse{}
+		err := d.cli.Call(context.Background(), followerAddr, &transfer.LookupRequest{Key: "obj/02", AllowStale: true}, lr)
+		return err == nil && lr.Checksum == base.Checksum(vals["obj/02"])
+	})
+
 	// Leader shutdown: a new leader serves every committed object.
 	var old int
 	for i, m := range c.masters {
