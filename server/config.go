@@ -233,6 +233,9 @@ type WorkerConfig struct {
 	PendingWriteTimeout time.Duration
 	// Logger receives every log line. Default slog.Default().
 	Logger *slog.Logger
+
+	// testResyncInterval overrides minResyncInterval (test hook; 0 in production).
+	testResyncInterval time.Duration
 }
 
 // EnsureDefaults fills every zero field with its documented default (WorkerID is resolved

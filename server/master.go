@@ -1059,9 +1059,13 @@ type Status struct {
 	CapacityBytes  int64          `json:"capacity_bytes"` // DRAM of active workers
 	PutsInFlight   int            `json:"puts_in_flight"` // leader only
 	UsageReported  bool           `json:"usage_reported"` // false on followers: per-worker usage is leader soft state
-	RaftState      string         `json:"raft_state"`
-	RaftTerm       uint64         `json:"raft_term"`
-	AppliedIndex   uint64         `json:"applied_index"`
+	// EvictionHighWatermarkRatio and EvictionRatio are this master's settings (placement avoids
+	// workers past the high watermark; workers evict themselves).
+	EvictionHighWatermarkRatio float64 `json:"eviction_high_watermark_ratio"`
+	EvictionRatio              float64 `json:"eviction_ratio"`
+	RaftState                  string  `json:"raft_state"`
+	RaftTerm                   uint64  `json:"raft_term"`
+	AppliedIndex               uint64  `json:"applied_index"`
 }
 
 // MasterStatus is one master in Status.
@@ -1092,7 +1096,8 @@ func (m *Master) status() Status {
 	lid, laddr := m.node.Leader()
 	s := Status{ClusterID: m.cfg.ClusterID, Self: m.cfg.ID, Leader: lid, LeaderAddress: laddr,
 		Keys: st.Keys, SoftPinnedKeys: st.SoftPinned, Bytes: st.Bytes, RaftState: st.State, RaftTerm: st.Term,
-		AppliedIndex: st.AppliedIndex, Masters: []MasterStatus{}, Workers: []WorkerStatus{}}
+		AppliedIndex: st.AppliedIndex, Masters: []MasterStatus{}, Workers: []WorkerStatus{},
+		EvictionHighWatermarkRatio: m.cfg.EvictionHighWatermarkRatio, EvictionRatio: m.cfg.EvictionRatio}
 	for _, ms := range m.node.Masters() {
 		s.Masters = append(s.Masters, MasterStatus{ID: ms.ID, RPCAddress: ms.RPCAddr, Leader: ms.ID == lid})
 	}

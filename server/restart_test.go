@@ -269,3 +269,42 @@ func TestStandalone(t *testing.T) {
 	d = newDriver(t, []string{s.Addr()})
 	d.mustGet("hello", []byte("world"), 1)
 }
+
+// TestCacheEvictionDropsReplicas: a DRAM-only (cache) worker evicts objects when its arena is
+// full; the master learns it at the worker's next registration and drops those replicas, so
+// lookups never point at bytes that are gone.
+func TestCacheEvictionDropsReplicas(t *testing.T) {
+	c := startMasters(t, 1, nil)
+	w := c.addWorker("", func(cfg *WorkerConfig) {
+		cfg.GlobalSegmentSize = 4 << 20
+		cfg.testResyncInterval = 50 * time.Millisecond
+	})
+	d := newDriver(t, c.masterAddrs())
+	rng := rand.New(rand.NewPCG(5, 5))
+	vals := map[string][]byte{}
+	for i := range 12 {
+		k := fmt.Sprintf("c%02d", i)
+		vals[k] = value(rng, 1<<20)
+		if err := d.put(k, vals[k], 1, false); err != nil {
+			t.Fatalf("put %s: %v", k, err)
+		}
+	}
+	eventually(t, "the master drops evicted replicas", func() bool {
+		for k := range vals {
+			if _, err := d.lookup(k); err == nil && !w.eng.Exists(k) {
+				return false
+			}
+		}
+		return true
+	})
+	held := 0
+	for k, v := range vals {
+		if _, err := d.lookup(k); err == nil {
+			d.mustGet(k, v, 1)
+			held++
+		}
+	}
+	if held == 0 || held == len(vals) {
+		t.Fatalf("%d of %d objects held: want some evicted and some kept", held, len(vals))
+	}
+}

@@ -38,6 +38,10 @@ func (w *Worker) controlLoop() {
 	delay := 50 * time.Millisecond
 	failures := 0
 	var lastRegister time.Time
+	resyncEvery := minResyncInterval
+	if w.cfg.testResyncInterval > 0 {
+		resyncEvery = w.cfg.testResyncInterval
+	}
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -46,7 +50,7 @@ func (w *Worker) controlLoop() {
 			return
 		case <-t.C:
 		}
-		resync := registered && w.resync.Load() && time.Since(lastRegister) >= minResyncInterval
+		resync := registered && w.resync.Load() && time.Since(lastRegister) >= resyncEvery
 		if !registered || resync || w.reregister.Load() {
 			w.resync.Store(false)
 			w.reregister.Store(false)
