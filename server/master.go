@@ -338,6 +338,9 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 			upsert = upsert || r.upsert
 		case m.leaderGraceLocked(now) && len(replicas) > 0:
 			// A put the previous leader started (see leaderGraceLocked).
+		case m.alreadyCommitted(it):
+			// A retried PutEnd whose first attempt committed (the reply was lost): success.
+			continue
 		default:
 			errs[i] = fmt.Errorf("%w: key %q version %d: no put in progress (it timed out after %v, was revoked or superseded)",
 				base.ErrInvalidVersion, it.Key, it.Version, m.cfg.PutTimeout)
@@ -396,6 +399,12 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 		}
 	}
 	return errs, nil
+}
+
+// alreadyCommitted reports whether the metadata holds the item's key at its version and checksum.
+func (m *Master) alreadyCommitted(it PutEndItem) bool {
+	o, ok := m.node.Lookup(it.Key)
+	return ok && o.Version == it.Version && o.Checksum == it.Checksum && o.Size == it.Size
 }
 
 // putRevoke drops the reservation of key at version (all workers drop the pending bytes).
@@ -775,6 +784,9 @@ func (m *Master) heartbeat(id base.WorkerID, usage WorkerUsage) (HeartbeatReply,
 		ws.resync = false
 		return HeartbeatReply{Reregister: true}, nil
 	}
+	// NB: drops handed out here are forgotten; if the reply is lost the worker keeps those
+	// bytes until its next registration reconciles them (orphans, never wrong answers: the
+	// metadata no longer points at them).
 	n := min(len(ws.drops), maxDropsPerHeartbeat)
 	reply := HeartbeatReply{Drops: slices.Clone(ws.drops[:n])}
 	ws.drops = ws.drops[n:]
