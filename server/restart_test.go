@@ -177,10 +177,11 @@ func TestWorkerRestartReconciles(t *testing.T) {
 	}
 	delete(vals, "k9")
 
-	w = c.addWorker(root, nil) // same root, same configured address "127.0.0.1:0": same id
+	w = c.addWorker(root, func(cfg *WorkerConfig) { cfg.WarmUp = true }) // same root and configured address: same id
 	if w.ID() != id {
 		t.Fatalf("restarted worker id %s, want %s", w.ID(), id)
 	}
+	eventually(t, "warm-up loads DRAM", func() bool { return w.eng.Metrics().DRAM.Objects > 0 })
 	for k, v := range vals {
 		d.mustGet(k, v, 1)
 	}
