@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/mooncake-go/mooncake/dram"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
@@ -42,6 +44,7 @@ type testCluster struct {
 func startMasters(t *testing.T, n int, mut func(*MasterConfig)) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t}
+	t.Cleanup(c.shutdown) // before anything can fail: a half-started cluster is stopped too
 	for i := range n {
 		cfg := MasterConfig{
 			ID: fmt.Sprintf("m%d", i+1), DataDir: t.TempDir(), RPCAddress: "127.0.0.1:0", RaftAddress: "127.0.0.1:0",
@@ -62,11 +65,12 @@ func startMasters(t *testing.T, n int, mut func(*MasterConfig)) *testCluster {
 		peers = append(peers, raftmeta.Peer{ID: m.cfg.ID, RaftAddr: m.node.RaftAddr(), RPCAddr: m.Addr()})
 	}
 	for _, m := range c.masters {
-		if err := m.node.Bootstrap(peers); err != nil {
+		// A node that already heard from a bootstrapped peer (a vote request) has raft state
+		// and refuses; it joins through the peers' configuration anyway.
+		if err := m.node.Bootstrap(peers); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(c.shutdown)
 	return c
 }
 
