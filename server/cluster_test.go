@@ -30,7 +30,7 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-const testWait = 20 * time.Second
+const testWait = 30 * time.Second
 
 type testCluster struct {
 	t       *testing.T
@@ -292,7 +292,7 @@ func TestCluster(t *testing.T) {
 	// A short PutTimeout bounds a new leader's grace, during which it spares objects it does
 	// not know (they may be puts the previous leader started): under load the test may see a
 	// spurious election, and drops owed by the old leader then wait for the grace to end.
-	c := startMasters(t, 3, func(cfg *MasterConfig) { cfg.PutTimeout = 5 * time.Second })
+	c := startMasters(t, 3, func(cfg *MasterConfig) { cfg.PutTimeout = 10 * time.Second })
 	w1 := c.addWorker(t.TempDir(), nil)
 	w2 := c.addWorker("", nil)
 	d := newDriver(t, c.masterAddrs())
