@@ -253,7 +253,9 @@ type ClientOptions struct {
 	// StripeThreshold: payloads larger than this are striped over several connections.
 	// Default 4 MiB.
 	StripeThreshold int64
-	// StripeChunk is the size of one stripe chunk. Default 4 MiB.
+	// StripeChunk is the size of one stripe chunk. Default 4 MiB. Objects larger than
+	// StripeChunk*ConnsPerPeer*2 are cut into ConnsPerPeer*2 larger chunks, so the work per
+	// transfer is bounded whatever the size.
 	StripeChunk int64
 	// DialTimeout bounds dial + handshake (a ctx deadline that is sooner wins). Default 5s.
 	DialTimeout time.Duration

@@ -167,6 +167,7 @@ func (s *Server) newConn(c net.Conn) *serverConn {
 	}
 	sc := &serverConn{s: s, c: c, sem: make(chan struct{}, s.opts.MaxInFlightPerConn)}
 	sc.ctx, sc.cancel = context.WithCancel(s.baseCtx)
+	sc.w = newFrameWriter(c)
 	sc.rd = shutdownReader{sc}
 	sc.idle.Store(true) // a shutdown during the handshake ends it
 	sc.br = bufio.NewReaderSize(sc.rd, 64<<10)
@@ -254,7 +255,7 @@ type serverConn struct {
 	sem      chan struct{}  // one slot per request being handled
 	handlers sync.WaitGroup // requests being handled
 
-	wmu sync.Mutex // serializes frame writes; held for a whole frame (header, body, payload)
+	w *frameWriter // serializes and coalesces frame writes
 	// broken is set after a failed write: the stream may hold a partial frame.
 	broken atomic.Bool
 }
@@ -580,20 +581,17 @@ type errorBodyMsg struct{ *wire.ErrorBody }
 
 func (errorBodyMsg) Op() wire.Op { return 0 }
 
-// writeFrame writes hdrBody (header and body) and payload as one vectored write under the
-// write lock. A failed write closes the connection: the peer may have seen part of a frame.
+// writeFrame writes hdrBody (header and body) and payload as one frame (coalesced with
+// concurrent small frames; a payload goes out with a vectored write). A failed write closes
+// the connection: the peer may have seen part of a frame.
 func (sc *serverConn) writeFrame(hdrBody, payload []byte) {
-	sc.wmu.Lock()
-	defer sc.wmu.Unlock()
-	if sc.broken.Load() {
-		return
-	}
+	sc.w.lock()
 	var err error
-	if len(payload) == 0 {
-		_, err = sc.c.Write(hdrBody)
-	} else {
-		bufs := net.Buffers{hdrBody, payload}
-		_, err = bufs.WriteTo(sc.c)
+	if !sc.broken.Load() {
+		err = sc.w.writeLocked(hdrBody, payload)
+	}
+	if ferr := sc.w.unlock(); err == nil {
+		err = ferr
 	}
 	if err != nil {
 		sc.broken.Store(true)
