@@ -90,7 +90,7 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// CloseIdle closes the connections to addr (e.g. a peer known to be gone); the next call
+// ClosePeer closes the connections to addr (e.g. a peer known to be gone); the next call
 // dials again.
 func (c *Client) ClosePeer(addr string) {
 	c.mu.Lock()
@@ -294,6 +294,10 @@ type connError struct{ err error }
 
 func (e *connError) Error() string { return e.err.Error() }
 func (e *connError) Unwrap() error { return e.err }
+
+// Is makes every connection error match base.ErrUnavailable (code UNAVAILABLE): the peer may
+// be restarting; a retry later, or another replica, may succeed.
+func (e *connError) Is(target error) bool { return target == base.ErrUnavailable }
 
 func isConnError(err error) bool {
 	var ce *connError

@@ -2,6 +2,8 @@ package transfer
 
 import (
 	"bufio"
+	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -63,4 +65,24 @@ func (w *frameWriter) writeLocked(hdrBody, payload []byte) error {
 	bufs := net.Buffers{hdrBody, payload}
 	_, err := bufs.WriteTo(w.c)
 	return err
+}
+
+// writeStreamLocked writes hdrBody then exactly n bytes from r. io.CopyN hands the connection
+// an io.LimitedReader, which *net.TCPConn sends with sendfile when r is an *os.File.
+// REQUIRES: w.mu (via lock).
+func (w *frameWriter) writeStreamLocked(hdrBody []byte, r io.Reader, n int64) error {
+	if _, err := w.bw.Write(hdrBody); err != nil {
+		return err
+	}
+	if err := w.bw.Flush(); err != nil {
+		return err
+	}
+	got, err := io.CopyN(w.c, r, n)
+	if err == nil && got != n {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return fmt.Errorf("read source gave %d of %d bytes: %w", got, n, err)
+	}
+	return nil
 }

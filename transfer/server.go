@@ -447,20 +447,47 @@ func (sc *serverConn) handleRead(h *wire.Header, req *ReadRequest) {
 			src.Release()
 		}
 	}()
-	if uint64(len(src.Data)) > sc.s.opts.Limits.MaxPayloadLen {
+	n := int64(len(src.Data))
+	stream := src.Data == nil && src.Reader != nil
+	if stream {
+		n = src.Length
+	}
+	if n < 0 || uint64(n) > sc.s.opts.Limits.MaxPayloadLen {
 		sc.writeError(h.RequestID, h.Op, fmt.Errorf("%w: %d bytes to send, the payload limit is %d",
-			base.ErrTooLarge, len(src.Data), sc.s.opts.Limits.MaxPayloadLen))
+			base.ErrTooLarge, n, sc.s.opts.Limits.MaxPayloadLen))
 		return
 	}
-	rh := wire.Header{Op: h.Op, Flags: wire.FlagResponse, RequestID: h.RequestID, PayloadLen: uint64(len(src.Data))}
+	rh := wire.Header{Op: h.Op, Flags: wire.FlagResponse, RequestID: h.RequestID, PayloadLen: uint64(n)}
 	if h.Flags&wire.FlagChecksum != 0 && len(src.Data) > 0 {
 		rh.Flags |= wire.FlagChecksum
 		rh.PayloadChecksum = base.Checksum(src.Data)
 	}
 	src.Resp.SetOp(h.Op)
 	out := encodeFrame(&rh, &src.Resp)
-	sc.writeFrame(*out, src.Data)
+	if stream && n > 0 {
+		sc.writeStream(*out, src.Reader, n)
+	} else {
+		sc.writeFrame(*out, src.Data)
+	}
 	putBuf(out)
+}
+
+// writeStream writes hdrBody then n bytes copied from r (sendfile when r is an *os.File).
+func (sc *serverConn) writeStream(hdrBody []byte, r io.Reader, n int64) {
+	sc.w.lock()
+	var err error
+	if !sc.broken.Load() {
+		err = sc.w.writeStreamLocked(hdrBody, r, n)
+	}
+	if ferr := sc.w.unlock(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		sc.s.log.Debug("transfer: streaming a read payload failed; closing connection", "remote", sc.c.RemoteAddr(), "err", err)
+		sc.broken.Store(true)
+		sc.cancel()
+		sc.c.Close()
+	}
 }
 
 // readWrite reads the payload of a Write frame into the handler's destination, on the read
