@@ -220,10 +220,10 @@ func (a *allocator) firstBinAbove(b int) int {
 	return f*slCount + bits.TrailingZeros32(a.slBitmap[f])
 }
 
-// roundSize returns the bytes an allocation of size reserves, or -1 on overflow: size rounded
-// up to the alignment, and, for large sizes, to a quantum of 1/2^quantumBits of the size
-// (see defaultQuantumBits). If the quantum would push a request that fits past the
-// capacity, the alignment alone is used.
+// roundSize returns the bytes an allocation of size (0 < size <= capacity) reserves: size
+// rounded up to the alignment, and, for large sizes, to a quantum of 1/2^quantumBits of the
+// size (see defaultQuantumBits). If the quantum would push the request past the capacity,
+// the alignment alone is used; that cannot overflow, as the capacity is a multiple of it.
 func (a *allocator) roundSize(size int64) int64 {
 	q := a.align
 	if a.quantumBits > 0 {
@@ -232,10 +232,7 @@ func (a *allocator) roundSize(size int64) int64 {
 		}
 	}
 	r := (size + q - 1) &^ (q - 1)
-	if r < size {
-		return -1
-	}
-	if r > a.capacity && q > a.align {
+	if r < size || r > a.capacity {
 		r = (size + a.align - 1) &^ (a.align - 1)
 	}
 	return r

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mooncake-go/mooncake/dram/internal/hugepage"
 	"github.com/mooncake-go/mooncake/internal/invariants"
@@ -23,6 +24,10 @@ type Arena struct {
 	mode     Mode
 	capacity int64
 	logger   *slog.Logger
+
+	// leaks counts handles collected while their range was still allocated (invariants
+	// builds only; see leak.go).
+	leaks atomic.Int64
 
 	// mu protects alloc and closed. It is a leaf lock: nothing else is locked while it is
 	// held, and no callback runs under it.
@@ -156,6 +161,9 @@ func (a *Arena) Alloc(size int64) (*Handle, error) {
 	a.mu.Unlock()
 	h := &Handle{arena: a, al: al, n: size}
 	h.refs.Store(1)
+	if invariants.Enabled {
+		a.watchLeak(h)
+	}
 	return h, nil
 }
 
@@ -197,6 +205,9 @@ type Stats struct {
 	// MetadataBytes is what the allocator's bookkeeping costs on the Go heap (handles not
 	// included).
 	MetadataBytes int64
+	// LeakedAllocs counts handles garbage-collected before their last Release (detected in
+	// invariants builds only; always 0 otherwise). Their ranges stay allocated.
+	LeakedAllocs int64
 }
 
 // Stats returns a snapshot of the arena's accounting. It takes the arena's lock briefly.
@@ -214,6 +225,7 @@ func (a *Arena) Stats() Stats {
 		LiveAllocs:    al.live,
 		FreeBlocks:    al.freeBlocks,
 		MetadataBytes: al.metadataBytes(),
+		LeakedAllocs:  a.leaks.Load(),
 	}
 	if s.Free > 0 {
 		s.Fragmentation = 1 - float64(s.LargestFree)/float64(s.Free)
@@ -235,6 +247,13 @@ func (a *Arena) Close() error {
 		return errors.Join(
 			fmt.Errorf("%w: %d handles (%d bytes) not released", ErrLiveHandles, live, a.mu.alloc.used),
 			invariants.AssertionFailedf("dram: Close with %d live handles", live))
+	}
+	if invariants.Enabled {
+		// Everything is released: the allocator must be whole again.
+		if err := a.mu.alloc.verify(); err != nil || a.mu.alloc.freeBlocks != 1 || a.mu.requested != 0 {
+			return invariants.AssertionFailedf("dram: allocator not whole at Close: %v (free blocks %d, requested %d)",
+				err, a.mu.alloc.freeBlocks, a.mu.requested)
+		}
 	}
 	a.mu.closed = true
 	return hugepage.Unmap(a.region)
