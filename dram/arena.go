@@ -29,7 +29,7 @@ type Arena struct {
 	// builds only; see leak.go).
 	leaks atomic.Int64
 
-	// mu protects alloc and closed. It is a leaf lock: nothing else is locked while it is
+	// mu protects alloc, requested and closed. It is a leaf lock: nothing else is locked while it is
 	// held, and no callback runs under it.
 	mu struct {
 		sync.Mutex
@@ -39,8 +39,8 @@ type Arena struct {
 	}
 }
 
-// NewArena maps an arena of opts.Size bytes (rounded up to the page size of the mode used)
-// and logs the mode once at Info. Errors wrap base.ErrInvalidParams for bad options and
+// NewArena maps an arena of opts.Size bytes (rounded up as Options.Size says) and logs the
+// mode it got once at Info. Errors wrap base.ErrInvalidParams for bad options and
 // ErrHugePagesUnavailable for HugePagesRequire without enough reserved huge pages.
 func NewArena(opts Options) (*Arena, error) {
 	opts.EnsureDefaults()
@@ -129,7 +129,7 @@ func mapArena(opts Options) (hugepage.Region, string, error) {
 // Mode returns the kind of pages the arena got.
 func (a *Arena) Mode() Mode { return a.mode }
 
-// Capacity returns the arena's size in bytes: Options.Size rounded up to the mode's page size.
+// Capacity returns the arena's size in bytes: Options.Size rounded up (see Options.Size).
 func (a *Arena) Capacity() int64 { return a.capacity }
 
 // Alloc reserves size bytes and returns a Handle holding one reference. The caller owns that
@@ -231,6 +231,34 @@ func (a *Arena) Stats() Stats {
 		s.Fragmentation = 1 - float64(s.LargestFree)/float64(s.Free)
 	}
 	return s
+}
+
+// Residency says how much of the arena the kernel has backed with memory: Resident bytes
+// (touched at least once; plain and THP arenas are populated on first touch, hugetlb ones
+// count their pages once touched) and how many of them sit on huge pages. It reads
+// /proc/self/smaps (Linux only), which costs about a millisecond per thousand mappings:
+// for metrics and diagnostics, not hot paths. It is how to check that a thp arena really
+// got huge pages.
+func (a *Arena) Residency() (Residency, error) {
+	a.mu.Lock()
+	closed := a.mu.closed
+	a.mu.Unlock()
+	if closed {
+		return Residency{}, ErrClosed
+	}
+	// NB: not under a.mu: reading smaps takes milliseconds and must not stall Alloc. It only
+	// compares addresses, so a concurrent Close (munmap) at worst makes the answer 0.
+	r, err := hugepage.ResidencyOf(a.mem)
+	if err != nil {
+		return Residency{}, fmt.Errorf("dram: %w", err)
+	}
+	return Residency{Resident: r.Resident, HugePages: r.HugePages}, nil
+}
+
+// Residency is what Arena.Residency returns.
+type Residency struct {
+	Resident  int64 // bytes backed by memory
+	HugePages int64 // of which on 2 MiB pages
 }
 
 // Close unmaps the arena. If handles are still live it returns an error wrapping

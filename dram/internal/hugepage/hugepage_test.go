@@ -1,6 +1,7 @@
 package hugepage
 
 import (
+	"runtime"
 	"testing"
 	"unsafe"
 
@@ -33,7 +34,7 @@ func TestMapAnon(t *testing.T) {
 			t.Fatalf("len %d", len(r.Mem))
 		}
 		addr := uintptr(unsafe.Pointer(unsafe.SliceData(r.Mem)))
-		if addr%uintptr(PageSize()) != 0 {
+		if runtime.GOOS == "linux" && addr%uintptr(PageSize()) != 0 { // elsewhere it is a Go slice
 			t.Fatalf("mapping at %#x is not page aligned", addr)
 		}
 		if r.Kind == KindTHP && addr%HugePageSize != 0 {
@@ -58,5 +59,43 @@ func TestMapAnon(t *testing.T) {
 	}
 	if _, err := MapHugeTLB(HugePageSize + 1); err == nil {
 		t.Fatal("unaligned hugetlb size accepted")
+	}
+}
+
+func TestResidency(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("residency comes from /proc/self/smaps: Linux only")
+	}
+	const size = 8 * HugePageSize
+	r, err := MapAnon(size, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := Unmap(r); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	before, err := ResidencyOf(r.Mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Resident != 0 {
+		t.Fatalf("untouched mapping has %d resident bytes", before.Resident)
+	}
+	// Touch half of it.
+	for off := 0; off < size/2; off += int(PageSize()) {
+		r.Mem[off] = 1
+	}
+	after, err := ResidencyOf(r.Mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Resident < size/2 || after.Resident > size || after.HugePages > after.Resident {
+		t.Fatalf("after touching %d bytes: %+v", size/2, after)
+	}
+	t.Logf("kind %d: %+v (THP enabled: %v)", r.Kind, after, THPEnabled())
+	if r.Kind == KindPlain && after.HugePages != 0 && !THPEnabled() {
+		t.Fatalf("plain mapping reports huge pages: %+v", after)
 	}
 }
