@@ -2,8 +2,11 @@ package server
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -112,5 +115,40 @@ worker_failures_total{op="write"} 0
 	if err := testutil.GatherAndCompare(m.reg, strings.NewReader(want), "worker_arena_hugepage_mode",
 		"worker_tier_objects", "worker_evictions_total", "worker_failures_total"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestSummaryLogged: the leader logs the "Master Metrics:" line every SummaryInterval, and the
+// effective config once at start.
+func TestSummaryLogged(t *testing.T) {
+	var buf syncBuffer
+	c := startMasters(t, 1, func(cfg *MasterConfig) {
+		cfg.SummaryInterval = 20 * time.Millisecond
+		cfg.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+	})
+	c.addWorker("", nil)
+	eventually(t, "summary line", func() bool {
+		return strings.Contains(buf.String(), "Master Metrics: Storage: 0 B / 32.0 MiB (0.0%) | Keys: 0 (soft-pinned: 0) | Workers: 1 |")
+	})
+	if !strings.Contains(buf.String(), "msg=\"master starting\"") || !strings.Contains(buf.String(), "client_ttl=10s") {
+		t.Fatalf("effective config not logged:\n%s", buf.String())
 	}
 }
