@@ -1,0 +1,294 @@
+package transfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/transfer/internal/wire"
+)
+
+// The messages of every call. They are defined in transfer/internal/wire (where their
+// decoders are fuzzed) and re-exported here; docs/protocol.md gives their bytes.
+type (
+	// Message is the body of one request or response.
+	Message = wire.Message
+	// Op is a call's opcode.
+	Op = wire.Op
+
+	Empty                  = wire.Empty
+	Replica                = wire.Replica
+	PutConfig              = wire.PutConfig
+	KeyVersion             = wire.KeyVersion
+	ItemError              = wire.ItemError
+	PutStartRequest        = wire.PutStartRequest
+	PutStartResponse       = wire.PutStartResponse
+	PutEndRequest          = wire.PutEndRequest
+	PutRevokeRequest       = wire.PutRevokeRequest
+	BatchPutRevokeRequest  = wire.BatchPutRevokeRequest
+	LookupRequest          = wire.LookupRequest
+	LookupResponse         = wire.LookupResponse
+	ExistsRequest          = wire.ExistsRequest
+	ExistsResponse         = wire.ExistsResponse
+	RemoveRequest          = wire.RemoveRequest
+	RemoveByRegexRequest   = wire.RemoveByRegexRequest
+	CountResponse          = wire.CountResponse
+	BatchResponse          = wire.BatchResponse
+	BatchPutStartRequest   = wire.BatchPutStartRequest
+	PutStartResult         = wire.PutStartResult
+	BatchPutStartResponse  = wire.BatchPutStartResponse
+	BatchPutEndRequest     = wire.BatchPutEndRequest
+	BatchLookupRequest     = wire.BatchLookupRequest
+	LookupResult           = wire.LookupResult
+	BatchLookupResponse    = wire.BatchLookupResponse
+	BatchExistsRequest     = wire.BatchExistsRequest
+	BatchExistsResponse    = wire.BatchExistsResponse
+	BatchRemoveRequest     = wire.BatchRemoveRequest
+	ListRequest            = wire.ListRequest
+	ListItem               = wire.ListItem
+	ListResponse           = wire.ListResponse
+	RegisterWorkerRequest  = wire.RegisterWorkerRequest
+	RegisterWorkerResponse = wire.RegisterWorkerResponse
+	HeartbeatRequest       = wire.HeartbeatRequest
+	HeartbeatResponse      = wire.HeartbeatResponse
+	StatusResponse         = wire.StatusResponse
+	WriteRequest           = wire.WriteRequest
+	CommitRequest          = wire.CommitRequest
+	ReadRequest            = wire.ReadRequest
+	ReadResponse           = wire.ReadResponse
+	DropRequest            = wire.DropRequest
+	// Limits bound what a peer may declare (body and payload lengths).
+	Limits = wire.Limits
+)
+
+// Opcodes (see docs/protocol.md for the request and response of each).
+const (
+	OpPing           = wire.OpPing
+	OpPutStart       = wire.OpPutStart
+	OpPutEnd         = wire.OpPutEnd
+	OpPutRevoke      = wire.OpPutRevoke
+	OpLookup         = wire.OpLookup
+	OpExists         = wire.OpExists
+	OpRemove         = wire.OpRemove
+	OpRemoveByRegex  = wire.OpRemoveByRegex
+	OpRemoveAll      = wire.OpRemoveAll
+	OpBatchPutStart  = wire.OpBatchPutStart
+	OpBatchPutEnd    = wire.OpBatchPutEnd
+	OpBatchLookup    = wire.OpBatchLookup
+	OpBatchExists    = wire.OpBatchExists
+	OpBatchRemove    = wire.OpBatchRemove
+	OpList           = wire.OpList
+	OpRegisterWorker = wire.OpRegisterWorker
+	OpHeartbeat      = wire.OpHeartbeat
+	OpStatus         = wire.OpStatus
+	OpBatchPutRevoke = wire.OpBatchPutRevoke
+	OpWrite          = wire.OpWrite
+	OpCommit         = wire.OpCommit
+	OpRead           = wire.OpRead
+	OpReadRange      = wire.OpReadRange
+	OpDrop           = wire.OpDrop
+)
+
+// ProtocolVersion is the protocol version this build speaks.
+const ProtocolVersion = wire.ProtocolVersion
+
+// Constructors of the messages whose type serves several ops.
+var (
+	// NewEmpty returns the empty message of op: the request of Ping, RemoveAll and Status,
+	// the response of PutEnd, PutRevoke, Remove, Write, Commit, Drop and Ping.
+	NewEmpty = wire.NewEmpty
+	// NewCountResponse returns the response of RemoveByRegex or RemoveAll.
+	NewCountResponse = wire.NewCountResponse
+	// NewBatchResponse returns the response of BatchPutEnd, BatchRemove or BatchPutRevoke.
+	NewBatchResponse = wire.NewBatchResponse
+	// NewReadResponse returns the response of Read or ReadRange.
+	NewReadResponse = wire.NewReadResponse
+	// ItemErrorOf converts a per-item error of a batch into its wire form.
+	ItemErrorOf = wire.ItemErrorOf
+)
+
+// Marshal returns the body of m (for tests and tools; the Client and Server encode into
+// pooled buffers).
+func Marshal(m Message) []byte {
+	e := wire.Encoder{}
+	m.Encode(&e)
+	return e.B
+}
+
+// UnmarshalRequest decodes a request body of op.
+func UnmarshalRequest(op Op, body []byte) (Message, error) { return wire.DecodeRequest(op, body) }
+
+// UnmarshalResponse decodes an OK response body of op into m (nil: a new message).
+func UnmarshalResponse(op Op, body []byte, m Message) (Message, error) {
+	return wire.DecodeResponse(op, body, m)
+}
+
+// Handler is what a service (master or worker) implements to serve calls. The Server calls
+// it from many goroutines at once. Embed UnimplementedHandler to answer NOT_SUPPORTED for the
+// calls a service does not serve.
+//
+// Errors returned by a handler travel to the client as base.CodeOf(err) and err.Error(); the
+// client gets a *base.CodeError that errors.Is the code's sentinel. Return a *NotLeaderError
+// (or an error wrapping one) to send NOT_LEADER with the leader's id and address.
+type Handler interface {
+	// HandleCall serves every call without a payload: all master calls, Commit, Drop, Ping.
+	// req is one of the *XxxRequest messages (or *Empty for RemoveAll, Status and Ping);
+	// the returned message must be the call's response type (nil means Empty).
+	// ctx ends when the client's deadline passes (it is sent with the request) or the
+	// server is closed.
+	HandleCall(ctx context.Context, req Message) (Message, error)
+
+	// HandleWrite serves one Write frame carrying n payload bytes (n may be 0). It returns
+	// where the payload goes: the Server reads the payload from the socket straight into
+	// sink.Dst (len(sink.Dst) must be n), then calls sink.Done exactly once. An error
+	// returned here is sent to the client and the payload is discarded.
+	HandleWrite(ctx context.Context, req *WriteRequest, n int64) (WriteSink, error)
+
+	// HandleRead serves Read (req.Offset == 0 and req.Length == 0: the whole object) and
+	// ReadRange (Length 0: to the end). It returns the bytes to send, pinned until the
+	// Server calls src.Release after the send (or after a failed send).
+	HandleRead(ctx context.Context, req *ReadRequest) (ReadSource, error)
+}
+
+// WriteSink is where the payload of one Write frame goes.
+type WriteSink struct {
+	// Dst receives the payload (e.g. an arena range); len(Dst) == n. The Server writes
+	// only Dst and only until it calls Done.
+	Dst []byte
+	// Done is called exactly once. err == nil: Dst holds the whole payload (verified against
+	// the frame's checksum when it had one). err != nil: the transfer failed (the peer closed
+	// mid-payload, a checksum mismatch, shutdown): the destination holds partial bytes and
+	// must not become visible; abort it. Done's return value is the call's outcome (nil: OK)
+	// and is sent to the client when the connection still works. Done may block (a durable
+	// commit); it runs off the connection's read loop.
+	Done func(err error) error
+}
+
+// ReadSource is what a Read sends: Resp (version, size, checksum of the object) and Data,
+// the payload bytes. Data must stay valid until Release is called; the Server calls Release
+// (when non-nil) exactly once, after the payload was written or the send failed.
+type ReadSource struct {
+	Resp    ReadResponse
+	Data    []byte
+	Release func()
+}
+
+// UnimplementedHandler answers every call with NOT_SUPPORTED. Embed it in a Handler.
+type UnimplementedHandler struct{}
+
+// HandleCall returns an error wrapping base.ErrNotSupported.
+func (UnimplementedHandler) HandleCall(_ context.Context, req Message) (Message, error) {
+	return nil, fmt.Errorf("%w: %s is not served here", base.ErrNotSupported, req.Op())
+}
+
+// HandleWrite returns an error wrapping base.ErrNotSupported.
+func (UnimplementedHandler) HandleWrite(context.Context, *WriteRequest, int64) (WriteSink, error) {
+	return WriteSink{}, fmt.Errorf("%w: Write is not served here", base.ErrNotSupported)
+}
+
+// HandleRead returns an error wrapping base.ErrNotSupported.
+func (UnimplementedHandler) HandleRead(context.Context, *ReadRequest) (ReadSource, error) {
+	return ReadSource{}, fmt.Errorf("%w: Read is not served here", base.ErrNotSupported)
+}
+
+// NotLeaderError is the NOT_LEADER error: the master that answered is not the raft leader;
+// LeaderID and LeaderAddr (its client RPC address) name the leader when known. A handler
+// returns it; the client receives it (errors.As works on both sides) and errors.Is(err,
+// base.ErrNotLeader) is true.
+type NotLeaderError struct {
+	LeaderID   string
+	LeaderAddr string
+	Msg        string
+}
+
+func (e *NotLeaderError) Error() string {
+	msg := e.Msg
+	if msg == "" {
+		msg = base.ErrNotLeader.Error()
+	}
+	if e.LeaderAddr == "" {
+		return msg + " (leader unknown)"
+	}
+	return fmt.Sprintf("%s (leader %s at %s)", msg, e.LeaderID, e.LeaderAddr)
+}
+
+// Is matches base.ErrNotLeader.
+func (e *NotLeaderError) Is(target error) bool { return target == base.ErrNotLeader }
+
+// ServerOptions configure a Server. Zero fields take the documented defaults.
+type ServerOptions struct {
+	// ClusterID must equal the client's; a mismatch is refused at the handshake with
+	// CLUSTER_ID_MISMATCH. Default base.DefaultClusterID.
+	ClusterID string
+	// Limits bound bodies and payloads a client may send. Defaults: wire.Limits defaults
+	// (64 MiB bodies, 4 GiB payloads).
+	Limits Limits
+	// MaxInFlightPerConn bounds the requests of one connection being handled at once; the
+	// connection's read loop waits for a slot (back-pressure on the client). Default 4096.
+	MaxInFlightPerConn int
+	// HandshakeTimeout bounds the handshake of a new connection. Default 10s.
+	HandshakeTimeout time.Duration
+	// SocketBuffer sets SO_SNDBUF and SO_RCVBUF on accepted connections; 0 leaves the
+	// kernel's autotuning alone (measured best on loopback, docs/benchmarks.md).
+	SocketBuffer int
+	// Logger receives connection-level events. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// ClientOptions configure a Client. Zero fields take the documented defaults.
+type ClientOptions struct {
+	// ClusterID is sent at the handshake; a server of another cluster refuses the
+	// connection (errors.Is(err, base.ErrClusterMismatch)). Default base.DefaultClusterID.
+	ClusterID string
+	// Transport dials connections. Default NewTransport("tcp").
+	Transport Transport
+	// Limits bound bodies and payloads a server may send back. Defaults as ServerOptions.
+	Limits Limits
+	// ConnsPerPeer is the number of connections kept per peer address; calls are spread
+	// over them and striped transfers use them in parallel. Default 4.
+	ConnsPerPeer int
+	// StripeThreshold: payloads larger than this are striped over several connections.
+	// Default 4 MiB.
+	StripeThreshold int64
+	// StripeChunk is the size of one stripe chunk. Default 4 MiB.
+	StripeChunk int64
+	// DialTimeout bounds dial + handshake (a ctx deadline that is sooner wins). Default 5s.
+	DialTimeout time.Duration
+	// Retries is how many times an idempotent call is resent after a broken connection
+	// (never after an error the server returned). Default 2; negative: none.
+	Retries int
+	// Checksums adds a per-frame payload checksum to Write frames and asks for one on Read
+	// responses. The object checksum is verified by the worker at commit either way. Default off.
+	Checksums bool
+	// SocketBuffer sets SO_SNDBUF and SO_RCVBUF; 0 leaves autotuning alone.
+	SocketBuffer int
+	// Logger receives reconnect events. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// errIdempotentKey marks a context whose calls may be retried.
+type idempotentKey struct{}
+
+// WithIdempotent marks ctx so that calls made with it are retried after a broken connection
+// even if their op is not idempotent by itself (e.g. a Write the caller knows is safe to
+// resend, because the object is not committed until Commit).
+func WithIdempotent(ctx context.Context) context.Context {
+	return context.WithValue(ctx, idempotentKey{}, true)
+}
+
+func isIdempotent(ctx context.Context, op Op) bool {
+	if op.Idempotent() {
+		return true
+	}
+	v, _ := ctx.Value(idempotentKey{}).(bool)
+	return v
+}
+
+// errServerClosed is returned by Serve after Shutdown or Close.
+var errServerClosed = errors.New("transfer: server closed")
+
+// ErrServerClosed is returned by Server.Serve after Shutdown or Close. Use errors.Is.
+var ErrServerClosed = errServerClosed

@@ -1,0 +1,978 @@
+package wire
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+// Message is the body of one request or response. Every call has a request type and a
+// response type (Empty when it returns nothing); both report the call's Op.
+type Message interface {
+	// Op returns the call this message belongs to.
+	Op() Op
+	// Encode appends the body to e.
+	Encode(e *Encoder)
+	// Decode reads the body from d; errors are left in d (check d.Finish()).
+	Decode(d *Decoder)
+}
+
+// Field bounds (beyond base.MaxKeyLen and base.MaxWorkerIDLen).
+const (
+	// MaxPatternLen bounds a RemoveByRegex pattern.
+	MaxPatternLen = 64 << 10
+	// MaxStatusLen bounds the JSON of a Status response (the body bound applies too).
+	MaxStatusLen = math.MaxUint32
+)
+
+func decodeWorkerID(d *Decoder) base.WorkerID {
+	return base.WorkerID(d.Str(base.MaxWorkerIDLen, "worker id"))
+}
+
+func decodeDuration(d *Decoder) time.Duration {
+	v := d.I64()
+	if v < 0 {
+		d.Fail(fmt.Errorf("%w: negative duration %d", base.ErrInvalidParams, v))
+		return 0
+	}
+	return time.Duration(v)
+}
+
+func decodeCode(d *Decoder) base.Code { return base.Code(d.U16()) }
+
+func decodePersistence(d *Decoder) base.Persistence {
+	p := base.Persistence(d.U8())
+	if p > base.PersistenceDurable {
+		d.Fail(fmt.Errorf("%w: unknown persistence %d", base.ErrInvalidParams, p))
+		return 0
+	}
+	return p
+}
+
+// Empty is the body of calls that carry nothing (requests of RemoveAll, Status, Ping;
+// responses of PutEnd, PutRevoke, Remove, Write, Commit, Drop, Ping).
+type Empty struct{ op Op }
+
+// NewEmpty returns an Empty message for op.
+func NewEmpty(op Op) *Empty { return &Empty{op: op} }
+
+func (m *Empty) Op() Op          { return m.op }
+func (m *Empty) Encode(*Encoder) {}
+func (m *Empty) Decode(*Decoder) {}
+
+// Replica names a worker holding (or chosen to hold) a replica and its data address.
+type Replica struct {
+	WorkerID base.WorkerID
+	Address  string
+}
+
+// minimum encoded sizes, for Count checks.
+const (
+	minStr      = 4
+	minReplica  = 2 * minStr
+	minKey      = minStr + 1
+	minPutStart = minKey + 8 + minPutConfig
+	minPutConfig = 1 + minStr + 8 + 1 + 1 + 1
+)
+
+func (r *Replica) encode(e *Encoder) {
+	e.Str(string(r.WorkerID))
+	e.Str(r.Address)
+}
+
+func (r *Replica) decode(d *Decoder) {
+	r.WorkerID = decodeWorkerID(d)
+	r.Address = d.Str(MaxAddrLen, "address")
+}
+
+func encodeReplicas(e *Encoder, rs []Replica) {
+	e.Count(len(rs))
+	for i := range rs {
+		rs[i].encode(e)
+	}
+}
+
+func decodeReplicas(d *Decoder) []Replica {
+	n := d.Count(minReplica, 0, "replicas")
+	if n == 0 {
+		return nil
+	}
+	rs := make([]Replica, n)
+	for i := range rs {
+		rs[i].decode(d)
+	}
+	return rs
+}
+
+// PutConfig is the replication configuration of a put (client.ReplicateConfig on the wire).
+type PutConfig struct {
+	Replicas        uint8          // replica_num; 0: the master's default (1)
+	PreferredWorker base.WorkerID  // "" none; else place the first replica there if it has room
+	SoftPinTTL      time.Duration  // 0: no soft pin
+	HardPin         bool           // never evicted until unpinned or removed
+	Persistence     base.Persistence
+	Upsert          bool // replace an existing key instead of failing with OBJECT_ALREADY_EXISTS
+}
+
+func (c *PutConfig) encode(e *Encoder) {
+	e.U8(c.Replicas)
+	e.Str(string(c.PreferredWorker))
+	e.I64(int64(c.SoftPinTTL))
+	e.Bool(c.HardPin)
+	e.U8(uint8(c.Persistence))
+	e.Bool(c.Upsert)
+}
+
+func (c *PutConfig) decode(d *Decoder) {
+	c.Replicas = d.U8()
+	c.PreferredWorker = decodeWorkerID(d)
+	c.SoftPinTTL = decodeDuration(d)
+	c.HardPin = d.Bool()
+	c.Persistence = decodePersistence(d)
+	c.Upsert = d.Bool()
+}
+
+// PutStartRequest asks the leader to place a new object: it picks workers and a version.
+type PutStartRequest struct {
+	Key    string
+	Size   int64
+	Config PutConfig
+}
+
+func (m *PutStartRequest) Op() Op { return OpPutStart }
+func (m *PutStartRequest) Encode(e *Encoder) {
+	e.Str(m.Key)
+	e.I64(m.Size)
+	m.Config.encode(e)
+}
+func (m *PutStartRequest) Decode(d *Decoder) {
+	m.Key = d.Key()
+	m.Size = d.Size()
+	m.Config.decode(d)
+}
+
+// PutStartResponse is the placement: the object's new version and the workers to write to.
+type PutStartResponse struct {
+	Version  base.Version
+	Replicas []Replica
+}
+
+func (m *PutStartResponse) Op() Op { return OpPutStart }
+func (m *PutStartResponse) Encode(e *Encoder) {
+	e.U64(uint64(m.Version))
+	encodeReplicas(e, m.Replicas)
+}
+func (m *PutStartResponse) Decode(d *Decoder) {
+	m.Version = base.Version(d.U64())
+	m.Replicas = decodeReplicas(d)
+}
+
+// PutEndRequest commits a written object: one raft entry with the complete record. Replicas
+// lists the workers that acknowledged their Write+Commit. Config repeats the put's config, so
+// the record is complete even if the leader changed since PutStart.
+type PutEndRequest struct {
+	Key      string
+	Version  base.Version
+	Size     int64
+	Checksum uint64
+	Replicas []base.WorkerID
+	Config   PutConfig
+}
+
+func (m *PutEndRequest) Op() Op { return OpPutEnd }
+func (m *PutEndRequest) Encode(e *Encoder) {
+	e.Str(m.Key)
+	e.U64(uint64(m.Version))
+	e.I64(m.Size)
+	e.U64(m.Checksum)
+	e.Count(len(m.Replicas))
+	for _, w := range m.Replicas {
+		e.Str(string(w))
+	}
+	m.Config.encode(e)
+}
+func (m *PutEndRequest) Decode(d *Decoder) {
+	m.Key = d.Key()
+	m.Version = base.Version(d.U64())
+	m.Size = d.Size()
+	m.Checksum = d.U64()
+	if n := d.Count(minStr, 0, "replicas"); n > 0 {
+		m.Replicas = make([]base.WorkerID, n)
+		for i := range m.Replicas {
+			m.Replicas[i] = decodeWorkerID(d)
+		}
+	}
+	m.Config.decode(d)
+}
+
+// KeyVersion names one version of an object (version 0: any).
+type KeyVersion struct {
+	Key     string
+	Version base.Version
+}
+
+func (kv *KeyVersion) encode(e *Encoder) {
+	e.Str(kv.Key)
+	e.U64(uint64(kv.Version))
+}
+func (kv *KeyVersion) decode(d *Decoder) {
+	kv.Key = d.Key()
+	kv.Version = base.Version(d.U64())
+}
+
+func encodeKeyVersions(e *Encoder, kvs []KeyVersion) {
+	e.Count(len(kvs))
+	for i := range kvs {
+		kvs[i].encode(e)
+	}
+}
+
+func decodeKeyVersions(d *Decoder) []KeyVersion {
+	n := d.Count(minKey+8, 0, "key versions")
+	if n == 0 {
+		return nil
+	}
+	kvs := make([]KeyVersion, n)
+	for i := range kvs {
+		kvs[i].decode(d)
+	}
+	return kvs
+}
+
+// PutRevokeRequest abandons a put that will not be committed: the leader drops its
+// reservation and the workers drop the pending bytes.
+type PutRevokeRequest struct {
+	Key     string
+	Version base.Version
+}
+
+func (m *PutRevokeRequest) Op() Op            { return OpPutRevoke }
+func (m *PutRevokeRequest) Encode(e *Encoder) { (*KeyVersion)(m).encode(e) }
+func (m *PutRevokeRequest) Decode(d *Decoder) { (*KeyVersion)(m).decode(d) }
+
+// BatchPutRevokeRequest revokes several puts.
+type BatchPutRevokeRequest struct{ Items []KeyVersion }
+
+func (m *BatchPutRevokeRequest) Op() Op            { return OpBatchPutRevoke }
+func (m *BatchPutRevokeRequest) Encode(e *Encoder) { encodeKeyVersions(e, m.Items) }
+func (m *BatchPutRevokeRequest) Decode(d *Decoder) { m.Items = decodeKeyVersions(d) }
+
+// LookupRequest asks where an object is. AllowStale lets a follower answer from its local
+// state; otherwise the leader answers (linearizable) and followers refuse with NOT_LEADER.
+type LookupRequest struct {
+	Key        string
+	AllowStale bool
+}
+
+func (m *LookupRequest) Op() Op { return OpLookup }
+func (m *LookupRequest) Encode(e *Encoder) {
+	e.Str(m.Key)
+	e.Bool(m.AllowStale)
+}
+func (m *LookupRequest) Decode(d *Decoder) {
+	m.Key = d.Key()
+	m.AllowStale = d.Bool()
+}
+
+// LookupResponse describes the committed object and its replicas.
+type LookupResponse struct {
+	Version  base.Version
+	Size     int64
+	Checksum uint64
+	Replicas []Replica
+}
+
+func (m *LookupResponse) Op() Op { return OpLookup }
+func (m *LookupResponse) Encode(e *Encoder) {
+	e.U64(uint64(m.Version))
+	e.I64(m.Size)
+	e.U64(m.Checksum)
+	encodeReplicas(e, m.Replicas)
+}
+func (m *LookupResponse) Decode(d *Decoder) {
+	m.Version = base.Version(d.U64())
+	m.Size = d.Size()
+	m.Checksum = d.U64()
+	m.Replicas = decodeReplicas(d)
+}
+
+// ExistsRequest asks whether a key is committed.
+type ExistsRequest struct {
+	Key        string
+	AllowStale bool
+}
+
+func (m *ExistsRequest) Op() Op            { return OpExists }
+func (m *ExistsRequest) Encode(e *Encoder) { (*LookupRequest)(m).Encode(e) }
+func (m *ExistsRequest) Decode(d *Decoder) { (*LookupRequest)(m).Decode(d) }
+
+// ExistsResponse answers Exists.
+type ExistsResponse struct{ Exists bool }
+
+func (m *ExistsResponse) Op() Op            { return OpExists }
+func (m *ExistsResponse) Encode(e *Encoder) { e.Bool(m.Exists) }
+func (m *ExistsResponse) Decode(d *Decoder) { m.Exists = d.Bool() }
+
+// RemoveRequest removes a key (all versions). Its response is Empty; a missing key is
+// OBJECT_NOT_FOUND.
+type RemoveRequest struct{ Key string }
+
+func (m *RemoveRequest) Op() Op            { return OpRemove }
+func (m *RemoveRequest) Encode(e *Encoder) { e.Str(m.Key) }
+func (m *RemoveRequest) Decode(d *Decoder) { m.Key = d.Key() }
+
+// RemoveByRegexRequest removes every key matching a Go RE2 pattern (regexp syntax).
+type RemoveByRegexRequest struct{ Pattern string }
+
+func (m *RemoveByRegexRequest) Op() Op            { return OpRemoveByRegex }
+func (m *RemoveByRegexRequest) Encode(e *Encoder) { e.Str(m.Pattern) }
+func (m *RemoveByRegexRequest) Decode(d *Decoder) {
+	m.Pattern = d.Str(MaxPatternLen, "pattern")
+}
+
+// CountResponse reports how many objects a RemoveByRegex or RemoveAll removed.
+type CountResponse struct {
+	op    Op
+	Count int64
+}
+
+// NewCountResponse returns a CountResponse for op (OpRemoveByRegex or OpRemoveAll).
+func NewCountResponse(op Op, n int64) *CountResponse { return &CountResponse{op: op, Count: n} }
+
+func (m *CountResponse) Op() Op            { return m.op }
+func (m *CountResponse) Encode(e *Encoder) { e.I64(m.Count) }
+func (m *CountResponse) Decode(d *Decoder) { m.Count = d.I64() }
+
+// ItemError is the outcome of one item of a batch: Code OK, or a code and message.
+type ItemError struct {
+	Code base.Code
+	Msg  string
+}
+
+// Err returns nil for OK, else a *base.CodeError (errors.Is matches the code's sentinel).
+func (ie ItemError) Err() error { return base.NewCodeError(ie.Code, ie.Msg) }
+
+// ItemErrorOf converts a handler error into an ItemError (nil: OK).
+func ItemErrorOf(err error) ItemError {
+	if err == nil {
+		return ItemError{}
+	}
+	return ItemError{Code: base.CodeOf(err), Msg: err.Error()}
+}
+
+func (ie *ItemError) encode(e *Encoder) {
+	e.U16(uint16(ie.Code))
+	e.Str(ie.Msg)
+}
+func (ie *ItemError) decode(d *Decoder) {
+	ie.Code = decodeCode(d)
+	ie.Msg = d.Str(MaxErrorMsgLen, "error message")
+}
+
+const minItemError = 2 + minStr
+
+func encodeItemErrors(e *Encoder, errs []ItemError) {
+	e.Count(len(errs))
+	for i := range errs {
+		errs[i].encode(e)
+	}
+}
+
+func decodeItemErrors(d *Decoder) []ItemError {
+	n := d.Count(minItemError, 0, "item errors")
+	if n == 0 {
+		return nil
+	}
+	errs := make([]ItemError, n)
+	for i := range errs {
+		errs[i].decode(d)
+	}
+	return errs
+}
+
+// BatchResponse holds one ItemError per item of a BatchPutEnd, BatchRemove or
+// BatchPutRevoke, in request order.
+type BatchResponse struct {
+	op    Op
+	Items []ItemError
+}
+
+// NewBatchResponse returns a BatchResponse for op.
+func NewBatchResponse(op Op, items []ItemError) *BatchResponse {
+	return &BatchResponse{op: op, Items: items}
+}
+
+func (m *BatchResponse) Op() Op            { return m.op }
+func (m *BatchResponse) Encode(e *Encoder) { encodeItemErrors(e, m.Items) }
+func (m *BatchResponse) Decode(d *Decoder) { m.Items = decodeItemErrors(d) }
+
+// BatchPutStartRequest places several objects at once.
+type BatchPutStartRequest struct{ Items []PutStartRequest }
+
+func (m *BatchPutStartRequest) Op() Op { return OpBatchPutStart }
+func (m *BatchPutStartRequest) Encode(e *Encoder) {
+	e.Count(len(m.Items))
+	for i := range m.Items {
+		m.Items[i].Encode(e)
+	}
+}
+func (m *BatchPutStartRequest) Decode(d *Decoder) {
+	if n := d.Count(minPutStart, 0, "items"); n > 0 {
+		m.Items = make([]PutStartRequest, n)
+		for i := range m.Items {
+			m.Items[i].Decode(d)
+		}
+	}
+}
+
+// PutStartResult is one item of a BatchPutStartResponse: an error, or a placement.
+type PutStartResult struct {
+	Err ItemError
+	PutStartResponse
+}
+
+// BatchPutStartResponse holds one result per item, in request order.
+type BatchPutStartResponse struct{ Items []PutStartResult }
+
+func (m *BatchPutStartResponse) Op() Op { return OpBatchPutStart }
+func (m *BatchPutStartResponse) Encode(e *Encoder) {
+	e.Count(len(m.Items))
+	for i := range m.Items {
+		m.Items[i].Err.encode(e)
+		m.Items[i].PutStartResponse.Encode(e)
+	}
+}
+func (m *BatchPutStartResponse) Decode(d *Decoder) {
+	if n := d.Count(minItemError+8+4, 0, "items"); n > 0 {
+		m.Items = make([]PutStartResult, n)
+		for i := range m.Items {
+			m.Items[i].Err.decode(d)
+			m.Items[i].PutStartResponse.Decode(d)
+		}
+	}
+}
+
+// BatchPutEndRequest commits several objects in one raft entry. The response is a
+// BatchResponse (one ItemError per item; OBJECT_ALREADY_EXISTS for duplicates).
+type BatchPutEndRequest struct{ Items []PutEndRequest }
+
+func (m *BatchPutEndRequest) Op() Op { return OpBatchPutEnd }
+func (m *BatchPutEndRequest) Encode(e *Encoder) {
+	e.Count(len(m.Items))
+	for i := range m.Items {
+		m.Items[i].Encode(e)
+	}
+}
+func (m *BatchPutEndRequest) Decode(d *Decoder) {
+	if n := d.Count(minKey+8+8+8+4+minPutConfig, 0, "items"); n > 0 {
+		m.Items = make([]PutEndRequest, n)
+		for i := range m.Items {
+			m.Items[i].Decode(d)
+		}
+	}
+}
+
+func encodeKeys(e *Encoder, keys []string) {
+	e.Count(len(keys))
+	for _, k := range keys {
+		e.Str(k)
+	}
+}
+
+func decodeKeys(d *Decoder) []string {
+	n := d.Count(minKey, 0, "keys")
+	if n == 0 {
+		return nil
+	}
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = d.Key()
+	}
+	return keys
+}
+
+// BatchLookupRequest looks up several keys.
+type BatchLookupRequest struct {
+	Keys       []string
+	AllowStale bool
+}
+
+func (m *BatchLookupRequest) Op() Op { return OpBatchLookup }
+func (m *BatchLookupRequest) Encode(e *Encoder) {
+	encodeKeys(e, m.Keys)
+	e.Bool(m.AllowStale)
+}
+func (m *BatchLookupRequest) Decode(d *Decoder) {
+	m.Keys = decodeKeys(d)
+	m.AllowStale = d.Bool()
+}
+
+// LookupResult is one item of a BatchLookupResponse: an error (OBJECT_NOT_FOUND...) or the object.
+type LookupResult struct {
+	Err ItemError
+	LookupResponse
+}
+
+// BatchLookupResponse holds one result per key, in request order.
+type BatchLookupResponse struct{ Items []LookupResult }
+
+func (m *BatchLookupResponse) Op() Op { return OpBatchLookup }
+func (m *BatchLookupResponse) Encode(e *Encoder) {
+	e.Count(len(m.Items))
+	for i := range m.Items {
+		m.Items[i].Err.encode(e)
+		m.Items[i].LookupResponse.Encode(e)
+	}
+}
+func (m *BatchLookupResponse) Decode(d *Decoder) {
+	if n := d.Count(minItemError+24+4, 0, "items"); n > 0 {
+		m.Items = make([]LookupResult, n)
+		for i := range m.Items {
+			m.Items[i].Err.decode(d)
+			m.Items[i].LookupResponse.Decode(d)
+		}
+	}
+}
+
+// BatchExistsRequest asks about several keys.
+type BatchExistsRequest struct {
+	Keys       []string
+	AllowStale bool
+}
+
+func (m *BatchExistsRequest) Op() Op            { return OpBatchExists }
+func (m *BatchExistsRequest) Encode(e *Encoder) { (*BatchLookupRequest)(m).Encode(e) }
+func (m *BatchExistsRequest) Decode(d *Decoder) { (*BatchLookupRequest)(m).Decode(d) }
+
+// BatchExistsResponse holds one answer per key, in request order.
+type BatchExistsResponse struct{ Exists []bool }
+
+func (m *BatchExistsResponse) Op() Op { return OpBatchExists }
+func (m *BatchExistsResponse) Encode(e *Encoder) {
+	e.Count(len(m.Exists))
+	for _, x := range m.Exists {
+		e.Bool(x)
+	}
+}
+func (m *BatchExistsResponse) Decode(d *Decoder) {
+	if n := d.Count(1, 0, "answers"); n > 0 {
+		m.Exists = make([]bool, n)
+		for i := range m.Exists {
+			m.Exists[i] = d.Bool()
+		}
+	}
+}
+
+// BatchRemoveRequest removes several keys; the response is a BatchResponse.
+type BatchRemoveRequest struct{ Keys []string }
+
+func (m *BatchRemoveRequest) Op() Op            { return OpBatchRemove }
+func (m *BatchRemoveRequest) Encode(e *Encoder) { encodeKeys(e, m.Keys) }
+func (m *BatchRemoveRequest) Decode(d *Decoder) { m.Keys = decodeKeys(d) }
+
+// ListRequest lists keys with a prefix, in key order, after Cursor ("" from the start), at
+// most Limit (0: the server's default page size).
+type ListRequest struct {
+	Prefix string
+	Cursor string
+	Limit  uint32
+}
+
+func (m *ListRequest) Op() Op { return OpList }
+func (m *ListRequest) Encode(e *Encoder) {
+	e.Str(m.Prefix)
+	e.Str(m.Cursor)
+	e.U32(m.Limit)
+}
+func (m *ListRequest) Decode(d *Decoder) {
+	m.Prefix = d.Str(base.MaxKeyLen, "prefix")
+	m.Cursor = d.Str(base.MaxKeyLen, "cursor")
+	m.Limit = d.U32()
+}
+
+// ListItem is one listed key.
+type ListItem struct {
+	Key  string
+	Size int64
+}
+
+// ListResponse is one page; NextCursor "" means the listing is complete.
+type ListResponse struct {
+	Items      []ListItem
+	NextCursor string
+}
+
+func (m *ListResponse) Op() Op { return OpList }
+func (m *ListResponse) Encode(e *Encoder) {
+	e.Count(len(m.Items))
+	for i := range m.Items {
+		e.Str(m.Items[i].Key)
+		e.I64(m.Items[i].Size)
+	}
+	e.Str(m.NextCursor)
+}
+func (m *ListResponse) Decode(d *Decoder) {
+	if n := d.Count(minKey+8, 0, "items"); n > 0 {
+		m.Items = make([]ListItem, n)
+		for i := range m.Items {
+			m.Items[i].Key = d.Key()
+			m.Items[i].Size = d.Size()
+		}
+	}
+	m.NextCursor = d.Str(base.MaxKeyLen, "cursor")
+}
+
+// RegisterWorkerRequest announces a worker (at start and after a master asks it to
+// re-register) with its capacities and the inventory of committed objects it holds.
+type RegisterWorkerRequest struct {
+	WorkerID     base.WorkerID
+	Address      string
+	DRAMCapacity int64
+	NVMeCapacity int64
+	Inventory    []base.ObjectMeta
+}
+
+func (m *RegisterWorkerRequest) Op() Op { return OpRegisterWorker }
+func (m *RegisterWorkerRequest) Encode(e *Encoder) {
+	e.Str(string(m.WorkerID))
+	e.Str(m.Address)
+	e.I64(m.DRAMCapacity)
+	e.I64(m.NVMeCapacity)
+	e.Count(len(m.Inventory))
+	for i := range m.Inventory {
+		o := &m.Inventory[i]
+		e.Str(o.Key)
+		e.U64(uint64(o.Version))
+		e.I64(o.Size)
+		e.U64(o.Checksum)
+	}
+}
+func (m *RegisterWorkerRequest) Decode(d *Decoder) {
+	m.WorkerID = decodeWorkerID(d)
+	m.Address = d.Str(MaxAddrLen, "address")
+	m.DRAMCapacity = d.Size()
+	m.NVMeCapacity = d.Size()
+	if n := d.Count(minKey+24, 0, "inventory"); n > 0 {
+		m.Inventory = make([]base.ObjectMeta, n)
+		for i := range m.Inventory {
+			o := &m.Inventory[i]
+			o.Key = d.Key()
+			o.Version = base.Version(d.U64())
+			o.Size = d.Size()
+			o.Checksum = d.U64()
+		}
+	}
+}
+
+// RegisterWorkerResponse lists inventory entries the master does not know (or knows at
+// another version): the worker drops them. HeartbeatInterval is how often to heartbeat.
+type RegisterWorkerResponse struct {
+	Drop              []KeyVersion
+	HeartbeatInterval time.Duration
+}
+
+func (m *RegisterWorkerResponse) Op() Op { return OpRegisterWorker }
+func (m *RegisterWorkerResponse) Encode(e *Encoder) {
+	encodeKeyVersions(e, m.Drop)
+	e.I64(int64(m.HeartbeatInterval))
+}
+func (m *RegisterWorkerResponse) Decode(d *Decoder) {
+	m.Drop = decodeKeyVersions(d)
+	m.HeartbeatInterval = decodeDuration(d)
+}
+
+// HeartbeatRequest reports a worker alive with its usage.
+type HeartbeatRequest struct {
+	WorkerID base.WorkerID
+	DRAMUsed int64
+	NVMeUsed int64
+	Objects  int64
+}
+
+func (m *HeartbeatRequest) Op() Op { return OpHeartbeat }
+func (m *HeartbeatRequest) Encode(e *Encoder) {
+	e.Str(string(m.WorkerID))
+	e.I64(m.DRAMUsed)
+	e.I64(m.NVMeUsed)
+	e.I64(m.Objects)
+}
+func (m *HeartbeatRequest) Decode(d *Decoder) {
+	m.WorkerID = decodeWorkerID(d)
+	m.DRAMUsed = d.Size()
+	m.NVMeUsed = d.Size()
+	m.Objects = d.Size()
+}
+
+// HeartbeatResponse carries the replicas the worker must drop (removed objects, revoked or
+// expired puts) and asks it to re-register when the master does not know it (a new leader).
+type HeartbeatResponse struct {
+	Drop       []KeyVersion
+	Reregister bool
+}
+
+func (m *HeartbeatResponse) Op() Op { return OpHeartbeat }
+func (m *HeartbeatResponse) Encode(e *Encoder) {
+	encodeKeyVersions(e, m.Drop)
+	e.Bool(m.Reregister)
+}
+func (m *HeartbeatResponse) Decode(d *Decoder) {
+	m.Drop = decodeKeyVersions(d)
+	m.Reregister = d.Bool()
+}
+
+// StatusResponse carries the master's status as JSON (the same document as its HTTP status page).
+type StatusResponse struct{ JSON []byte }
+
+func (m *StatusResponse) Op() Op            { return OpStatus }
+func (m *StatusResponse) Encode(e *Encoder) { e.Bytes(m.JSON) }
+func (m *StatusResponse) Decode(d *Decoder) { m.JSON = d.Bytes(MaxStatusLen, "status") }
+
+// WriteRequest carries one chunk of an object to a worker; the chunk's bytes are the frame's
+// payload (PayloadLen bytes, written at Offset). Every chunk of an object repeats the object's
+// fields. With Commit set the worker commits the object after this chunk (a single-frame
+// write: Offset 0 and PayloadLen == TotalSize); otherwise a Commit call follows once every
+// chunk is acknowledged.
+type WriteRequest struct {
+	Key         string
+	Version     base.Version
+	TotalSize   int64
+	Offset      int64
+	Persistence base.Persistence
+	SoftPinTTL  time.Duration
+	HardPin     bool
+	Checksum    uint64 // base.Checksum of the whole object; 0: the worker computes it
+	Commit      bool
+}
+
+func (m *WriteRequest) Op() Op { return OpWrite }
+func (m *WriteRequest) Encode(e *Encoder) {
+	e.Str(m.Key)
+	e.U64(uint64(m.Version))
+	e.I64(m.TotalSize)
+	e.I64(m.Offset)
+	e.U8(uint8(m.Persistence))
+	e.I64(int64(m.SoftPinTTL))
+	e.Bool(m.HardPin)
+	e.U64(m.Checksum)
+	e.Bool(m.Commit)
+}
+func (m *WriteRequest) Decode(d *Decoder) {
+	m.Key = d.Key()
+	m.Version = base.Version(d.U64())
+	m.TotalSize = d.Size()
+	m.Offset = d.Size()
+	m.Persistence = decodePersistence(d)
+	m.SoftPinTTL = decodeDuration(d)
+	m.HardPin = d.Bool()
+	m.Checksum = d.U64()
+	m.Commit = d.Bool()
+}
+
+// CommitRequest makes a striped write visible on the worker once all its chunks arrived.
+type CommitRequest struct {
+	Key      string
+	Version  base.Version
+	Checksum uint64 // 0: don't verify, compute
+}
+
+func (m *CommitRequest) Op() Op { return OpCommit }
+func (m *CommitRequest) Encode(e *Encoder) {
+	e.Str(m.Key)
+	e.U64(uint64(m.Version))
+	e.U64(m.Checksum)
+}
+func (m *CommitRequest) Decode(d *Decoder) {
+	m.Key = d.Key()
+	m.Version = base.Version(d.U64())
+	m.Checksum = d.U64()
+}
+
+// ReadRequest reads an object (op Read: Offset and Length 0) or a range of it (op ReadRange:
+// Length > 0). Version 0 reads whatever version the worker holds.
+type ReadRequest struct {
+	Key     string
+	Version base.Version
+	Offset  int64
+	Length  int64
+}
+
+// Op returns OpReadRange when a range is set, else OpRead.
+func (m *ReadRequest) Op() Op {
+	if m.Length > 0 || m.Offset > 0 {
+		return OpReadRange
+	}
+	return OpRead
+}
+func (m *ReadRequest) Encode(e *Encoder) {
+	e.Str(m.Key)
+	e.U64(uint64(m.Version))
+	e.I64(m.Offset)
+	e.I64(m.Length)
+}
+func (m *ReadRequest) Decode(d *Decoder) {
+	m.Key = d.Key()
+	m.Version = base.Version(d.U64())
+	m.Offset = d.Size()
+	m.Length = d.Size()
+}
+
+// ReadResponse describes the object a Read or ReadRange served; the bytes are the payload.
+// Size and Checksum are the whole object's.
+type ReadResponse struct {
+	op       Op
+	Version  base.Version
+	Size     int64
+	Checksum uint64
+	Tier     base.Tier
+}
+
+// NewReadResponse returns a ReadResponse for op (OpRead or OpReadRange).
+func NewReadResponse(op Op) *ReadResponse { return &ReadResponse{op: op} }
+
+// SetOp sets the op a ReadResponse answers.
+func (m *ReadResponse) SetOp(op Op) { m.op = op }
+
+func (m *ReadResponse) Op() Op { return m.op }
+func (m *ReadResponse) Encode(e *Encoder) {
+	e.U64(uint64(m.Version))
+	e.I64(m.Size)
+	e.U64(m.Checksum)
+	e.U8(uint8(m.Tier))
+}
+func (m *ReadResponse) Decode(d *Decoder) {
+	m.Version = base.Version(d.U64())
+	m.Size = d.Size()
+	m.Checksum = d.U64()
+	m.Tier = base.Tier(d.U8())
+}
+
+// DropRequest tells a worker to drop one version of an object (version 0: any). The response
+// is Empty; dropping what is not there is OK.
+type DropRequest struct {
+	Key     string
+	Version base.Version
+}
+
+func (m *DropRequest) Op() Op            { return OpDrop }
+func (m *DropRequest) Encode(e *Encoder) { (*KeyVersion)(m).encode(e) }
+func (m *DropRequest) Decode(d *Decoder) { (*KeyVersion)(m).decode(d) }
+
+// NewRequest returns an empty request message for op, ready to Decode; nil for an unknown op.
+func NewRequest(op Op) Message {
+	switch op {
+	case OpPing, OpRemoveAll, OpStatus:
+		return NewEmpty(op)
+	case OpPutStart:
+		return new(PutStartRequest)
+	case OpPutEnd:
+		return new(PutEndRequest)
+	case OpPutRevoke:
+		return new(PutRevokeRequest)
+	case OpBatchPutRevoke:
+		return new(BatchPutRevokeRequest)
+	case OpLookup:
+		return new(LookupRequest)
+	case OpExists:
+		return new(ExistsRequest)
+	case OpRemove:
+		return new(RemoveRequest)
+	case OpRemoveByRegex:
+		return new(RemoveByRegexRequest)
+	case OpBatchPutStart:
+		return new(BatchPutStartRequest)
+	case OpBatchPutEnd:
+		return new(BatchPutEndRequest)
+	case OpBatchLookup:
+		return new(BatchLookupRequest)
+	case OpBatchExists:
+		return new(BatchExistsRequest)
+	case OpBatchRemove:
+		return new(BatchRemoveRequest)
+	case OpList:
+		return new(ListRequest)
+	case OpRegisterWorker:
+		return new(RegisterWorkerRequest)
+	case OpHeartbeat:
+		return new(HeartbeatRequest)
+	case OpWrite:
+		return new(WriteRequest)
+	case OpCommit:
+		return new(CommitRequest)
+	case OpRead, OpReadRange:
+		return new(ReadRequest)
+	case OpDrop:
+		return new(DropRequest)
+	}
+	return nil
+}
+
+// NewResponse returns an empty response message for op, ready to Decode; nil for an unknown op.
+func NewResponse(op Op) Message {
+	switch op {
+	case OpPing, OpPutEnd, OpPutRevoke, OpRemove, OpWrite, OpCommit, OpDrop:
+		return NewEmpty(op)
+	case OpPutStart:
+		return new(PutStartResponse)
+	case OpLookup:
+		return new(LookupResponse)
+	case OpExists:
+		return new(ExistsResponse)
+	case OpRemoveByRegex, OpRemoveAll:
+		return NewCountResponse(op, 0)
+	case OpBatchPutStart:
+		return new(BatchPutStartResponse)
+	case OpBatchPutEnd, OpBatchRemove, OpBatchPutRevoke:
+		return NewBatchResponse(op, nil)
+	case OpBatchLookup:
+		return new(BatchLookupResponse)
+	case OpBatchExists:
+		return new(BatchExistsResponse)
+	case OpList:
+		return new(ListResponse)
+	case OpRegisterWorker:
+		return new(RegisterWorkerResponse)
+	case OpHeartbeat:
+		return new(HeartbeatResponse)
+	case OpStatus:
+		return new(StatusResponse)
+	case OpRead, OpReadRange:
+		return NewReadResponse(op)
+	}
+	return nil
+}
+
+// DecodeRequest decodes the body of a request with op. Errors wrap base.ErrInvalidParams.
+func DecodeRequest(op Op, body []byte) (Message, error) {
+	m := NewRequest(op)
+	if m == nil {
+		return nil, fmt.Errorf("%w: unknown opcode %d", base.ErrInvalidParams, op)
+	}
+	d := Decoder{b: body}
+	m.Decode(&d)
+	if err := d.Finish(); err != nil {
+		return nil, fmt.Errorf("decode %s request: %w", op, err)
+	}
+	if r, ok := m.(*ReadRequest); ok && r.Op() != op && !(op == OpReadRange && r.Length == 0) {
+		return nil, fmt.Errorf("%w: %s request with offset %d length %d", base.ErrInvalidParams, op, r.Offset, r.Length)
+	}
+	return m, nil
+}
+
+// DecodeResponse decodes the body of an OK response with op into m (which must be a response
+// of op; nil: a new one). Errors wrap base.ErrInvalidParams.
+func DecodeResponse(op Op, body []byte, m Message) (Message, error) {
+	if m == nil {
+		m = NewResponse(op)
+		if m == nil {
+			return nil, fmt.Errorf("%w: unknown opcode %d", base.ErrInvalidParams, op)
+		}
+	}
+	d := Decoder{b: body}
+	m.Decode(&d)
+	if err := d.Finish(); err != nil {
+		return nil, fmt.Errorf("decode %s response: %w", op, err)
+	}
+	return m, nil
+}

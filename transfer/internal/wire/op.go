@@ -1,0 +1,94 @@
+package wire
+
+import "strconv"
+
+// Op is a frame's opcode: which call a request makes. A response carries its request's op.
+// The numbers are a contract (docs/protocol.md); add new ones, never renumber.
+type Op uint8
+
+// Opcodes.
+const (
+	OpPing Op = 1
+
+	// Master calls.
+	OpPutStart       Op = 10
+	OpPutEnd         Op = 11
+	OpPutRevoke      Op = 12
+	OpLookup         Op = 13
+	OpExists         Op = 14
+	OpRemove         Op = 15
+	OpRemoveByRegex  Op = 16
+	OpRemoveAll      Op = 17
+	OpBatchPutStart  Op = 18
+	OpBatchPutEnd    Op = 19
+	OpBatchLookup    Op = 20
+	OpBatchExists    Op = 21
+	OpBatchRemove    Op = 22
+	OpList           Op = 23
+	OpRegisterWorker Op = 24
+	OpHeartbeat      Op = 25
+	OpStatus         Op = 26
+	OpBatchPutRevoke Op = 27
+
+	// Worker data calls.
+	OpWrite     Op = 40
+	OpCommit    Op = 41
+	OpRead      Op = 42
+	OpReadRange Op = 43
+	OpDrop      Op = 44
+)
+
+type opInfo struct {
+	name       string
+	idempotent bool // safe to resend after a broken connection
+	reqPayload bool // requests carry a payload
+	respPaylod bool // OK responses carry a payload
+}
+
+var ops = [256]opInfo{
+	OpPing:           {name: "Ping", idempotent: true},
+	OpPutStart:       {name: "PutStart"},
+	OpPutEnd:         {name: "PutEnd"},
+	OpPutRevoke:      {name: "PutRevoke"},
+	OpLookup:         {name: "Lookup", idempotent: true},
+	OpExists:         {name: "Exists", idempotent: true},
+	OpRemove:         {name: "Remove"},
+	OpRemoveByRegex:  {name: "RemoveByRegex"},
+	OpRemoveAll:      {name: "RemoveAll"},
+	OpBatchPutStart:  {name: "BatchPutStart"},
+	OpBatchPutEnd:    {name: "BatchPutEnd"},
+	OpBatchLookup:    {name: "BatchLookup", idempotent: true},
+	OpBatchExists:    {name: "BatchExists", idempotent: true},
+	OpBatchRemove:    {name: "BatchRemove"},
+	OpList:           {name: "List", idempotent: true},
+	OpRegisterWorker: {name: "RegisterWorker"},
+	OpHeartbeat:      {name: "Heartbeat"},
+	OpStatus:         {name: "Status", idempotent: true},
+	OpBatchPutRevoke: {name: "BatchPutRevoke"},
+	OpWrite:          {name: "Write", reqPayload: true},
+	OpCommit:         {name: "Commit"},
+	OpRead:           {name: "Read", idempotent: true, respPaylod: true},
+	OpReadRange:      {name: "ReadRange", idempotent: true, respPaylod: true},
+	OpDrop:           {name: "Drop"},
+}
+
+// Known reports whether this build defines op.
+func (op Op) Known() bool { return ops[op].name != "" }
+
+// String returns the call's name ("Lookup"), or "OP_<n>".
+func (op Op) String() string {
+	if n := ops[op].name; n != "" {
+		return n
+	}
+	return "OP_" + strconv.Itoa(int(op))
+}
+
+// Idempotent reports whether a request with op may be resent after a broken connection
+// without changing the outcome (reads, lookups, exists, list, status, ping).
+func (op Op) Idempotent() bool { return ops[op].idempotent }
+
+// RequestPayload reports whether requests with op carry a payload (Write).
+func (op Op) RequestPayload() bool { return ops[op].reqPayload }
+
+// ResponsePayload reports whether OK responses to op carry a payload (Read, ReadRange).
+func (op Op) ResponsePayload() bool { return ops[op].respPaylod }
