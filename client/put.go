@@ -1,0 +1,248 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/transfer"
+)
+
+// revokeTimeout bounds the best-effort PutRevoke after a failed put (the workers drop pending
+// bytes on their own after the master's put timeout anyway).
+const revokeTimeout = 5 * time.Second
+
+// stripeParallelism bounds the stripes of one replica in flight at once.
+const stripeParallelism = 4
+
+func wireConfig(rc ReplicateConfig) transfer.PutConfig {
+	return transfer.PutConfig{
+		Replicas:        uint8(rc.Replicas),
+		PreferredWorker: rc.PreferredWorker,
+		SoftPinTTL:      rc.SoftPinTTL,
+		HardPin:         rc.HardPin,
+		Persistence:     rc.Persistence,
+		Upsert:          rc.Upsert,
+	}
+}
+
+func checkPut(key string, size int64, rc ReplicateConfig) (ReplicateConfig, error) {
+	if err := base.ValidateKey(key); err != nil {
+		return rc, err
+	}
+	if size <= 0 {
+		return rc, fmt.Errorf("%w: put %q: the value is empty", base.ErrInvalidParams, key)
+	}
+	return rc.normalized()
+}
+
+// Put stores value under key on rc.Replicas distinct workers. It returns once the object is
+// committed (visible to every reader); on any error nothing becomes visible. A key that exists
+// fails with base.ErrObjectAlreadyExists unless rc.Upsert. value is not retained.
+func (c *Client) Put(ctx context.Context, key string, value []byte, rc ReplicateConfig) error {
+	rc, err := checkPut(key, int64(len(value)), rc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	sum := base.Checksum(value)
+	return c.put(ctx, key, int64(len(value)), rc, func(ctx context.Context, pl *transfer.PutStartResponse) (uint64, error) {
+		return sum, c.writeReplicas(ctx, key, pl, rc, value, sum)
+	})
+}
+
+// PutFrom stores size bytes read from r under key, streaming them to the workers in stripes
+// of Config.StripeSize (memory use is one stripe). r must yield exactly size bytes: fewer is
+// an error and nothing becomes visible.
+func (c *Client) PutFrom(ctx context.Context, key string, r io.Reader, size int64, rc ReplicateConfig) error {
+	rc, err := checkPut(key, size, rc)
+	if err != nil {
+		return err
+	}
+	if size <= c.cfg.StripeSize {
+		buf := make([]byte, size)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return fmt.Errorf("put %q: reading the value: %w", key, err)
+		}
+		return c.Put(ctx, key, buf, rc)
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	return c.put(ctx, key, size, rc, func(ctx context.Context, pl *transfer.PutStartResponse) (uint64, error) {
+		return c.streamReplicas(ctx, key, pl, rc, r, size)
+	})
+}
+
+// put runs PutStart, write (which returns the checksum of what it wrote), PutEnd; it revokes
+// the put when the write or PutEnd fails.
+func (c *Client) put(ctx context.Context, key string, size int64, rc ReplicateConfig,
+	write func(ctx context.Context, pl *transfer.PutStartResponse) (uint64, error)) error {
+	cfg := wireConfig(rc)
+	var pl transfer.PutStartResponse
+	if err := c.masterCall(ctx, &transfer.PutStartRequest{Key: key, Size: size, Config: cfg}, &pl, nil); err != nil {
+		return fmt.Errorf("put %q: %w", key, err)
+	}
+	if len(pl.Replicas) == 0 {
+		return fmt.Errorf("%w: put %q: the master placed no replica", base.ErrInternal, key)
+	}
+	sum, err := write(ctx, &pl)
+	if err == nil {
+		err = c.putEnd(ctx, key, pl.Version, size, sum, &pl, cfg)
+	}
+	if err != nil {
+		c.revoke(key, pl.Version)
+		return fmt.Errorf("put %q: %w", key, err)
+	}
+	return nil
+}
+
+func replicaIDs(pl *transfer.PutStartResponse) []base.WorkerID {
+	ids := make([]base.WorkerID, len(pl.Replicas))
+	for i, r := range pl.Replicas {
+		ids[i] = r.WorkerID
+	}
+	return ids
+}
+
+// putEnd commits the object. When an earlier attempt failed ambiguously (the leader may have
+// committed it before dying) and the retry finds the key taken (or, for an upsert, the
+// reservation gone), a Lookup tells whether the object there is ours.
+func (c *Client) putEnd(ctx context.Context, key string, v base.Version, size int64, sum uint64,
+	pl *transfer.PutStartResponse, cfg transfer.PutConfig) error {
+	var st attemptState
+	req := &transfer.PutEndRequest{Key: key, Version: v, Size: size, Checksum: sum, Replicas: replicaIDs(pl), Config: cfg}
+	err := c.masterCall(ctx, req, transfer.NewEmpty(transfer.OpPutEnd), &st)
+	if err != nil && st.ambiguous && (errors.Is(err, base.ErrObjectAlreadyExists) || errors.Is(err, base.ErrInvalidVersion)) {
+		var lr transfer.LookupResponse
+		if lerr := c.masterCall(ctx, &transfer.LookupRequest{Key: key}, &lr, nil); lerr == nil && lr.Version == v {
+			return nil
+		}
+	}
+	return err
+}
+
+// revoke tells the leader to drop a put that will not be committed. Best effort: the master
+// drops it after its put timeout anyway.
+func (c *Client) revoke(key string, v base.Version) {
+	ctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
+	defer cancel()
+	if err := c.masterCall(ctx, &transfer.PutRevokeRequest{Key: key, Version: v}, transfer.NewEmpty(transfer.OpPutRevoke), nil); err != nil {
+		c.log.Debug("client: put revoke failed", "key", key, "version", v, "err", err)
+	}
+}
+
+func writeReq(key string, v base.Version, size, off int64, rc ReplicateConfig, sum uint64, commit bool) *transfer.WriteRequest {
+	return &transfer.WriteRequest{Key: key, Version: v, TotalSize: size, Offset: off, Persistence: rc.Persistence,
+		SoftPinTTL: rc.SoftPinTTL, HardPin: rc.HardPin, Checksum: sum, Commit: commit}
+}
+
+// writeReplicas writes value to every placed replica in parallel. A value up to StripeSize
+// goes in one committing Write frame; a larger one in stripes (up to stripeParallelism in
+// flight per replica) followed by a Commit. All replicas must succeed.
+func (c *Client) writeReplicas(ctx context.Context, key string, pl *transfer.PutStartResponse, rc ReplicateConfig, value []byte, sum uint64) error {
+	size := int64(len(value))
+	return forEachReplica(ctx, pl.Replicas, func(ctx context.Context, r transfer.Replica) error {
+		if size <= c.cfg.StripeSize {
+			return c.rpc.Write(ctx, r.Address, writeReq(key, pl.Version, size, 0, rc, sum, true), value)
+		}
+		sem := make(chan struct{}, stripeParallelism)
+		var (
+			wg    sync.WaitGroup
+			mu    sync.Mutex // protects first
+			first error
+		)
+		for off := int64(0); off < size; off += c.cfg.StripeSize {
+			end := min(off+c.cfg.StripeSize, size)
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				if err := c.rpc.Write(ctx, r.Address, writeReq(key, pl.Version, size, off, rc, sum, false), value[off:end]); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if first == nil {
+			first = ctx.Err()
+		}
+		if first != nil {
+			return first
+		}
+		return c.rpc.Call(ctx, r.Address, &transfer.CommitRequest{Key: key, Version: pl.Version, Checksum: sum}, transfer.NewEmpty(transfer.OpCommit))
+	})
+}
+
+// streamReplicas reads r stripe by stripe and writes each stripe to every replica in
+// parallel, then commits with the checksum of everything read.
+func (c *Client) streamReplicas(ctx context.Context, key string, pl *transfer.PutStartResponse, rc ReplicateConfig, r io.Reader, size int64) (uint64, error) {
+	h := base.NewChecksum()
+	buf := make([]byte, c.cfg.StripeSize)
+	for off := int64(0); off < size; {
+		n := min(c.cfg.StripeSize, size-off)
+		if _, err := io.ReadFull(r, buf[:n]); err != nil {
+			return 0, fmt.Errorf("reading the value at offset %d of %d: %w", off, size, err)
+		}
+		h.Write(buf[:n])
+		chunk, at := buf[:n], off
+		err := forEachReplica(ctx, pl.Replicas, func(ctx context.Context, rep transfer.Replica) error {
+			return c.rpc.Write(ctx, rep.Address, writeReq(key, pl.Version, size, at, rc, 0, false), chunk)
+		})
+		if err != nil {
+			return 0, err
+		}
+		off += n
+	}
+	sum := h.Sum64()
+	return sum, forEachReplica(ctx, pl.Replicas, func(ctx context.Context, rep transfer.Replica) error {
+		return c.rpc.Call(ctx, rep.Address, &transfer.CommitRequest{Key: key, Version: pl.Version, Checksum: sum}, transfer.NewEmpty(transfer.OpCommit))
+	})
+}
+
+// forEachReplica runs fn for every replica in parallel and returns the first error (naming
+// the worker); the others are cancelled.
+func forEachReplica(ctx context.Context, reps []transfer.Replica, fn func(ctx context.Context, r transfer.Replica) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(reps))
+	var wg sync.WaitGroup
+	for i, r := range reps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(ctx, r); err != nil {
+				errs[i] = fmt.Errorf("worker %s (%s): %w", r.WorkerID, r.Address, err)
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	// Report a real cause before the cancellations it caused.
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
