@@ -137,8 +137,8 @@ type Handler interface {
 	// HandleCall serves every call without a payload: all master calls, Commit, Drop, Ping.
 	// req is one of the *XxxRequest messages (or *Empty for RemoveAll, Status and Ping);
 	// the returned message must be the call's response type (nil means Empty).
-	// ctx ends when the client's deadline passes (it is sent with the request) or the
-	// server is closed.
+	// ctx ends when the connection breaks (nobody is left to read the answer) or the
+	// server is closed; the client's own deadline is not sent on the wire.
 	HandleCall(ctx context.Context, req Message) (Message, error)
 
 	// HandleWrite serves one Write frame carrying n payload bytes (n may be 0). It returns
@@ -269,7 +269,7 @@ type ClientOptions struct {
 	Logger *slog.Logger
 }
 
-// errIdempotentKey marks a context whose calls may be retried.
+// idempotentKey marks a context whose calls may be retried.
 type idempotentKey struct{}
 
 // WithIdempotent marks ctx so that calls made with it are retried after a broken connection

@@ -70,10 +70,10 @@ type Replica struct {
 
 // minimum encoded sizes, for Count checks.
 const (
-	minStr      = 4
-	minReplica  = 2 * minStr
-	minKey      = minStr + 1
-	minPutStart = minKey + 8 + minPutConfig
+	minStr       = 4
+	minReplica   = 2 * minStr
+	minKey       = minStr + 1
+	minPutStart  = minKey + 8 + minPutConfig
 	minPutConfig = 1 + minStr + 8 + 1 + 1 + 1
 )
 
@@ -108,10 +108,10 @@ func decodeReplicas(d *Decoder) []Replica {
 
 // PutConfig is the replication configuration of a put (client.ReplicateConfig on the wire).
 type PutConfig struct {
-	Replicas        uint8          // replica_num; 0: the master's default (1)
-	PreferredWorker base.WorkerID  // "" none; else place the first replica there if it has room
-	SoftPinTTL      time.Duration  // 0: no soft pin
-	HardPin         bool           // never evicted until unpinned or removed
+	Replicas        uint8         // replica_num; 0: the master's default (1)
+	PreferredWorker base.WorkerID // "" none; else place the first replica there if it has room
+	SoftPinTTL      time.Duration // 0: no soft pin
+	HardPin         bool          // never evicted until unpinned or removed
 	Persistence     base.Persistence
 	Upsert          bool // replace an existing key instead of failing with OBJECT_ALREADY_EXISTS
 }

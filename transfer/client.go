@@ -1,0 +1,690 @@
+package transfer
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/transfer/internal/wire"
+)
+
+// Client calls servers: a pool of ConnsPerPeer connections per peer address (dialled lazily,
+// redialled when broken), many requests in flight per connection (pipelined, matched by
+// request id), deadlines from context.Context, retries of idempotent calls after a broken
+// connection, and striping of large payloads over the peer's connections.
+//
+// A Client is safe for concurrent use. Close it to release its connections.
+type Client struct {
+	opts ClientOptions
+	tr   Transport
+	log  *slog.Logger
+
+	nextID atomic.Uint64
+
+	mu struct {
+		sync.Mutex // protects the fields below
+		peers      map[string]*peer
+		closed     bool
+	}
+}
+
+// NewClient returns a client. It dials nothing until the first call to a peer.
+func NewClient(opts ClientOptions) (*Client, error) {
+	if opts.ClusterID == "" {
+		opts.ClusterID = base.DefaultClusterID
+	}
+	if len(opts.ClusterID) > wire.MaxClusterIDLen {
+		return nil, fmt.Errorf("%w: transfer: cluster id longer than %d bytes", base.ErrInvalidParams, wire.MaxClusterIDLen)
+	}
+	if opts.Transport == nil {
+		opts.Transport = tcpTransport{}
+	}
+	opts.Limits.EnsureDefaults()
+	if opts.ConnsPerPeer <= 0 {
+		opts.ConnsPerPeer = 4
+	}
+	if opts.StripeThreshold <= 0 {
+		opts.StripeThreshold = 4 << 20
+	}
+	if opts.StripeChunk <= 0 {
+		opts.StripeChunk = 4 << 20
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = 5 * time.Second
+	}
+	if opts.Retries == 0 {
+		opts.Retries = 2
+	} else if opts.Retries < 0 {
+		opts.Retries = 0
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	c := &Client{opts: opts, tr: opts.Transport, log: opts.Logger}
+	c.mu.peers = make(map[string]*peer)
+	return c, nil
+}
+
+// Close closes every connection; calls in flight fail with an error wrapping base.ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.closed = true
+	peers := c.mu.peers
+	c.mu.peers = nil
+	c.mu.Unlock()
+	for _, p := range peers {
+		p.close()
+	}
+	return nil
+}
+
+// CloseIdle closes the connections to addr (e.g. a peer known to be gone); the next call
+// dials again.
+func (c *Client) ClosePeer(addr string) {
+	c.mu.Lock()
+	p := c.mu.peers[addr]
+	delete(c.mu.peers, addr)
+	c.mu.Unlock()
+	if p != nil {
+		p.close()
+	}
+}
+
+func (c *Client) peer(addr string) (*peer, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed {
+		return nil, fmt.Errorf("transfer: client: %w", base.ErrClosed)
+	}
+	p := c.mu.peers[addr]
+	if p == nil {
+		p = &peer{c: c, addr: addr, slots: make([]connSlot, c.opts.ConnsPerPeer)}
+		c.mu.peers[addr] = p
+	}
+	return p, nil
+}
+
+// Call sends req to addr and decodes the response into resp (a pointer to the call's response
+// type; nil when the response is Empty or not wanted). Errors the server returned are
+// *base.CodeError (or *NotLeaderError for NOT_LEADER); a deadline that passes gives an error
+// matching both base.ErrTimeout and context.DeadlineExceeded. Idempotent calls (Lookup,
+// Exists, List, Status, ...) are retried on a fresh connection when one breaks.
+//
+// Use Write and Read for the calls that carry payloads.
+func (c *Client) Call(ctx context.Context, addr string, req, resp Message) error {
+	op := req.Op()
+	if op == wire.OpWrite || op == wire.OpRead || op == wire.OpReadRange {
+		return fmt.Errorf("%w: transfer: use Client.Write/Read for %s", base.ErrInvalidParams, op)
+	}
+	return c.do(ctx, addr, &call{op: op, req: req, resp: resp})
+}
+
+// Ping checks that addr answers.
+func (c *Client) Ping(ctx context.Context, addr string) error {
+	return c.Call(ctx, addr, NewEmpty(wire.OpPing), nil)
+}
+
+// Write sends src as the object described by req to the worker at addr and commits it there.
+// req.TotalSize and req.Offset are set from src. Objects up to StripeThreshold go in one
+// Write frame with Commit set; larger ones are cut into StripeChunk chunks written in parallel
+// over the peer's connections, then a Commit call makes them visible. src is only read, and
+// not retained after Write returns.
+//
+// Writes are not retried unless ctx is marked WithIdempotent.
+func (c *Client) Write(ctx context.Context, addr string, req WriteRequest, src []byte) error {
+	req.TotalSize = int64(len(src))
+	req.Offset = 0
+	if int64(len(src)) <= c.opts.StripeThreshold {
+		req.Commit = true
+		return c.do(ctx, addr, &call{op: wire.OpWrite, req: &req, payload: src})
+	}
+	req.Commit = false
+	err := c.stripe(ctx, addr, int64(len(src)), func(ctx context.Context, off, n int64) error {
+		chunk := req
+		chunk.Offset = off
+		return c.do(ctx, addr, &call{op: wire.OpWrite, req: &chunk, payload: src[off : off+n]})
+	})
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, addr, &call{op: wire.OpCommit, req: &CommitRequest{Key: req.Key, Version: req.Version, Checksum: req.Checksum}})
+}
+
+// Read reads from the worker at addr into dst and returns the object's description and the
+// number of bytes read. With req.Offset and req.Length zero it reads the whole object, which
+// must fit in dst (len(dst) is the caller's expected size, e.g. from Lookup); when len(dst) is
+// over StripeThreshold the read is striped into ReadRange chunks in parallel, each landing at
+// its offset of dst, and the object must be exactly len(dst) bytes. With a range it reads
+// that range (Length 0: to the end) into dst.
+//
+// dst is written only until Read returns (also on error or deadline).
+func (c *Client) Read(ctx context.Context, addr string, req ReadRequest, dst []byte) (ReadResponse, int, error) {
+	if req.Offset != 0 || req.Length != 0 || int64(len(dst)) <= c.opts.StripeThreshold {
+		cl := &call{op: req.Op(), req: &req, dst: dst}
+		var rr ReadResponse
+		cl.resp = &rr
+		err := c.do(ctx, addr, cl)
+		return rr, int(cl.n), err
+	}
+	size := int64(len(dst))
+	var (
+		mu    sync.Mutex
+		first ReadResponse
+		seen  bool
+	)
+	err := c.stripe(ctx, addr, size, func(ctx context.Context, off, n int64) error {
+		chunk := ReadRequest{Key: req.Key, Version: req.Version, Offset: off, Length: n}
+		var rr ReadResponse
+		cl := &call{op: wire.OpReadRange, req: &chunk, resp: &rr, dst: dst[off : off+n]}
+		if err := c.do(ctx, addr, cl); err != nil {
+			return err
+		}
+		if cl.n != n {
+			return fmt.Errorf("%w: ReadRange of %q at %d: got %d bytes, want %d", base.ErrInvalidParams, req.Key, off, cl.n, n)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !seen {
+			first, seen = rr, true
+		} else if rr.Version != first.Version {
+			return fmt.Errorf("%w: %q changed version during a striped read (%d then %d)", base.ErrInvalidVersion, req.Key, first.Version, rr.Version)
+		}
+		return nil
+	})
+	if err != nil {
+		return ReadResponse{}, 0, err
+	}
+	if first.Size != size {
+		return first, 0, fmt.Errorf("%w: %q is %d bytes, the buffer %d", base.ErrInvalidParams, req.Key, first.Size, size)
+	}
+	first.SetOp(wire.OpRead)
+	return first, int(size), nil
+}
+
+// stripe runs fn on chunks of [0, size) with up to ConnsPerPeer chunks in flight; the first
+// error cancels the rest.
+func (c *Client) stripe(ctx context.Context, addr string, size int64, fn func(ctx context.Context, off, n int64) error) error {
+	chunk := c.opts.StripeChunk
+	nchunks := (size + chunk - 1) / chunk
+	width := min(int64(c.opts.ConnsPerPeer), nchunks)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		first   error
+	)
+	for range width {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= nchunks || ctx.Err() != nil {
+					return
+				}
+				off := i * chunk
+				if err := fn(ctx, off, min(chunk, size-off)); err != nil {
+					errOnce.Do(func() { first = err; cancel() })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = ctxError(ctx.Err(), "striped transfer")
+	}
+	return first
+}
+
+// call is one request and, once done, its outcome.
+type call struct {
+	op      wire.Op
+	req     Message
+	resp    Message // decoded into; nil: discard the body
+	payload []byte  // request payload (Write)
+	dst     []byte  // response payload destination (Read)
+
+	// Set by the reader before done is closed.
+	n    int64 // response payload bytes read into dst
+	err  error
+	done chan struct{}
+}
+
+func (c *Client) do(ctx context.Context, addr string, cl *call) error {
+	retryable := isIdempotent(ctx, cl.op)
+	var err error
+	for attempt := 0; ; attempt++ {
+		err = c.attempt(ctx, addr, cl)
+		if err == nil || !retryable || attempt >= c.opts.Retries || !isConnError(err) || ctx.Err() != nil {
+			return err
+		}
+		c.log.Debug("transfer: retrying after a broken connection", "op", cl.op, "addr", addr, "attempt", attempt+1, "err", err)
+	}
+}
+
+// connError marks an error of the connection (dial, handshake I/O, broken stream): the
+// request may not have been handled, so idempotent calls may be retried.
+type connError struct{ err error }
+
+func (e *connError) Error() string { return e.err.Error() }
+func (e *connError) Unwrap() error { return e.err }
+
+func isConnError(err error) bool {
+	var ce *connError
+	return errors.As(err, &ce)
+}
+
+func (c *Client) attempt(ctx context.Context, addr string, cl *call) error {
+	p, err := c.peer(addr)
+	if err != nil {
+		return err
+	}
+	cc, err := p.conn(ctx)
+	if err != nil {
+		return err
+	}
+	return cc.roundTrip(ctx, cl)
+}
+
+// peer is the pool of connections to one address.
+type peer struct {
+	c     *Client
+	addr  string
+	rr    atomic.Uint32
+	slots []connSlot
+}
+
+type connSlot struct {
+	mu sync.Mutex // protects cc; held while dialling this slot
+	cc *clientConn
+}
+
+// conn returns a working connection, round-robin over the slots, dialling when a slot is
+// empty or its connection broke.
+func (p *peer) conn(ctx context.Context) (*clientConn, error) {
+	i := int(p.rr.Add(1)) % len(p.slots)
+	s := &p.slots[i]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cc != nil && s.cc.alive() {
+		return s.cc, nil
+	}
+	if s.cc != nil {
+		s.cc.close(nil)
+		s.cc = nil
+	}
+	cc, err := p.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.cc = cc
+	return cc, nil
+}
+
+func (p *peer) close() {
+	for i := range p.slots {
+		s := &p.slots[i]
+		s.mu.Lock()
+		if s.cc != nil {
+			s.cc.close(fmt.Errorf("transfer: client: %w", base.ErrClosed))
+			s.cc = nil
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (p *peer) dial(ctx context.Context) (*clientConn, error) {
+	c := p.c
+	dctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
+	defer cancel()
+	nc, err := c.tr.Dial(dctx, p.addr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctxError(ctx.Err(), "dial "+p.addr)
+		}
+		return nil, &connError{fmt.Errorf("transfer: dial %s: %w: %w", p.addr, base.ErrUnavailable, err)}
+	}
+	tuneConn(nc, c.opts.SocketBuffer)
+	if dl, ok := dctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	br := bufio.NewReaderSize(nc, 64<<10)
+	hello := wire.AppendClientHello(make([]byte, 0, 64), wire.ProtocolVersion, c.opts.ClusterID)
+	if _, err := nc.Write(hello); err != nil {
+		nc.Close()
+		return nil, &connError{fmt.Errorf("transfer: handshake with %s: %w: %w", p.addr, base.ErrUnavailable, err)}
+	}
+	sh, err := wire.ReadServerHello(br)
+	if err != nil {
+		nc.Close()
+		if ctx.Err() != nil {
+			return nil, ctxError(ctx.Err(), "handshake with "+p.addr)
+		}
+		return nil, &connError{fmt.Errorf("transfer: handshake with %s: %w: %w", p.addr, base.ErrUnavailable, err)}
+	}
+	if sh.Status != base.CodeOK {
+		nc.Close()
+		return nil, fmt.Errorf("transfer: %s refused the connection: %w", p.addr, base.NewCodeError(sh.Status, sh.Msg))
+	}
+	if sh.Version != wire.ProtocolVersion {
+		nc.Close()
+		return nil, fmt.Errorf("transfer: %s: %w: server speaks protocol version %d, this client %d",
+			p.addr, base.ErrProtocolVersion, sh.Version, wire.ProtocolVersion)
+	}
+	_ = nc.SetDeadline(time.Time{})
+	cc := &clientConn{c: c, nc: nc, br: br, addr: p.addr, done: make(chan struct{})}
+	cc.mu.pending = make(map[uint64]*call)
+	go cc.readLoop()
+	return cc, nil
+}
+
+// clientConn is one connection of a peer's pool: one reader goroutine (readLoop) and any
+// number of callers writing frames under wmu.
+type clientConn struct {
+	c    *Client
+	nc   net.Conn
+	br   *bufio.Reader // only readLoop uses it (after the handshake)
+	addr string
+
+	wmu sync.Mutex // serializes frame writes; held for a whole frame
+
+	mu struct {
+		sync.Mutex // protects the fields below
+		// pending holds the calls sent and not yet claimed by readLoop. A call leaves it
+		// either when readLoop claims its response (and then readLoop alone writes its
+		// fields and dst until it closes call.done) or when its caller gives up.
+		pending map[uint64]*call
+		err     error // non-nil once the connection is broken
+	}
+	done chan struct{} // closed when readLoop returns
+}
+
+func (cc *clientConn) alive() bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.mu.err == nil
+}
+
+// close breaks the connection: pending calls fail with err (nil: a generic error), and
+// waits for readLoop to exit.
+func (cc *clientConn) close(err error) {
+	cc.fail(err)
+	<-cc.done
+}
+
+// fail marks the connection broken and closes the socket (readLoop then fails the pending
+// calls and exits). It does not wait.
+func (cc *clientConn) fail(err error) {
+	if err == nil {
+		err = fmt.Errorf("transfer: connection to %s closed: %w", cc.addr, base.ErrUnavailable)
+	}
+	cc.mu.Lock()
+	if cc.mu.err == nil {
+		cc.mu.err = err
+	}
+	cc.mu.Unlock()
+	cc.nc.Close()
+}
+
+func (cc *clientConn) roundTrip(ctx context.Context, cl *call) error {
+	id := cc.c.nextID.Add(1)
+	cl.done = make(chan struct{})
+	cl.err, cl.n = nil, 0
+
+	h := wire.Header{Op: cl.op, RequestID: id, PayloadLen: uint64(len(cl.payload))}
+	if cc.c.opts.Checksums {
+		switch {
+		case len(cl.payload) > 0:
+			h.Flags |= wire.FlagChecksum
+			h.PayloadChecksum = base.Checksum(cl.payload)
+		case cl.op.ResponsePayload():
+			h.Flags |= wire.FlagChecksum // ask the server to checksum its payload
+		}
+	}
+	out := encodeFrame(&h, cl.req)
+	defer putBuf(out)
+	if h.BodyLen > cc.c.opts.Limits.MaxBodyLen {
+		return fmt.Errorf("%w: transfer: %s request body of %d bytes is over the limit %d",
+			base.ErrTooLarge, cl.op, h.BodyLen, cc.c.opts.Limits.MaxBodyLen)
+	}
+	if h.PayloadLen > cc.c.opts.Limits.MaxPayloadLen {
+		return fmt.Errorf("%w: transfer: %s payload of %d bytes is over the limit %d",
+			base.ErrTooLarge, cl.op, h.PayloadLen, cc.c.opts.Limits.MaxPayloadLen)
+	}
+
+	cc.mu.Lock()
+	if err := cc.mu.err; err != nil {
+		cc.mu.Unlock()
+		return &connError{err}
+	}
+	cc.mu.pending[id] = cl
+	cc.mu.Unlock()
+
+	if written, err := cc.send(ctx, *out, cl.payload); err != nil {
+		if !written {
+			cc.mu.Lock()
+			_, mine := cc.mu.pending[id]
+			delete(cc.mu.pending, id)
+			cc.mu.Unlock()
+			if mine {
+				return ctxError(err, cl.op.String()+" to "+cc.addr)
+			}
+			// readLoop failed the connection meanwhile and completes the call.
+			<-cl.done
+			return cl.err
+		}
+		cc.fail(&connError{err})
+		// readLoop fails every pending call, ours included, and closes done.
+		<-cl.done
+		if ctx.Err() != nil {
+			return ctxError(ctx.Err(), cl.op.String()+" to "+cc.addr)
+		}
+		return cl.err
+	}
+
+	select {
+	case <-cl.done:
+		return cl.err
+	case <-ctx.Done():
+	}
+	cc.mu.Lock()
+	if _, ok := cc.mu.pending[id]; ok {
+		// Not claimed: its response, if it ever comes, will be discarded by readLoop.
+		delete(cc.mu.pending, id)
+		cc.mu.Unlock()
+		return ctxError(ctx.Err(), cl.op.String()+" to "+cc.addr)
+	}
+	cc.mu.Unlock()
+	// readLoop is reading our response right now. If it is a payload into the caller's
+	// dst, break the connection so readLoop stops writing into it, then wait: dst must
+	// not be written after we return.
+	if len(cl.dst) > 0 {
+		cc.fail(nil)
+	}
+	<-cl.done
+	if cl.err == nil {
+		return nil // it completed after all
+	}
+	return ctxError(ctx.Err(), cl.op.String()+" to "+cc.addr)
+}
+
+// send writes one frame (header+body, then payload) under the write lock, honouring ctx. It
+// reports whether any byte may have been written: if not, the connection is still in sync.
+func (cc *clientConn) send(ctx context.Context, hdrBody, payload []byte) (bool, error) {
+	cc.wmu.Lock()
+	defer cc.wmu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	// A deadline or a cancellation interrupts a blocked write by moving the write deadline;
+	// the stream then holds a partial frame and the caller breaks the connection.
+	if dl, ok := ctx.Deadline(); ok {
+		_ = cc.nc.SetWriteDeadline(dl)
+	}
+	var fired chan struct{}
+	var stop func() bool
+	if ctx.Done() != nil {
+		fired = make(chan struct{})
+		stop = context.AfterFunc(ctx, func() {
+			_ = cc.nc.SetWriteDeadline(aLongTimeAgo)
+			close(fired)
+		})
+	}
+	var err error
+	if len(payload) == 0 {
+		_, err = cc.nc.Write(hdrBody)
+	} else {
+		bufs := net.Buffers{hdrBody, payload}
+		_, err = bufs.WriteTo(cc.nc)
+	}
+	if stop != nil && !stop() {
+		<-fired // it moved the deadline; wait so the reset below comes after it
+	}
+	if _, ok := ctx.Deadline(); ok || fired != nil {
+		_ = cc.nc.SetWriteDeadline(time.Time{})
+	}
+	if err != nil {
+		return true, fmt.Errorf("transfer: write to %s: %w: %w", cc.addr, base.ErrUnavailable, err)
+	}
+	return true, nil
+}
+
+// readLoop reads responses and completes their calls until the connection breaks.
+func (cc *clientConn) readLoop() {
+	err := cc.readResponses()
+	cc.mu.Lock()
+	if cc.mu.err == nil {
+		cc.mu.err = &connError{fmt.Errorf("transfer: connection to %s: %w: %w", cc.addr, base.ErrUnavailable, err)}
+	}
+	err = cc.mu.err
+	if !isConnError(err) {
+		err = &connError{err}
+	}
+	pending := cc.mu.pending
+	cc.mu.pending = map[uint64]*call{}
+	cc.mu.Unlock()
+	cc.nc.Close()
+	for _, cl := range pending {
+		cl.err = err
+		close(cl.done)
+	}
+	close(cc.done)
+}
+
+func (cc *clientConn) readResponses() error {
+	lim := cc.c.opts.Limits
+	var hbuf [wire.HeaderLen]byte
+	for {
+		if _, err := io.ReadFull(cc.br, hbuf[:]); err != nil {
+			return err
+		}
+		var h wire.Header
+		if err := wire.DecodeHeader(hbuf[:], lim, &h); err != nil {
+			return err
+		}
+		if h.Flags&wire.FlagResponse == 0 {
+			return fmt.Errorf("%w: server sent a request frame", base.ErrInvalidParams)
+		}
+		cc.mu.Lock()
+		cl := cc.mu.pending[h.RequestID]
+		delete(cc.mu.pending, h.RequestID)
+		cc.mu.Unlock()
+
+		body, pb, err := readBody(cc.br, h.BodyLen)
+		if err != nil {
+			if cl != nil {
+				cl.err = &connError{err}
+				close(cl.done)
+			}
+			return err
+		}
+		if cl == nil {
+			// The caller gave up (deadline): drop the response.
+			if pb != nil {
+				putBuf(pb)
+			}
+			if err := discard(cc.br, int64(h.PayloadLen)); err != nil {
+				return err
+			}
+			continue
+		}
+		if cl.op != h.Op {
+			return fmt.Errorf("%w: response to request %d has op %s, the request was %s", base.ErrInvalidParams, h.RequestID, h.Op, cl.op)
+		}
+		cl.err = cc.complete(cl, &h, body)
+		if pb != nil {
+			putBuf(pb)
+		}
+		if cl.err != nil && isConnError(cl.err) {
+			close(cl.done)
+			return cl.err
+		}
+		close(cl.done)
+	}
+}
+
+// complete decodes a response into cl and reads its payload into cl.dst. A *connError
+// return means the stream broke.
+func (cc *clientConn) complete(cl *call, h *wire.Header, body []byte) error {
+	if h.Flags&wire.FlagError != 0 {
+		var eb wire.ErrorBody
+		d := wire.NewDecoder(body)
+		eb.Decode(d)
+		if err := d.Finish(); err != nil {
+			return &connError{err}
+		}
+		if h.Status == base.CodeNotLeader {
+			return &NotLeaderError{LeaderID: eb.LeaderID, LeaderAddr: eb.LeaderAddr, Msg: eb.Msg}
+		}
+		return base.NewCodeError(h.Status, eb.Msg)
+	}
+	var derr error
+	if cl.resp != nil {
+		_, derr = wire.DecodeResponse(h.Op, body, cl.resp)
+	}
+	n := int64(h.PayloadLen)
+	if n == 0 {
+		return derr
+	}
+	if n > int64(len(cl.dst)) {
+		if err := discard(cc.br, n); err != nil {
+			return &connError{err}
+		}
+		return fmt.Errorf("%w: %s response carries %d bytes, the destination holds %d", base.ErrTooLarge, h.Op, n, len(cl.dst))
+	}
+	dst := cl.dst[:n]
+	if _, err := io.ReadFull(cc.br, dst); err != nil {
+		return &connError{err}
+	}
+	cl.n = n
+	if h.Flags&wire.FlagChecksum != 0 {
+		if got := base.Checksum(dst); got != h.PayloadChecksum {
+			return fmt.Errorf("%w: %s payload checksum %#x, frame says %#x", base.ErrCorruption, h.Op, got, h.PayloadChecksum)
+		}
+	}
+	return derr
+}
+
+// ctxError converts a context error: a deadline matches both base.ErrTimeout and
+// context.DeadlineExceeded; a cancellation wraps context.Canceled.
+func ctxError(err error, what string) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("transfer: %s: %w (%w)", what, base.ErrTimeout, err)
+	}
+	return fmt.Errorf("transfer: %s: %w", what, err)
+}

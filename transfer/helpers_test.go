@@ -1,0 +1,180 @@
+package transfer
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// memHandler is a worker+master handler over a map, like an arena would be: Write frames land
+// in a per-object buffer allocated at the first chunk, Commit/Commit-flag makes it visible.
+type memHandler struct {
+	UnimplementedHandler
+	mu      sync.Mutex
+	pending map[string]*pendingObj // key/version -> object being written
+	objs    map[string]*memObj
+	// hooks for tests; nil in normal use
+	onCall func(ctx context.Context, req Message) (Message, error)
+	aborts int
+}
+
+type pendingObj struct {
+	buf      []byte
+	received int64
+}
+
+type memObj struct {
+	version  base.Version
+	data     []byte
+	checksum uint64
+}
+
+func newMemHandler() *memHandler {
+	return &memHandler{pending: map[string]*pendingObj{}, objs: map[string]*memObj{}}
+}
+
+func pkey(k string, v base.Version) string { return fmt.Sprintf("%s@%d", k, v) }
+
+func (h *memHandler) HandleCall(ctx context.Context, req Message) (Message, error) {
+	if h.onCall != nil {
+		return h.onCall(ctx, req)
+	}
+	switch r := req.(type) {
+	case *Empty:
+		return nil, nil
+	case *LookupRequest:
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		o, ok := h.objs[r.Key]
+		if !ok {
+			return nil, fmt.Errorf("lookup %q: %w", r.Key, base.ErrObjectNotFound)
+		}
+		return &LookupResponse{Version: o.version, Size: int64(len(o.data)), Checksum: o.checksum,
+			Replicas: []Replica{{WorkerID: "w1", Address: "127.0.0.1:1"}}}, nil
+	case *CommitRequest:
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return nil, h.commitLocked(r.Key, r.Version, r.Checksum)
+	}
+	return h.UnimplementedHandler.HandleCall(ctx, req)
+}
+
+// REQUIRES: h.mu
+func (h *memHandler) commitLocked(key string, v base.Version, sum uint64) error {
+	p, ok := h.pending[pkey(key, v)]
+	if !ok {
+		return fmt.Errorf("commit %q: %w", key, base.ErrObjectNotFound)
+	}
+	if p.received != int64(len(p.buf)) {
+		return fmt.Errorf("commit %q: %w: %d of %d bytes received", key, base.ErrReplicaNotReady, p.received, len(p.buf))
+	}
+	got := base.Checksum(p.buf)
+	if sum != 0 && got != sum {
+		return fmt.Errorf("commit %q: %w", key, base.ErrCorruption)
+	}
+	delete(h.pending, pkey(key, v))
+	h.objs[key] = &memObj{version: v, data: p.buf, checksum: got}
+	return nil
+}
+
+func (h *memHandler) HandleWrite(_ context.Context, req *WriteRequest, n int64) (WriteSink, error) {
+	if req.Offset+n > req.TotalSize {
+		return WriteSink{}, fmt.Errorf("%w: chunk beyond the object", base.ErrInvalidParams)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, ok := h.pending[pkey(req.Key, req.Version)]
+	if !ok {
+		p = &pendingObj{buf: make([]byte, req.TotalSize)}
+		h.pending[pkey(req.Key, req.Version)] = p
+	}
+	return WriteSink{
+		Dst: p.buf[req.Offset : req.Offset+n],
+		Done: func(err error) error {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if err != nil {
+				h.aborts++
+				delete(h.pending, pkey(req.Key, req.Version))
+				return err
+			}
+			p.received += n
+			if req.Commit {
+				return h.commitLocked(req.Key, req.Version, req.Checksum)
+			}
+			return nil
+		},
+	}, nil
+}
+
+func (h *memHandler) HandleRead(_ context.Context, req *ReadRequest) (ReadSource, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	o, ok := h.objs[req.Key]
+	if !ok || (req.Version != 0 && req.Version != o.version) {
+		return ReadSource{}, fmt.Errorf("read %q: %w", req.Key, base.ErrObjectNotFound)
+	}
+	size := int64(len(o.data))
+	end := size
+	if req.Length > 0 {
+		end = req.Offset + req.Length
+	}
+	if req.Offset > size || end > size {
+		return ReadSource{}, fmt.Errorf("%w: range beyond the object", base.ErrInvalidParams)
+	}
+	return ReadSource{
+		Resp: ReadResponse{Version: o.version, Size: size, Checksum: o.checksum, Tier: base.TierDRAM},
+		Data: o.data[req.Offset:end],
+	}, nil
+}
+
+func (h *memHandler) object(key string) *memObj {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.objs[key]
+}
+
+// startServer serves h on 127.0.0.1:0 and shuts it down at the end of the test.
+func startServer(t *testing.T, h Handler, opts ServerOptions) *Server {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quietLogger
+	}
+	s, err := NewServer(h, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(nil, "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func newClient(t *testing.T, opts ClientOptions) *Client {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quietLogger
+	}
+	c, err := NewClient(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func pattern(n int, seed byte) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(i*31) ^ seed
+	}
+	return p
+}

@@ -1,0 +1,603 @@
+package transfer
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/transfer/internal/wire"
+)
+
+// Server serves the transfer protocol on listeners, calling a Handler for every request.
+//
+// Each accepted connection has one read loop goroutine (handshake, then frame headers, bodies
+// and Write payloads, in stream order) and one goroutine per request being handled (bounded
+// by MaxInFlightPerConn). Responses are written under the connection's write lock, header,
+// body and payload in one vectored write.
+type Server struct {
+	h    Handler
+	opts ServerOptions
+	log  *slog.Logger
+
+	// baseCtx is the parent of every handler's context; cancelled by Close (and by Shutdown
+	// when its ctx ends before the drain completes).
+	baseCtx context.Context
+	cancel  context.CancelFunc
+
+	shutting atomic.Bool // set once by Shutdown/Close; read loops stop at the next frame
+
+	mu struct {
+		sync.Mutex // protects the fields below
+		listeners  map[net.Listener]struct{}
+		conns      map[*serverConn]struct{}
+		addr       net.Addr
+	}
+	// connWG counts live connections (their read loop and handlers) and Serve loops.
+	connWG sync.WaitGroup
+}
+
+// NewServer returns a server of h. It serves nothing until Serve or Start.
+func NewServer(h Handler, opts ServerOptions) (*Server, error) {
+	if h == nil {
+		return nil, fmt.Errorf("%w: transfer: nil handler", base.ErrInvalidParams)
+	}
+	if opts.ClusterID == "" {
+		opts.ClusterID = base.DefaultClusterID
+	}
+	if len(opts.ClusterID) > wire.MaxClusterIDLen {
+		return nil, fmt.Errorf("%w: transfer: cluster id longer than %d bytes", base.ErrInvalidParams, wire.MaxClusterIDLen)
+	}
+	opts.Limits.EnsureDefaults()
+	if opts.MaxInFlightPerConn <= 0 {
+		opts.MaxInFlightPerConn = 4096
+	}
+	if opts.HandshakeTimeout <= 0 {
+		opts.HandshakeTimeout = 10 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{h: h, opts: opts, log: opts.Logger}
+	s.baseCtx, s.cancel = context.WithCancel(context.Background())
+	s.mu.listeners = make(map[net.Listener]struct{})
+	s.mu.conns = make(map[*serverConn]struct{})
+	return s, nil
+}
+
+// Start listens on addr with tr (nil: TCP) and serves in a background goroutine; Addr is
+// valid when it returns.
+func (s *Server) Start(tr Transport, addr string) error {
+	if tr == nil {
+		tr = tcpTransport{}
+	}
+	l, err := tr.Listen(addr)
+	if err != nil {
+		return fmt.Errorf("transfer: listen %s: %w", addr, err)
+	}
+	if err := s.track(l); err != nil {
+		l.Close()
+		return err
+	}
+	s.connWG.Add(1)
+	go func() {
+		defer s.connWG.Done()
+		_ = s.serve(l)
+	}()
+	return nil
+}
+
+// Serve accepts connections on l until Shutdown or Close, then returns ErrServerClosed. It
+// closes l.
+func (s *Server) Serve(l net.Listener) error {
+	if err := s.track(l); err != nil {
+		l.Close()
+		return err
+	}
+	return s.serve(l)
+}
+
+func (s *Server) track(l net.Listener) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shutting.Load() {
+		return ErrServerClosed
+	}
+	s.mu.listeners[l] = struct{}{}
+	if s.mu.addr == nil {
+		s.mu.addr = l.Addr()
+	}
+	return nil
+}
+
+// Addr returns the address of the first listener (nil before Serve or Start).
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.addr
+}
+
+func (s *Server) serve(l net.Listener) error {
+	defer func() {
+		s.mu.Lock()
+		delete(s.mu.listeners, l)
+		s.mu.Unlock()
+		l.Close()
+	}()
+	var backoff time.Duration
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if s.shutting.Load() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscallEMFILE) {
+				// Out of file descriptors or a transient failure: back off, as net/http does.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("transfer: accept failed; retrying", "err", err, "backoff", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("transfer: accept: %w", err)
+		}
+		backoff = 0
+		sc := s.newConn(c)
+		if sc == nil {
+			continue
+		}
+		go sc.serve()
+	}
+}
+
+func (s *Server) newConn(c net.Conn) *serverConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shutting.Load() {
+		c.Close()
+		return nil
+	}
+	sc := &serverConn{s: s, c: c, sem: make(chan struct{}, s.opts.MaxInFlightPerConn)}
+	sc.ctx, sc.cancel = context.WithCancel(s.baseCtx)
+	sc.rd = shutdownReader{sc}
+	sc.idle.Store(true) // a shutdown during the handshake ends it
+	sc.br = bufio.NewReaderSize(sc.rd, 64<<10)
+	s.mu.conns[sc] = struct{}{}
+	s.connWG.Add(1)
+	return sc
+}
+
+// Shutdown stops the server gracefully:
+//  1. close the listeners (no new connections);
+//  2. stop reading new frames on every connection (a frame already started, including its
+//     payload, is read to its end);
+//  3. wait for the requests in flight to be handled and their responses written;
+//  4. close the connections.
+//
+// If ctx ends first, the remaining connections are closed, handler contexts are cancelled,
+// and Shutdown returns ctx.Err() after the handlers returned.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.beginShutdown()
+	done := make(chan struct{})
+	go func() {
+		s.connWG.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		s.cancel()
+		return nil
+	case <-ctx.Done():
+		s.closeConns()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Close closes the listeners and every connection at once, cancels handler contexts and
+// waits for the handlers to return. Writes in flight are aborted (their sinks get an error).
+func (s *Server) Close() error {
+	s.beginShutdown()
+	s.closeConns()
+	s.connWG.Wait()
+	return nil
+}
+
+func (s *Server) beginShutdown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shutting.Store(true)
+	for l := range s.mu.listeners {
+		l.Close()
+	}
+	// Wake read loops blocked waiting for a header; shutdownReader tells an idle wait
+	// (stop) from a read inside a frame (extend and finish the frame).
+	for sc := range s.mu.conns {
+		_ = sc.c.SetReadDeadline(aLongTimeAgo)
+	}
+}
+
+func (s *Server) closeConns() {
+	s.cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for sc := range s.mu.conns {
+		sc.c.Close()
+	}
+}
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+// serverConn is one accepted connection.
+type serverConn struct {
+	s   *Server
+	c   net.Conn
+	rd  shutdownReader
+	br  *bufio.Reader // only the read loop uses it
+	ctx context.Context
+	// cancel ends ctx: when the connection breaks (nobody will read the responses) or the
+	// server closes.
+	cancel context.CancelFunc
+
+	// idle is true while the read loop waits for the first byte of a frame with nothing
+	// buffered; only then may a shutdown deadline end the loop.
+	idle atomic.Bool
+
+	sem      chan struct{}  // one slot per request being handled
+	handlers sync.WaitGroup // requests being handled
+
+	wmu sync.Mutex // serializes frame writes; held for a whole frame (header, body, payload)
+	// broken is set after a failed write: the stream may hold a partial frame.
+	broken atomic.Bool
+}
+
+// shutdownReader reads from the connection. When a shutdown deadline interrupts a read in
+// the middle of a frame, it clears the deadline and keeps reading, so the frame (and its
+// payload) completes; when the loop was idle, it returns the timeout and the loop ends.
+type shutdownReader struct{ sc *serverConn }
+
+func (r shutdownReader) Read(p []byte) (int, error) {
+	for {
+		n, err := r.sc.c.Read(p)
+		if n > 0 {
+			r.sc.idle.Store(false)
+			return n, err
+		}
+		if err != nil && r.sc.s.shutting.Load() && !r.sc.idle.Load() && isTimeout(err) {
+			_ = r.sc.c.SetReadDeadline(time.Time{})
+			continue
+		}
+		return n, err
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+func (sc *serverConn) serve() {
+	s := sc.s
+	defer func() {
+		sc.handlers.Wait()
+		sc.cancel()
+		sc.c.Close()
+		s.mu.Lock()
+		delete(s.mu.conns, sc)
+		s.mu.Unlock()
+		s.connWG.Done()
+	}()
+	tuneConn(sc.c, s.opts.SocketBuffer)
+	if err := sc.handshake(); err != nil {
+		s.log.Debug("transfer: handshake failed", "remote", sc.c.RemoteAddr(), "err", err)
+		return
+	}
+	var hbuf [wire.HeaderLen]byte
+	for {
+		sc.idle.Store(sc.br.Buffered() == 0)
+		if s.shutting.Load() && sc.idle.Load() {
+			return
+		}
+		if _, err := io.ReadFull(sc.br, hbuf[:]); err != nil {
+			if !(s.shutting.Load() && isTimeout(err)) && err != io.EOF {
+				s.log.Debug("transfer: connection read failed", "remote", sc.c.RemoteAddr(), "err", err)
+			}
+			sc.cancel()
+			return
+		}
+		sc.idle.Store(false)
+		var h wire.Header
+		if err := wire.DecodeHeader(hbuf[:], s.opts.Limits, &h); err != nil {
+			sc.protocolError(&h, err)
+			return
+		}
+		if h.Flags&wire.FlagResponse != 0 {
+			sc.protocolError(&h, fmt.Errorf("%w: a response frame sent to a server", base.ErrInvalidParams))
+			return
+		}
+		body, pb, err := readBody(sc.br, h.BodyLen)
+		if err != nil {
+			sc.cancel()
+			return
+		}
+		sc.sem <- struct{}{}
+		sc.handlers.Add(1)
+		if h.Op == wire.OpWrite {
+			// The payload follows on the stream: read it here, in order.
+			ok := sc.readWrite(&h, body)
+			if pb != nil {
+				putBuf(pb)
+			}
+			if !ok {
+				sc.cancel()
+				return
+			}
+			continue
+		}
+		go sc.handle(h, body, pb)
+	}
+}
+
+// handshake reads the client's hello and answers it; a wrong magic, version or cluster id is
+// answered with the error code and the connection is closed.
+func (sc *serverConn) handshake() error {
+	s := sc.s
+	_ = sc.c.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
+	hello, err := wire.ReadClientHello(sc.br)
+	status, msg := base.CodeOK, ""
+	switch {
+	case err != nil && errors.Is(err, base.ErrInvalidParams):
+		status, msg = base.CodeOf(err), err.Error()
+	case err != nil:
+		return err
+	case hello.Version != wire.ProtocolVersion:
+		status = base.CodeProtocolVersion
+		msg = fmt.Sprintf("%v: client speaks protocol version %d, this server speaks %d", base.ErrProtocolVersion, hello.Version, wire.ProtocolVersion)
+	case hello.ClusterID != s.opts.ClusterID:
+		status = base.CodeClusterMismatch
+		msg = fmt.Sprintf("%v: client is in cluster %q, this server is in cluster %q", base.ErrClusterMismatch, hello.ClusterID, s.opts.ClusterID)
+	}
+	reply := wire.AppendServerHello(make([]byte, 0, 64), wire.ProtocolVersion, status, msg)
+	if _, werr := sc.c.Write(reply); werr != nil {
+		return werr
+	}
+	if status != base.CodeOK {
+		return base.NewCodeError(status, msg)
+	}
+	if s.shutting.Load() {
+		return ErrServerClosed
+	}
+	return sc.c.SetDeadline(time.Time{})
+}
+
+// protocolError answers a frame the server cannot parse with an error (when the request id
+// is known) and closes the connection: after a bad header the stream cannot be trusted.
+func (sc *serverConn) protocolError(h *wire.Header, err error) {
+	sc.s.log.Warn("transfer: protocol error; closing connection", "remote", sc.c.RemoteAddr(), "err", err)
+	op := h.Op
+	if !op.Known() {
+		op = wire.OpPing
+	}
+	sc.writeError(h.RequestID, op, err)
+	sc.cancel()
+}
+
+// handle serves one control or read request. It owns body/pb.
+func (sc *serverConn) handle(h wire.Header, body []byte, pb *[]byte) {
+	defer func() {
+		<-sc.sem
+		sc.handlers.Done()
+	}()
+	req, err := wire.DecodeRequest(h.Op, body)
+	if pb != nil {
+		putBuf(pb)
+	}
+	if err != nil {
+		sc.writeError(h.RequestID, h.Op, err)
+		return
+	}
+	if rr, ok := req.(*ReadRequest); ok {
+		sc.handleRead(&h, rr)
+		return
+	}
+	resp, err := sc.callHandler(req)
+	if err != nil {
+		sc.writeError(h.RequestID, h.Op, err)
+		return
+	}
+	rh := wire.Header{Op: h.Op, Flags: wire.FlagResponse, RequestID: h.RequestID}
+	out := encodeFrame(&rh, resp)
+	if rh.BodyLen > sc.s.opts.Limits.MaxBodyLen {
+		putBuf(out)
+		sc.writeError(h.RequestID, h.Op, fmt.Errorf("%w: %s response of %d bytes is over the body limit %d",
+			base.ErrTooLarge, h.Op, rh.BodyLen, sc.s.opts.Limits.MaxBodyLen))
+		return
+	}
+	sc.writeFrame(*out, nil)
+	putBuf(out)
+}
+
+func (sc *serverConn) callHandler(req Message) (resp Message, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: handler panicked serving %s: %v", base.ErrInternal, req.Op(), r)
+			sc.s.log.Error("transfer: handler panic", "op", req.Op(), "panic", r)
+		}
+	}()
+	return sc.s.h.HandleCall(sc.ctx, req)
+}
+
+func (sc *serverConn) handleRead(h *wire.Header, req *ReadRequest) {
+	src, err := sc.s.h.HandleRead(sc.ctx, req)
+	if err != nil {
+		sc.writeError(h.RequestID, h.Op, err)
+		return
+	}
+	defer func() {
+		if src.Release != nil {
+			src.Release()
+		}
+	}()
+	if uint64(len(src.Data)) > sc.s.opts.Limits.MaxPayloadLen {
+		sc.writeError(h.RequestID, h.Op, fmt.Errorf("%w: %d bytes to send, the payload limit is %d",
+			base.ErrTooLarge, len(src.Data), sc.s.opts.Limits.MaxPayloadLen))
+		return
+	}
+	rh := wire.Header{Op: h.Op, Flags: wire.FlagResponse, RequestID: h.RequestID, PayloadLen: uint64(len(src.Data))}
+	if h.Flags&wire.FlagChecksum != 0 && len(src.Data) > 0 {
+		rh.Flags |= wire.FlagChecksum
+		rh.PayloadChecksum = base.Checksum(src.Data)
+	}
+	src.Resp.SetOp(h.Op)
+	out := encodeFrame(&rh, &src.Resp)
+	sc.writeFrame(*out, src.Data)
+	putBuf(out)
+}
+
+// readWrite reads the payload of a Write frame into the handler's destination, on the read
+// loop. It reports false when the connection must be closed (the stream broke mid-payload).
+// It owns the request's sem slot and handlers count.
+func (sc *serverConn) readWrite(h *wire.Header, body []byte) bool {
+	finish := func() {
+		<-sc.sem
+		sc.handlers.Done()
+	}
+	n := int64(h.PayloadLen)
+	m, err := wire.DecodeRequest(h.Op, body)
+	if err != nil {
+		finish()
+		if derr := discard(sc.br, n); derr != nil {
+			return false
+		}
+		sc.writeError(h.RequestID, h.Op, err)
+		return true
+	}
+	req := m.(*WriteRequest)
+	sink, err := sc.callWrite(req, n)
+	if err == nil && int64(len(sink.Dst)) != n {
+		err = fmt.Errorf("%w: Write handler gave a destination of %d bytes for a payload of %d", base.ErrInternal, len(sink.Dst), n)
+		if sink.Done != nil {
+			_ = sink.Done(err)
+		}
+	}
+	if err != nil {
+		finish()
+		if derr := discard(sc.br, n); derr != nil {
+			return false
+		}
+		sc.writeError(h.RequestID, h.Op, err)
+		return true
+	}
+	if _, err := io.ReadFull(sc.br, sink.Dst); err != nil {
+		// The peer went away mid-payload: the destination holds partial bytes; the handler
+		// aborts it. Nobody is left to answer.
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		_ = sink.Done(fmt.Errorf("%w: connection broke after %s of %d payload bytes: %w",
+			base.ErrUnavailable, "part", n, err))
+		finish()
+		return false
+	}
+	var cerr error
+	if h.Flags&wire.FlagChecksum != 0 {
+		if got := base.Checksum(sink.Dst); got != h.PayloadChecksum {
+			cerr = fmt.Errorf("%w: Write payload of %s at offset %d: checksum %#x, frame says %#x",
+				base.ErrCorruption, req.Key, req.Offset, got, h.PayloadChecksum)
+		}
+	}
+	// Done may block (a durable commit): run it off the read loop.
+	go func() {
+		defer finish()
+		err := sink.Done(cerr)
+		if cerr != nil && err == nil {
+			err = cerr
+		}
+		if err != nil {
+			sc.writeError(h.RequestID, h.Op, err)
+			return
+		}
+		rh := wire.Header{Op: h.Op, Flags: wire.FlagResponse, RequestID: h.RequestID}
+		var hb [wire.HeaderLen]byte
+		wire.PutHeader(hb[:], &rh)
+		sc.writeFrame(hb[:], nil)
+	}()
+	return true
+}
+
+func (sc *serverConn) callWrite(req *WriteRequest, n int64) (sink WriteSink, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: handler panicked serving Write: %v", base.ErrInternal, r)
+			sc.s.log.Error("transfer: handler panic", "op", "Write", "panic", r)
+		}
+	}()
+	sink, err = sc.s.h.HandleWrite(sc.ctx, req, n)
+	if err == nil && sink.Done == nil {
+		sink.Done = func(err error) error { return err }
+	}
+	return sink, err
+}
+
+// writeError sends an error response for request id.
+func (sc *serverConn) writeError(id uint64, op wire.Op, err error) {
+	code := base.CodeOf(err)
+	if code == base.CodeOK {
+		code = base.CodeInternal
+	}
+	eb := wire.ErrorBody{Msg: err.Error()}
+	if len(eb.Msg) > wire.MaxErrorMsgLen {
+		eb.Msg = eb.Msg[:wire.MaxErrorMsgLen]
+	}
+	var nl *NotLeaderError
+	if errors.As(err, &nl) {
+		code = base.CodeNotLeader
+		eb.LeaderID, eb.LeaderAddr = clip(nl.LeaderID, wire.MaxAddrLen), clip(nl.LeaderAddr, wire.MaxAddrLen)
+	}
+	rh := wire.Header{Op: op, Flags: wire.FlagResponse | wire.FlagError, Status: code, RequestID: id}
+	out := encodeFrame(&rh, errorBodyMsg{&eb})
+	sc.writeFrame(*out, nil)
+	putBuf(out)
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// errorBodyMsg adapts wire.ErrorBody to Message for encodeFrame.
+type errorBodyMsg struct{ *wire.ErrorBody }
+
+func (errorBodyMsg) Op() wire.Op { return 0 }
+
+// writeFrame writes hdrBody (header and body) and payload as one vectored write under the
+// write lock. A failed write closes the connection: the peer may have seen part of a frame.
+func (sc *serverConn) writeFrame(hdrBody, payload []byte) {
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
+	if sc.broken.Load() {
+		return
+	}
+	var err error
+	if len(payload) == 0 {
+		_, err = sc.c.Write(hdrBody)
+	} else {
+		bufs := net.Buffers{hdrBody, payload}
+		_, err = bufs.WriteTo(sc.c)
+	}
+	if err != nil {
+		sc.broken.Store(true)
+		sc.cancel()
+		sc.c.Close()
+	}
+}

@@ -1,0 +1,89 @@
+package transfer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+func TestRoundTrip(t *testing.T) {
+	h := newMemHandler()
+	s := startServer(t, h, ServerOptions{})
+	addr := s.Addr().String()
+	ctx := context.Background()
+	for _, checksums := range []bool{false, true} {
+		c := newClient(t, ClientOptions{Checksums: checksums, StripeThreshold: 1 << 20, StripeChunk: 256 << 10})
+		if err := c.Ping(ctx, addr); err != nil {
+			t.Fatal(err)
+		}
+		var lr LookupResponse
+		err := c.Call(ctx, addr, &LookupRequest{Key: "nope"}, &lr)
+		var ce *base.CodeError
+		if !errors.Is(err, base.ErrObjectNotFound) || !errors.As(err, &ce) || ce.Code != base.CodeObjectNotFound {
+			t.Fatalf("lookup of a missing key: %v", err)
+		}
+		for _, size := range []int{0, 1, 100, 1 << 20, 1<<20 + 1, 3<<20 + 12345} {
+			key := "k" + string(rune('a'+size%26))
+			data := pattern(size, byte(size))
+			v := base.Version(size + 1)
+			if err := c.Write(ctx, addr, WriteRequest{Key: key, Version: v, Checksum: base.Checksum(data)}, data); err != nil {
+				t.Fatalf("write %d: %v", size, err)
+			}
+			if o := h.object(key); o == nil || !bytes.Equal(o.data, data) || o.version != v {
+				t.Fatalf("size %d: server holds a wrong object", size)
+			}
+			if err := c.Call(ctx, addr, &LookupRequest{Key: key}, &lr); err != nil || lr.Size != int64(size) || lr.Version != v {
+				t.Fatalf("lookup: %+v %v", lr, err)
+			}
+			dst := make([]byte, size)
+			rr, n, err := c.Read(ctx, addr, ReadRequest{Key: key, Version: v}, dst)
+			if err != nil || n != size || rr.Size != int64(size) || rr.Version != v || !bytes.Equal(dst, data) {
+				t.Fatalf("read %d: n=%d %+v %v", size, n, rr, err)
+			}
+			if size > 10 {
+				part := make([]byte, 7)
+				_, n, err := c.Read(ctx, addr, ReadRequest{Key: key, Offset: 3, Length: 7}, part)
+				if err != nil || n != 7 || !bytes.Equal(part, data[3:10]) {
+					t.Fatalf("read range: %d %v", n, err)
+				}
+			}
+		}
+	}
+}
+
+func TestNotLeaderCarriesLeader(t *testing.T) {
+	h := newMemHandler()
+	h.onCall = func(context.Context, Message) (Message, error) {
+		return nil, &NotLeaderError{LeaderID: "m2", LeaderAddr: "10.0.0.2:50051"}
+	}
+	s := startServer(t, h, ServerOptions{})
+	c := newClient(t, ClientOptions{})
+	err := c.Call(context.Background(), s.Addr().String(), &PutStartRequest{Key: "k", Size: 1}, &PutStartResponse{})
+	var nl *NotLeaderError
+	if !errors.Is(err, base.ErrNotLeader) || !errors.As(err, &nl) || nl.LeaderID != "m2" || nl.LeaderAddr != "10.0.0.2:50051" {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestHandshakeRefused(t *testing.T) {
+	s := startServer(t, newMemHandler(), ServerOptions{ClusterID: "prod"})
+	c := newClient(t, ClientOptions{ClusterID: "staging"})
+	err := c.Ping(context.Background(), s.Addr().String())
+	if !errors.Is(err, base.ErrClusterMismatch) {
+		t.Fatalf("wrong cluster: %v", err)
+	}
+}
+
+func TestNewTransport(t *testing.T) {
+	if tr, err := NewTransport("tcp"); err != nil || tr.Name() != "tcp" {
+		t.Fatal(tr, err)
+	}
+	for _, p := range []string{"rdma", "nvmeof", "shm", "carrier-pigeon"} {
+		if _, err := NewTransport(p); !errors.Is(err, base.ErrNotSupported) {
+			t.Fatalf("%s: %v", p, err)
+		}
+	}
+}
