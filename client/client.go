@@ -20,7 +20,8 @@ type rpc interface {
 	// returned are *base.CodeError (or *transfer.NotLeaderError); anything else means the
 	// call may or may not have reached the server.
 	Call(ctx context.Context, addr string, req, resp transfer.Message) error
-	// Write sends one Write frame whose payload is p.
+	// Write sends p as the whole object req describes and commits it on the worker
+	// (striping a large p over several connections, then a Commit call).
 	Write(ctx context.Context, addr string, req *transfer.WriteRequest, p []byte) error
 	// Read reads the object (or range) req names into dst and returns the response and the
 	// number of payload bytes read.

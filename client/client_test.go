@@ -68,9 +68,8 @@ func TestPutGetRoundTrip(t *testing.T) {
 			t.Fatalf("size %d: %d %v", n, sz, err)
 		}
 	}
-	// Striped puts end with one Commit per replica; small ones commit in their Write.
-	if f.count(transfer.OpCommit) != 2*2 {
-		t.Fatalf("commits: %d, want 4 (two striped objects x two replicas)", f.count(transfer.OpCommit))
+	if f.count(transfer.OpWrite) != 5*2 {
+		t.Fatalf("writes: %d, want one per object and replica", f.count(transfer.OpWrite))
 	}
 }
 
@@ -91,16 +90,22 @@ func TestPutFrom(t *testing.T) {
 	if err := c.PutFrom(ctx, "small", bytes.NewReader(v[:100]), 100, ReplicateConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	// A short reader fails and nothing becomes visible.
+	// A short reader fails before anything is placed.
+	starts := f.count(transfer.OpPutStart)
 	err = c.PutFrom(ctx, "short", bytes.NewReader(v[:200<<10]), int64(len(v)), ReplicateConfig{})
-	if err == nil || !strings.Contains(err.Error(), "reading the value") {
+	if err == nil || !strings.Contains(err.Error(), "reading the value") || f.count(transfer.OpPutStart) != starts {
 		t.Fatalf("short reader: %v", err)
 	}
-	if ok, _ := c.Exists(ctx, "short"); ok {
-		t.Fatal("a failed put is visible")
+	// A replica that fails its write revokes the put; nothing becomes visible.
+	f.mu.Lock()
+	f.failWrites = f.wids[1]
+	f.mu.Unlock()
+	err = c.Put(ctx, "half", v[:10], ReplicateConfig{Replicas: 2})
+	if err == nil || !strings.Contains(err.Error(), "worker w2") {
+		t.Fatalf("failed replica: %v", err)
 	}
-	if f.count(transfer.OpPutRevoke) != 1 {
-		t.Fatalf("revokes: %d", f.count(transfer.OpPutRevoke))
+	if ok, _ := c.Exists(ctx, "half"); ok || f.count(transfer.OpPutRevoke) != 1 {
+		t.Fatalf("a failed put is visible (or not revoked: %d)", f.count(transfer.OpPutRevoke))
 	}
 }
 

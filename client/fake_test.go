@@ -30,6 +30,8 @@ type fakeCluster struct {
 	version  base.Version
 	listPage int
 	calls    map[transfer.Op]int
+	// failWrites names a worker whose Writes fail with a server error.
+	failWrites string
 	// dropFirstPutEndReply makes the next PutEnd commit and then fail like a broken
 	// connection, as when a leader dies after committing.
 	dropFirstPutEndReply bool
@@ -309,20 +311,12 @@ func (f *fakeCluster) Write(ctx context.Context, addr string, req *transfer.Writ
 		return errConnRefused
 	}
 	f.calls[transfer.OpWrite]++
-	pk := pendingKey(req.Key, req.Version)
-	b, ok := w.pending[pk]
-	if !ok {
-		b = make([]byte, req.TotalSize)
-		w.pending[pk] = b
+	if addr == f.failWrites {
+		return codeErr(base.ErrNoSpace, "arena full")
 	}
-	if req.Offset+int64(len(p)) > req.TotalSize {
-		return codeErr(base.ErrInvalidParams, "write past the end")
-	}
-	copy(b[req.Offset:], p)
-	if req.Commit {
-		return w.commitLocked(req.Key, req.Version, req.Checksum)
-	}
-	return nil
+	// Like transfer.Client.Write: the whole object, committed.
+	w.pending[pendingKey(req.Key, req.Version)] = append([]byte(nil), p...)
+	return w.commitLocked(req.Key, req.Version, req.Checksum)
 }
 
 func (f *fakeCluster) Read(ctx context.Context, addr string, req *transfer.ReadRequest, dst []byte) (*transfer.ReadResponse, int, error) {

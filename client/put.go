@@ -16,9 +16,6 @@ import (
 // bytes on their own after the master's put timeout anyway).
 const revokeTimeout = 5 * time.Second
 
-// stripeParallelism bounds the stripes of one replica in flight at once.
-const stripeParallelism = 4
-
 func wireConfig(rc ReplicateConfig) transfer.PutConfig {
 	return transfer.PutConfig{
 		Replicas:        uint8(rc.Replicas),
@@ -56,27 +53,26 @@ func (c *Client) Put(ctx context.Context, key string, value []byte, rc Replicate
 	})
 }
 
-// PutFrom stores size bytes read from r under key, streaming them to the workers in stripes
-// of Config.StripeSize (memory use is one stripe). r must yield exactly size bytes: fewer is
-// an error and nothing becomes visible.
+// PutFrom stores size bytes read from r under key. r must yield at least size bytes (only
+// size are read); fewer is an error and nothing becomes visible. The value is read into one
+// buffer of size bytes before it is sent: the transfer layer writes whole objects (and
+// stripes them over several connections itself).
 func (c *Client) PutFrom(ctx context.Context, key string, r io.Reader, size int64, rc ReplicateConfig) error {
-	rc, err := checkPut(key, size, rc)
-	if err != nil {
+	if _, err := checkPut(key, size, rc); err != nil {
 		return err
 	}
-	if size <= c.cfg.StripeSize {
-		buf := make([]byte, size)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return fmt.Errorf("put %q: reading the value: %w", key, err)
-		}
-		return c.Put(ctx, key, buf, rc)
+	if size > maxPutFromSize {
+		return fmt.Errorf("%w: put %q: %d bytes is over the %d a client buffers", base.ErrTooLarge, key, size, int64(maxPutFromSize))
 	}
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	return c.put(ctx, key, size, rc, func(ctx context.Context, pl *transfer.PutStartResponse) (uint64, error) {
-		return c.streamReplicas(ctx, key, pl, rc, r, size)
-	})
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return fmt.Errorf("put %q: reading the value: %w", key, err)
+	}
+	return c.Put(ctx, key, buf, rc)
 }
+
+// maxPutFromSize bounds the buffer PutFrom allocates (the master's default value limit).
+const maxPutFromSize = 64 << 30
 
 // put runs PutStart, write (which returns the checksum of what it wrote), PutEnd; it revokes
 // the put when the write or PutEnd fails.
@@ -136,82 +132,17 @@ func (c *Client) revoke(key string, v base.Version) {
 	}
 }
 
-func writeReq(key string, v base.Version, size, off int64, rc ReplicateConfig, sum uint64, commit bool) *transfer.WriteRequest {
-	return &transfer.WriteRequest{Key: key, Version: v, TotalSize: size, Offset: off, Persistence: rc.Persistence,
-		SoftPinTTL: rc.SoftPinTTL, HardPin: rc.HardPin, Checksum: sum, Commit: commit}
+func writeReq(key string, v base.Version, size int64, rc ReplicateConfig, sum uint64) *transfer.WriteRequest {
+	return &transfer.WriteRequest{Key: key, Version: v, TotalSize: size, Persistence: rc.Persistence,
+		SoftPinTTL: rc.SoftPinTTL, HardPin: rc.HardPin, Checksum: sum}
 }
 
-// writeReplicas writes value to every placed replica in parallel. A value up to StripeSize
-// goes in one committing Write frame; a larger one in stripes (up to stripeParallelism in
-// flight per replica) followed by a Commit. All replicas must succeed.
+// writeReplicas writes value to every placed replica in parallel. The transfer client sends a
+// value up to its stripe threshold in one committing Write frame, a larger one in stripes
+// over several connections followed by a Commit. All replicas must succeed.
 func (c *Client) writeReplicas(ctx context.Context, key string, pl *transfer.PutStartResponse, rc ReplicateConfig, value []byte, sum uint64) error {
-	size := int64(len(value))
 	return forEachReplica(ctx, pl.Replicas, func(ctx context.Context, r transfer.Replica) error {
-		if size <= c.cfg.StripeSize {
-			return c.rpc.Write(ctx, r.Address, writeReq(key, pl.Version, size, 0, rc, sum, true), value)
-		}
-		sem := make(chan struct{}, stripeParallelism)
-		var (
-			wg    sync.WaitGroup
-			mu    sync.Mutex // protects first
-			first error
-		)
-		for off := int64(0); off < size; off += c.cfg.StripeSize {
-			end := min(off+c.cfg.StripeSize, size)
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-			}
-			if ctx.Err() != nil {
-				break
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				if err := c.rpc.Write(ctx, r.Address, writeReq(key, pl.Version, size, off, rc, sum, false), value[off:end]); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
-		if first == nil {
-			first = ctx.Err()
-		}
-		if first != nil {
-			return first
-		}
-		return c.rpc.Call(ctx, r.Address, &transfer.CommitRequest{Key: key, Version: pl.Version, Checksum: sum}, transfer.NewEmpty(transfer.OpCommit))
-	})
-}
-
-// streamReplicas reads r stripe by stripe and writes each stripe to every replica in
-// parallel, then commits with the checksum of everything read.
-func (c *Client) streamReplicas(ctx context.Context, key string, pl *transfer.PutStartResponse, rc ReplicateConfig, r io.Reader, size int64) (uint64, error) {
-	h := base.NewChecksum()
-	buf := make([]byte, c.cfg.StripeSize)
-	for off := int64(0); off < size; {
-		n := min(c.cfg.StripeSize, size-off)
-		if _, err := io.ReadFull(r, buf[:n]); err != nil {
-			return 0, fmt.Errorf("reading the value at offset %d of %d: %w", off, size, err)
-		}
-		h.Write(buf[:n])
-		chunk, at := buf[:n], off
-		err := forEachReplica(ctx, pl.Replicas, func(ctx context.Context, rep transfer.Replica) error {
-			return c.rpc.Write(ctx, rep.Address, writeReq(key, pl.Version, size, at, rc, 0, false), chunk)
-		})
-		if err != nil {
-			return 0, err
-		}
-		off += n
-	}
-	sum := h.Sum64()
-	return sum, forEachReplica(ctx, pl.Replicas, func(ctx context.Context, rep transfer.Replica) error {
-		return c.rpc.Call(ctx, rep.Address, &transfer.CommitRequest{Key: key, Version: pl.Version, Checksum: sum}, transfer.NewEmpty(transfer.OpCommit))
+		return c.rpc.Write(ctx, r.Address, writeReq(key, pl.Version, int64(len(value)), rc, sum), value)
 	})
 }
 

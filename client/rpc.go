@@ -2,26 +2,43 @@ package client
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
-// transferRPC adapts transfer.Client to rpc.
-type transferRPC struct{}
+// transferRPC adapts *transfer.Client to rpc.
+type transferRPC struct{ c *transfer.Client }
 
 func newTransferRPC(cfg Config) (rpc, error) {
-	return nil, fmt.Errorf("%w: the transfer client is not there yet", base.ErrNotSupported)
+	tr, err := transfer.NewTransport(cfg.Protocol)
+	if err != nil {
+		return nil, err
+	}
+	c, err := transfer.NewClient(transfer.ClientOptions{
+		ClusterID:       cfg.ClusterID,
+		Transport:       tr,
+		StripeThreshold: cfg.StripeSize,
+		StripeChunk:     cfg.StripeSize,
+		DialTimeout:     cfg.DialTimeout,
+		Logger:          cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return transferRPC{c}, nil
 }
 
-func (transferRPC) Call(ctx context.Context, addr string, req, resp transfer.Message) error {
-	return base.ErrNotSupported
+func (r transferRPC) Call(ctx context.Context, addr string, req, resp transfer.Message) error {
+	return r.c.Call(ctx, addr, req, resp)
 }
-func (transferRPC) Write(ctx context.Context, addr string, req *transfer.WriteRequest, p []byte) error {
-	return base.ErrNotSupported
+
+func (r transferRPC) Write(ctx context.Context, addr string, req *transfer.WriteRequest, p []byte) error {
+	return r.c.Write(ctx, addr, *req, p)
 }
-func (transferRPC) Read(ctx context.Context, addr string, req *transfer.ReadRequest, dst []byte) (*transfer.ReadResponse, int, error) {
-	return nil, 0, base.ErrNotSupported
+
+func (r transferRPC) Read(ctx context.Context, addr string, req *transfer.ReadRequest, dst []byte) (*transfer.ReadResponse, int, error) {
+	resp, n, err := r.c.Read(ctx, addr, *req, dst)
+	return &resp, n, err
 }
-func (transferRPC) Close() error { return nil }
+
+func (r transferRPC) Close() error { return r.c.Close() }
