@@ -249,18 +249,3 @@ func (c *Client) List(ctx context.Context, prefix string) ([]KeyInfo, error) {
 		cursor = resp.NextCursor
 	}
 }
-
-// Status returns the cluster status as the leader sees it.
-func (c *Client) Status(ctx context.Context) (Status, error) {
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	var resp transfer.StatusResponse
-	if err := c.masterCall(ctx, transfer.NewEmpty(transfer.OpStatus), &resp, nil); err != nil {
-		return Status{}, fmt.Errorf("status: %w", err)
-	}
-	st, err := ParseStatus(resp.JSON)
-	if err != nil {
-		return Status{}, fmt.Errorf("%w: status: the master sent bad JSON: %v", base.ErrInternal, err)
-	}
-	return st, nil
-}

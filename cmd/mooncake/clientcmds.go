@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -382,25 +381,28 @@ func printStatus(out io.Writer, st client.Status) error {
 		leader = "(none)"
 	}
 	fmt.Fprintf(w, "cluster\t%s\n", st.ClusterID)
-	fmt.Fprintf(w, "leader\t%s\n", leader)
-	fmt.Fprintf(w, "keys\t%d\n", st.Keys)
-	fmt.Fprintf(w, "bytes\t%s\n", base.Bytes(st.Bytes))
+	fmt.Fprintf(w, "leader\t%s %s\n", leader, st.LeaderAddress)
+	fmt.Fprintf(w, "keys\t%d (soft-pinned %d)\n", st.Keys, st.SoftPinnedKeys)
+	fmt.Fprintf(w, "bytes\t%s (replicas %s, DRAM capacity %s)\n", base.Bytes(st.Bytes), base.Bytes(st.ReplicaBytes), base.Bytes(st.CapacityBytes))
 	fmt.Fprintf(w, "\nMASTER\tRPC ADDRESS\tROLE\n")
 	for _, m := range st.Masters {
 		role := "follower"
-		if m.Leader || m.ID == st.Leader {
+		if m.Leader {
 			role = "leader"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\n", m.ID, m.RPCAddress, role)
 	}
-	fmt.Fprintf(w, "\nWORKER\tADDRESS\tSTATE\tOBJECTS\tUSED / CAPACITY\tTIERS\n")
+	fmt.Fprintf(w, "\nWORKER\tADDRESS\tSTATE\tOBJECTS\tDRAM USED / CAPACITY (OBJECTS)\tNVME USED / CAPACITY (OBJECTS)\n")
 	for _, wk := range st.Workers {
-		var tiers []string
-		for _, t := range wk.Tiers {
-			tiers = append(tiers, fmt.Sprintf("%s %s / %s (%d objects)", t.Tier, base.Bytes(t.Used), base.Bytes(t.Capacity), t.Objects))
+		nvme := "-"
+		if wk.NVMeCapacityBytes > 0 {
+			nvme = fmt.Sprintf("%s / %s (%d)", base.Bytes(wk.NVMeUsedBytes), base.Bytes(wk.NVMeCapacityBytes), wk.NVMeObjects)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s / %s\t%s\n", wk.ID, wk.Address, wk.State, wk.Objects,
-			base.Bytes(wk.Used), base.Bytes(wk.Capacity), strings.Join(tiers, ", "))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s / %s (%d)\t%s\n", wk.ID, wk.Address, wk.State, wk.Objects,
+			base.Bytes(wk.DRAMUsedBytes), base.Bytes(wk.DRAMCapacityBytes), wk.DRAMObjects, nvme)
+	}
+	if !st.UsageReported {
+		fmt.Fprintf(w, "\n(usage per worker is known to the leader only; this answer came from %s)\n", st.Self)
 	}
 	return w.Flush()
 }
