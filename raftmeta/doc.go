@@ -1,6 +1,116 @@
-// Package raftmeta is the masters' replicated metadata: a state machine of objects, replicas,
-// workers (segments) and master addresses, replicated by hashicorp/raft with raft-boltdb
-// storage, file snapshots and a TCP transport, plus membership changes.
+// Package raftmeta is the masters' replicated metadata: a state machine (FSM) of objects,
+// their replicas, workers (segments) and master addresses, replicated by hashicorp/raft with
+// raft-boltdb/v2 as log and stable store, file snapshots and a TCP transport, all under
+// Config.DataDir. It also handles membership (bootstrap from a static peer list, AddVoter,
+// RemoveServer) and hands out object versions (NewVersion).
+//
+// The server (package server) owns everything else: placement, worker liveness and capacity
+// (leader soft state), pending puts. Only conclusions are commands here: a PutEnd makes an
+// object visible, MarkWorkerDead and DropReplicas record that replicas are gone.
 //
 // It must never import dram, nvme, tier, transfer, server, client or cmd; only internal/.
+//
+// # Writes and reads
+//
+// Writes go through Node.Apply on the leader. A follower does not forward: it answers with a
+// *NotLeaderError (wrapping base.ErrNotLeader) naming the leader's id and client RPC address,
+// so a client goes straight to the leader next time and no master relays bulk write traffic.
+// Reads (Lookup, Range, Segments, Masters, Stats) read the local FSM. For a linearizable read
+// call VerifyLeader first (a quorum round trip); a stale read on a follower needs nothing, and
+// WaitApplied(Result.Index) gives a follower read-your-writes.
+//
+// # Master addresses
+//
+// Any master must be able to tell a client where the leader is, so client RPC addresses live
+// in the FSM (RegisterMaster). Each node, whenever it wins an election, proposes
+// RegisterMaster for itself (Config.RPCAddr) unless the table already has that address, and
+// for every Config.Peers entry that carries an RPCAddr; RemoveServer also removes the entry.
+// A follower therefore knows the leader's address once that leader's registration (or an
+// earlier one, from a previous term) has replicated to it; until then NotLeaderError has the
+// leader id with an empty address and the client tries another master.
+//
+// # Apply duties
+//
+// Apply runs on raft's FSM goroutine, one committed batch at a time (ApplyBatch), holding the
+// FSM's write lock for the batch. For each entry it must:
+//
+//  1. Decode the entry with DecodeCommand. An entry that does not decode yields a Result
+//     whose Err wraps base.ErrInternal, and changes nothing, on every node alike.
+//  2. Apply the command using only the command and the current state: no clock (timestamps
+//     such as Created come inside the command from the proposer), no randomness, no I/O, no
+//     dependence on map iteration order. Every node then reaches the same state.
+//  3. Re-check what the state relies on (key and size bounds, replica ids, registered
+//     workers) rather than trust the proposer's Validate, and refuse per item with a typed
+//     error (base.ErrObjectAlreadyExists, base.ErrObjectNotFound, base.ErrSegmentNotFound,
+//     base.ErrInvalidParams) instead of failing the entry.
+//  4. Keep the derived counters (Stats, per-segment Objects and Bytes) exact, and keep the
+//     record invariants (an object has at least one replica, on a registered worker, each
+//     listed once): an object whose last replica is dropped is removed in the same entry.
+//  5. Replace records, never edit them in place, so a snapshot being written may share them.
+//  6. Advance the applied index and wake WaitApplied callers.
+//
+// # Snapshot duties
+//
+//  1. Snapshot (on the FSM goroutine, so no apply runs) clones the state: the map copy shares
+//     the immutable key and replica strings, so it costs one map copy, not a deep copy.
+//  2. Persist streams the clone to raft's sink while apply goes on, in the format below, and
+//     cancels the sink on any error so a partial snapshot is never used.
+//  3. Restore decodes a whole stream into a new state, checks every invariant a state built by
+//     apply has (unique keys and workers, replicas naming registered workers, bounds), verifies
+//     the checksum trailer, and only then swaps it in: a bad snapshot leaves the FSM as it was.
+//  4. Log compaction follows Config.SnapshotThreshold, SnapshotInterval and TrailingLogs.
+//
+// # Command format
+//
+// A command is one raft log entry:
+//
+//	| version (1B) = 1 | type (1B) | fields |
+//
+// Integers are varints (sizes, times: zig-zag signed; versions, counts: unsigned), checksums
+// 8 bytes little-endian, bools one byte (0 or 1), strings a uvarint length then the bytes.
+// Fields by type:
+//
+//	1 PutEnd           upsert bool, now varint, n uvarint, n × (key, size varint,
+//	                   version uvarint, checksum u64, soft_pin_until varint, hard_pin bool,
+//	                   r uvarint, r × worker_id)
+//	2 Remove           n uvarint, n × key
+//	3 RemoveRegex      pattern
+//	4 RemoveAll        (none)
+//	5 RegisterWorker   worker_id, address, dram_capacity varint, nvme_capacity varint
+//	6 UnregisterWorker worker_id
+//	7 DropReplicas     worker_id, n uvarint, n × (key, version uvarint)
+//	8 MarkWorkerDead   worker_id
+//	9 SetPin           key, version uvarint, soft_pin_until varint, hard_pin bool
+//	10 RegisterMaster  master_id, rpc_addr (empty: remove)
+//
+// Decoders check every length against its bound (keys base.MaxKeyLen, worker ids
+// base.MaxWorkerIDLen, batches MaxBatch, replicas MaxReplicas) and against the bytes left
+// before allocating, reject trailing bytes, and are fuzzed (FuzzDecodeCommand).
+//
+// # Snapshot format
+//
+//	| magic "MCRMSNAP" (8B) | version (1B) = 1 | applied_index uvarint |
+//	| masters: n uvarint, n × (master_id, rpc_addr) |
+//	| segments: n uvarint, n × (slot u16, worker_id, address, dram varint, nvme varint, state 1B) |
+//	| objects: n uvarint, n × (key, size_flags uvarint, version uvarint, checksum u64,
+//	|          created varint, soft_pin_until varint, r uvarint, r × slot u16) |
+//	| checksum u64: HighwayHash-64 (base.Checksum) of every byte before it |
+//
+// Slots are the small integers objects use to name workers (below); size_flags is the size
+// with the hard pin in bit 63. Sections hold no order; restore rebuilds the counters.
+//
+// # Memory
+//
+// An object costs one map entry: a 16-byte key header and a 56-byte record (size with the hard
+// pin flag, version, checksum, created, soft pin deadline, and a string of packed uint16
+// worker slots), plus the key bytes and a few bytes of replica slots, plus the map's own slack.
+// Worker ids are interned: each registered worker gets the lowest free slot (1..65535), so
+// slots depend only on the applied commands and snapshots carry them verbatim.
+// BenchmarkMemoryPerObject measures bytes per object.
+//
+// # Versions
+//
+// NewVersion returns term<<40 | counter, the counter starting at 1 in each term on the leader
+// (leader soft state, never in the FSM). Raft has at most one leader per term and terms never
+// repeat, so versions never repeat across failovers or restarts, and they grow over time.
 package raftmeta

@@ -1,0 +1,241 @@
+package dram
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/mooncake-go/mooncake/dram/internal/hugepage"
+	"github.com/mooncake-go/mooncake/internal/invariants"
+)
+
+// Arena is one region of memory mapped outside the Go heap, with an offset allocator handing
+// out ranges of it as refcounted Handles. It is goroutine-safe.
+//
+// Ownership: the Arena owns the mapping. Every Handle it returns holds one reference; the
+// range is returned to the allocator (and may be handed out again) only when the last
+// reference is released. Close unmaps, and refuses to while any handle is live.
+type Arena struct {
+	// Immutable after NewArena.
+	region   hugepage.Region // region.Mem[:capacity] is the arena; len(region.Mem) >= capacity
+	mem      []byte          // region.Mem[:capacity]
+	mode     Mode
+	capacity int64
+	logger   *slog.Logger
+
+	// mu protects alloc and closed. It is a leaf lock: nothing else is locked while it is
+	// held, and no callback runs under it.
+	mu struct {
+		sync.Mutex
+		alloc     *allocator
+		requested int64 // sum of Handle.n over live handles
+		closed    bool
+	}
+}
+
+// NewArena maps an arena of opts.Size bytes (rounded up to the page size of the mode used)
+// and logs the mode once at Info. Errors wrap base.ErrInvalidParams for bad options and
+// ErrHugePagesUnavailable for HugePagesRequire without enough reserved huge pages.
+func NewArena(opts Options) (*Arena, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	region, reason, err := mapArena(opts)
+	if err != nil {
+		return nil, err
+	}
+	capacity := int64(len(region.Mem))
+	// The mapping is a multiple of its page size; alignments above it round it down.
+	capacity &^= opts.Alignment - 1
+	if capacity <= 0 {
+		_ = hugepage.Unmap(region)
+		return nil, fmt.Errorf("%w: dram: alignment %d larger than the arena (%d bytes)", ErrInvalidSize, opts.Alignment, len(region.Mem))
+	}
+	a := &Arena{
+		region:   region,
+		mem:      region.Mem[:capacity:capacity],
+		mode:     modeOf(region.Kind),
+		capacity: capacity,
+		logger:   opts.Logger,
+	}
+	a.mu.alloc = newAllocator(capacity, opts.Alignment)
+	a.logger.Info("dram arena mapped",
+		"mode", a.mode.String(), "capacity_bytes", capacity, "requested_bytes", opts.Size,
+		"alignment", opts.Alignment, "huge_pages", opts.HugePages.String(), "reason", reason)
+	return a, nil
+}
+
+func modeOf(k hugepage.Kind) Mode {
+	switch k {
+	case hugepage.KindHugeTLB:
+		return ModeHugeTLB
+	case hugepage.KindTHP:
+		return ModeTHP
+	}
+	return ModePlain
+}
+
+// roundSize rounds size up to page and to align; it fails on overflow.
+func roundSize(size, page, align int64) (int64, error) {
+	r := hugepage.RoundUp(size, max(page, align))
+	if r < 0 {
+		return 0, fmt.Errorf("%w: dram: arena size %d overflows when rounded to %d", ErrTooLarge, size, max(page, align))
+	}
+	return r, nil
+}
+
+// mapArena maps the region opts ask for and says why it got the kind it got.
+func mapArena(opts Options) (hugepage.Region, string, error) {
+	if opts.HugePages != HugePagesOff {
+		size, err := roundSize(opts.Size, hugepage.HugePageSize, opts.Alignment)
+		if err != nil {
+			return hugepage.Region{}, "", err
+		}
+		r, err := hugepage.MapHugeTLB(size)
+		if err == nil {
+			return r, "huge pages reserved", nil
+		}
+		if opts.HugePages == HugePagesRequire {
+			return hugepage.Region{}, "", fmt.Errorf("%w: %w (reserve them with: echo %d > /proc/sys/vm/nr_hugepages)",
+				ErrHugePagesUnavailable, err, size/hugepage.HugePageSize)
+		}
+		r, err = hugepage.MapAnon(size, true)
+		if err != nil {
+			return hugepage.Region{}, "", fmt.Errorf("dram: mapping %d bytes: %w", size, err)
+		}
+		if r.Kind == hugepage.KindTHP {
+			return r, "no huge pages reserved; transparent huge pages enabled", nil
+		}
+		return r, "no huge pages reserved; transparent huge pages disabled", nil
+	}
+	size, err := roundSize(opts.Size, hugepage.PageSize(), opts.Alignment)
+	if err != nil {
+		return hugepage.Region{}, "", err
+	}
+	r, err := hugepage.MapAnon(size, false)
+	if err != nil {
+		return hugepage.Region{}, "", fmt.Errorf("dram: mapping %d bytes: %w", size, err)
+	}
+	return r, "huge pages off", nil
+}
+
+// Mode returns the kind of pages the arena got.
+func (a *Arena) Mode() Mode { return a.mode }
+
+// Capacity returns the arena's size in bytes: Options.Size rounded up to the mode's page size.
+func (a *Arena) Capacity() int64 { return a.capacity }
+
+// Alloc reserves size bytes and returns a Handle holding one reference. The caller owns that
+// reference and must Release it (directly or by passing the handle on to someone who will).
+// The bytes are not zeroed: they hold whatever the previous owner left.
+//
+// Errors: size <= 0 wraps ErrInvalidSize (base.ErrInvalidParams); size > Capacity wraps
+// ErrTooLarge (base.ErrTooLarge); no free block large enough wraps ErrArenaFull
+// (base.ErrNoSpace); after Close, ErrClosed.
+func (a *Arena) Alloc(size int64) (*Handle, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("%w: %d bytes", ErrInvalidSize, size)
+	}
+	if size > a.capacity {
+		return nil, fmt.Errorf("%w: %d bytes requested, capacity %d", ErrTooLarge, size, a.capacity)
+	}
+	a.mu.Lock()
+	if a.mu.closed {
+		a.mu.Unlock()
+		return nil, ErrClosed
+	}
+	al, ok := a.mu.alloc.alloc(size)
+	if !ok {
+		free, largest := a.mu.alloc.capacity-a.mu.alloc.used, a.mu.alloc.largestFree()
+		a.mu.Unlock()
+		return nil, fmt.Errorf("%w: %d bytes requested, %d free, largest free block %d", ErrArenaFull, size, free, largest)
+	}
+	a.mu.requested += size
+	a.mu.Unlock()
+	h := &Handle{arena: a, al: al, n: size}
+	h.refs.Store(1)
+	return h, nil
+}
+
+// free returns h's range to the allocator. Called once, by the Release that dropped the last
+// reference.
+func (a *Arena) free(h *Handle) error {
+	a.mu.Lock()
+	err := a.mu.alloc.free(h.al)
+	if err == nil {
+		a.mu.requested -= h.n
+	}
+	a.mu.Unlock()
+	if err != nil {
+		// The handle's refcount said live but the allocator disagrees: metadata corruption.
+		return errors.Join(ErrForeignHandle, invariants.AssertionFailedf("dram: freeing handle at offset %d: %v", h.al.off, err))
+	}
+	return nil
+}
+
+// Stats is a snapshot of an arena's accounting.
+type Stats struct {
+	Mode     Mode
+	Capacity int64 // bytes
+	// Used is bytes reserved by live allocations (each rounded up to the alignment);
+	// Used + Free == Capacity.
+	Used int64
+	Free int64
+	// Requested is the sum of the sizes asked for by live allocations (<= Used).
+	Requested int64
+	// LargestFree is the largest block Alloc can hand out now.
+	LargestFree int64
+	// Fragmentation is 1 - LargestFree/Free: 0 when the free space is one block (or there is
+	// none), towards 1 as it splinters.
+	Fragmentation float64
+	// LiveAllocs counts allocations not yet freed.
+	LiveAllocs int64
+	// FreeBlocks counts free blocks.
+	FreeBlocks int64
+	// MetadataBytes is what the allocator's bookkeeping costs on the Go heap (handles not
+	// included).
+	MetadataBytes int64
+}
+
+// Stats returns a snapshot of the arena's accounting. It takes the arena's lock briefly.
+func (a *Arena) Stats() Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	al := a.mu.alloc
+	s := Stats{
+		Mode:          a.mode,
+		Capacity:      a.capacity,
+		Used:          al.used,
+		Free:          al.capacity - al.used,
+		Requested:     a.mu.requested,
+		LargestFree:   al.largestFree(),
+		LiveAllocs:    al.live,
+		FreeBlocks:    al.freeBlocks,
+		MetadataBytes: al.metadataBytes(),
+	}
+	if s.Free > 0 {
+		s.Fragmentation = 1 - float64(s.LargestFree)/float64(s.Free)
+	}
+	return s
+}
+
+// Close unmaps the arena. If handles are still live it returns an error wrapping
+// ErrLiveHandles (an assertion in invariants builds) and leaves the arena open, so no live
+// handle ever points at unmapped memory; release them and Close again. Closing twice returns
+// nil.
+func (a *Arena) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.mu.closed {
+		return nil
+	}
+	if live := a.mu.alloc.live; live > 0 {
+		return errors.Join(
+			fmt.Errorf("%w: %d handles (%d bytes) not released", ErrLiveHandles, live, a.mu.alloc.used),
+			invariants.AssertionFailedf("dram: Close with %d live handles", live))
+	}
+	a.mu.closed = true
+	return hugepage.Unmap(a.region)
+}

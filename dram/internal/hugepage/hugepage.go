@@ -1,0 +1,40 @@
+package hugepage
+
+import "errors"
+
+// Kind is the kind of pages behind a mapping.
+type Kind uint8
+
+const (
+	// KindPlain is ordinary pages of the system page size.
+	KindPlain Kind = iota
+	// KindTHP is an anonymous mapping advised with MADV_HUGEPAGE: the kernel backs it with
+	// 2 MiB pages when it can (khugepaged or at fault time), with base pages otherwise.
+	KindTHP
+	// KindHugeTLB is a MAP_HUGETLB mapping: 2 MiB pages from the reserved pool
+	// (/proc/sys/vm/nr_hugepages), reserved for the whole mapping when it is made.
+	KindHugeTLB
+)
+
+// HugePageSize is the huge page size used for hugetlb and THP mappings: the default 2 MiB
+// size of x86-64 and most arm64 kernels.
+const HugePageSize = 2 << 20
+
+// ErrUnavailable marks a request for a kind of pages the system cannot give now (no huge
+// pages reserved, THP disabled). Use errors.Is(err, ErrUnavailable).
+var ErrUnavailable = errors.New("hugepage: unavailable")
+
+// Region is one mapping. Mem is its whole length; it must be released with Unmap.
+type Region struct {
+	Mem  []byte
+	Kind Kind
+}
+
+// RoundUp rounds size up to a multiple of page (a power of two). It returns -1 on overflow.
+func RoundUp(size, page int64) int64 {
+	r := (size + page - 1) &^ (page - 1)
+	if r < size {
+		return -1
+	}
+	return r
+}

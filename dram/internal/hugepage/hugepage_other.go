@@ -1,0 +1,37 @@
+//go:build !linux
+
+package hugepage
+
+import (
+	"fmt"
+	"os"
+)
+
+// PageSize returns the system's base page size.
+func PageSize() int64 { return int64(os.Getpagesize()) }
+
+// MapHugeTLB is unavailable outside Linux.
+func MapHugeTLB(size int64) (Region, error) {
+	return Region{}, fmt.Errorf("%w: MAP_HUGETLB is Linux-only", ErrUnavailable)
+}
+
+// MapAnon returns size bytes from the Go heap outside Linux: the fallback that lets the
+// module build and test anywhere. The bytes are not off-heap and never huge-page backed.
+func MapAnon(size int64, thp bool) (Region, error) {
+	if size <= 0 {
+		return Region{}, fmt.Errorf("hugepage: bad size %d", size)
+	}
+	return Region{Mem: make([]byte, size), Kind: KindPlain}, nil
+}
+
+// Unmap drops the region; the GC reclaims it.
+func Unmap(r Region) error { return nil }
+
+// THPEnabled is false outside Linux.
+func THPEnabled() bool { return false }
+
+// FreeHugePages is 0 outside Linux.
+func FreeHugePages() int64 { return 0 }
+
+// TotalHugePages is 0 outside Linux.
+func TotalHugePages() int64 { return 0 }

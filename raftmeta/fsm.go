@@ -1,0 +1,511 @@
+package raftmeta
+
+import (
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/invariants"
+)
+
+// hardPinBit is the top bit of objRec.sizeFlags; the low 63 bits hold the size.
+const hardPinBit = 1 << 63
+
+// maxSlots bounds the workers the FSM can hold at once: slot numbers are uint16 and slot 0 is
+// never used, so a zero uint16 never names a worker.
+const maxSlots = 1<<16 - 1
+
+// objRec is one object in the objects map. It is built to be small (see doc.go, "Memory"):
+// 56 bytes inline in the map slot plus the 16-byte key header, plus the replica string's bytes.
+//
+// Invariant: reps is non-empty, has even length, and every uint16 in it names an occupied
+// slot whose worker is listed once.
+// Records are immutable once stored: apply replaces a record, never edits it in place (a
+// snapshot shares the strings and reads the cloned map while apply goes on).
+type objRec struct {
+	sizeFlags uint64 // size | hardPinBit
+	version   uint64
+	checksum  uint64
+	created   int64
+	softPin   int64
+	reps      string // packed little-endian uint16 worker slots
+}
+
+func (r *objRec) size() int64   { return int64(r.sizeFlags &^ hardPinBit) }
+func (r *objRec) hardPin() bool { return r.sizeFlags&hardPinBit != 0 }
+func (r *objRec) nreps() int    { return len(r.reps) / 2 }
+func (r *objRec) rep(i int) uint16 {
+	return uint16(r.reps[2*i]) | uint16(r.reps[2*i+1])<<8
+}
+
+// segRec is one worker, at its slot.
+type segRec struct {
+	id      base.WorkerID
+	addr    string
+	dram    int64
+	nvme    int64
+	state   SegmentState
+	objects int64 // derived: replicas held
+	bytes   int64 // derived: their sizes
+}
+
+// state is the whole replicated state. It has no lock: fsm guards it, and restore builds a new
+// one before swapping it in.
+type state struct {
+	objects map[string]objRec
+	// slots[i] is the worker at slot i (nil: free). Slot 0 is never used. Allocation takes the
+	// lowest free slot, so the slot of each worker depends only on the applied commands.
+	slots   []*segRec
+	slotOf  map[base.WorkerID]uint16
+	masters map[string]string
+
+	// Counters kept by apply (see Stats).
+	keyBytes, bytes, replicas, softPinned, hardPinned int64
+}
+
+func newState() *state {
+	return &state{
+		objects: make(map[string]objRec),
+		slots:   make([]*segRec, 1),
+		slotOf:  make(map[base.WorkerID]uint16),
+		masters: make(map[string]string),
+	}
+}
+
+// fsm is the state machine raft drives. Apply runs on raft's FSM goroutine only; reads run on
+// any goroutine.
+type fsm struct {
+	mu sync.RWMutex // protects st, applied, appliedCh
+	st *state
+	// applied is the last raft index applied (or restored). appliedCh is closed and replaced
+	// whenever applied moves, to wake WaitApplied.
+	applied   uint64
+	appliedCh chan struct{}
+}
+
+func newFSM() *fsm { return &fsm{st: newState(), appliedCh: make(chan struct{})} }
+
+// advanceLocked records index as applied and wakes waiters. REQUIRES: f.mu held for writing.
+func (f *fsm) advanceLocked(index uint64) {
+	if index <= f.applied {
+		return
+	}
+	f.applied = index
+	close(f.appliedCh)
+	f.appliedCh = make(chan struct{})
+}
+
+// apply runs one decoded command against st and returns its result. It is deterministic: it
+// reads nothing but st and c (no clock, no randomness, no I/O, no map iteration order leaking
+// into the result). REQUIRES: the caller owns st exclusively (f.mu held for writing).
+func (st *state) apply(c Command) Result {
+	switch c := c.(type) {
+	case PutEnd:
+		return st.putEnd(&c)
+	case Remove:
+		res := Result{Items: make([]error, len(c.Keys))}
+		for i, k := range c.Keys {
+			if st.removeObject(k) {
+				res.Removed++
+			} else {
+				res.Items[i] = fmt.Errorf("raftmeta: remove %q: %w", k, base.ErrObjectNotFound)
+			}
+		}
+		return res.single()
+	case RemoveRegex:
+		re, err := regexp.Compile(c.Pattern)
+		if err != nil {
+			return Result{Err: invalidf("pattern %q: %v", c.Pattern, err)}
+		}
+		// Deleting from a map while ranging over it is defined in Go: the deleted entry is
+		// simply not produced again.
+		n := 0
+		for k := range st.objects {
+			if re.MatchString(k) {
+				st.removeObject(k)
+				n++
+			}
+		}
+		return Result{Removed: n}
+	case RemoveAll:
+		n := len(st.objects)
+		clear(st.objects)
+		st.keyBytes, st.bytes, st.replicas, st.softPinned, st.hardPinned = 0, 0, 0, 0, 0
+		for _, s := range st.slots {
+			if s != nil {
+				s.objects, s.bytes = 0, 0
+			}
+		}
+		return Result{Removed: n}
+	case RegisterWorker:
+		if err := c.Validate(); err != nil {
+			return Result{Err: err}
+		}
+		if slot, ok := st.slotOf[c.ID]; ok {
+			s := st.slots[slot]
+			s.addr, s.dram, s.nvme, s.state = c.Address, c.DRAMCapacity, c.NVMeCapacity, SegmentActive
+			return Result{}
+		}
+		slot := st.freeSlot()
+		if slot == 0 {
+			return Result{Err: fmt.Errorf("raftmeta: register %q: %d workers already: %w", c.ID, maxSlots, base.ErrNoSpace)}
+		}
+		st.slots[slot] = &segRec{id: c.ID, addr: c.Address, dram: c.DRAMCapacity, nvme: c.NVMeCapacity, state: SegmentActive}
+		st.slotOf[c.ID] = slot
+		return Result{}
+	case UnregisterWorker:
+		slot, ok := st.slotOf[c.ID]
+		if !ok {
+			return Result{Err: fmt.Errorf("raftmeta: unregister %q: %w", c.ID, base.ErrSegmentNotFound)}
+		}
+		res := st.dropWorker(slot)
+		st.slots[slot] = nil
+		delete(st.slotOf, c.ID)
+		for len(st.slots) > 1 && st.slots[len(st.slots)-1] == nil {
+			st.slots = st.slots[:len(st.slots)-1]
+		}
+		return res
+	case MarkWorkerDead:
+		slot, ok := st.slotOf[c.ID]
+		if !ok {
+			return Result{Err: fmt.Errorf("raftmeta: mark dead %q: %w", c.ID, base.ErrSegmentNotFound)}
+		}
+		res := st.dropWorker(slot)
+		st.slots[slot].state = SegmentDead
+		return res
+	case DropReplicas:
+		return st.dropReplicas(&c)
+	case SetPin:
+		rec, ok := st.objects[c.Key]
+		if !ok || (c.Version != 0 && base.Version(rec.version) != c.Version) {
+			return Result{Err: fmt.Errorf("raftmeta: pin %q version %d: %w", c.Key, c.Version, base.ErrObjectNotFound)}
+		}
+		if c.SoftPinUntil < 0 {
+			return Result{Err: invalidf("negative soft pin deadline")}
+		}
+		st.unaccount(&rec)
+		rec.softPin = c.SoftPinUntil
+		rec.sizeFlags &^= hardPinBit
+		if c.HardPin {
+			rec.sizeFlags |= hardPinBit
+		}
+		st.account(&rec)
+		st.objects[c.Key] = rec
+		return Result{}
+	case RegisterMaster:
+		if err := c.Validate(); err != nil {
+			return Result{Err: err}
+		}
+		if c.RPCAddr == "" {
+			delete(st.masters, c.ID)
+		} else {
+			st.masters[c.ID] = c.RPCAddr
+		}
+		return Result{}
+	}
+	return Result{Err: fmt.Errorf("raftmeta: command %T: %w", c, base.ErrNotSupported)}
+}
+
+// single moves the error of a one-item result to Err as well, as Result documents.
+func (r Result) single() Result {
+	if len(r.Items) == 1 {
+		r.Err = r.Items[0]
+	}
+	return r
+}
+
+func (st *state) putEnd(c *PutEnd) Result {
+	res := Result{Items: make([]error, len(c.Items))}
+	var buf [2 * MaxReplicas]byte
+	for i := range c.Items {
+		it := &c.Items[i]
+		if err := it.Validate(); err != nil {
+			res.Items[i] = err
+			continue
+		}
+		old, exists := st.objects[it.Key]
+		if exists && !c.Upsert {
+			if old.version == uint64(it.Version) && old.checksum == it.Checksum {
+				continue // a retried PutEnd that already committed
+			}
+			res.Items[i] = fmt.Errorf("raftmeta: put %q: %w", it.Key, base.ErrObjectAlreadyExists)
+			continue
+		}
+		reps := buf[:0]
+		for _, w := range it.Replicas {
+			slot, ok := st.slotOf[w]
+			if ok && st.slots[slot].state == SegmentActive {
+				reps = binary.LittleEndian.AppendUint16(reps, slot)
+			}
+		}
+		if len(reps) == 0 {
+			res.Items[i] = fmt.Errorf("raftmeta: put %q: no replica on an active worker (%v): %w", it.Key, it.Replicas, base.ErrSegmentNotFound)
+			continue
+		}
+		rec := objRec{
+			sizeFlags: uint64(it.Size),
+			version:   uint64(it.Version),
+			checksum:  it.Checksum,
+			created:   c.Now,
+			softPin:   it.SoftPinUntil,
+			reps:      string(reps),
+		}
+		if it.HardPin {
+			rec.sizeFlags |= hardPinBit
+		}
+		if exists {
+			st.unaccount(&old)
+		} else {
+			st.keyBytes += int64(len(it.Key))
+		}
+		st.account(&rec)
+		st.objects[it.Key] = rec
+	}
+	return res.single()
+}
+
+func (st *state) dropReplicas(c *DropReplicas) Result {
+	res := Result{Items: make([]error, len(c.Items))}
+	slot, ok := st.slotOf[c.Worker]
+	if !ok {
+		for i := range res.Items {
+			res.Items[i] = fmt.Errorf("raftmeta: drop on %q: %w", c.Worker, base.ErrSegmentNotFound)
+		}
+		res.Err = res.Items[0]
+		return res
+	}
+	for i, it := range c.Items {
+		rec, ok := st.objects[it.Key]
+		if !ok || (it.Version != 0 && base.Version(rec.version) != it.Version) || !rec.hasRep(slot) {
+			res.Items[i] = fmt.Errorf("raftmeta: drop %q version %d on %q: %w", it.Key, it.Version, c.Worker, base.ErrObjectNotFound)
+			continue
+		}
+		res.Dropped++
+		if st.dropRep(it.Key, rec, slot) {
+			res.Removed++
+		}
+	}
+	return res.single()
+}
+
+func (r *objRec) hasRep(slot uint16) bool {
+	for i := 0; i < r.nreps(); i++ {
+		if r.rep(i) == slot {
+			return true
+		}
+	}
+	return false
+}
+
+// dropRep removes slot from key's record (which must hold it) and reports whether the object
+// was removed because no replica was left.
+func (st *state) dropRep(key string, rec objRec, slot uint16) (removed bool) {
+	if rec.nreps() == 1 {
+		st.removeObject(key)
+		return true
+	}
+	st.unaccount(&rec)
+	var buf [2 * MaxReplicas]byte
+	reps := buf[:0]
+	for i := 0; i < rec.nreps(); i++ {
+		if s := rec.rep(i); s != slot {
+			reps = binary.LittleEndian.AppendUint16(reps, s)
+		}
+	}
+	rec.reps = string(reps)
+	st.account(&rec)
+	st.objects[key] = rec
+	return false
+}
+
+// dropWorker drops every replica at slot. O(objects).
+func (st *state) dropWorker(slot uint16) Result {
+	var res Result
+	for k, rec := range st.objects {
+		if rec.hasRep(slot) {
+			res.Dropped++
+			if st.dropRep(k, rec, slot) {
+				res.Removed++
+			}
+		}
+	}
+	return res
+}
+
+func (st *state) removeObject(key string) bool {
+	rec, ok := st.objects[key]
+	if !ok {
+		return false
+	}
+	st.unaccount(&rec)
+	st.keyBytes -= int64(len(key))
+	delete(st.objects, key)
+	return true
+}
+
+// account adds rec to the counters; unaccount takes it out. Key bytes are counted by the
+// callers, which know whether the key is new.
+func (st *state) account(rec *objRec)   { st.count(rec, 1) }
+func (st *state) unaccount(rec *objRec) { st.count(rec, -1) }
+
+func (st *state) count(rec *objRec, sign int64) {
+	size := rec.size()
+	st.bytes += sign * size
+	st.replicas += sign * int64(rec.nreps())
+	if rec.softPin != 0 {
+		st.softPinned += sign
+	}
+	if rec.hardPin() {
+		st.hardPinned += sign
+	}
+	for i := 0; i < rec.nreps(); i++ {
+		s := st.slots[rec.rep(i)]
+		if s == nil {
+			_ = invariants.AssertionFailedf("raftmeta: record names free slot %d", rec.rep(i))
+			continue
+		}
+		s.objects += sign
+		s.bytes += sign * size
+	}
+}
+
+func (st *state) freeSlot() uint16 {
+	for i := 1; i < len(st.slots); i++ {
+		if st.slots[i] == nil {
+			return uint16(i)
+		}
+	}
+	if len(st.slots) > maxSlots {
+		return 0
+	}
+	st.slots = append(st.slots, nil)
+	return uint16(len(st.slots) - 1)
+}
+
+// object converts a record to the API type.
+func (st *state) object(key string, rec *objRec) Object {
+	o := Object{
+		Key:          key,
+		Size:         rec.size(),
+		Version:      base.Version(rec.version),
+		Checksum:     rec.checksum,
+		Replicas:     make([]base.WorkerID, rec.nreps()),
+		SoftPinUntil: rec.softPin,
+		HardPin:      rec.hardPin(),
+		Created:      rec.created,
+	}
+	for i := range o.Replicas {
+		if s := st.slots[rec.rep(i)]; s != nil {
+			o.Replicas[i] = s.id
+		}
+	}
+	return o
+}
+
+// Reads. Each takes the read lock; apply holds the write lock for one raft batch at a time.
+
+func (f *fsm) lookup(key string) (Object, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	rec, ok := f.st.objects[key]
+	if !ok {
+		return Object{}, false
+	}
+	return f.st.object(key, &rec), true
+}
+
+// rangePrefix calls fn for every object whose key has prefix, in key order, until fn returns
+// false. It collects and sorts the matching keys under the read lock, then calls fn without
+// the lock (fn may call back into the node); objects removed meanwhile are skipped.
+func (f *fsm) rangePrefix(prefix string, fn func(Object) bool) {
+	f.mu.RLock()
+	var keys []string
+	for k := range f.st.objects {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	f.mu.RUnlock()
+	slices.Sort(keys)
+	const chunk = 256
+	for len(keys) > 0 {
+		n := min(chunk, len(keys))
+		objs := make([]Object, 0, n)
+		f.mu.RLock()
+		for _, k := range keys[:n] {
+			if rec, ok := f.st.objects[k]; ok {
+				objs = append(objs, f.st.object(k, &rec))
+			}
+		}
+		f.mu.RUnlock()
+		keys = keys[n:]
+		for _, o := range objs {
+			if !fn(o) {
+				return
+			}
+		}
+	}
+}
+
+func (st *state) segments() []Segment {
+	var out []Segment
+	for _, s := range st.slots {
+		if s != nil {
+			out = append(out, Segment{ID: s.id, Address: s.addr, DRAMCapacity: s.dram, NVMeCapacity: s.nvme,
+				State: s.state, Objects: s.objects, Bytes: s.bytes})
+		}
+	}
+	slices.SortFunc(out, func(a, b Segment) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	return out
+}
+
+func (st *state) masterList() []Master {
+	out := make([]Master, 0, len(st.masters))
+	for id, addr := range st.masters {
+		out = append(out, Master{ID: id, RPCAddr: addr})
+	}
+	slices.SortFunc(out, func(a, b Master) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+func (f *fsm) stats() Stats {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	st := f.st
+	s := Stats{
+		Keys: int64(len(st.objects)), KeyBytes: st.keyBytes, Bytes: st.bytes, Replicas: st.replicas,
+		SoftPinned: st.softPinned, HardPinned: st.hardPinned, Masters: int64(len(st.masters)),
+		AppliedIndex: f.applied,
+	}
+	for _, seg := range st.slots {
+		if seg != nil {
+			s.Segments++
+			if seg.state == SegmentActive {
+				s.Active++
+			}
+		}
+	}
+	return s
+}
+
+// clone copies the state for a snapshot. The map copy shares key and replica strings, which
+// are immutable; segment records are copied because apply edits them in place.
+func (st *state) clone() *state {
+	c := *st
+	c.objects = maps.Clone(st.objects)
+	c.slots = make([]*segRec, len(st.slots))
+	for i, s := range st.slots {
+		if s != nil {
+			cp := *s
+			c.slots[i] = &cp
+		}
+	}
+	c.slotOf = maps.Clone(st.slotOf)
+	c.masters = maps.Clone(st.masters)
+	return &c
+}

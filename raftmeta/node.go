@@ -1,0 +1,589 @@
+package raftmeta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+// Node is one master's replica of the metadata: a raft server with its FSM. All methods are
+// goroutine-safe.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	fsm   *fsm
+	raft  *raft.Raft
+	trans *raft.NetworkTransport
+	store *raftboltdb.BoltStore
+
+	// leaderCh receives true when this node becomes leader and false when it stops, latest
+	// value wins (buffer 1, older values are replaced), as raft.LeaderCh does.
+	leaderCh chan bool
+
+	ver struct {
+		mu   sync.Mutex // protects term and next
+		term uint64     // the term the counter belongs to
+		next uint64     // next counter value in term
+	}
+
+	closeOnce sync.Once
+	closeErr  error
+	closed    chan struct{} // closed by Close; stops the background goroutine
+	wg        sync.WaitGroup
+}
+
+// Open starts a node. With a DataDir that holds no raft state and a non-empty Peers it
+// bootstraps a new cluster of Peers; with existing state it resumes and never bootstraps again
+// (Peers is then ignored: membership lives in the log).
+func Open(cfg Config) (*Node, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("raftmeta: data dir: %w", err)
+	}
+	n := &Node{
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "raftmeta", "id", cfg.ID),
+		fsm:      newFSM(),
+		leaderCh: make(chan bool, 1),
+		closed:   make(chan struct{}),
+	}
+	hl := newHCLogger(cfg.Logger, "raft")
+	var err error
+	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db"), NoSync: cfg.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("raftmeta: open log store: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.RetainSnapshots, hl.Named("snapshot"))
+	if err != nil {
+		n.store.Close()
+		return nil, fmt.Errorf("raftmeta: open snapshot store: %w", err)
+	}
+	n.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, nil, 3, 10*time.Second, hl.Named("transport"))
+	if err != nil {
+		n.store.Close()
+		return nil, fmt.Errorf("raftmeta: raft transport on %s: %w", cfg.RaftAddr, err)
+	}
+	existing, err := raft.HasExistingState(n.store, n.store, snaps)
+	if err != nil {
+		n.closeStores()
+		return nil, fmt.Errorf("raftmeta: inspect data dir: %w", err)
+	}
+	rc := cfg.raftConfig()
+	var trans raft.Transport = n.trans
+	if cfg.WrapTransport != nil {
+		trans = cfg.WrapTransport(n.trans)
+	}
+	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, trans)
+	if err != nil {
+		n.closeStores()
+		return nil, fmt.Errorf("raftmeta: start raft: %w", err)
+	}
+	n.wg.Add(1)
+	go n.watchLeadership()
+	if !existing && len(cfg.Peers) > 0 {
+		if err := n.Bootstrap(cfg.Peers); err != nil {
+			n.Close()
+			return nil, err
+		}
+	}
+	n.log.Info("raftmeta: node started", "raft_addr", n.RaftAddr(), "existing_state", existing)
+	return n, nil
+}
+
+// Bootstrap makes peers the first configuration of a new cluster. It fails if this node has
+// raft state already. Open calls it for Config.Peers; call it directly when the addresses are
+// known only after every node listens (tests with port 0). Every peer may be bootstrapped with
+// the same list.
+func (n *Node) Bootstrap(peers []Peer) error {
+	var conf raft.Configuration
+	for _, p := range peers {
+		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+	}
+	if err := n.raft.BootstrapCluster(conf).Error(); err != nil {
+		return fmt.Errorf("raftmeta: bootstrap: %w", err)
+	}
+	n.cfg.Peers = peers
+	return nil
+}
+
+func (n *Node) closeStores() {
+	if n.trans != nil {
+		n.trans.Close()
+	}
+	if n.store != nil {
+		n.store.Close()
+	}
+}
+
+// Close stops the node: raft shuts down (in-flight Applies fail with base.ErrClosed), then the
+// transport and the log store close. It is idempotent.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		close(n.closed)
+		n.wg.Wait()
+		if err := n.raft.Shutdown().Error(); err != nil {
+			n.closeErr = fmt.Errorf("raftmeta: raft shutdown: %w", err)
+		}
+		if err := n.trans.Close(); err != nil && n.closeErr == nil {
+			n.closeErr = fmt.Errorf("raftmeta: transport close: %w", err)
+		}
+		if err := n.store.Close(); err != nil && n.closeErr == nil {
+			n.closeErr = fmt.Errorf("raftmeta: log store close: %w", err)
+		}
+	})
+	return n.closeErr
+}
+
+// ID returns this node's id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// RaftAddr returns the address the raft transport listens on (with the real port when the
+// configured port was 0).
+func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
+
+// IsLeader reports whether this node is the raft leader now. A leader may be deposed at any
+// moment: use VerifyLeader before a linearizable read.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader returns the current leader's id and client RPC address as this node knows them
+// (both empty while no leader is known; the address empty until the leader's RegisterMaster
+// reached this node).
+func (n *Node) Leader() (id, rpcAddr string) {
+	_, lid := n.raft.LeaderWithID()
+	if lid == "" {
+		return "", ""
+	}
+	n.fsm.mu.RLock()
+	addr := n.fsm.st.masters[string(lid)]
+	n.fsm.mu.RUnlock()
+	return string(lid), addr
+}
+
+// LeaderCh delivers true when this node becomes leader and false when it stops being leader.
+// Only the latest transition is kept if the receiver is slow. There is one channel per node:
+// one consumer (the server) should read it.
+func (n *Node) LeaderCh() <-chan bool { return n.leaderCh }
+
+// WaitLeader waits until this node knows a leader and returns its id.
+func (n *Node) WaitLeader(ctx context.Context) (string, error) {
+	ch := make(chan raft.Observation, 4)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(obs)
+	defer n.raft.DeregisterObserver(obs)
+	for {
+		if _, id := n.raft.LeaderWithID(); id != "" {
+			return string(id), nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return "", fmt.Errorf("raftmeta: no leader: %w", ctx.Err())
+		case <-n.closed:
+			return "", fmt.Errorf("raftmeta: %w", base.ErrClosed)
+		}
+	}
+}
+
+func (n *Node) notLeader() error {
+	id, addr := n.Leader()
+	return &NotLeaderError{LeaderID: id, LeaderRPCAddr: addr}
+}
+
+// waitFuture waits for f honouring ctx. When ctx ends first the operation goes on inside raft
+// and its outcome is unknown to the caller.
+func waitFuture(ctx context.Context, f raft.Future) error {
+	if ctx.Done() == nil {
+		return f.Error()
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("raftmeta: %w (the operation may still complete)", ctx.Err())
+	}
+}
+
+// timeoutOf turns a ctx deadline into raft's enqueue timeout (0: wait as long as it takes).
+func timeoutOf(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		if d := time.Until(dl); d > 0 {
+			return d
+		}
+		return time.Nanosecond
+	}
+	return 0
+}
+
+// mapRaftErr gives raft's errors our sentinels.
+func (n *Node) mapRaftErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return n.notLeader()
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return fmt.Errorf("raftmeta: leadership lost before the entry committed; it may still commit: %w", base.ErrUnavailable)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return fmt.Errorf("raftmeta: %w", base.ErrClosed)
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return fmt.Errorf("raftmeta: raft queue full: %w", base.ErrTimeout)
+	}
+	return fmt.Errorf("raftmeta: %w", err)
+}
+
+// Apply validates cmd, proposes it and waits until it is applied on this node (the leader).
+// The returned error is about the proposal (base.ErrInvalidParams, *NotLeaderError wrapping
+// base.ErrNotLeader, base.ErrUnavailable when leadership was lost with the outcome unknown,
+// base.ErrClosed, ctx errors); what the command did is in Result (Err and per-item errors).
+// A PutEnd with Now == 0 gets this node's clock.
+func (n *Node) Apply(ctx context.Context, cmd Command) (Result, error) {
+	switch c := cmd.(type) {
+	case *PutEnd:
+		cmd = *c
+	case *Remove:
+		cmd = *c
+	case *RemoveRegex:
+		cmd = *c
+	case *RemoveAll:
+		cmd = *c
+	case *RegisterWorker:
+		cmd = *c
+	case *UnregisterWorker:
+		cmd = *c
+	case *DropReplicas:
+		cmd = *c
+	case *MarkWorkerDead:
+		cmd = *c
+	case *SetPin:
+		cmd = *c
+	case *RegisterMaster:
+		cmd = *c
+	}
+	if cmd == nil {
+		return Result{}, invalidf("nil command")
+	}
+	if p, ok := cmd.(PutEnd); ok && p.Now == 0 {
+		p.Now = time.Now().UnixNano()
+		cmd = p
+	}
+	if err := cmd.Validate(); err != nil {
+		return Result{}, err
+	}
+	return n.propose(ctx, EncodeCommand(cmd))
+}
+
+func (n *Node) propose(ctx context.Context, data []byte) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	select {
+	case <-n.closed:
+		return Result{}, fmt.Errorf("raftmeta: %w", base.ErrClosed)
+	default:
+	}
+	f := n.raft.Apply(data, timeoutOf(ctx))
+	if err := waitFuture(ctx, f); err != nil {
+		return Result{}, n.mapRaftErr(err)
+	}
+	res, ok := f.Response().(Result)
+	if !ok {
+		return Result{}, fmt.Errorf("raftmeta: unexpected FSM response %T: %w", f.Response(), base.ErrInternal)
+	}
+	return res, nil
+}
+
+// VerifyLeader confirms with a quorum that this node is still the leader; after it returns nil,
+// a read of local state is linearizable (it sees every write acknowledged before the call).
+func (n *Node) VerifyLeader(ctx context.Context) error {
+	if n.raft.State() != raft.Leader {
+		return n.notLeader()
+	}
+	return n.mapRaftErr(waitFuture(ctx, n.raft.VerifyLeader()))
+}
+
+// WaitApplied waits until this node's FSM has applied index (a Result.Index), for
+// read-your-writes on a follower.
+func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
+	for {
+		n.fsm.mu.RLock()
+		applied, ch := n.fsm.applied, n.fsm.appliedCh
+		n.fsm.mu.RUnlock()
+		if applied >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("raftmeta: wait for index %d (applied %d): %w", index, applied, ctx.Err())
+		case <-n.closed:
+			return fmt.Errorf("raftmeta: %w", base.ErrClosed)
+		}
+	}
+}
+
+// AddVoter adds (or re-addresses) a voting member. Leader only.
+func (n *Node) AddVoter(ctx context.Context, id, raftAddr string) error {
+	if id == "" || raftAddr == "" {
+		return invalidf("AddVoter needs an id and a raft address")
+	}
+	f := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, timeoutOf(ctx))
+	return n.mapRaftErr(waitFuture(ctx, f))
+}
+
+// RemoveServer removes a member (it may be this node, the leader, which then steps down) and
+// its entry in the masters table. Leader only.
+func (n *Node) RemoveServer(ctx context.Context, id string) error {
+	if id == "" {
+		return invalidf("RemoveServer needs an id")
+	}
+	if _, err := n.Apply(ctx, RegisterMaster{ID: id}); err != nil {
+		return err
+	}
+	f := n.raft.RemoveServer(raft.ServerID(id), 0, timeoutOf(ctx))
+	return n.mapRaftErr(waitFuture(ctx, f))
+}
+
+// Servers returns the latest raft configuration as Peers (RPCAddr from the masters table).
+func (n *Node) Servers() ([]Peer, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, n.mapRaftErr(err)
+	}
+	n.fsm.mu.RLock()
+	defer n.fsm.mu.RUnlock()
+	var out []Peer
+	for _, s := range f.Configuration().Servers {
+		out = append(out, Peer{ID: string(s.ID), RaftAddr: string(s.Address), RPCAddr: n.fsm.st.masters[string(s.ID)]})
+	}
+	return out, nil
+}
+
+// Snapshot takes a snapshot now (and compacts the log down to TrailingLogs).
+func (n *Node) Snapshot() error {
+	err := n.raft.Snapshot().Error()
+	if errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return nil
+	}
+	return n.mapRaftErr(err)
+}
+
+// LeadershipTransfer asks raft to hand leadership to another voter. Leader only.
+func (n *Node) LeadershipTransfer(ctx context.Context) error {
+	return n.mapRaftErr(waitFuture(ctx, n.raft.LeadershipTransfer()))
+}
+
+// Lookup returns the object under key from this node's FSM (no leadership check: call
+// VerifyLeader first for a linearizable read).
+func (n *Node) Lookup(key string) (Object, bool) { return n.fsm.lookup(key) }
+
+// Range calls fn for each object whose key starts with prefix, in key order, until fn returns
+// false. It is not a point-in-time view: writes applied during the walk may or may not be seen.
+// It is O(objects) per call.
+func (n *Node) Range(prefix string, fn func(Object) bool) { n.fsm.rangePrefix(prefix, fn) }
+
+// Segments returns every registered worker, sorted by id.
+func (n *Node) Segments() []Segment {
+	n.fsm.mu.RLock()
+	defer n.fsm.mu.RUnlock()
+	return n.fsm.st.segments()
+}
+
+// Masters returns the masters table (id -> client RPC address), sorted by id.
+func (n *Node) Masters() []Master {
+	n.fsm.mu.RLock()
+	defer n.fsm.mu.RUnlock()
+	return n.fsm.st.masterList()
+}
+
+// AppliedIndex returns the last raft index applied to this node's FSM.
+func (n *Node) AppliedIndex() uint64 {
+	n.fsm.mu.RLock()
+	defer n.fsm.mu.RUnlock()
+	return n.fsm.applied
+}
+
+// Stats returns FSM counters and this node's raft state.
+func (n *Node) Stats() Stats {
+	s := n.fsm.stats()
+	s.State = n.raft.State().String()
+	s.Term = n.raft.CurrentTerm()
+	s.LastIndex = n.raft.LastIndex()
+	s.CommitIndex = n.raft.CommitIndex()
+	_, lid := n.raft.LeaderWithID()
+	s.LeaderID = string(lid)
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		for _, srv := range f.Configuration().Servers {
+			if srv.Suffrage == raft.Voter {
+				s.NumPeers++
+			}
+		}
+	}
+	if idx, err := lastSnapshotIndex(n.raft); err == nil {
+		s.LastSnapshot = idx
+	}
+	return s
+}
+
+func lastSnapshotIndex(r *raft.Raft) (uint64, error) {
+	var idx uint64
+	_, err := fmt.Sscan(r.Stats()["last_snapshot_index"], &idx)
+	return idx, err
+}
+
+// watchLeadership forwards raft's leadership changes to LeaderCh and, on each election won,
+// registers this master's RPC address (and that of every configured peer that has one) in the
+// masters table, so followers can redirect clients here.
+func (n *Node) watchLeadership() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.closed:
+			return
+		case leader := <-n.raft.LeaderCh():
+			n.log.Info("raftmeta: leadership changed", "leader", leader, "term", n.raft.CurrentTerm())
+			// Latest value wins: drop an unread older value, then send.
+			select {
+			case <-n.leaderCh:
+			default:
+			}
+			n.leaderCh <- leader
+			if leader {
+				n.registerMasters()
+			}
+		}
+	}
+}
+
+// registerMasters proposes RegisterMaster for this node and configured peers whose address
+// in the FSM differs. It gives up when leadership is lost (the next leader does it) and retries
+// other failures a few times.
+func (n *Node) registerMasters() {
+	want := map[string]string{}
+	for _, p := range n.cfg.Peers {
+		if p.RPCAddr != "" {
+			want[p.ID] = p.RPCAddr
+		}
+	}
+	if n.cfg.RPCAddr != "" {
+		want[n.cfg.ID] = n.cfg.RPCAddr
+	}
+	for id, addr := range want {
+		n.fsm.mu.RLock()
+		have := n.fsm.st.masters[id]
+		n.fsm.mu.RUnlock()
+		if have == addr {
+			continue
+		}
+		for attempt := 0; ; attempt++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*n.cfg.HeartbeatTimeout)
+			_, err := n.Apply(ctx, RegisterMaster{ID: id, RPCAddr: addr})
+			cancel()
+			if err == nil {
+				break
+			}
+			if errors.Is(err, base.ErrNotLeader) || errors.Is(err, base.ErrClosed) || attempt >= 3 {
+				n.log.Warn("raftmeta: register master address", "master", id, "rpc_addr", addr, "err", err)
+				return
+			}
+			select {
+			case <-n.closed:
+				return
+			case <-time.After(n.cfg.HeartbeatTimeout):
+			}
+		}
+	}
+}
+
+// Apply implements raft.FSM.
+func (f *fsm) Apply(l *raft.Log) any {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch implements raft.BatchingFSM: one write lock for the whole batch.
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, l := range logs {
+		if l.Type == raft.LogCommand {
+			out[i] = f.applyLocked(l.Index, l.Data)
+		}
+		f.advanceLocked(l.Index)
+	}
+	return out
+}
+
+// applyLocked decodes and applies one entry. REQUIRES: f.mu held for writing.
+func (f *fsm) applyLocked(index uint64, data []byte) Result {
+	cmd, err := DecodeCommand(data)
+	if err != nil {
+		// Every node decodes the same bytes the same way, so every node skips this entry
+		// alike. It means a bug or a proposer newer than this build.
+		return Result{Index: index, Err: fmt.Errorf("raftmeta: entry %d: %w: %w", index, base.ErrInternal, err)}
+	}
+	res := f.st.apply(cmd)
+	res.Index = index
+	return res
+}
+
+// Snapshot implements raft.FSM. It runs on raft's FSM goroutine (no apply runs meanwhile) and
+// clones the state; Persist streams the clone while apply goes on.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return &fsmSnapshot{st: f.st.clone(), applied: f.applied}, nil
+}
+
+// Restore implements raft.FSM: the stream replaces the whole state.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	st, applied, err := readSnapshot(rc)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st = st
+	if applied < f.applied {
+		// A restore moves the state back (a follower receiving an older leader's snapshot
+		// cannot happen, but an operator restore can); waiters keyed on indexes must not be
+		// told an index is applied that the new state lacks.
+		f.applied = applied
+	}
+	f.advanceLocked(applied)
+	return nil
+}
+
+type fsmSnapshot struct {
+	st      *state
+	applied uint64
+}
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := writeSnapshot(sink, s.st, s.applied); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("raftmeta: write snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() { s.st = nil }

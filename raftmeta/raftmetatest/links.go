@@ -1,0 +1,124 @@
+package raftmetatest
+
+import (
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// errCut is what an RPC over a cut link returns, like a connection refused.
+var errCut = fmt.Errorf("raftmetatest: link cut")
+
+// Links is one node's view of which peers it cannot reach. It wraps the node's real TCP
+// transport (Config.WrapTransport): every outgoing RPC to a blocked address fails at once.
+// Since every node of a Cluster is wrapped, cutting both directions of a link blocks it
+// everywhere; nothing is delivered over a cut link, and raft's connection pool is untouched, so
+// healing needs no reconnect logic.
+type Links struct {
+	mu      sync.Mutex // protects blocked
+	blocked map[raft.ServerAddress]bool
+}
+
+func (l *Links) set(addr raft.ServerAddress, cut bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cut {
+		l.blocked[addr] = true
+	} else {
+		delete(l.blocked, addr)
+	}
+}
+
+func (l *Links) cut(addr raft.ServerAddress) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.blocked[addr]
+}
+
+func (l *Links) wrap(t raft.Transport) raft.Transport { return &cutTransport{Transport: t, l: l} }
+
+// cutTransport is raft.Transport with cut links. It forwards the optional interfaces raft
+// checks for (WithClose, WithPreVote).
+type cutTransport struct {
+	raft.Transport
+	l *Links
+}
+
+var (
+	_ raft.WithClose   = (*cutTransport)(nil)
+	_ raft.WithPreVote = (*cutTransport)(nil)
+)
+
+func (c *cutTransport) Close() error {
+	if wc, ok := c.Transport.(raft.WithClose); ok {
+		return wc.Close()
+	}
+	return nil
+}
+
+func (c *cutTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if c.l.cut(target) {
+		return errCut
+	}
+	pv, ok := c.Transport.(raft.WithPreVote)
+	if !ok {
+		return fmt.Errorf("raftmetatest: transport has no pre-vote")
+	}
+	return pv.RequestPreVote(id, target, args, resp)
+}
+
+func (c *cutTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	if c.l.cut(target) {
+		return nil, errCut
+	}
+	p, err := c.Transport.AppendEntriesPipeline(id, target)
+	if err != nil {
+		return nil, err
+	}
+	return &cutPipeline{AppendPipeline: p, l: c.l, target: target}, nil
+}
+
+func (c *cutTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if c.l.cut(target) {
+		return errCut
+	}
+	return c.Transport.AppendEntries(id, target, args, resp)
+}
+
+func (c *cutTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	if c.l.cut(target) {
+		return errCut
+	}
+	return c.Transport.RequestVote(id, target, args, resp)
+}
+
+func (c *cutTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	if c.l.cut(target) {
+		return errCut
+	}
+	return c.Transport.InstallSnapshot(id, target, args, resp, data)
+}
+
+func (c *cutTransport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	if c.l.cut(target) {
+		return errCut
+	}
+	return c.Transport.TimeoutNow(id, target, args, resp)
+}
+
+// cutPipeline fails appends once the link is cut; the leader then drops the pipeline and
+// retries with plain AppendEntries, which the transport blocks too.
+type cutPipeline struct {
+	raft.AppendPipeline
+	l      *Links
+	target raft.ServerAddress
+}
+
+func (p *cutPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	if p.l.cut(p.target) {
+		return nil, errCut
+	}
+	return p.AppendPipeline.AppendEntries(args, resp)
+}

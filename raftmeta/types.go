@@ -1,0 +1,162 @@
+package raftmeta
+
+import (
+	"fmt"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+// Object is one committed object as the FSM holds it, in the caller's vocabulary. Lookups
+// return a fresh copy: the caller owns it and may keep or change it.
+type Object struct {
+	Key      string
+	Size     int64
+	Version  base.Version
+	Checksum uint64
+	// Replicas are the workers holding a full copy, in the order PutEnd listed them (minus any
+	// dropped since). Never empty: an object whose last replica goes is removed.
+	Replicas []base.WorkerID
+	// SoftPinUntil is the soft pin deadline in unix nanoseconds, 0 for none. The deadline is
+	// compared with the reader's clock; the FSM never expires it.
+	SoftPinUntil int64
+	HardPin      bool
+	// Created is the proposer's clock (unix nanoseconds) in the PutEnd that made this version.
+	Created int64
+}
+
+// SegmentState is a worker's (segment's) state in the FSM.
+type SegmentState uint8
+
+const (
+	// SegmentActive: the worker is registered and may be given new replicas.
+	SegmentActive SegmentState = 1
+	// SegmentDead: the leader concluded the worker is gone (MarkWorkerDead) and its replicas were
+	// dropped. A later RegisterWorker makes it active again.
+	SegmentDead SegmentState = 2
+)
+
+// String returns "active", "dead" or "state(n)".
+func (s SegmentState) String() string {
+	switch s {
+	case SegmentActive:
+		return "active"
+	case SegmentDead:
+		return "dead"
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// Segment is a worker as the FSM holds it. Objects and Bytes are derived from the objects
+// table (replicas held by this worker and the sum of their sizes), kept by apply.
+type Segment struct {
+	ID           base.WorkerID
+	Address      string
+	DRAMCapacity int64
+	NVMeCapacity int64
+	State        SegmentState
+	Objects      int64 // replicas this worker holds
+	Bytes        int64 // sum of the sizes of those replicas
+}
+
+// Master is one master's client-facing RPC address as registered in the FSM (RegisterMaster).
+type Master struct {
+	ID      string
+	RPCAddr string
+}
+
+// Stats are counters of the FSM and of raft on this node. FSM counters are kept by apply, so
+// Stats is O(segments + masters), never O(objects).
+type Stats struct {
+	Keys       int64 // objects
+	KeyBytes   int64 // sum of key lengths
+	Bytes      int64 // sum of object sizes (one copy each)
+	Replicas   int64 // sum of replica counts
+	SoftPinned int64 // objects with a soft pin deadline set (expired or not)
+	HardPinned int64 // objects with a hard pin
+	Segments   int64 // registered workers, any state
+	Active     int64 // workers in SegmentActive
+	Masters    int64 // registered masters
+
+	AppliedIndex uint64 // last raft index applied to the FSM on this node
+	// Raft state of this node; zero values for an FSM without a node.
+	State        string // "Leader", "Follower", "Candidate", "Shutdown"
+	Term         uint64
+	LastIndex    uint64
+	CommitIndex  uint64
+	LeaderID     string
+	NumPeers     int // voters in the latest configuration, this node included
+	LastSnapshot uint64
+}
+
+// NotLeaderError is the error a follower returns for writes and linearizable reads. It wraps
+// base.ErrNotLeader: test with errors.Is(err, base.ErrNotLeader), and get the leader with
+//
+//	var nl *raftmeta.NotLeaderError
+//	if errors.As(err, &nl) { redirect to nl.LeaderRPCAddr }
+//
+// LeaderID is empty when this node knows no leader (an election is running); LeaderRPCAddr is
+// empty when the leader's RegisterMaster has not reached this node yet (see doc.go, "Master
+// addresses").
+type NotLeaderError struct {
+	LeaderID      string
+	LeaderRPCAddr string
+}
+
+func (e *NotLeaderError) Error() string {
+	switch {
+	case e.LeaderID == "":
+		return "raftmeta: not leader, leader unknown"
+	case e.LeaderRPCAddr == "":
+		return fmt.Sprintf("raftmeta: not leader, leader is %s (address unknown)", e.LeaderID)
+	}
+	return fmt.Sprintf("raftmeta: not leader, leader is %s at %s", e.LeaderID, e.LeaderRPCAddr)
+}
+
+// Unwrap makes errors.Is(err, base.ErrNotLeader) true.
+func (e *NotLeaderError) Unwrap() error { return base.ErrNotLeader }
+
+// Result is what one applied command produced. Per-item errors wrap base sentinels:
+// base.ErrObjectAlreadyExists, base.ErrObjectNotFound, base.ErrSegmentNotFound,
+// base.ErrInvalidParams; test with errors.Is.
+type Result struct {
+	// Index is the raft log index of the entry. A follower has applied the command once its
+	// AppliedIndex reaches it (WaitApplied), which gives read-your-writes on followers.
+	Index uint64
+	// Err is the whole command's error (nothing changed), or, for a command of exactly one
+	// item, that item's error.
+	Err error
+	// Items holds one entry per item for PutEnd, Remove and DropReplicas (nil: the item
+	// succeeded); nil for other commands.
+	Items []error
+	// Removed counts objects removed (Remove*, and objects left with no replica by
+	// DropReplicas, MarkWorkerDead, UnregisterWorker).
+	Removed int
+	// Dropped counts replicas dropped (DropReplicas, MarkWorkerDead, UnregisterWorker).
+	Dropped int
+}
+
+// Failed returns the number of items (or 1 for a failed single command) with an error.
+func (r Result) Failed() int {
+	if r.Items == nil {
+		if r.Err != nil {
+			return 1
+		}
+		return 0
+	}
+	n := 0
+	for _, err := range r.Items {
+		if err != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// ErrCorruptSnapshot marks a snapshot stream that does not decode (bad magic, unknown version,
+// truncated, checksum mismatch). It also matches base.ErrCorruption.
+// Use errors.Is(err, ErrCorruptSnapshot).
+var ErrCorruptSnapshot = fmt.Errorf("raftmeta: corrupt snapshot: %w", base.ErrCorruption)
+
+// ErrBadCommand marks a command that does not decode. It also matches base.ErrInvalidParams.
+// Use errors.Is(err, ErrBadCommand).
+var ErrBadCommand = fmt.Errorf("raftmeta: bad command: %w", base.ErrInvalidParams)

@@ -1,0 +1,335 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/mooncake-go/mooncake/dram"
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/raftmeta"
+)
+
+// Defaults. Each names the Mooncake flag it mirrors where there is one.
+const (
+	// DefaultClientTTL is how long a worker may stay silent before the leader marks it dead
+	// (Mooncake --client_ttl, 10 s there too). Ten missed heartbeats at DefaultHeartbeatInterval.
+	DefaultClientTTL = 10 * time.Second
+	// DefaultHeartbeatInterval is how often a worker heartbeats the leader.
+	DefaultHeartbeatInterval = time.Second
+	// DefaultPutTimeout bounds a put between PutStart and PutEnd. After it the leader forgets the
+	// reservation and the workers drop the pending bytes. 60 s leaves room for a multi-GiB value
+	// over a slow link; a stuck client holds arena bytes at most this long.
+	DefaultPutTimeout = 60 * time.Second
+	// DefaultEvictionHighWatermarkRatio is Mooncake's --eviction_high_watermark_ratio default.
+	DefaultEvictionHighWatermarkRatio = 0.95
+	// DefaultEvictionRatio is Mooncake's --eviction_ratio default.
+	DefaultEvictionRatio = 0.05
+	// DefaultMaxValueSize bounds one value: 64 GiB, far above a KV-cache block and still a
+	// bound every length check can use.
+	DefaultMaxValueSize = 64 << 30
+	// DefaultSummaryInterval is how often the leader logs its "Master Metrics:" line.
+	DefaultSummaryInterval = 10 * time.Second
+	// DefaultGlobalSegmentSize is the worker's DRAM arena when none is configured.
+	DefaultGlobalSegmentSize = 1 << 30
+	// DefaultProtocol is the only transfer protocol this build implements.
+	DefaultProtocol = "tcp"
+	// DefaultMasterID names a master when MasterConfig.ID is empty (a standalone master).
+	DefaultMasterID = "m1"
+)
+
+// MasterConfig configures one master. A zero field takes the default its comment names.
+// Call EnsureDefaults, then Validate (NewMaster does both).
+type MasterConfig struct {
+	// ID is this master's raft server id. Default "m1".
+	ID string
+	// DataDir holds the raft log, stable store and snapshots. Required.
+	DataDir string
+	// RPCAddress is where clients and workers reach this master (host:port; port 0 picks a
+	// free one, read it back with Master.Addr). Default "127.0.0.1:50051".
+	RPCAddress string
+	// RaftAddress is the raft transport address. Default: the RPCAddress host, port 7001
+	// (or port 0 when RPCAddress uses port 0). It must match this master's entry in Peers.
+	RaftAddress string
+	// MetricsAddress serves /metrics, /health, /api/v1/status and the dashboard.
+	// Default "" means no metrics server (cmd/ passes ":9003", Mooncake's --metrics_port).
+	MetricsAddress string
+	// Peers are the initial voters, this master included, used only to bootstrap a new
+	// DataDir. Default: this master alone (a single-voter cluster, as in standalone).
+	Peers []raftmeta.Peer
+	// ClusterID must match the workers'. Default base.DefaultClusterID ("mooncake_cluster").
+	ClusterID string
+	// ClientTTL: a worker silent this long is marked dead and its replicas dropped. Default 10 s.
+	ClientTTL time.Duration
+	// EvictionHighWatermarkRatio: a worker whose DRAM is fuller than this ratio gets no new
+	// replicas while another worker has free room under it (the worker's own tier engine
+	// evicts). Default 0.95. Range (0, 1].
+	EvictionHighWatermarkRatio float64
+	// EvictionRatio is the share of DRAM a worker frees when it evicts. Default 0.05.
+	// Range (0, 1). Reported in status; the worker's tier engine applies its own watermarks.
+	EvictionRatio float64
+	// PutTimeout: a reservation not ended by PutEnd this long after PutStart is dropped, and
+	// the workers told to drop the pending bytes. Default 60 s.
+	PutTimeout time.Duration
+	// MaxValueSize bounds one value in bytes. Default 64 GiB.
+	MaxValueSize int64
+	// SummaryInterval is the period of the leader's "Master Metrics:" log line. Default 10 s.
+	SummaryInterval time.Duration
+	// Logger receives every log line. Default slog.Default().
+	Logger *slog.Logger
+
+	// Test hooks, nil/false in production.
+	testRaft    func(*raftmeta.Config) // adjusts raft timing for loopback tests
+	noBootstrap bool                   // the test bootstraps the cluster itself (port-0 peers)
+}
+
+// EnsureDefaults fills every zero field with its documented default.
+func (c *MasterConfig) EnsureDefaults() {
+	if c.ID == "" {
+		c.ID = DefaultMasterID
+	}
+	if c.RPCAddress == "" {
+		c.RPCAddress = "127.0.0.1:50051"
+	}
+	if c.RaftAddress == "" {
+		host, port, err := net.SplitHostPort(c.RPCAddress)
+		if err == nil {
+			if port == "0" {
+				c.RaftAddress = net.JoinHostPort(host, "0")
+			} else {
+				c.RaftAddress = net.JoinHostPort(host, "7001")
+			}
+		}
+	}
+	if c.ClusterID == "" {
+		c.ClusterID = base.DefaultClusterID
+	}
+	if c.ClientTTL == 0 {
+		c.ClientTTL = DefaultClientTTL
+	}
+	if c.EvictionHighWatermarkRatio == 0 {
+		c.EvictionHighWatermarkRatio = DefaultEvictionHighWatermarkRatio
+	}
+	if c.EvictionRatio == 0 {
+		c.EvictionRatio = DefaultEvictionRatio
+	}
+	if c.PutTimeout == 0 {
+		c.PutTimeout = DefaultPutTimeout
+	}
+	if c.MaxValueSize == 0 {
+		c.MaxValueSize = DefaultMaxValueSize
+	}
+	if c.SummaryInterval == 0 {
+		c.SummaryInterval = DefaultSummaryInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first invalid field as an error wrapping base.ErrInvalidParams.
+// It presumes EnsureDefaults has been called.
+func (c *MasterConfig) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: master config: "+format, append([]any{base.ErrInvalidParams}, args...)...)
+	}
+	switch {
+	case c.DataDir == "":
+		return bad("data_dir is required")
+	case !validHostPort(c.RPCAddress):
+		return bad("rpc_address %q is not host:port", c.RPCAddress)
+	case !validHostPort(c.RaftAddress):
+		return bad("raft_address %q is not host:port", c.RaftAddress)
+	case c.MetricsAddress != "" && !validHostPort(c.MetricsAddress):
+		return bad("metrics address %q is not host:port", c.MetricsAddress)
+	case c.ClientTTL < 0:
+		return bad("client_ttl %v is negative", c.ClientTTL)
+	case c.EvictionHighWatermarkRatio <= 0 || c.EvictionHighWatermarkRatio > 1:
+		return bad("eviction_high_watermark_ratio %v is not in (0, 1]", c.EvictionHighWatermarkRatio)
+	case c.EvictionRatio <= 0 || c.EvictionRatio >= 1:
+		return bad("eviction_ratio %v is not in (0, 1)", c.EvictionRatio)
+	case c.PutTimeout < 0:
+		return bad("put timeout %v is negative", c.PutTimeout)
+	case c.MaxValueSize < 0:
+		return bad("max value size %d is negative", c.MaxValueSize)
+	case c.SummaryInterval < 0:
+		return bad("summary interval %v is negative", c.SummaryInterval)
+	}
+	if peers := c.Peers; len(peers) > 0 {
+		self := false
+		seen := map[string]bool{}
+		for _, p := range peers {
+			if p.ID == "" || !validHostPort(p.RaftAddr) {
+				return bad("peer %q=%q: want id=host:port", p.ID, p.RaftAddr)
+			}
+			if seen[p.ID] {
+				return bad("peer %q listed twice", p.ID)
+			}
+			seen[p.ID] = true
+			if p.ID == c.ID {
+				self = true
+			}
+		}
+		if !self {
+			return bad("peers do not include this master's id %q", c.ID)
+		}
+	}
+	return nil
+}
+
+// logValue is the effective config as logged once at start.
+func (c *MasterConfig) logAttrs() []any {
+	peers := make([]string, len(c.Peers))
+	for i, p := range c.Peers {
+		peers[i] = p.ID + "=" + p.RaftAddr
+	}
+	return []any{
+		"id", c.ID, "data_dir", c.DataDir, "rpc_address", c.RPCAddress, "raft_address", c.RaftAddress,
+		"metrics_address", c.MetricsAddress, "peers", strings.Join(peers, ","), "cluster_id", c.ClusterID,
+		"client_ttl", c.ClientTTL, "eviction_high_watermark_ratio", c.EvictionHighWatermarkRatio,
+		"eviction_ratio", c.EvictionRatio, "put_timeout", c.PutTimeout, "max_value_size", base.Bytes(c.MaxValueSize).String(),
+		"summary_interval", c.SummaryInterval,
+	}
+}
+
+// WorkerConfig configures one worker. A zero field takes the default its comment names.
+// Call EnsureDefaults, then Validate (NewWorker does both).
+type WorkerConfig struct {
+	// WorkerID names the worker for its whole life. Default: the id persisted under
+	// RootFSDir/<cluster_id>/worker_id.<address> by an earlier run, else one derived from
+	// Address ("w-127.0.0.1-12300"; with port 0, a random suffix), persisted when RootFSDir is set,
+	// so a restart keeps its NVMe directory and its replicas.
+	WorkerID base.WorkerID
+	// ClusterID must match the masters'. Default base.DefaultClusterID.
+	ClusterID string
+	// MasterAddresses are the masters' RPC addresses (Mooncake master_server_address). Required.
+	MasterAddresses []string
+	// Address is where clients reach this worker (Mooncake local_hostname + port).
+	// Default "127.0.0.1:0" (a free port; Worker.Addr reads it back).
+	Address string
+	// MetricsAddress serves /metrics, /health and /api/v1/status. Default "" = none.
+	MetricsAddress string
+	// GlobalSegmentSize is the DRAM arena in bytes (Mooncake global_segment_size). Default 1 GiB.
+	GlobalSegmentSize int64
+	// RootFSDir holds the NVMe tier under RootFSDir/<cluster_id>/<worker_id>/. Default "":
+	// DRAM only, and Persistence defaults to cache.
+	RootFSDir string
+	// Persistence is the worker's default mode. Default spill with RootFSDir, else cache.
+	// spill and durable need RootFSDir.
+	Persistence base.Persistence
+	// SSDCapacity bounds the NVMe tier in bytes. Default: nvme's (90% of the free disk).
+	SSDCapacity int64
+	// Protocol is the transfer protocol. Default "tcp", the only one this build has.
+	Protocol string
+	// HugePages chooses the arena's page mode. Default dram.HugePagesAuto.
+	HugePages dram.HugePages
+	// HeartbeatInterval is the period of heartbeats to the leader. Default 1 s.
+	HeartbeatInterval time.Duration
+	// PendingWriteTimeout: bytes written but never committed are dropped this long after the
+	// first Write. Default DefaultPutTimeout (60 s), matching the master's PutTimeout.
+	PendingWriteTimeout time.Duration
+	// Logger receives every log line. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills every zero field with its documented default (WorkerID is resolved
+// later, once the address is bound and RootFSDir is read).
+func (c *WorkerConfig) EnsureDefaults() {
+	if c.ClusterID == "" {
+		c.ClusterID = base.DefaultClusterID
+	}
+	if c.Address == "" {
+		c.Address = "127.0.0.1:0"
+	}
+	if c.GlobalSegmentSize == 0 {
+		c.GlobalSegmentSize = DefaultGlobalSegmentSize
+	}
+	if c.Persistence == base.PersistenceDefault {
+		if c.RootFSDir != "" {
+			c.Persistence = base.PersistenceSpill
+		} else {
+			c.Persistence = base.PersistenceCache
+		}
+	}
+	if c.Protocol == "" {
+		c.Protocol = DefaultProtocol
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.PendingWriteTimeout == 0 {
+		c.PendingWriteTimeout = DefaultPutTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first invalid field as an error wrapping base.ErrInvalidParams (or
+// base.ErrNotSupported for a protocol this build lacks). It presumes EnsureDefaults.
+func (c *WorkerConfig) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: worker config: "+format, append([]any{base.ErrInvalidParams}, args...)...)
+	}
+	if c.WorkerID != "" {
+		if err := base.ValidateWorkerID(c.WorkerID); err != nil {
+			return fmt.Errorf("worker config: %w", err)
+		}
+	}
+	if err := base.ValidateWorkerID(base.WorkerID(c.ClusterID)); err != nil {
+		return bad("cluster_id %q must be a usable directory name (letters, digits, '.', '_', '-')", c.ClusterID)
+	}
+	switch {
+	case len(c.MasterAddresses) == 0:
+		return bad("master_server_address is required")
+	case !validHostPort(c.Address):
+		return bad("address %q is not host:port", c.Address)
+	case c.MetricsAddress != "" && !validHostPort(c.MetricsAddress):
+		return bad("metrics address %q is not host:port", c.MetricsAddress)
+	case c.GlobalSegmentSize < 0:
+		return bad("global_segment_size %d is negative", c.GlobalSegmentSize)
+	case c.SSDCapacity < 0:
+		return bad("ssd_capacity %d is negative", c.SSDCapacity)
+	case c.HeartbeatInterval < 0, c.PendingWriteTimeout < 0:
+		return bad("negative interval")
+	case c.Persistence > base.PersistenceDurable:
+		return bad("unknown persistence %d", c.Persistence)
+	case c.RootFSDir == "" && c.Persistence != base.PersistenceCache:
+		return bad("persistence %s needs root_fs_dir (without it the worker is DRAM only: use cache)", c.Persistence)
+	}
+	for _, a := range c.MasterAddresses {
+		if !validHostPort(a) {
+			return bad("master address %q is not host:port", a)
+		}
+	}
+	if c.Protocol != DefaultProtocol {
+		return fmt.Errorf("%w: worker config: protocol %q (this build has tcp only)", base.ErrNotSupported, c.Protocol)
+	}
+	return nil
+}
+
+func (c *WorkerConfig) logAttrs() []any {
+	return []any{
+		"worker_id", string(c.WorkerID), "cluster_id", c.ClusterID, "master_server_address", strings.Join(c.MasterAddresses, ","),
+		"address", c.Address, "metrics_address", c.MetricsAddress, "global_segment_size", base.Bytes(c.GlobalSegmentSize).String(),
+		"root_fs_dir", c.RootFSDir, "persistence", c.Persistence.String(), "ssd_capacity", base.Bytes(c.SSDCapacity).String(),
+		"protocol", c.Protocol, "hugepages", c.HugePages.String(), "heartbeat_interval", c.HeartbeatInterval,
+		"pending_write_timeout", c.PendingWriteTimeout,
+	}
+}
+
+// validHostPort reports whether s is host:port with a numeric port (host may be empty).
+func validHostPort(s string) bool {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil || port == "" {
+		return false
+	}
+	for _, r := range port {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return len(port) <= 5
+}

@@ -1,0 +1,114 @@
+package server
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+//go:embed dashboard.html
+var dashboardHTML []byte
+
+// adminServer serves the metrics port: /metrics (Prometheus text), /health, /api/v1/status
+// (JSON) and, on masters, a static dashboard at / that fetches /api/v1/status.
+//
+// It owns its listener and one serving goroutine (docs/threads.md: "admin HTTP").
+type adminServer struct {
+	ln  net.Listener
+	srv *http.Server
+	// done is closed when the serving goroutine returns.
+	done chan struct{}
+}
+
+// adminHandlers are the callbacks the admin endpoints read. All run on HTTP goroutines.
+type adminHandlers struct {
+	reg       *prometheus.Registry
+	health    func() error        // nil: healthy (200), else 503 with the error
+	status    func() (any, error) // the JSON body of /api/v1/status
+	dashboard bool                // serve the dashboard page at /
+}
+
+// startAdmin listens on addr and serves h. addr "" means no admin server (nil, nil).
+func startAdmin(addr string, h adminHandlers, logger *slog.Logger) (*adminServer, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux() // never http.DefaultServeMux (style.md section 12)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}))
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if err := h.health(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_ = json.NewEncoder(w).Encode(map[string]string{"status": "unavailable", "error": err.Error()})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		v, err := h.status()
+		if err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+			return
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(v)
+	})
+	if h.dashboard {
+		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			_, _ = w.Write(dashboardHTML)
+		})
+	}
+	s := &adminServer{
+		ln: ln,
+		srv: &http.Server{
+			Handler:           mux,
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		},
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("admin http server stopped", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// Addr returns the bound address ("" for a nil server).
+func (s *adminServer) Addr() string {
+	if s == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// close stops the server: graceful until ctx ends, then hard. Safe on nil.
+func (s *adminServer) close(ctx context.Context) error {
+	if s == nil {
+		return nil
+	}
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(err, s.srv.Close())
+	}
+	<-s.done
+	return err
+}

@@ -1,0 +1,1058 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/transfer"
+)
+
+// Bounds of the leader's soft state. Each is a memory bound, not a tuning knob.
+const (
+	// maxDropsPerHeartbeat bounds the drop list in one heartbeat reply; the rest waits for
+	// the next beat (a worker heartbeats every second).
+	maxDropsPerHeartbeat = 4096
+	// maxQueuedDrops bounds the drops queued for one worker. Past it the queue is cleared and
+	// the worker is asked to re-register: its inventory reconciliation finds every orphan.
+	maxQueuedDrops = 1 << 20
+	// maxReservations bounds puts in flight (PutStart without PutEnd) on the leader.
+	maxReservations = 1 << 20
+	// applyTimeout bounds one raft commit made by the leader's own loops.
+	applyTimeout = 10 * time.Second
+)
+
+// Master is one master: a raftmeta.Node holding the metadata, a transfer server answering
+// the master calls, the leader's soft state (reservations, worker liveness and usage, drops
+// owed to workers), and the admin HTTP server.
+type Master struct {
+	cfg  MasterConfig
+	log  *slog.Logger
+	node *raftmeta.Node
+	rpc  rpcServer
+	adm  *adminServer
+	met  *masterMetrics
+
+	// now is the clock; time.Now except in tests.
+	now func() time.Time
+
+	// mu guards the leader's soft state below. Lock order: mu is never held across a raft
+	// Apply or an RPC; callers copy what they need, unlock, then apply.
+	mu struct {
+		sync.Mutex
+		// leader is true while this node leads and its soft state is valid.
+		leader bool
+		// leaderSince is when this node last became leader (zero when it is not).
+		leaderSince time.Time
+		// workers: soft state of every worker that registered or heartbeated during this
+		// leadership, by id.
+		workers map[base.WorkerID]*workerSoft
+		// reservations: puts between PutStart and PutEnd, by key.
+		// Invariant: every reservation's bytes are counted in its workers' reserved.
+		reservations map[string]*reservation
+		// rng draws placements.
+		rng *rand.Rand
+	}
+
+	stop     chan struct{} // closed by Shutdown: stops the leader loop
+	loopDone chan struct{} // closed when the leader loop returns
+	shutOnce sync.Once
+	shutErr  error
+}
+
+// workerSoft is the leader's view of one worker between raft commits.
+type workerSoft struct {
+	lastSeen time.Time
+	usage    WorkerUsage
+	// reserved bytes handed out by PutStart and not yet ended.
+	reserved int64
+	// drops owed to the worker, sent in heartbeat replies.
+	drops []raftmeta.KeyVersion
+	// resync asks the worker to re-register with its full inventory (drop queue overflowed).
+	resync bool
+}
+
+// WorkerUsage is what a worker reports in each heartbeat: bytes and objects per tier.
+type WorkerUsage struct {
+	DRAMUsed, DRAMCapacity int64
+	DRAMObjects            int64
+	NVMeUsed, NVMeCapacity int64
+	NVMeObjects            int64
+}
+
+// reservation is one put between PutStart and PutEnd: leader soft state, never committed.
+type reservation struct {
+	version  base.Version
+	size     int64
+	workers  []base.WorkerID
+	deadline time.Time
+	upsert   bool
+}
+
+// leaderGrace is how long after winning an election the leader waits for PutEnds of puts the
+// previous leader started: it cannot know them, so it accepts a PutEnd without a reservation
+// within this window (the record names active workers and raftmeta checks them).
+func (m *Master) leaderGraceLocked(now time.Time) bool {
+	return m.mu.leader && now.Sub(m.mu.leaderSince) < m.cfg.PutTimeout
+}
+
+// Replica names one worker holding a replica and where to reach it.
+type Replica struct {
+	WorkerID base.WorkerID
+	Address  string
+}
+
+// PutStartArgs is one PutStart request.
+type PutStartArgs struct {
+	Key             string
+	Size            int64
+	Replicas        int // default 1
+	PreferredWorker base.WorkerID
+	Upsert          bool
+}
+
+// PutStartReply is the placement of one put.
+type PutStartReply struct {
+	Version  base.Version
+	Replicas []Replica
+}
+
+// notLeader returns the NOT_LEADER error naming the current leader.
+func (m *Master) notLeader() error {
+	id, addr := m.node.Leader()
+	return &raftmeta.NotLeaderError{LeaderID: id, LeaderRPCAddr: addr}
+}
+
+func (m *Master) validateObject(key string, size int64) error {
+	if err := base.ValidateKey(key); err != nil {
+		return err
+	}
+	if size <= 0 {
+		return fmt.Errorf("%w: size %d: a value must be at least 1 byte", base.ErrInvalidParams, size)
+	}
+	if size > m.cfg.MaxValueSize {
+		return fmt.Errorf("%w: value of %s is over the limit of %s", base.ErrTooLarge, base.Bytes(size), base.Bytes(m.cfg.MaxValueSize))
+	}
+	return nil
+}
+
+// putStart validates and places one put and reserves its bytes. Leader only.
+func (m *Master) putStart(a PutStartArgs) (PutStartReply, error) {
+	if err := m.validateObject(a.Key, a.Size); err != nil {
+		return PutStartReply{}, err
+	}
+	if a.Replicas == 0 {
+		a.Replicas = 1
+	}
+	if a.Replicas < 0 || a.Replicas > raftmeta.MaxReplicas {
+		return PutStartReply{}, fmt.Errorf("%w: replica count %d: want 1 to %d", base.ErrInvalidParams, a.Replicas, raftmeta.MaxReplicas)
+	}
+	if !m.node.IsLeader() {
+		return PutStartReply{}, m.notLeader()
+	}
+	if !a.Upsert {
+		if _, ok := m.node.Lookup(a.Key); ok {
+			return PutStartReply{}, fmt.Errorf("%w: key %q", base.ErrObjectAlreadyExists, a.Key)
+		}
+	}
+	version, err := m.node.NewVersion()
+	if err != nil {
+		return PutStartReply{}, err
+	}
+	segs := m.activeSegments()
+	now := m.now()
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.mu.leader {
+		return PutStartReply{}, fmt.Errorf("%w: leadership is starting, retry", base.ErrUnavailable)
+	}
+	if old, ok := m.mu.reservations[a.Key]; ok && now.Before(old.deadline) {
+		if !a.Upsert {
+			return PutStartReply{}, fmt.Errorf("%w: key %q: a put of this key is in progress", base.ErrObjectAlreadyExists, a.Key)
+		}
+		// An upsert supersedes the put in flight: its workers drop what they got.
+		m.dropReservationLocked(a.Key, old)
+	}
+	if len(m.mu.reservations) >= maxReservations {
+		return PutStartReply{}, fmt.Errorf("%w: %d puts in flight", base.ErrUnavailable, len(m.mu.reservations))
+	}
+	cands := make([]placementCandidate, 0, len(segs))
+	addr := map[base.WorkerID]string{}
+	for _, s := range segs {
+		ws := m.mu.workers[s.ID]
+		if ws == nil {
+			continue // not heard from during this leadership: not known to be alive
+		}
+		used := ws.usage.DRAMUsed
+		free := s.DRAMCapacity - used - ws.reserved
+		// Over the high watermark: the worker is evicting; weigh it as full.
+		if s.DRAMCapacity > 0 && float64(used+ws.reserved) > m.cfg.EvictionHighWatermarkRatio*float64(s.DRAMCapacity) {
+			free = 0
+		}
+		cands = append(cands, placementCandidate{ID: s.ID, Capacity: s.DRAMCapacity, Free: free})
+		addr[s.ID] = s.Address
+	}
+	ids, err := place(cands, a.Replicas, a.Size, a.PreferredWorker, m.mu.rng)
+	if err != nil {
+		return PutStartReply{}, err
+	}
+	r := &reservation{version: version, size: a.Size, workers: ids, deadline: now.Add(m.cfg.PutTimeout), upsert: a.Upsert}
+	m.mu.reservations[a.Key] = r
+	reply := PutStartReply{Version: version, Replicas: make([]Replica, len(ids))}
+	for i, id := range ids {
+		m.mu.workers[id].reserved += a.Size
+		reply.Replicas[i] = Replica{WorkerID: id, Address: addr[id]}
+	}
+	return reply, nil
+}
+
+// dropReservationLocked forgets r and owes its workers a drop of what they received.
+// REQUIRES: m.mu.
+func (m *Master) dropReservationLocked(key string, r *reservation) {
+	if cur, ok := m.mu.reservations[key]; ok && cur == r {
+		delete(m.mu.reservations, key)
+	}
+	for _, id := range r.workers {
+		if ws := m.mu.workers[id]; ws != nil {
+			ws.reserved -= r.size
+			m.queueDropLocked(ws, key, r.version)
+		}
+	}
+}
+
+// releaseReservationLocked forgets r after its PutEnd (the bytes are now the object's).
+// REQUIRES: m.mu.
+func (m *Master) releaseReservationLocked(key string, r *reservation) {
+	if cur, ok := m.mu.reservations[key]; ok && cur == r {
+		delete(m.mu.reservations, key)
+	}
+	for _, id := range r.workers {
+		if ws := m.mu.workers[id]; ws != nil {
+			ws.reserved -= r.size
+		}
+	}
+}
+
+// queueDropLocked owes ws a drop of key at version. REQUIRES: m.mu.
+func (m *Master) queueDropLocked(ws *workerSoft, key string, v base.Version) {
+	if ws.resync {
+		return // the re-registration will find it
+	}
+	if len(ws.drops) >= maxQueuedDrops {
+		ws.drops, ws.resync = nil, true
+		return
+	}
+	ws.drops = append(ws.drops, raftmeta.KeyVersion{Key: key, Version: v})
+}
+
+// queueDrops owes each worker holding o a drop of o's version.
+func (m *Master) queueDrops(objs []raftmeta.Object) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, o := range objs {
+		for _, id := range o.Replicas {
+			if ws := m.mu.workers[id]; ws != nil {
+				m.queueDropLocked(ws, o.Key, o.Version)
+			}
+		}
+	}
+}
+
+// activeSegments returns the registered workers in SegmentActive.
+func (m *Master) activeSegments() []raftmeta.Segment {
+	segs := m.node.Segments()
+	out := segs[:0]
+	for _, s := range segs {
+		if s.State == raftmeta.SegmentActive {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// PutEndItem is one object of a PutEnd: the placement's version and the replicas written.
+type PutEndItem struct {
+	Key      string
+	Version  base.Version
+	Size     int64
+	Checksum uint64
+	// Replicas the client wrote; empty means every placed replica.
+	Replicas     []base.WorkerID
+	SoftPinUntil time.Time
+	HardPin      bool
+}
+
+// putEnd commits the objects of items in ONE raft entry. It returns one error per item.
+func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([]error, error) {
+	if !m.node.IsLeader() {
+		return nil, m.notLeader()
+	}
+	errs := make([]error, len(items))
+	cmd := raftmeta.PutEnd{Upsert: upsert, Items: make([]raftmeta.PutItem, 0, len(items))}
+	idx := make([]int, 0, len(items)) // cmd item -> items index
+	resv := make([]*reservation, len(items))
+	now := m.now()
+	m.mu.Lock()
+	for i, it := range items {
+		if err := m.validateObject(it.Key, it.Size); err != nil {
+			errs[i] = err
+			continue
+		}
+		r := m.mu.reservations[it.Key]
+		replicas := it.Replicas
+		switch {
+		case r != nil && r.version == it.Version:
+			if it.Size != r.size {
+				errs[i] = fmt.Errorf("%w: key %q: PutEnd size %d differs from PutStart size %d", base.ErrInvalidParams, it.Key, it.Size, r.size)
+				continue
+			}
+			if len(replicas) == 0 {
+				replicas = r.workers
+			}
+			for _, w := range replicas {
+				if !slices.Contains(r.workers, w) {
+					errs[i] = fmt.Errorf("%w: key %q: worker %s was not placed for this put", base.ErrInvalidParams, it.Key, w)
+					break
+				}
+			}
+			if errs[i] != nil {
+				continue
+			}
+			resv[i] = r
+			upsert = upsert || r.upsert
+		case m.leaderGraceLocked(now) && len(replicas) > 0:
+			// A put the previous leader started (see leaderGraceLocked).
+		default:
+			errs[i] = fmt.Errorf("%w: key %q version %d: no put in progress (it timed out after %v, was revoked or superseded)",
+				base.ErrInvalidVersion, it.Key, it.Version, m.cfg.PutTimeout)
+			continue
+		}
+		var soft int64
+		if !it.SoftPinUntil.IsZero() {
+			soft = it.SoftPinUntil.UnixNano()
+		}
+		cmd.Items = append(cmd.Items, raftmeta.PutItem{Key: it.Key, Size: it.Size, Version: it.Version, Checksum: it.Checksum,
+			Replicas: replicas, SoftPinUntil: soft, HardPin: it.HardPin})
+		idx = append(idx, i)
+	}
+	m.mu.Unlock()
+	cmd.Upsert = upsert
+	if len(cmd.Items) == 0 {
+		return errs, nil
+	}
+	res, err := m.node.Apply(ctx, cmd)
+	if err != nil {
+		// Outcome unknown or not proposed: keep the reservations; the client may retry.
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for j, i := range idx {
+		var itemErr error
+		if res.Items != nil {
+			itemErr = res.Items[j]
+		} else if len(idx) == 1 {
+			itemErr = res.Err
+		}
+		errs[i] = itemErr
+		r := resv[i]
+		if r == nil {
+			continue
+		}
+		if itemErr == nil {
+			m.releaseReservationLocked(items[i].Key, r)
+		} else {
+			// Refused for good (duplicate, workers gone): the bytes are nobody's.
+			m.dropReservationLocked(items[i].Key, r)
+		}
+	}
+	return errs, nil
+}
+
+// putRevoke drops the reservation of key at version (all workers drop the pending bytes).
+// Revoking a put that is not in flight is not an error: the worker timeout cleans up anyway.
+func (m *Master) putRevoke(key string, version base.Version) error {
+	if err := base.ValidateKey(key); err != nil {
+		return err
+	}
+	if !m.node.IsLeader() {
+		return m.notLeader()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.mu.reservations[key]; ok && (version == 0 || r.version == version) {
+		m.dropReservationLocked(key, r)
+	}
+	return nil
+}
+
+// LookupReply is one object's metadata and replicas.
+type LookupReply struct {
+	Version  base.Version
+	Size     int64
+	Checksum uint64
+	Replicas []Replica
+}
+
+// readCheck makes a read linearizable on the leader, allows a stale read on a follower when
+// the caller accepts it, and redirects otherwise.
+func (m *Master) readCheck(ctx context.Context, allowStale bool) error {
+	if m.node.IsLeader() {
+		if err := m.node.VerifyLeader(ctx); err != nil {
+			if allowStale && !errors.Is(err, base.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		return nil
+	}
+	if allowStale {
+		return nil
+	}
+	return m.notLeader()
+}
+
+// lookupLocal resolves keys from the local FSM (after readCheck).
+func (m *Master) lookupLocal(keys []string) ([]LookupReply, []error) {
+	addrs := map[base.WorkerID]string{}
+	for _, s := range m.node.Segments() {
+		if s.State == raftmeta.SegmentActive {
+			addrs[s.ID] = s.Address
+		}
+	}
+	out := make([]LookupReply, len(keys))
+	errs := make([]error, len(keys))
+	for i, k := range keys {
+		if err := base.ValidateKey(k); err != nil {
+			errs[i] = err
+			continue
+		}
+		o, ok := m.node.Lookup(k)
+		if !ok {
+			errs[i] = fmt.Errorf("%w: key %q", base.ErrObjectNotFound, k)
+			continue
+		}
+		r := LookupReply{Version: o.Version, Size: o.Size, Checksum: o.Checksum}
+		for _, id := range o.Replicas {
+			if a, ok := addrs[id]; ok {
+				r.Replicas = append(r.Replicas, Replica{WorkerID: id, Address: a})
+			}
+		}
+		if len(r.Replicas) == 0 {
+			errs[i] = fmt.Errorf("%w: key %q: no replica on an active worker", base.ErrObjectNotFound, k)
+			continue
+		}
+		out[i] = r
+	}
+	return out, errs
+}
+
+// remove removes keys in one raft commit and owes their workers the drops.
+func (m *Master) remove(ctx context.Context, keys []string) ([]error, error) {
+	if !m.node.IsLeader() {
+		return nil, m.notLeader()
+	}
+	errs := make([]error, len(keys))
+	var valid []string
+	var idx []int
+	var objs []raftmeta.Object
+	for i, k := range keys {
+		if err := base.ValidateKey(k); err != nil {
+			errs[i] = err
+			continue
+		}
+		if o, ok := m.node.Lookup(k); ok {
+			objs = append(objs, o)
+		}
+		valid = append(valid, k)
+		idx = append(idx, i)
+	}
+	if len(valid) == 0 {
+		return errs, nil
+	}
+	res, err := m.node.Apply(ctx, raftmeta.Remove{Keys: valid})
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range idx {
+		if res.Items != nil {
+			errs[i] = res.Items[j]
+		} else if len(idx) == 1 {
+			errs[i] = res.Err
+		}
+	}
+	m.queueDropsCommitted(objs)
+	return errs, nil
+}
+
+// queueDropsCommitted queues drops of objs, except those whose key now holds the same version
+// (a remove that failed for that item keeps the object).
+func (m *Master) queueDropsCommitted(objs []raftmeta.Object) {
+	gone := objs[:0]
+	for _, o := range objs {
+		if cur, ok := m.node.Lookup(o.Key); ok && cur.Version == o.Version {
+			continue
+		}
+		gone = append(gone, o)
+	}
+	m.queueDrops(gone)
+}
+
+// removeByRegex removes every key matching pattern in one raft commit.
+func (m *Master) removeByRegex(ctx context.Context, pattern string) (int, error) {
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return 0, fmt.Errorf("%w: regex %q: %v", base.ErrInvalidParams, pattern, err)
+	}
+	if !m.node.IsLeader() {
+		return 0, m.notLeader()
+	}
+	// NB: objects put between this scan and the commit are removed from the metadata without a
+	// drop owed to their workers; the bytes stay until the worker re-registers (reconciliation)
+	// or is restarted. The window is one raft round trip.
+	var objs []raftmeta.Object
+	m.node.Range("", func(o raftmeta.Object) bool {
+		if re.MatchString(o.Key) {
+			objs = append(objs, o)
+		}
+		return true
+	})
+	res, err := m.node.Apply(ctx, raftmeta.RemoveRegex{Pattern: pattern})
+	if err != nil {
+		return 0, err
+	}
+	if res.Err != nil {
+		return 0, res.Err
+	}
+	m.queueDropsCommitted(objs)
+	return res.Removed, nil
+}
+
+// removeAll removes every object in one raft commit.
+func (m *Master) removeAll(ctx context.Context) (int, error) {
+	if !m.node.IsLeader() {
+		return 0, m.notLeader()
+	}
+	var objs []raftmeta.Object
+	m.node.Range("", func(o raftmeta.Object) bool { objs = append(objs, o); return true })
+	res, err := m.node.Apply(ctx, raftmeta.RemoveAll{})
+	if err != nil {
+		return 0, err
+	}
+	if res.Err != nil {
+		return 0, res.Err
+	}
+	m.queueDropsCommitted(objs)
+	return res.Removed, nil
+}
+
+// ListEntry is one key of a List reply.
+type ListEntry struct {
+	Key  string
+	Size int64
+}
+
+// maxListLimit bounds one List page.
+const maxListLimit = 10000
+
+// list returns up to limit keys with prefix, in key order, after cursor (exclusive), and the
+// cursor of the next page ("" when done).
+func (m *Master) list(prefix, cursor string, limit int) ([]ListEntry, string) {
+	if limit <= 0 || limit > maxListLimit {
+		limit = maxListLimit
+	}
+	var out []ListEntry
+	next := ""
+	m.node.Range(prefix, func(o raftmeta.Object) bool {
+		if cursor != "" && o.Key <= cursor {
+			return true
+		}
+		if len(out) == limit {
+			next = out[len(out)-1].Key
+			return false
+		}
+		out = append(out, ListEntry{Key: o.Key, Size: o.Size})
+		return true
+	})
+	return out, next
+}
+
+// RegisterArgs is one worker registration.
+type RegisterArgs struct {
+	WorkerID     base.WorkerID
+	Address      string
+	ClusterID    string
+	DRAMCapacity int64
+	NVMeCapacity int64
+	Inventory    []base.ObjectMeta
+}
+
+// registerWorker commits the worker's segment and reconciles its inventory against the
+// metadata. It returns the objects the worker holds that the master does not know: the worker
+// drops them.
+//
+// Reconciliation (the master's raft state is the source of truth):
+//   - a replica the metadata lists on this worker that the worker did not report (or reported
+//     at another version) is dropped through one DropReplicas commit;
+//   - an object the worker reports that the metadata lists on it at that version stays;
+//   - an object the worker reports that the metadata does not list on it is dropped by the
+//     worker, unless it is a put in flight to this worker (reservation at that version). We
+//     never adopt unknown objects: the key may have been removed while the worker was away, and
+//     adopting would resurrect it.
+func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta.KeyVersion, error) {
+	if err := base.ValidateWorkerID(a.WorkerID); err != nil {
+		return nil, err
+	}
+	if a.ClusterID != "" && a.ClusterID != m.cfg.ClusterID {
+		return nil, fmt.Errorf("%w: worker %s is in cluster %q, this master in %q", base.ErrClusterMismatch, a.WorkerID, a.ClusterID, m.cfg.ClusterID)
+	}
+	if !m.node.IsLeader() {
+		return nil, m.notLeader()
+	}
+	res, err := m.node.Apply(ctx, raftmeta.RegisterWorker{ID: a.WorkerID, Address: a.Address, DRAMCapacity: a.DRAMCapacity, NVMeCapacity: a.NVMeCapacity})
+	if err != nil {
+		return nil, err
+	}
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	// The worker is alive from now on: heartbeats start the TTL clock.
+	m.mu.Lock()
+	ws := m.mu.workers[a.WorkerID]
+	if ws == nil {
+		ws = &workerSoft{}
+		m.mu.workers[a.WorkerID] = ws
+	}
+	ws.lastSeen = m.now()
+	ws.drops, ws.resync = nil, false // the reconciliation below supersedes queued drops
+	ws.usage.DRAMCapacity, ws.usage.NVMeCapacity = a.DRAMCapacity, a.NVMeCapacity
+	m.mu.Unlock()
+
+	have := make(map[string]base.Version, len(a.Inventory))
+	for _, o := range a.Inventory {
+		have[o.Key] = o.Version
+	}
+	var lost []raftmeta.KeyVersion
+	kept := map[string]bool{}
+	m.node.Range("", func(o raftmeta.Object) bool {
+		if !slices.Contains(o.Replicas, a.WorkerID) {
+			return true
+		}
+		if v, ok := have[o.Key]; ok && v == o.Version {
+			kept[o.Key] = true
+		} else {
+			lost = append(lost, raftmeta.KeyVersion{Key: o.Key, Version: o.Version})
+		}
+		return true
+	})
+	for len(lost) > 0 {
+		n := min(len(lost), raftmeta.MaxBatch)
+		if _, err := m.node.Apply(ctx, raftmeta.DropReplicas{Worker: a.WorkerID, Items: lost[:n]}); err != nil {
+			return nil, err
+		}
+		lost = lost[n:]
+	}
+	var drop []raftmeta.KeyVersion
+	m.mu.Lock()
+	for _, o := range a.Inventory {
+		if kept[o.Key] {
+			continue
+		}
+		if r := m.mu.reservations[o.Key]; r != nil && r.version == o.Version && slices.Contains(r.workers, a.WorkerID) {
+			continue
+		}
+		drop = append(drop, raftmeta.KeyVersion{Key: o.Key, Version: o.Version})
+	}
+	m.mu.Unlock()
+	m.log.Info("worker registered", "worker", a.WorkerID, "address", a.Address,
+		"dram_capacity", base.Bytes(a.DRAMCapacity).String(), "nvme_capacity", base.Bytes(a.NVMeCapacity).String(),
+		"inventory", len(a.Inventory), "kept", len(kept), "lost", len(a.Inventory)-len(kept)-len(drop), "dropped_unknown", len(drop))
+	return drop, nil
+}
+
+// HeartbeatReply tells a worker what to drop and whether to re-register.
+type HeartbeatReply struct {
+	Drops      []raftmeta.KeyVersion
+	Reregister bool
+}
+
+// heartbeat records a worker's liveness and usage and hands it the drops it is owed.
+// A worker the leader does not know (new leader, or marked dead) gets ErrSegmentNotFound and
+// must register again (with its inventory, which reconciles anything this leader missed).
+func (m *Master) heartbeat(id base.WorkerID, usage WorkerUsage) (HeartbeatReply, error) {
+	if !m.node.IsLeader() {
+		return HeartbeatReply{}, m.notLeader()
+	}
+	active := false
+	for _, s := range m.node.Segments() {
+		if s.ID == id {
+			active = s.State == raftmeta.SegmentActive
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ws := m.mu.workers[id]
+	if !m.mu.leader || !active || ws == nil {
+		return HeartbeatReply{}, fmt.Errorf("%w: worker %s is not registered with this leader; register again", base.ErrSegmentNotFound, id)
+	}
+	ws.lastSeen = m.now()
+	ws.usage = usage
+	if ws.resync {
+		ws.resync = false
+		return HeartbeatReply{Reregister: true}, nil
+	}
+	n := min(len(ws.drops), maxDropsPerHeartbeat)
+	reply := HeartbeatReply{Drops: slices.Clone(ws.drops[:n])}
+	ws.drops = ws.drops[n:]
+	if len(ws.drops) == 0 {
+		ws.drops = nil
+	}
+	return reply, nil
+}
+
+// NewMaster starts a master: it listens on cfg.RPCAddress, opens (or bootstraps) raft under
+// cfg.DataDir, serves the master calls, and starts the leader loop and the admin HTTP server.
+// With no Peers the master bootstraps a single-voter cluster of itself (standalone).
+func NewMaster(cfg MasterConfig) (*Master, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With("component", "master", "id", cfg.ID)
+	log.Info("master starting", cfg.logAttrs()...)
+	m := &Master{cfg: cfg, log: log, now: time.Now, stop: make(chan struct{}), loopDone: make(chan struct{})}
+	m.mu.workers = map[base.WorkerID]*workerSoft{}
+	m.mu.reservations = map[string]*reservation{}
+	m.mu.rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x6d6f6f6e63616b65))
+	m.met = newMasterMetrics(m.stats)
+
+	tr, err := transfer.NewTransport(DefaultProtocol)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := tr.Listen(cfg.RPCAddress)
+	if err != nil {
+		return nil, fmt.Errorf("server: master listen on %s: %w", cfg.RPCAddress, err)
+	}
+	rpcAddr := ln.Addr().String()
+	rc := raftmeta.Config{ID: cfg.ID, RaftAddr: cfg.RaftAddress, RPCAddr: rpcAddr, DataDir: cfg.DataDir, Peers: cfg.Peers, Logger: cfg.Logger}
+	if cfg.testRaft != nil {
+		cfg.testRaft(&rc)
+	}
+	node, err := raftmeta.Open(rc)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	m.node = node
+	if len(cfg.Peers) == 0 && !cfg.noBootstrap {
+		// A single-voter cluster of this master. Bootstrap fails harmlessly when the data dir
+		// already holds raft state (a restart).
+		err := node.Bootstrap([]raftmeta.Peer{{ID: cfg.ID, RaftAddr: node.RaftAddr(), RPCAddr: rpcAddr}})
+		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			ln.Close()
+			node.Close()
+			return nil, err
+		}
+	}
+	srv, err := transfer.NewServer(&masterHandler{m: m}, transfer.ServerOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger})
+	if err != nil {
+		ln.Close()
+		node.Close()
+		return nil, err
+	}
+	m.rpc = rpcServer{srv: srv, ln: ln, done: make(chan struct{})}
+	go m.rpc.serve()
+	m.adm, err = startAdmin(cfg.MetricsAddress, adminHandlers{
+		reg:       m.met.reg,
+		health:    m.health,
+		status:    func() (any, error) { return m.status(), nil },
+		dashboard: true,
+	}, log)
+	if err != nil {
+		_ = m.rpc.shutdown(context.Background())
+		node.Close()
+		return nil, fmt.Errorf("server: metrics listen on %s: %w", cfg.MetricsAddress, err)
+	}
+	go m.leaderLoop()
+	log.Info("master started", "rpc_address", rpcAddr, "raft_address", node.RaftAddr(), "metrics_address", m.adm.Addr())
+	return m, nil
+}
+
+// Addr returns the bound RPC address.
+func (m *Master) Addr() string { return m.rpc.ln.Addr().String() }
+
+// MetricsAddr returns the bound metrics address, "" when there is none.
+func (m *Master) MetricsAddr() string { return m.adm.Addr() }
+
+// ID returns the master's raft id.
+func (m *Master) ID() string { return m.cfg.ID }
+
+// IsLeader reports whether this master is the raft leader.
+func (m *Master) IsLeader() bool { return m.node.IsLeader() }
+
+// Shutdown stops the master. The rough workflow:
+//
+//  1. stop the leader loop (no more liveness checks, expiries or summary lines);
+//  2. stop accepting RPC connections and drain the calls in flight (until ctx ends, then
+//     close the connections);
+//  3. stop the admin HTTP server;
+//  4. if this master leads, hand leadership to another voter (bounded by ctx), so the
+//     cluster has a leader again at once instead of after an election timeout;
+//  5. close raft (the log and snapshots stay in DataDir for the next start).
+//
+// It is safe to call more than once; later calls return the first result.
+func (m *Master) Shutdown(ctx context.Context) error {
+	m.shutOnce.Do(func() {
+		close(m.stop)
+		<-m.loopDone
+		var errs []error
+		if err := m.rpc.shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("rpc: %w", err))
+		}
+		if err := m.adm.close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("admin http: %w", err))
+		}
+		if m.node.IsLeader() {
+			if servers, err := m.node.Servers(); err == nil && len(servers) > 1 {
+				if err := m.node.LeadershipTransfer(ctx); err != nil {
+					m.log.Warn("leadership transfer before shutdown failed", "err", err)
+				}
+			}
+		}
+		if err := m.node.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("raft: %w", err))
+		}
+		m.shutErr = errors.Join(errs...)
+		m.log.Info("master stopped", "err", m.shutErr)
+	})
+	return m.shutErr
+}
+
+// health is /health: healthy when this master knows a leader.
+func (m *Master) health() error {
+	if id, _ := m.node.Leader(); id == "" {
+		return fmt.Errorf("%w: no raft leader known", base.ErrUnavailable)
+	}
+	return nil
+}
+
+// leaderLoop is the master's one background goroutine (docs/threads.md). It owns the
+// transitions of the leader soft state, worker liveness (MarkWorkerDead), reservation expiry
+// and the periodic summary line.
+func (m *Master) leaderLoop() {
+	defer close(m.loopDone)
+	tickEvery := min(time.Second, max(m.cfg.ClientTTL/4, 10*time.Millisecond), max(m.cfg.PutTimeout/4, 10*time.Millisecond))
+	tick := time.NewTicker(tickEvery)
+	defer tick.Stop()
+	summary := time.NewTicker(m.cfg.SummaryInterval)
+	defer summary.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case leader := <-m.node.LeaderCh():
+			m.setLeader(leader)
+		case <-tick.C:
+			if !m.node.IsLeader() {
+				m.setLeader(false)
+				continue
+			}
+			m.setLeader(true)
+			m.checkLiveness()
+			m.expireReservations()
+		case <-summary.C:
+			if m.node.IsLeader() {
+				m.log.Info(formatSummary(m.stats(), &m.met.ops))
+			}
+		}
+	}
+}
+
+// setLeader moves the soft state into or out of leadership. On becoming leader every active
+// worker gets a full ClientTTL from now to heartbeat, and is asked to re-register (resync) so
+// its inventory reconciles anything the previous leader owed it.
+func (m *Master) setLeader(leader bool) {
+	m.mu.Lock()
+	if m.mu.leader == leader {
+		m.mu.Unlock()
+		return
+	}
+	m.mu.Unlock()
+	segs := m.activeSegments()
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mu.leader = leader
+	m.mu.workers = map[base.WorkerID]*workerSoft{}
+	m.mu.reservations = map[string]*reservation{}
+	if !leader {
+		m.mu.leaderSince = time.Time{}
+		m.log.Info("no longer leader")
+		return
+	}
+	m.mu.leaderSince = now
+	for _, s := range segs {
+		m.mu.workers[s.ID] = &workerSoft{lastSeen: now, resync: true,
+			usage: WorkerUsage{DRAMCapacity: s.DRAMCapacity, NVMeCapacity: s.NVMeCapacity}}
+	}
+	m.log.Info("became leader", "workers", len(segs))
+}
+
+// checkLiveness marks workers silent for ClientTTL dead through raft (their replicas are
+// dropped; objects left with none are removed).
+func (m *Master) checkLiveness() {
+	now := m.now()
+	var dead []base.WorkerID
+	m.mu.Lock()
+	for id, ws := range m.mu.workers {
+		if now.Sub(ws.lastSeen) > m.cfg.ClientTTL {
+			dead = append(dead, id)
+		}
+	}
+	m.mu.Unlock()
+	for _, id := range dead {
+		ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
+		res, err := m.node.Apply(ctx, raftmeta.MarkWorkerDead{ID: id})
+		cancel()
+		if err != nil {
+			m.log.Warn("mark worker dead failed; retrying next tick", "worker", id, "err", err)
+			continue
+		}
+		m.mu.Lock()
+		if ws := m.mu.workers[id]; ws != nil && now.Sub(ws.lastSeen) > m.cfg.ClientTTL {
+			for key, r := range m.mu.reservations {
+				if slices.Contains(r.workers, id) {
+					m.releaseReservationLocked(key, r)
+				}
+			}
+			delete(m.mu.workers, id)
+		}
+		m.mu.Unlock()
+		m.log.Warn("worker marked dead: no heartbeat", "worker", id, "client_ttl", m.cfg.ClientTTL,
+			"replicas_dropped", res.Dropped, "objects_removed", res.Removed)
+	}
+}
+
+// expireReservations drops puts that did not reach PutEnd within PutTimeout.
+func (m *Master) expireReservations() {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for key, r := range m.mu.reservations {
+		if now.After(r.deadline) {
+			m.log.Info("put timed out before PutEnd; workers drop it", "key", key, "version", r.version, "put_timeout", m.cfg.PutTimeout)
+			m.dropReservationLocked(key, r)
+		}
+	}
+}
+
+// stats is the snapshot the metrics and the summary line read.
+func (m *Master) stats() masterStats {
+	st := m.node.Stats()
+	s := masterStats{Keys: st.Keys, SoftPinnedKeys: st.SoftPinned}
+	// Estimated FSM bytes: keys plus a fixed record size (raftmeta's target is under 200 bytes
+	// per object beyond the key; 96 covers the record, map entry and replica ids of a
+	// two-replica object).
+	s.MetadataBytes = st.KeyBytes + st.Keys*96
+	for _, seg := range m.node.Segments() {
+		if seg.State != raftmeta.SegmentActive {
+			continue
+		}
+		s.Workers++
+		s.CapacityBytes += seg.DRAMCapacity
+		s.AllocatedBytes += seg.Bytes
+		s.Segments = append(s.Segments, segmentStat{ID: seg.ID, Allocated: seg.Bytes, Capacity: seg.DRAMCapacity})
+	}
+	return s
+}
+
+// Status is the JSON of /api/v1/status and of the Status call.
+type Status struct {
+	ClusterID      string         `json:"cluster_id"`
+	Self           string         `json:"self"`
+	Leader         string         `json:"leader"` // the leader's master id, "" if unknown
+	LeaderAddress  string         `json:"leader_address"`
+	Masters        []MasterStatus `json:"masters"`
+	Workers        []WorkerStatus `json:"workers"`
+	Keys           int64          `json:"keys"`
+	SoftPinnedKeys int64          `json:"soft_pinned_keys"`
+	Bytes          int64          `json:"bytes"`          // sum of object sizes, one copy each
+	ReplicaBytes   int64          `json:"replica_bytes"`  // sum over replicas
+	CapacityBytes  int64          `json:"capacity_bytes"` // DRAM of active workers
+	PutsInFlight   int            `json:"puts_in_flight"` // leader only
+	UsageReported  bool           `json:"usage_reported"` // false on followers: per-worker usage is leader soft state
+	RaftState      string         `json:"raft_state"`
+	RaftTerm       uint64         `json:"raft_term"`
+	AppliedIndex   uint64         `json:"applied_index"`
+}
+
+// MasterStatus is one master in Status.
+type MasterStatus struct {
+	ID         string `json:"id"`
+	RPCAddress string `json:"rpc_address"`
+	Leader     bool   `json:"leader"`
+}
+
+// WorkerStatus is one worker in Status: FSM facts plus the leader's last heartbeat.
+type WorkerStatus struct {
+	ID                string `json:"id"`
+	Address           string `json:"address"`
+	State             string `json:"state"`         // active, dead
+	Objects           int64  `json:"objects"`       // replicas the metadata places here
+	ReplicaBytes      int64  `json:"replica_bytes"` // their bytes
+	DRAMUsedBytes     int64  `json:"dram_used_bytes"`
+	DRAMCapacityBytes int64  `json:"dram_capacity_bytes"`
+	DRAMObjects       int64  `json:"dram_objects"`
+	NVMeUsedBytes     int64  `json:"nvme_used_bytes"`
+	NVMeCapacityBytes int64  `json:"nvme_capacity_bytes"`
+	NVMeObjects       int64  `json:"nvme_objects"`
+	LastHeartbeat     string `json:"last_heartbeat,omitempty"` // RFC 3339, leader only
+}
+
+func (m *Master) status() Status {
+	st := m.node.Stats()
+	lid, laddr := m.node.Leader()
+	s := Status{ClusterID: m.cfg.ClusterID, Self: m.cfg.ID, Leader: lid, LeaderAddress: laddr,
+		Keys: st.Keys, SoftPinnedKeys: st.SoftPinned, Bytes: st.Bytes, RaftState: st.State, RaftTerm: st.Term,
+		AppliedIndex: st.AppliedIndex, Masters: []MasterStatus{}, Workers: []WorkerStatus{}}
+	for _, ms := range m.node.Masters() {
+		s.Masters = append(s.Masters, MasterStatus{ID: ms.ID, RPCAddress: ms.RPCAddr, Leader: ms.ID == lid})
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s.UsageReported = m.mu.leader
+	s.PutsInFlight = len(m.mu.reservations)
+	for _, seg := range m.node.Segments() {
+		w := WorkerStatus{ID: string(seg.ID), Address: seg.Address, State: seg.State.String(), Objects: seg.Objects,
+			ReplicaBytes: seg.Bytes, DRAMCapacityBytes: seg.DRAMCapacity, NVMeCapacityBytes: seg.NVMeCapacity}
+		s.ReplicaBytes += seg.Bytes
+		if seg.State == raftmeta.SegmentActive {
+			s.CapacityBytes += seg.DRAMCapacity
+		}
+		if ws := m.mu.workers[seg.ID]; ws != nil && seg.State == raftmeta.SegmentActive {
+			u := ws.usage
+			w.DRAMUsedBytes, w.DRAMObjects, w.NVMeUsedBytes, w.NVMeObjects = u.DRAMUsed, u.DRAMObjects, u.NVMeUsed, u.NVMeObjects
+			if u.DRAMCapacity > 0 {
+				w.DRAMCapacityBytes = u.DRAMCapacity
+			}
+			if u.NVMeCapacity > 0 {
+				w.NVMeCapacityBytes = u.NVMeCapacity
+			}
+			w.LastHeartbeat = ws.lastSeen.UTC().Format(time.RFC3339Nano)
+		}
+		s.Workers = append(s.Workers, w)
+	}
+	return s
+}

@@ -1,0 +1,309 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+// masterOp names one master call for its request/failure counters. The metric names are
+// Mooncake's: master_<name>_requests_total and master_<name>_failures_total.
+type masterOp int
+
+const (
+	opPutStart masterOp = iota
+	opPutEnd
+	opPutRevoke
+	opLookup
+	opExists
+	opRemove
+	opRemoveByRegex
+	opRemoveAll
+	opBatchPutStart
+	opBatchPutEnd
+	opBatchLookup
+	opBatchExists
+	opBatchRemove
+	opList
+	opRegisterWorker
+	opHeartbeat
+	opStatus
+	numMasterOps
+)
+
+// masterOpNames[op] = {Prometheus name, summary-line name}. Prometheus names follow Mooncake's
+// master_metric_manager (get_replica_list for Lookup, exist_key for Exists, mount_segment for
+// worker registration, ping for heartbeats).
+var masterOpNames = [numMasterOps][2]string{
+	opPutStart:       {"put_start", "PutStart"},
+	opPutEnd:         {"put_end", "PutEnd"},
+	opPutRevoke:      {"put_revoke", "PutRevoke"},
+	opLookup:         {"get_replica_list", "Lookup"},
+	opExists:         {"exist_key", "Exists"},
+	opRemove:         {"remove", "Remove"},
+	opRemoveByRegex:  {"remove_by_regex", "RemoveByRegex"},
+	opRemoveAll:      {"remove_all", "RemoveAll"},
+	opBatchPutStart:  {"batch_put_start", "BatchPutStart"},
+	opBatchPutEnd:    {"batch_put_end", "BatchPutEnd"},
+	opBatchLookup:    {"batch_get_replica_list", "BatchLookup"},
+	opBatchExists:    {"batch_exist_key", "BatchExists"},
+	opBatchRemove:    {"batch_remove", "BatchRemove"},
+	opList:           {"list", "List"},
+	opRegisterWorker: {"mount_segment", "Register"},
+	opHeartbeat:      {"ping", "Heartbeat"},
+	opStatus:         {"status", "Status"},
+}
+
+// opCounter is one call's totals. Typed atomics, read by both Prometheus (CounterFunc) and
+// the summary line, so there is one source of truth.
+type opCounter struct {
+	requests atomic.Uint64
+	failures atomic.Uint64
+}
+
+// masterStats is what the master's gauges read at scrape time. The master fills it from
+// raftmeta (keys, bytes) and its soft state (workers, usage) under its own locks.
+type masterStats struct {
+	Keys           int64
+	SoftPinnedKeys int64
+	AllocatedBytes int64 // sum of object sizes times replicas, as placed
+	CapacityBytes  int64 // sum of alive workers' DRAM segments
+	Workers        int   // alive workers
+	MetadataBytes  int64 // estimate of the FSM's bytes (0 if unknown)
+	Segments       []segmentStat
+}
+
+type segmentStat struct {
+	ID        base.WorkerID
+	Allocated int64
+	Capacity  int64
+}
+
+// masterMetrics owns the master's Prometheus registry (never the global one).
+type masterMetrics struct {
+	reg *prometheus.Registry
+	ops [numMasterOps]opCounter
+}
+
+// newMasterMetrics registers every master metric on a fresh registry. stats is called at
+// scrape time, on the HTTP goroutine; it must be cheap and goroutine-safe.
+func newMasterMetrics(stats func() masterStats) *masterMetrics {
+	m := &masterMetrics{reg: prometheus.NewRegistry()}
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for op := range numMasterOps {
+		name := masterOpNames[op][0]
+		c := &m.ops[op]
+		m.reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "master_" + name + "_requests_total",
+				Help: "Number of " + masterOpNames[op][1] + " requests the master received.",
+			}, func() float64 { return float64(c.requests.Load()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "master_" + name + "_failures_total",
+				Help: "Number of " + masterOpNames[op][1] + " requests that failed.",
+			}, func() float64 { return float64(c.failures.Load()) }),
+		)
+	}
+	m.reg.MustRegister(&masterStatsCollector{stats: stats})
+	return m
+}
+
+// observe counts one call of op that ended with err.
+func (m *masterMetrics) observe(op masterOp, err error) {
+	m.ops[op].requests.Add(1)
+	if err != nil {
+		m.ops[op].failures.Add(1)
+	}
+}
+
+var (
+	descKeyCount     = prometheus.NewDesc("master_key_count", "Number of objects the metadata holds.", nil, nil)
+	descSoftPinned   = prometheus.NewDesc("master_soft_pin_key_count", "Number of objects with a live soft pin.", nil, nil)
+	descAllocated    = prometheus.NewDesc("master_allocated_bytes", "Bytes of object replicas placed on workers.", nil, nil)
+	descCapacity     = prometheus.NewDesc("master_total_capacity_bytes", "Sum of the DRAM segments of alive workers.", nil, nil)
+	descWorkers      = prometheus.NewDesc("master_worker_count", "Number of alive workers (segments).", nil, nil)
+	descMetaBytes    = prometheus.NewDesc("master_metadata_bytes", "Estimated bytes of replicated metadata (keys and records) held by this master.", nil, nil)
+	descMetaPerKey   = prometheus.NewDesc("master_metadata_bytes_per_key", "master_metadata_bytes / master_key_count (0 when there are no keys).", nil, nil)
+	descSegAllocated = prometheus.NewDesc("segment_allocated_bytes", "Bytes of replicas placed on one worker segment.", []string{"segment"}, nil)
+	descSegCapacity  = prometheus.NewDesc("segment_total_capacity_bytes", "DRAM capacity of one worker segment.", []string{"segment"}, nil)
+	masterStatsDescs = []*prometheus.Desc{descKeyCount, descSoftPinned, descAllocated, descCapacity, descWorkers, descMetaBytes, descMetaPerKey, descSegAllocated, descSegCapacity}
+)
+
+// masterStatsCollector turns one masterStats snapshot into gauges at scrape time, so the
+// per-segment series follow workers as they come and go.
+type masterStatsCollector struct{ stats func() masterStats }
+
+func (c *masterStatsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range masterStatsDescs {
+		ch <- d
+	}
+}
+
+func (c *masterStatsCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	g := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	g(descKeyCount, float64(s.Keys))
+	g(descSoftPinned, float64(s.SoftPinnedKeys))
+	g(descAllocated, float64(s.AllocatedBytes))
+	g(descCapacity, float64(s.CapacityBytes))
+	g(descWorkers, float64(s.Workers))
+	g(descMetaBytes, float64(s.MetadataBytes))
+	perKey := 0.0
+	if s.Keys > 0 {
+		perKey = float64(s.MetadataBytes) / float64(s.Keys)
+	}
+	g(descMetaPerKey, perKey)
+	for _, seg := range s.Segments {
+		g(descSegAllocated, float64(seg.Allocated), string(seg.ID))
+		g(descSegCapacity, float64(seg.Capacity), string(seg.ID))
+	}
+}
+
+// summaryOps are the calls the periodic summary line lists, in Mooncake's order first.
+var summaryOps = []masterOp{
+	opPutStart, opPutEnd, opPutRevoke, opLookup, opExists, opRemove, opRemoveByRegex, opRemoveAll,
+	opBatchPutStart, opBatchPutEnd, opBatchLookup, opBatchExists, opBatchRemove, opRegisterWorker, opHeartbeat,
+}
+
+// formatSummary renders the leader's periodic line in Mooncake's shape:
+//
+//	Master Metrics: Storage: 1.2 GiB / 4.0 GiB (30.0%) | Keys: N (soft-pinned: M) | Workers: W | Requests (Success/Total): PutStart=a/b, ...
+func formatSummary(s masterStats, ops *[numMasterOps]opCounter) string {
+	var b strings.Builder
+	pct := 0.0
+	if s.CapacityBytes > 0 {
+		pct = 100 * float64(s.AllocatedBytes) / float64(s.CapacityBytes)
+	}
+	fmt.Fprintf(&b, "Master Metrics: Storage: %s / %s (%.1f%%) | Keys: %d (soft-pinned: %d) | Workers: %d | Requests (Success/Total): ",
+		base.Bytes(s.AllocatedBytes), base.Bytes(s.CapacityBytes), pct, s.Keys, s.SoftPinnedKeys, s.Workers)
+	for i, op := range summaryOps {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		total := ops[op].requests.Load()
+		fail := ops[op].failures.Load()
+		fmt.Fprintf(&b, "%s=%d/%d", masterOpNames[op][1], total-min(fail, total), total)
+	}
+	return b.String()
+}
+
+// workerStats is what the worker's gauges read at scrape time: a snapshot the worker builds
+// from its arena, tier engine and nvme store.
+type workerStats struct {
+	ArenaUsed, ArenaCapacity int64
+	Fragmentation            float64 // 1 - largest free block / free bytes
+	HugePageMode             string  // "plain", "thp" or "hugetlb"
+	DRAMBytes, DRAMObjects   int64
+	NVMeBytes, NVMeObjects   int64
+	NVMeCapacity             int64
+	Evictions                map[string]int64 // by reason
+	Spills, Promotions       int64
+	NVMeCorruptions          int64
+	PendingWrites            int64
+}
+
+var (
+	descArenaUsed                         = prometheus.NewDesc("worker_arena_used_bytes", "Bytes of the DRAM arena handed out.", nil, nil)
+	descArenaCap                          = prometheus.NewDesc("worker_arena_capacity_bytes", "Size of the DRAM arena (global_segment_size).", nil, nil)
+	descArenaFrag                         = prometheus.NewDesc("worker_arena_fragmentation_ratio", "1 - largest free block / free bytes of the DRAM arena.", nil, nil)
+	descHugePages                         = prometheus.NewDesc("worker_arena_hugepage_mode", "1 for the page mode the arena got (plain, thp or hugetlb).", []string{"mode"}, nil)
+	descTierBytes                         = prometheus.NewDesc("worker_tier_bytes", "Bytes of committed objects per tier.", []string{"tier"}, nil)
+	descTierObjects                       = prometheus.NewDesc("worker_tier_objects", "Committed objects per tier.", []string{"tier"}, nil)
+	descNVMeCap                           = prometheus.NewDesc("worker_nvme_capacity_bytes", "Capacity of the NVMe tier (0 when the worker has none).", nil, nil)
+	descEvictions                         = prometheus.NewDesc("worker_evictions_total", "Objects evicted from DRAM, by reason.", []string{"reason"}, nil)
+	descSpills                            = prometheus.NewDesc("worker_spills_total", "Objects moved from DRAM to NVMe.", nil, nil)
+	descPromotions                        = prometheus.NewDesc("worker_promotions_total", "Objects promoted from NVMe to DRAM.", nil, nil)
+	descCorruptions                       = prometheus.NewDesc("worker_nvme_corruptions_total", "NVMe records whose checksum did not match (quarantined, never served).", nil, nil)
+	descPending                           = prometheus.NewDesc("worker_pending_writes", "Writes received but not committed yet.", nil, nil)
+	workerStatsDescs                      = []*prometheus.Desc{descArenaUsed, descArenaCap, descArenaFrag, descHugePages, descTierBytes, descTierObjects, descNVMeCap, descEvictions, descSpills, descPromotions, descCorruptions, descPending}
+	descWorkerReqs                        = prometheus.NewDesc("worker_requests_total", "Worker calls received, by call.", []string{"op"}, nil)
+	descWorkerFails                       = prometheus.NewDesc("worker_failures_total", "Worker calls that failed, by call.", []string{"op"}, nil)
+	workerOpNames                         = [...]string{"write", "commit", "read", "drop"}
+	_                prometheus.Collector = (*workerStatsCollector)(nil)
+)
+
+type workerOp int
+
+const (
+	wopWrite workerOp = iota
+	wopCommit
+	wopRead
+	wopDrop
+	numWorkerOps
+)
+
+// workerMetrics owns the worker's Prometheus registry.
+type workerMetrics struct {
+	reg *prometheus.Registry
+	ops [numWorkerOps]opCounter
+}
+
+func newWorkerMetrics(stats func() workerStats) *workerMetrics {
+	m := &workerMetrics{reg: prometheus.NewRegistry()}
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(&workerStatsCollector{stats: stats, ops: &m.ops})
+	return m
+}
+
+func (m *workerMetrics) observe(op workerOp, err error) {
+	m.ops[op].requests.Add(1)
+	if err != nil {
+		m.ops[op].failures.Add(1)
+	}
+}
+
+type workerStatsCollector struct {
+	stats func() workerStats
+	ops   *[numWorkerOps]opCounter
+}
+
+func (c *workerStatsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range workerStatsDescs {
+		ch <- d
+	}
+	ch <- descWorkerReqs
+	ch <- descWorkerFails
+}
+
+func (c *workerStatsCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	g := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	cnt := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	g(descArenaUsed, float64(s.ArenaUsed))
+	g(descArenaCap, float64(s.ArenaCapacity))
+	g(descArenaFrag, s.Fragmentation)
+	for _, mode := range []string{"plain", "thp", "hugetlb"} {
+		v := 0.0
+		if mode == s.HugePageMode {
+			v = 1
+		}
+		g(descHugePages, v, mode)
+	}
+	g(descTierBytes, float64(s.DRAMBytes), "dram")
+	g(descTierBytes, float64(s.NVMeBytes), "nvme")
+	g(descTierObjects, float64(s.DRAMObjects), "dram")
+	g(descTierObjects, float64(s.NVMeObjects), "nvme")
+	g(descNVMeCap, float64(s.NVMeCapacity))
+	for reason, n := range s.Evictions {
+		cnt(descEvictions, float64(n), reason)
+	}
+	cnt(descSpills, float64(s.Spills))
+	cnt(descPromotions, float64(s.Promotions))
+	cnt(descCorruptions, float64(s.NVMeCorruptions))
+	g(descPending, float64(s.PendingWrites))
+	for op := range numWorkerOps {
+		cnt(descWorkerReqs, float64(c.ops[op].requests.Load()), workerOpNames[op])
+		cnt(descWorkerFails, float64(c.ops[op].failures.Load()), workerOpNames[op])
+	}
+}
