@@ -150,7 +150,7 @@ func newPutCmd(e *env) *cobra.Command {
 			}
 			defer c.Close()
 			if err := c.PutFrom(cmd.Context(), key, r, size, rc); err != nil {
-				return fmt.Errorf("put %q: %w", key, err)
+				return err // the client's errors name the key
 			}
 			fmt.Fprintf(e.stderr, "put %s (%s, %d replica(s))\n", key, base.Bytes(size), replicas)
 			return nil
@@ -188,7 +188,7 @@ func newGetCmd(e *env) *cobra.Command {
 			defer c.Close()
 			data, err := c.Get(cmd.Context(), key)
 			if err != nil {
-				return fmt.Errorf("get %q: %w", key, err)
+				return err
 			}
 			if out == "" || out == "-" {
 				_, err := e.stdout.Write(data)
@@ -268,16 +268,16 @@ func newRmCmd(e *env) *cobra.Command {
 			switch {
 			case len(args) == 1:
 				if err := c.Remove(cmd.Context(), args[0]); err != nil {
-					return fmt.Errorf("rm %q: %w", args[0], err)
+					return err
 				}
 				n = 1
 			case all:
 				if n, err = c.RemoveAll(cmd.Context()); err != nil {
-					return fmt.Errorf("rm --all: %w", err)
+					return err
 				}
 			default:
 				if n, err = c.RemoveByRegex(cmd.Context(), re); err != nil {
-					return fmt.Errorf("rm --regex: %w", err)
+					return err
 				}
 			}
 			if !quiet {
@@ -311,7 +311,7 @@ func newLsCmd(e *env) *cobra.Command {
 			defer c.Close()
 			keys, err := c.List(cmd.Context(), prefix)
 			if err != nil {
-				return fmt.Errorf("ls: %w", err)
+				return err
 			}
 			if asJSON {
 				type item struct {
@@ -355,7 +355,7 @@ func newStatusCmd(e *env) *cobra.Command {
 			defer c.Close()
 			st, err := c.Status(cmd.Context())
 			if err != nil {
-				return fmt.Errorf("status: %w", err)
+				return err
 			}
 			if asJSON {
 				var buf bytes.Buffer

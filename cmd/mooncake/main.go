@@ -20,7 +20,7 @@ import (
 func main() {
 	// SIGTERM and SIGINT cancel the context: servers shut down gracefully, client commands stop.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	code := run(ctx, os.Args, os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 	stop()
 	os.Exit(code)
 }
@@ -52,14 +52,16 @@ type env struct {
 	file *fileConfig
 	// logLevel is the --log_level flag of the root command.
 	logLevel string
+	// argv0 is the program name, for the lines standalone prints.
+	argv0 string
 }
 
-// run executes one command line and returns the process exit code. Errors are printed as one
+// run executes one command line (argv[0] is the program name) and returns the process exit code. Errors are printed as one
 // line, `mooncake: <error>`, on stderr; nothing panics on bad input.
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+func run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, argv0: argv[0]}
 	root := newRootCmd(e)
-	root.SetArgs(args)
+	root.SetArgs(argv[1:])
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

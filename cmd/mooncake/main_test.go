@@ -22,7 +22,7 @@ func runCLI(t *testing.T, envv map[string]string, stdin string, args ...string) 
 	t.Helper()
 	var out, errb bytes.Buffer
 	getenv := func(k string) string { return envv[k] }
-	code = run(context.Background(), args, strings.NewReader(stdin), &out, &errb, getenv)
+	code = run(context.Background(), append([]string{"mooncake"}, args...), strings.NewReader(stdin), &out, &errb, getenv)
 	return code, out.String(), errb.String()
 }
 
@@ -64,7 +64,7 @@ func TestBadInput(t *testing.T) {
 	f(exitUsage, "want id=host:port", nil, "master", "--id", "m1", "--data_dir", dir, "--raft_address", "127.0.0.1:7001", "--peers", "m1")
 	f(exitUsage, "eviction_ratio", nil, "master", "--id", "m1", "--data_dir", dir, "--raft_address", "127.0.0.1:7001", "--eviction_ratio", "1.5")
 	f(exitUsage, "--persistence durable needs --root_fs_dir", nil, "worker", "--persistence", "durable")
-	f(exitUsage, "needs an id that is stable", nil, "worker", "--worker_address", "127.0.0.1:0", "--root_fs_dir", dir)
+	f(exitUsage, "--huge_pages", nil, "worker", "--huge_pages", "sometimes")
 	f(exitUsage, "--log_level", nil, "status", "--log_level", "loud")
 	f(exitUsage, `unknown field "colour"`, map[string]string{envConfigPath: badJSON}, "standalone")
 	f(exitUsage, "no such file", map[string]string{envConfigPath: filepath.Join(dir, "missing.json")}, "status")
@@ -142,7 +142,7 @@ func TestFlagsOverrideFile(t *testing.T) {
 	}
 	s := resolve()
 	if s.GlobalSegmentSize != 2<<30 || s.MasterAddresses[0] != "10.0.0.1:50051" || s.RootFSDir != "/tmp/x" ||
-		s.ClusterID != "c1" || s.Address != "10.0.0.9:12300" || s.WorkerID != "10.0.0.9_12300" || s.MetricsAddress != "10.0.0.9:0" {
+		s.ClusterID != "c1" || s.Address != "10.0.0.9:12300" || s.WorkerID != "" || s.MetricsAddress != "10.0.0.9:0" {
 		t.Fatalf("file values not used: %+v", s)
 	}
 	s = resolve("--global_segment_size", "256MiB", "--master_server_address", "a:1,b:2", "--cluster_id", "c2",

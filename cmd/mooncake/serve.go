@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/mooncake-go/mooncake/dram"
 	"github.com/mooncake-go/mooncake/internal/base"
 )
 
@@ -53,7 +53,8 @@ type workerSettings struct {
 	RootFSDir               string
 	Persistence             base.Persistence
 	SSDCapacity             int64
-	Protocol, HugePages     string
+	Protocol                string
+	HugePages               dram.HugePages
 	ShutdownTimeout         time.Duration
 }
 
@@ -219,7 +220,7 @@ func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
 	}
 	fs.StringVar(&f.masters, "master_server_address", "", "the masters, host:port,host:port (default: the config file's, else 127.0.0.1:50051)")
 	fs.StringVar(&f.address, "worker_address", "", "worker data address host:port (default <local_hostname>:12300)")
-	fs.StringVar(&f.workerID, "worker_id", "", "worker id, stable across restarts (default: derived from --worker_address)")
+	fs.StringVar(&f.workerID, "worker_id", "", "worker id, stable across restarts (default: derived from --worker_address, kept under --root_fs_dir)")
 	fs.IntVar(&f.metricsPort, "metrics_port", 0, "HTTP port of /metrics, /health and /api/v1/status (0: a free port)")
 	fs.StringVar(&f.clusterID, "cluster_id", "", "cluster id (default: the config file's, else "+base.DefaultClusterID+")")
 	fs.StringVar(&f.protocol, "protocol", "", "transport: tcp (default: the config file's, else tcp)")
@@ -232,7 +233,6 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		GlobalSegmentSize: int64(f.segmentSize),
 		RootFSDir:         pick(fs, "root_fs_dir", f.rootFSDir, fc.RootFSDir, ""),
 		SSDCapacity:       int64(f.ssdCapacity),
-		HugePages:         f.hugePages,
 		ShutdownTimeout:   f.shutdownTimeout,
 		Protocol:          pick(fs, "protocol", f.protocol, fc.Protocol, "tcp"),
 		ClusterID:         pick(fs, "cluster_id", f.clusterID, fc.ClusterID, base.DefaultClusterID),
@@ -252,7 +252,7 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 	if err := checkHostPort(s.Address, false); err != nil {
 		return s, fmt.Errorf("--worker_address: %w", err)
 	}
-	addrHost, addrPort, _ := net.SplitHostPort(s.Address)
+	addrHost, _, _ := net.SplitHostPort(s.Address)
 	if !standalone {
 		if err := checkPort("--metrics_port", f.metricsPort, true); err != nil {
 			return s, err
@@ -273,18 +273,12 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 	} else {
 		s.WorkerID = defaultStandaloneWorker
 	}
-	if s.WorkerID == "" {
-		if addrPort == "0" {
-			if s.RootFSDir != "" {
-				return s, usagef("worker: give --worker_id: a worker with --root_fs_dir needs an id that is stable across restarts")
-			}
-			s.WorkerID = base.WorkerID(fmt.Sprintf("w-%08x", rand.Uint32()))
-		} else {
-			s.WorkerID = base.WorkerID(strings.NewReplacer(":", "_", "[", "", "]", "").Replace(addrHost + "_" + addrPort))
+	// Without --worker_id the server derives one from the address and, with root_fs_dir,
+	// persists it there, so a restart finds its NVMe directory again.
+	if s.WorkerID != "" {
+		if err := base.ValidateWorkerID(s.WorkerID); err != nil {
+			return s, fmt.Errorf("--worker_id: %w", err)
 		}
-	}
-	if err := base.ValidateWorkerID(s.WorkerID); err != nil {
-		return s, fmt.Errorf("--worker_id: %w", err)
 	}
 	if err := validateClusterID(s.ClusterID); err != nil {
 		return s, err
@@ -306,11 +300,11 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 	case s.ShutdownTimeout <= 0:
 		return s, fmt.Errorf("%w: --shutdown_timeout must be positive", base.ErrInvalidParams)
 	}
-	switch s.HugePages {
-	case "auto", "off", "require":
-	default:
-		return s, fmt.Errorf("%w: --huge_pages %q: want auto, off or require", base.ErrInvalidParams, s.HugePages)
+	hp, err := dram.ParseHugePages(f.hugePages)
+	if err != nil {
+		return s, fmt.Errorf("--huge_pages: %w", err)
 	}
+	s.HugePages = hp
 	if s.RootFSDir != "" {
 		abs, err := filepath.Abs(s.RootFSDir)
 		if err != nil {
