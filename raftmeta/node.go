@@ -138,6 +138,10 @@ func (n *Node) Close() error {
 		if err := n.raft.Shutdown().Error(); err != nil {
 			n.closeErr = fmt.Errorf("raftmeta: raft shutdown: %w", err)
 		}
+		// Close the pooled outgoing connections too: NetworkTransport.Close only stops the
+		// listener, and a peer's handler goroutine reading one of our connections exits only
+		// when we close it.
+		n.trans.CloseStreams()
 		if err := n.trans.Close(); err != nil && n.closeErr == nil {
 			n.closeErr = fmt.Errorf("raftmeta: transport close: %w", err)
 		}

@@ -81,8 +81,9 @@ type MasterConfig struct {
 	Logger *slog.Logger
 
 	// Test hooks, nil/false in production.
-	testRaft    func(*raftmeta.Config) // adjusts raft timing for loopback tests
-	noBootstrap bool                   // the test bootstraps the cluster itself (port-0 peers)
+	testRaft     func(*raftmeta.Config) // adjusts raft timing for loopback tests
+	noBootstrap  bool                   // the test bootstraps the cluster itself (port-0 peers)
+	onWorkerDead func(base.WorkerID)    // called after MarkWorkerDead committed
 }
 
 // EnsureDefaults fills every zero field with its documented default.

@@ -940,6 +940,9 @@ func (m *Master) checkLiveness() {
 			delete(m.mu.workers, id)
 		}
 		m.mu.Unlock()
+		if m.cfg.onWorkerDead != nil {
+			m.cfg.onWorkerDead(id)
+		}
 		m.log.Warn("worker marked dead: no heartbeat", "worker", id, "client_ttl", m.cfg.ClientTTL,
 			"replicas_dropped", res.Dropped, "objects_removed", res.Removed)
 	}

@@ -2,31 +2,361 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
+	"github.com/mooncake-go/mooncake/dram"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/nvme"
+	"github.com/mooncake-go/mooncake/tier"
+	"github.com/mooncake-go/mooncake/transfer"
 )
 
-// Worker is one worker: the DRAM arena and NVMe tier behind the data RPC service.
-type Worker struct{}
+// Worker is one worker: a DRAM arena and (with RootFSDir) an NVMe store under a tier.Engine,
+// a transfer server for the data calls (Write, Commit, Read, ReadRange, Drop), and a loop that
+// registers with the masters and heartbeats the leader.
+type Worker struct {
+	cfg   WorkerConfig
+	log   *slog.Logger
+	id    base.WorkerID
+	dir   string // RootFSDir/<cluster_id>/<worker_id>, "" without RootFSDir
+	arena *dram.Arena
+	store *nvme.Store // nil without RootFSDir
+	eng   *tier.Engine
+	rpc   rpcServer
+	adm   *adminServer
+	met   *workerMetrics
+	cli   *transfer.Client // to the masters
+	now   func() time.Time
 
-// NewWorker starts a worker and registers it with the masters.
+	// closing is set by Shutdown: new Writes are refused.
+	closing atomic.Bool
+	// resync asks the control loop to re-register (full inventory) at its next beat: set when
+	// the engine lost objects (cache eviction, failed spill, corruption) the master still lists.
+	resync atomic.Bool
+	// registered counts successful registrations (tests wait on it).
+	registered atomic.Int64
+	// leader is the master address (string) the control loop last heartbeated.
+	leader atomic.Value
+	// regCh is signalled after each successful registration (tests).
+	regCh chan struct{}
+
+	pend struct {
+		sync.Mutex // protects m and every pending's fields
+		m          map[pendKey]*pending
+	}
+
+	stop chan struct{} // closed by Shutdown: stops the control and sweeper loops
+	// ctx is cancelled by Shutdown: it ends master calls in flight.
+	ctx      context.Context
+	cancel   context.CancelFunc
+	loops    sync.WaitGroup
+	shutOnce sync.Once
+	shutErr  error
+}
+
+type pendKey struct {
+	key string
+	v   base.Version
+}
+
+// pending is an object being written: Writes landed (or landing) in w.Bytes(), no Commit yet.
+// All fields are guarded by Worker.pend.
+type pending struct {
+	w        *tier.Writer
+	size     int64
+	received int64     // payload bytes landed (a resent chunk counts twice)
+	inflight int       // Write payloads being read into w.Bytes() right now
+	deadline time.Time // dropped by the sweeper after this, unless inflight > 0
+	// failed: a chunk failed, or the write was dropped/expired, while others were in flight;
+	// the last one to finish aborts w. Invariant: failed entries are no longer in pend.m.
+	failed bool
+}
+
+// NewWorker starts a worker: it maps the arena, opens the NVMe tier (with RootFSDir), indexes
+// what it holds, listens, registers with the masters (with its inventory) and heartbeats.
+// Registration is retried in the background; NewWorker does not wait for a master.
 func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return nil, fmt.Errorf("%w: server: worker not wired yet", base.ErrNotSupported)
+	tr, err := transfer.NewTransport(cfg.Protocol)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := tr.Listen(cfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("server: worker listen on %s: %w", cfg.Address, err)
+	}
+	w := &Worker{cfg: cfg, now: time.Now, stop: make(chan struct{}), regCh: make(chan struct{}, 1)}
+	w.pend.m = map[pendKey]*pending{}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	ok := false
+	defer func() {
+		if !ok {
+			w.cancel()
+			ln.Close()
+			w.closeStores()
+		}
+	}()
+	w.id, err = resolveWorkerID(cfg, ln.Addr().String())
+	if err != nil {
+		return nil, err
+	}
+	w.cfg.WorkerID = w.id
+	w.log = cfg.Logger.With("component", "worker", "worker_id", string(w.id))
+	w.log.Info("worker starting", w.cfg.logAttrs()...)
+
+	w.arena, err = dram.NewArena(dram.Options{Size: cfg.GlobalSegmentSize, HugePages: cfg.HugePages, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("server: worker arena of %s: %w", base.Bytes(cfg.GlobalSegmentSize), err)
+	}
+	var lower tier.Lower
+	if cfg.RootFSDir != "" {
+		w.dir = filepath.Join(cfg.RootFSDir, cfg.ClusterID, string(w.id))
+		w.store, err = nvme.Open(nvme.Options{Dir: w.dir, Capacity: cfg.SSDCapacity, Logger: cfg.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("server: worker nvme tier in %s: %w", w.dir, err)
+		}
+		lower = w.store
+	}
+	w.eng, err = tier.Open(tier.Options{
+		Arena: w.arena, Lower: lower, Persistence: cfg.Persistence, Logger: cfg.Logger,
+		Events: tier.EventListener{
+			ObjectLost: func(m base.ObjectMeta, why string) {
+				w.log.Debug("object lost; the master will be told at the next registration", "key", m.Key, "version", m.Version, "why", why)
+				w.resync.Store(true)
+			},
+			BackgroundError: func(err error) { w.log.Warn("tier background error", "err", err) },
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: worker tier engine: %w", err)
+	}
+	w.met = newWorkerMetrics(w.stats)
+	w.cli, err = transfer.NewClient(transfer.ClientOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger, ConnsPerPeer: 1})
+	if err != nil {
+		return nil, err
+	}
+	srv, err := transfer.NewServer(&workerHandler{w: w}, transfer.ServerOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	w.rpc = rpcServer{srv: srv, ln: ln, done: make(chan struct{})}
+	w.adm, err = startAdmin(cfg.MetricsAddress, adminHandlers{
+		reg:    w.met.reg,
+		health: func() error { return nil },
+		status: func() (any, error) { return w.status(), nil },
+	}, w.log)
+	if err != nil {
+		return nil, fmt.Errorf("server: worker metrics listen on %s: %w", cfg.MetricsAddress, err)
+	}
+	ok = true
+	go w.rpc.serve()
+	w.loops.Add(2)
+	go w.controlLoop()
+	go w.sweepLoop()
+	inv := w.eng.Metrics()
+	w.log.Info("worker started", "address", w.Addr(), "metrics_address", w.adm.Addr(), "arena_mode", w.arena.Mode().String(),
+		"dram_objects", inv.DRAM.Objects, "nvme_objects", inv.NVMe.Objects, "nvme_dir", w.dir)
+	return w, nil
 }
 
-// Addr returns the bound RPC address.
-func (w *Worker) Addr() string { return "" }
+// closeStores closes the engine, the NVMe store and the arena, in that order (each after what
+// uses it). Safe on a partly built worker.
+func (w *Worker) closeStores() error {
+	var errs []error
+	if w.eng != nil {
+		errs = append(errs, w.eng.Close())
+	}
+	if w.store != nil {
+		errs = append(errs, w.store.Close())
+	}
+	if w.arena != nil {
+		errs = append(errs, w.arena.Close())
+	}
+	if w.cli != nil {
+		errs = append(errs, w.cli.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// resolveWorkerID picks the worker's id: the configured one; else one persisted under
+// RootFSDir by an earlier run with the same configured address; else one derived from the
+// address ("w-127.0.0.1-12300"), or from the bound address plus a random suffix when the
+// configured port is 0 (so two workers never share an id), persisted when RootFSDir is set.
+func resolveWorkerID(cfg WorkerConfig, bound string) (base.WorkerID, error) {
+	if cfg.WorkerID != "" {
+		return cfg.WorkerID, nil
+	}
+	var idFile string
+	if cfg.RootFSDir != "" {
+		idFile = filepath.Join(cfg.RootFSDir, cfg.ClusterID, "worker_id."+sanitizeID(cfg.Address))
+		if b, err := os.ReadFile(idFile); err == nil {
+			id := base.WorkerID(strings.TrimSpace(string(b)))
+			if err := base.ValidateWorkerID(id); err != nil {
+				return "", fmt.Errorf("server: worker id in %s: %w", idFile, err)
+			}
+			return id, nil
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("server: read worker id: %w", err)
+		}
+	}
+	id := "w-" + sanitizeID(cfg.Address)
+	if _, port, _ := net.SplitHostPort(cfg.Address); port == "0" {
+		id = "w-" + sanitizeID(bound) + "-" + fmt.Sprintf("%08x", uint32(time.Now().UnixNano()))
+	}
+	if len(id) > base.MaxWorkerIDLen {
+		id = id[:base.MaxWorkerIDLen]
+	}
+	if idFile != "" {
+		if err := os.MkdirAll(filepath.Dir(idFile), 0o750); err != nil {
+			return "", fmt.Errorf("server: worker dir: %w", err)
+		}
+		tmp := idFile + ".tmp"
+		if err := os.WriteFile(tmp, []byte(id+"\n"), 0o640); err != nil {
+			return "", fmt.Errorf("server: persist worker id: %w", err)
+		}
+		if err := os.Rename(tmp, idFile); err != nil {
+			return "", fmt.Errorf("server: persist worker id: %w", err)
+		}
+	}
+	return base.WorkerID(id), nil
+}
+
+// sanitizeID maps s onto the characters base.ValidateWorkerID allows.
+func sanitizeID(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}
+
+// Addr returns the bound data address.
+func (w *Worker) Addr() string { return w.rpc.ln.Addr().String() }
 
 // MetricsAddr returns the bound metrics address, "" when there is none.
-func (w *Worker) MetricsAddr() string { return "" }
+func (w *Worker) MetricsAddr() string { return w.adm.Addr() }
 
 // ID returns the worker's id.
-func (w *Worker) ID() base.WorkerID { return "" }
+func (w *Worker) ID() base.WorkerID { return w.id }
 
-// Shutdown stops the worker (SIGTERM path).
-func (w *Worker) Shutdown(ctx context.Context) error { return nil }
+// Shutdown is the SIGTERM path. The rough workflow:
+//
+//  1. refuse new Writes (ErrUnavailable) and stop the control loop (no more heartbeats; the
+//     worker is not unregistered, so its replicas stay listed through a quick restart: the
+//     leader marks it dead only after ClientTTL of silence);
+//  2. stop accepting connections and drain the calls in flight (reads finish their sends)
+//     until ctx ends, then close the connections;
+//  3. abort pending writes (never committed, so never acknowledged);
+//  4. with an NVMe tier, SpillAll: move DRAM objects to NVMe until ctx ends, so a restart
+//     finds them there;
+//  5. stop the admin HTTP server;
+//  6. close the tier engine, the NVMe store (syncing it) and the arena.
+//
+// It is safe to call more than once; later calls return the first result.
+func (w *Worker) Shutdown(ctx context.Context) error {
+	w.shutOnce.Do(func() {
+		w.closing.Store(true)
+		close(w.stop)
+		w.cancel()
+		w.loops.Wait()
+		var errs []error
+		if err := w.rpc.shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("rpc: %w", err))
+		}
+		w.pend.Lock()
+		for k, p := range w.pend.m {
+			delete(w.pend.m, k)
+			if p.inflight == 0 {
+				p.w.Abort()
+			} else {
+				p.failed = true // NB: cannot happen after the drain; kept for safety
+			}
+		}
+		w.pend.Unlock()
+		if w.store != nil {
+			start := time.Now()
+			before := w.eng.Metrics()
+			err := w.eng.SpillAll(ctx)
+			after := w.eng.Metrics()
+			w.log.Info("spilled DRAM to NVMe before exit", "objects", after.Spills-before.Spills,
+				"bytes", base.Bytes(after.SpillBytes-before.SpillBytes).String(), "took", time.Since(start), "err", err)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("spill: %w", err))
+			}
+		}
+		if err := w.adm.close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("admin http: %w", err))
+		}
+		if err := w.closeStores(); err != nil {
+			errs = append(errs, err)
+		}
+		w.shutErr = errors.Join(errs...)
+		w.log.Info("worker stopped", "err", w.shutErr)
+	})
+	return w.shutErr
+}
+
+// stats is the snapshot the worker's gauges read.
+func (w *Worker) stats() workerStats {
+	m := w.eng.Metrics()
+	as := w.arena.Stats()
+	s := workerStats{
+		ArenaUsed: as.Used, ArenaCapacity: as.Capacity, Fragmentation: as.Fragmentation,
+		HugePageMode: w.arena.Mode().String(),
+		DRAMBytes:    m.DRAM.Bytes, DRAMObjects: m.DRAM.Objects, NVMeBytes: m.NVMe.Bytes, NVMeObjects: m.NVMe.Objects,
+		Evictions: map[string]int64{"watermark": m.EvictionsWatermark, "pressure": m.EvictionsPressure},
+		Spills:    m.Spills, Promotions: m.Promotions, PendingWrites: m.PendingWrites.Objects,
+	}
+	if w.store != nil {
+		nm := w.store.Metrics()
+		s.NVMeCapacity = nm.Capacity
+		s.NVMeCorruptions = nm.Corruptions
+	}
+	return s
+}
+
+// WorkerLocalStatus is the worker's /api/v1/status.
+type WorkerLocalStatus struct {
+	ID                string  `json:"id"`
+	Address           string  `json:"address"`
+	ClusterID         string  `json:"cluster_id"`
+	Leader            string  `json:"leader_address"`
+	Registered        bool    `json:"registered"`
+	Persistence       string  `json:"persistence"`
+	ArenaMode         string  `json:"arena_mode"`
+	DRAMUsedBytes     int64   `json:"dram_used_bytes"`
+	DRAMCapacityBytes int64   `json:"dram_capacity_bytes"`
+	DRAMObjects       int64   `json:"dram_objects"`
+	NVMeUsedBytes     int64   `json:"nvme_used_bytes"`
+	NVMeCapacityBytes int64   `json:"nvme_capacity_bytes"`
+	NVMeObjects       int64   `json:"nvme_objects"`
+	PendingWrites     int64   `json:"pending_writes"`
+	Fragmentation     float64 `json:"fragmentation"`
+}
+
+func (w *Worker) status() WorkerLocalStatus {
+	s := w.stats()
+	st := WorkerLocalStatus{ID: string(w.id), Address: w.Addr(), ClusterID: w.cfg.ClusterID, Registered: w.registered.Load() > 0,
+		Persistence: w.cfg.Persistence.String(), ArenaMode: s.HugePageMode,
+		DRAMUsedBytes: s.DRAMBytes, DRAMCapacityBytes: s.ArenaCapacity, DRAMObjects: s.DRAMObjects,
+		NVMeUsedBytes: s.NVMeBytes, NVMeCapacityBytes: s.NVMeCapacity, NVMeObjects: s.NVMeObjects,
+		PendingWrites: s.PendingWrites, Fragmentation: s.Fragmentation}
+	if l, ok := w.leader.Load().(string); ok {
+		st.Leader = l
+	}
+	return st
+}

@@ -312,3 +312,46 @@ func DiffState(a, b State) string {
 	}
 	return ""
 }
+
+// WaitFor waits until cond(node i) holds, re-checking after every entry node i applies (no
+// sleeping). It fails the test after 30s.
+func (c *Cluster) WaitFor(i int, what string, cond func(*raftmeta.Node) bool) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), leaderWait)
+	defer cancel()
+	n := c.Node(i)
+	for !cond(n) {
+		if err := n.WaitApplied(ctx, n.AppliedIndex()+1); err != nil {
+			c.t.Fatalf("node %d: waiting for %s: %v", i, what, err)
+		}
+	}
+}
+
+// AddNode opens a new node with no peers (it waits to be added), on a fresh data dir and a new
+// port, and returns its index. Add it with the leader's AddVoter.
+func (c *Cluster) AddNode(opts ...Option) int {
+	c.t.Helper()
+	i := len(c.cfgs)
+	links := &Links{blocked: map[raft.ServerAddress]bool{}}
+	cfg := c.cfgs[0]
+	cfg.ID = fmt.Sprintf("m%d", i+1)
+	cfg.RaftAddr = "127.0.0.1:0"
+	cfg.RPCAddr = fmt.Sprintf("rpc-m%d", i+1)
+	cfg.DataDir = filepath.Join(filepath.Dir(c.cfgs[0].DataDir), cfg.ID)
+	cfg.Peers = nil
+	cfg.WrapTransport = links.wrap
+	for _, o := range opts {
+		o(i, &cfg)
+	}
+	n, err := raftmeta.Open(cfg)
+	if err != nil {
+		c.t.Fatalf("open node %d: %v", i, err)
+	}
+	cfg.RaftAddr = n.RaftAddr()
+	c.mu.Lock()
+	c.nodes = append(c.nodes, n)
+	c.mu.Unlock()
+	c.cfgs = append(c.cfgs, cfg)
+	c.links = append(c.links, links)
+	return i
+}

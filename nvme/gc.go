@@ -1,0 +1,196 @@
+package nvme
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+// GCStats describes one GC pass.
+type GCStats struct {
+	ExtentsRemoved int   // extent files deleted
+	RecordsMoved   int   // live records copied to the active extent
+	BytesMoved     int64 // their aligned length
+	BytesReclaimed int64 // extent bytes deleted minus bytes moved
+}
+
+// GC rewrites every sealed extent whose live ratio is under Options.GCLiveRatio: it copies the
+// live records to the active extent, and deletes the old file. The order makes it crash-safe:
+//
+//  1. copy each live record (verifying its checksum; a corrupt one is quarantined, not copied),
+//  2. sync the new copies,
+//  3. point the index at the copies (only where it still points at the old record: a Put or
+//     Delete that raced with the copy wins), and sync the index,
+//  4. delete the old extent file and sync the directory.
+//
+// A crash before 4 leaves both copies; the index points at one of them and the other is dead
+// space for the next GC. Readers holding the old file finish their read (the file is unlinked,
+// its descriptor stays valid). GC also runs in the background every Options.GCInterval and
+// when a Put finds the store full.
+func (s *Store) GC() (GCStats, error) {
+	if err := s.enter(); err != nil {
+		return GCStats{}, err
+	}
+	defer s.exit()
+	s.gcMu.Lock()
+	defer s.gcMu.Unlock()
+	return s.gcLocked()
+}
+
+func (s *Store) gcLocked() (GCStats, error) {
+	var st GCStats
+	victims := map[uint64]*extent{}
+	s.mu.Lock()
+	for id, e := range s.mu.extents {
+		if !e.sealed || e.w != nil || e.removed {
+			continue // active, or writes still in flight
+		}
+		size, live := e.size.Load(), e.live.Load()
+		if size > 0 && float64(live)/float64(size) < s.opts.GCLiveRatio {
+			victims[id] = e
+		}
+	}
+	s.mu.Unlock()
+	if len(victims) == 0 {
+		return st, nil
+	}
+
+	// Find the live records of the victims: one pass over the index.
+	type liveRec struct {
+		key string
+		ent indexEntry
+	}
+	var recs []liveRec
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{indexPrefixObject}, UpperBound: []byte{indexPrefixObject + 1}})
+	if err != nil {
+		return st, fmt.Errorf("nvme: gc: %w", err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		val, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return st, fmt.Errorf("nvme: gc: %w", err)
+		}
+		ent, err := decodeIndexEntry(val)
+		if err != nil || ent.isInline() || ent.flags&flagQuarantined != 0 || victims[ent.extent] == nil {
+			continue
+		}
+		key, err := decodeIndexKey(it.Key())
+		if err != nil {
+			continue
+		}
+		recs = append(recs, liveRec{key, ent})
+	}
+	if err := it.Close(); err != nil {
+		return st, fmt.Errorf("nvme: gc: %w", err)
+	}
+
+	// 1-3. Copy, sync and re-point each live record. put with onlyIfAt does the three steps
+	// per record (durable, so the copy is synced before the index points at it).
+	failed := map[uint64]bool{}
+	for _, r := range recs {
+		e := victims[r.ent.extent]
+		stored := getBuf(int(r.ent.storedLen))
+		err := s.readStored(e, r.key, r.ent, stored)
+		if errors.Is(err, base.ErrCorruption) {
+			putBuf(stored)
+			s.quarantine(r.key, r.ent, err)
+			continue
+		}
+		if err == nil {
+			ent := r.ent
+			ent.inline = nil
+			err = s.put(r.key, ent, stored, &r.ent, true)
+		}
+		putBuf(stored)
+		if errors.Is(err, errMoved) {
+			continue
+		}
+		if err != nil {
+			failed[r.ent.extent] = true
+			s.log.Error("nvme: gc: cannot move a record; its extent stays", "key", r.key, "extent", r.ent.extent, "err", err)
+			continue
+		}
+		st.RecordsMoved++
+		st.BytesMoved += recordLenOf(r.key, r.ent)
+	}
+
+	// 4. Delete the victims whose records all moved.
+	removedBytes := int64(0)
+	for id, e := range victims {
+		if failed[id] || e.live.Load() != 0 {
+			continue
+		}
+		s.mu.Lock()
+		delete(s.mu.extents, id)
+		e.removed = true
+		closeR := e.refs == 0
+		s.mu.Unlock()
+		if closeR {
+			e.r.Close()
+		}
+		if err := s.fs.Remove(e.path); err != nil {
+			s.log.Error("nvme: gc: cannot remove an extent", "file", e.path, "err", err)
+		}
+		s.m.extentBytes.Add(-e.size.Load())
+		s.m.extents.Add(-1)
+		removedBytes += e.size.Load()
+		st.ExtentsRemoved++
+	}
+	if st.ExtentsRemoved > 0 {
+		if err := s.syncDir(); err != nil {
+			return st, ioErr("gc: sync extent directory", err)
+		}
+		st.BytesReclaimed = removedBytes - st.BytesMoved
+		s.m.gcRuns.Add(1)
+		s.m.gcReclaimed.Add(st.BytesReclaimed)
+		s.log.Info("nvme: gc", "extents_removed", st.ExtentsRemoved, "records_moved", st.RecordsMoved,
+			"bytes_moved", base.Bytes(st.BytesMoved), "bytes_reclaimed", base.Bytes(st.BytesReclaimed))
+	}
+	return st, nil
+}
+
+// readStored reads the stored bytes of key's record into stored (len == ent.storedLen) and
+// verifies them: the header against ent, and the checksum of the decoded object.
+func (s *Store) readStored(e *extent, key string, ent indexEntry, stored []byte) error {
+	if _, err := s.readHeader(e, key, ent); err != nil {
+		return err
+	}
+	if err := readFull(e.r, stored, ent.offset+recordHeaderLen+int64(len(key))); err != nil {
+		return err
+	}
+	if ent.flags&flagLZ4 == 0 {
+		if got := base.Checksum(stored); got != ent.checksum {
+			return corruptf("extent %d offset %d: checksum %#x, want %#x", e.id, ent.offset, got, ent.checksum)
+		}
+		return nil
+	}
+	obj := getBuf(int(ent.size))
+	defer putBuf(obj)
+	return s.decodeInto(ent, stored, obj)
+}
+
+// gcLoop runs GC every GCInterval (if positive) and when kicked by a full store.
+func (s *Store) gcLoop() {
+	defer s.wg.Done()
+	var tick <-chan time.Time
+	if s.opts.GCInterval > 0 {
+		t := time.NewTicker(s.opts.GCInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick:
+		case <-s.gcKick:
+		}
+		if _, err := s.GC(); err != nil && !errors.Is(err, base.ErrClosed) {
+			s.log.Error("nvme: background gc failed", "err", err)
+		}
+	}
+}

@@ -1,0 +1,347 @@
+package nvme
+
+import (
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+// Open opens (or creates) the store in opts.Dir and recovers it:
+//
+//  1. Open the pebble index (pebble replays its own WAL).
+//  2. Open every extent file and check its header; files with a bad header are ignored
+//     (logged, left in place for inspection, their ids never reused).
+//  3. Walk the index. An entry whose extent is missing, or whose record header does not match
+//     it (torn, overwritten, truncated), is dropped with a log line; with VerifyOnOpen the
+//     whole record is read and checksummed too. Live bytes per extent are counted.
+//  4. Bytes past the last indexed record of an extent (the torn tail of a crash, or records
+//     whose index commit never happened) are dead space: never read, reclaimed by GC. New
+//     records always go to a new extent, so nothing is appended after a torn tail.
+//  5. Extents with no live record are deleted.
+//
+// Scan then reports exactly the objects whose index entry was committed and whose record
+// checks out.
+func Open(opts Options) (*Store, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		opts:   opts,
+		fs:     opts.FS,
+		log:    opts.Logger.With("component", "nvme", "dir", opts.Dir),
+		extDir: opts.FS.PathJoin(opts.Dir, "extents"),
+		seed:   maphash.MakeSeed(),
+		gcKick: make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+	}
+	s.mu.extents = make(map[uint64]*extent)
+	s.group.dirty = make(map[*extent]struct{})
+	s.group.cond.L = &s.group.mu
+	start := now()
+
+	indexDir := s.fs.PathJoin(opts.Dir, "index")
+	for _, d := range []string{s.extDir, indexDir} {
+		if err := s.fs.MkdirAll(d, 0o755); err != nil {
+			return nil, ioErr("create "+d, err)
+		}
+	}
+	db, err := pebble.Open(indexDir, &pebble.Options{
+		FS:     s.fs,
+		Logger: pebbleLogger{s.log},
+		// Inline values are up to 64 KiB: a larger memtable than the 4 MiB default keeps
+		// flushes rare under spill bursts of small objects.
+		MemTableSize: 32 << 20,
+	})
+	if err != nil {
+		return nil, ioErr("open index", err)
+	}
+	s.db = db
+	if err := s.recover(); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+
+	s.direct = s.probeDirect()
+	used := s.m.extentBytes.Load() + s.m.inlineBytes.Load()
+	s.capacity = opts.Capacity
+	if s.capacity == 0 {
+		du, err := s.fs.GetDiskUsage(opts.Dir)
+		if err != nil {
+			s.closeFiles()
+			return nil, ioErr("disk usage", err)
+		}
+		s.capacity = used + int64(float64(du.AvailBytes)*DefaultCapacityFraction)
+	}
+	s.log.Info("nvme: opened",
+		"objects", s.m.objects.Load(), "bytes_used", base.Bytes(used), "capacity", base.Bytes(s.capacity),
+		"extents", s.m.extents.Load(), "dropped", s.m.droppedOnOpen.Load(),
+		"sync", opts.Sync.String(), "o_direct", s.direct, "took", now().Sub(start))
+
+	if opts.Sync == SyncGroup {
+		s.wg.Add(1)
+		go s.syncLoop()
+	}
+	s.wg.Add(1)
+	go s.gcLoop()
+	return s, nil
+}
+
+// closeFiles releases what Open acquired when it fails half way.
+func (s *Store) closeFiles() {
+	for _, e := range s.mu.extents {
+		e.r.Close()
+	}
+	s.db.Close()
+}
+
+// probeDirect decides O_DIRECT for extent writes: only on the OS filesystem, and only if a
+// probe file in the extent directory accepts an aligned O_DIRECT write.
+func (s *Store) probeDirect() bool {
+	if s.opts.DirectIO == DirectIOOff {
+		return false
+	}
+	if s.fs != vfs.Default {
+		s.log.Info("nvme: extents are written buffered: the filesystem is not the OS filesystem")
+		return false
+	}
+	path := s.fs.PathJoin(s.extDir, "direct-probe")
+	f, err := s.fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		s.log.Info("nvme: extents are written buffered: cannot create the O_DIRECT probe", "err", err)
+		return false
+	}
+	defer s.fs.Remove(path)
+	defer f.Close()
+	if err := setDirect(f); err != nil {
+		s.log.Info("nvme: extents are written buffered: O_DIRECT not supported", "err", err)
+		return false
+	}
+	b := getBuf(blockSize)
+	defer putBuf(b)
+	if _, err := f.WriteAt(b, 0); err != nil {
+		s.log.Info("nvme: extents are written buffered: the filesystem refuses O_DIRECT writes", "err", err)
+		return false
+	}
+	s.log.Info("nvme: extents are written with O_DIRECT")
+	return true
+}
+
+// recover opens the extents and validates the index against them (steps 2-5 of Open).
+func (s *Store) recover() error {
+	if err := s.checkFormat(); err != nil {
+		return err
+	}
+	names, err := s.fs.List(s.extDir)
+	if err != nil {
+		return ioErr("list extents", err)
+	}
+	fileSize := map[uint64]int64{}
+	for _, name := range names {
+		id, ok := parseExtentName(name)
+		if !ok {
+			continue
+		}
+		if id >= s.mu.nextID {
+			s.mu.nextID = id + 1
+		}
+		path := s.fs.PathJoin(s.extDir, name)
+		e, size, err := s.openExtent(id, path)
+		if err != nil {
+			s.log.Error("nvme: ignoring an extent file with a bad header", "file", path, "err", err)
+			continue
+		}
+		s.mu.extents[id] = e
+		fileSize[id] = size
+	}
+
+	drop := s.db.NewBatch()
+	defer drop.Close()
+	dropf := func(k []byte, why string, args ...any) {
+		_ = drop.Delete(k, nil)
+		s.m.droppedOnOpen.Add(1)
+		s.log.Warn("nvme: dropping an index entry: "+why, args...)
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{indexPrefixObject}, UpperBound: []byte{indexPrefixObject + 1}})
+	if err != nil {
+		return ioErr("scan index", err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		k := append([]byte(nil), it.Key()...)
+		key, err := decodeIndexKey(k)
+		if err != nil {
+			dropf(k, "bad key", "err", err)
+			continue
+		}
+		val, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return ioErr("scan index", err)
+		}
+		ent, err := decodeIndexEntry(val)
+		if err != nil {
+			dropf(k, "bad entry", "key", key, "err", err)
+			continue
+		}
+		if ent.extent >= s.mu.nextID {
+			s.mu.nextID = ent.extent + 1
+		}
+		if ent.isInline() {
+			s.m.inlineBytes.Add(inlineCost(key, ent))
+		}
+		if ent.flags&flagQuarantined != 0 {
+			continue
+		}
+		if !ent.isInline() {
+			e := s.mu.extents[ent.extent]
+			if e == nil {
+				dropf(k, "its extent is missing", "key", key, "extent", ent.extent)
+				continue
+			}
+			if end := ent.offset + recordLenOf(key, ent); end > fileSize[ent.extent] {
+				dropf(k, "its record is past the end of the extent (torn)", "key", key, "extent", ent.extent, "offset", ent.offset)
+				continue
+			}
+			if _, err := s.readHeader(e, key, ent); err != nil {
+				dropf(k, "its record header does not check out", "key", key, "err", err)
+				continue
+			}
+			if s.opts.VerifyOnOpen {
+				buf := make([]byte, ent.size)
+				if err := s.readRecord(e, key, ent, buf); err != nil {
+					dropf(k, "its record does not verify", "key", key, "err", err)
+					continue
+				}
+			}
+			e.live.Add(recordLenOf(key, ent))
+			s.m.extentLive.Add(recordLenOf(key, ent))
+		}
+		s.m.objects.Add(1)
+	}
+	if err := it.Close(); err != nil {
+		return ioErr("scan index", err)
+	}
+	if drop.Count() > 0 {
+		if err := drop.Commit(pebble.Sync); err != nil {
+			return ioErr("drop index entries", err)
+		}
+	}
+	// Extents with nothing live go; the others count whole (torn tails are dead space).
+	removed := 0
+	for id, e := range s.mu.extents {
+		if e.live.Load() == 0 {
+			e.r.Close()
+			delete(s.mu.extents, id)
+			if err := s.fs.Remove(e.path); err != nil {
+				s.log.Error("nvme: cannot remove an empty extent", "file", e.path, "err", err)
+			}
+			removed++
+			continue
+		}
+		e.size.Store(alignUp(fileSize[id]))
+		s.m.extentBytes.Add(e.size.Load())
+		s.m.extents.Add(1)
+	}
+	if removed > 0 {
+		if err := s.syncDir(); err != nil {
+			return ioErr("sync extent directory", err)
+		}
+	}
+	return nil
+}
+
+// openExtent opens a sealed extent for reading and checks its header.
+func (s *Store) openExtent(id uint64, path string) (*extent, int64, error) {
+	r, err := s.fs.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := r.Stat()
+	if err != nil {
+		r.Close()
+		return nil, 0, err
+	}
+	var hdr [extentHeaderLen]byte
+	if err := readFull(r, hdr[:], 0); err != nil {
+		r.Close()
+		return nil, 0, err
+	}
+	got, err := decodeExtentHeader(hdr[:])
+	if err == nil && got != id {
+		err = corruptf("extent header says id %d, file name says %d", got, id)
+	}
+	if err != nil {
+		r.Close()
+		return nil, 0, err
+	}
+	e := &extent{id: id, path: path, r: r, sealed: true}
+	return e, st.Size(), nil
+}
+
+// checkFormat stamps a new index with the format version or refuses another version.
+func (s *Store) checkFormat() error {
+	v, closer, err := s.db.Get(metaFormatKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		if err := s.db.Set(metaFormatKey, []byte(indexFormatVersion), pebble.Sync); err != nil {
+			return ioErr("stamp index format", err)
+		}
+		return nil
+	}
+	if err != nil {
+		return ioErr("read index format", err)
+	}
+	defer closer.Close()
+	if string(v) != indexFormatVersion {
+		return fmt.Errorf("nvme: index format %q, this build reads %q: %w", v, indexFormatVersion, base.ErrNotSupported)
+	}
+	return nil
+}
+
+// syncLoop is the SyncGroup tick: it syncs the extents written with sync=false, then the
+// index WAL, so such writes are durable within about GroupCommitInterval.
+func (s *Store) syncLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.GroupCommitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.group.mu.Lock()
+		dirty := len(s.group.dirty) > 0
+		s.group.mu.Unlock()
+		if !dirty {
+			continue
+		}
+		s.syncDirty()
+		if err := s.db.LogData(nil, pebble.Sync); err != nil {
+			s.log.Error("nvme: index sync failed", "err", err)
+		}
+	}
+}
+
+// pebbleLogger routes pebble's log lines to slog.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug("pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error("pebble: " + fmt.Sprintf(format, args...))
+}
+
+// Fatalf: pebble calls it on states it cannot continue from; it must not return.
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := "pebble: " + fmt.Sprintf(format, args...)
+	p.l.Error(msg)
+	panic(msg)
+}

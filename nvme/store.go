@@ -1,0 +1,711 @@
+package nvme
+
+import (
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+// Store is the NVMe tier of one worker. It implements tier.Lower. All methods are safe for
+// concurrent use.
+//
+// Lock order: stripes[i] -> mu -> group.mu. group.mu is never held while mu is taken and no
+// lock is held across file I/O except mu during extent creation (once per ExtentSize).
+type Store struct {
+	opts     Options
+	fs       vfs.FS
+	log      *slog.Logger
+	db       *pebble.DB
+	extDir   string
+	direct   bool  // extents are written with O_DIRECT
+	capacity int64 // bytes; see Options.Capacity
+
+	// ops is held shared by every public operation and exclusively by Close, so Close waits
+	// for operations in flight and nothing runs on closed files.
+	ops    sync.RWMutex
+	closed atomic.Bool
+
+	// stripes serialise the read-modify-write of one key's index entry together with the
+	// accounting that goes with it (old record dead, new record live). Picked by hash of key.
+	stripes [256]sync.Mutex
+	seed    maphash.Seed
+
+	mu struct {
+		sync.Mutex
+		// extents holds every extent file the index may point at, by id.
+		extents map[uint64]*extent
+		// active is the extent new records are appended to; nil until the first append and
+		// after it is sealed.
+		active *extent
+		// nextID is the id of the next extent file. Invariant: greater than every id ever
+		// seen in the directory or in the index, so ids are never reused.
+		nextID uint64
+	}
+
+	group syncGroup
+
+	gcMu   sync.Mutex // one GC at a time
+	gcKick chan struct{}
+	stop   chan struct{}
+	wg     sync.WaitGroup // background loops
+
+	m counters
+
+	// testHookBeforeIndexCommit, when set, runs after an extent record is written (and synced
+	// if durable) and before its index entry is committed. Nil in production.
+	testHookBeforeIndexCommit func(key string)
+}
+
+// counters are the store's metrics; Metrics copies them out.
+type counters struct {
+	extentBytes   atomic.Int64 // bytes of extent files (reserved record ends), dead space included
+	extentLive    atomic.Int64 // bytes of extent records the index points at
+	inlineBytes   atomic.Int64 // bytes of inline index entries (key + entry + value)
+	objects       atomic.Int64
+	extents       atomic.Int64
+	corruptions   atomic.Int64
+	quarantined   atomic.Int64
+	lz4Saved      atomic.Int64
+	gcRuns        atomic.Int64
+	gcReclaimed   atomic.Int64
+	droppedOnOpen atomic.Int64
+}
+
+// extent is one append-only extent file.
+type extent struct {
+	id   uint64
+	path string
+	// size is the end of the last reserved record: the file's length once the writes in
+	// flight have completed. Only grows.
+	size atomic.Int64
+	// live is the aligned length of the records the index points at.
+	live atomic.Int64
+
+	// Guarded by Store.mu.
+	r       vfs.File // buffered read handle; closed once removed and refs == 0
+	refs    int      // readers holding r
+	removed bool     // deleted by GC; r closes with the last reader
+	w       vfs.File // write handle (O_DIRECT when Store.direct); nil once closed
+	wRefs   int      // writers, syncers and the active role holding w
+	sealed  bool     // no more appends; w closes (after a final sync) when wRefs reaches 0
+
+	// Guarded by Store.group.mu.
+	syncErr error // sticky: after a failed fdatasync the file's unsynced writes are lost
+}
+
+// Metrics is a snapshot of the store's counters.
+type Metrics struct {
+	// BytesUsed is what counts against Capacity: extent files (dead space included until GC)
+	// plus inline index entries.
+	BytesUsed int64
+	// Capacity is the byte limit in force.
+	Capacity int64
+	// LiveBytes is the part of BytesUsed that live objects use (records with their padding).
+	LiveBytes int64
+	// Objects is the number of objects Scan reports.
+	Objects int64
+	// Extents is the number of extent files.
+	Extents int64
+	// LiveRatio is live extent bytes over extent bytes (1 with no extents): what GC looks at.
+	LiveRatio float64
+	// Corruptions counts checksum or header mismatches found by reads since Open.
+	Corruptions int64
+	// Quarantined counts records quarantined since Open (each once).
+	Quarantined int64
+	// DroppedOnOpen counts index entries Open dropped because their record was missing or bad.
+	DroppedOnOpen int64
+	// LZ4BytesSaved is the bytes lz4 saved over the objects written since Open.
+	LZ4BytesSaved int64
+	// GCRuns and GCBytesReclaimed count GC passes that removed at least one extent.
+	GCRuns, GCBytesReclaimed int64
+	// Sync is the sync policy; DirectIO says whether extents are written with O_DIRECT.
+	Sync     SyncPolicy
+	DirectIO bool
+}
+
+// Metrics returns a snapshot of the counters.
+func (s *Store) Metrics() Metrics {
+	eb, el := s.m.extentBytes.Load(), s.m.extentLive.Load()
+	ib := s.m.inlineBytes.Load()
+	ratio := 1.0
+	if eb > 0 {
+		ratio = float64(el) / float64(eb)
+	}
+	return Metrics{
+		BytesUsed:        eb + ib,
+		Capacity:         s.capacity,
+		LiveBytes:        el + ib,
+		Objects:          s.m.objects.Load(),
+		Extents:          s.m.extents.Load(),
+		LiveRatio:        ratio,
+		Corruptions:      s.m.corruptions.Load(),
+		Quarantined:      s.m.quarantined.Load(),
+		DroppedOnOpen:    s.m.droppedOnOpen.Load(),
+		LZ4BytesSaved:    s.m.lz4Saved.Load(),
+		GCRuns:           s.m.gcRuns.Load(),
+		GCBytesReclaimed: s.m.gcReclaimed.Load(),
+		Sync:             s.opts.Sync,
+		DirectIO:         s.direct,
+	}
+}
+
+// enter starts a public operation; it fails once Close has begun.
+func (s *Store) enter() error {
+	s.ops.RLock()
+	if s.closed.Load() {
+		s.ops.RUnlock()
+		return fmt.Errorf("nvme: store %s: %w", s.opts.Dir, base.ErrClosed)
+	}
+	return nil
+}
+
+func (s *Store) exit() { s.ops.RUnlock() }
+
+func (s *Store) stripe(key string) *sync.Mutex {
+	return &s.stripes[maphash.String(s.seed, key)%uint64(len(s.stripes))]
+}
+
+func (s *Store) lz4Limit(n int) int { return int(float64(n) * (1 - s.opts.LZ4MinSaving)) }
+
+// Put stores data as key's object with version v, replacing any older object of key. With
+// sync (or SyncAlways) the object is durable when Put returns. The caller keeps data; Put
+// does not retain it.
+//
+// Errors: base.ErrInvalidKey, base.ErrTooLarge, base.ErrNoSpace (capacity or disk full;
+// nothing is changed), base.ErrClosed, or an I/O error.
+func (s *Store) Put(key string, v base.Version, data []byte, sync bool) error {
+	if err := base.ValidateKey(key); err != nil {
+		return fmt.Errorf("nvme: put: %w", err)
+	}
+	if int64(len(data)) > maxObjectSize {
+		return fmt.Errorf("nvme: put %q: %d bytes: %w (limit %d)", key, len(data), base.ErrTooLarge, int64(maxObjectSize))
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.exit()
+	durable := sync || s.opts.Sync == SyncAlways
+	ent := indexEntry{version: v, size: int64(len(data)), storedLen: int64(len(data)), checksum: base.Checksum(data)}
+	return s.put(key, ent, data, nil, durable)
+}
+
+// put writes one object. Either data (the object's bytes) or stored (already in its stored
+// form, with ent.flags and ent.storedLen describing it: GC's rewrites) is given. If
+// onlyIfAt is non-nil the index is updated only if it still holds *onlyIfAt (GC must not
+// resurrect an object deleted or replaced while it copied it).
+func (s *Store) put(key string, ent indexEntry, data []byte, onlyIfAt *indexEntry, durable bool) error {
+	hdr := &recordHeader{key: key, version: ent.version, size: ent.size, checksum: ent.checksum}
+	hl := int(hdr.headerLen())
+	var rec []byte // aligned record buffer, owned here until putBuf
+	defer func() {
+		if rec != nil {
+			putBuf(rec)
+		}
+	}()
+	stored := data
+	if onlyIfAt == nil && !s.opts.DisableLZ4 && len(data) >= lz4MinLen && lz4Promising(data, s.lz4Limit) {
+		limit := s.lz4Limit(len(data))
+		var dst []byte
+		if int64(len(data)) > s.opts.InlineThreshold {
+			rec = getBuf(int(alignUp(int64(hl + len(data)))))
+			dst = rec[hl : hl+limit]
+		} else {
+			dst = make([]byte, limit)
+		}
+		if n := lz4Compress(data, dst); n > 0 {
+			stored = dst[:n]
+			ent.flags |= flagLZ4
+			ent.storedLen = int64(n)
+		}
+	}
+	if int64(len(stored)) <= s.opts.InlineThreshold {
+		ent.flags |= flagInline
+		if rec != nil && ent.flags&flagLZ4 != 0 {
+			stored = append([]byte(nil), stored...) // rec goes back to the pool
+		}
+		ent.inline = stored
+		n := inlineCost(key, ent)
+		if err := s.reserve(n, false); err != nil {
+			return fmt.Errorf("nvme: put %q: %w", key, err)
+		}
+		if err := s.commit(key, ent, nil, onlyIfAt, durable); err != nil {
+			s.m.inlineBytes.Add(-n)
+			return err
+		}
+		s.m.lz4Saved.Add(ent.size - ent.storedLen)
+		return nil
+	}
+
+	// Extent record: header, key, stored bytes, zero padding, in one aligned buffer.
+	hdr.flags = ent.flags & recordFlagsMask
+	hdr.storedLen = ent.storedLen
+	recLen := int(hdr.recordLen())
+	if rec == nil {
+		rec = getBuf(recLen)
+		copy(rec[hl:], stored)
+	} else {
+		rec = rec[:recLen]
+		if ent.flags&flagLZ4 == 0 {
+			copy(rec[hl:], stored)
+		}
+	}
+	hdr.encode(rec)
+	clear(rec[hl+len(stored):])
+	e, off, err := s.appendRecord(rec)
+	if err != nil {
+		return fmt.Errorf("nvme: put %q: %w", key, err)
+	}
+	defer s.releaseW(e)
+	if durable {
+		if err := s.syncExtent(e); err != nil {
+			return fmt.Errorf("nvme: put %q: sync extent %d: %w", key, e.id, err)
+		}
+	}
+	ent.extent, ent.offset = e.id, off
+	if s.testHookBeforeIndexCommit != nil {
+		s.testHookBeforeIndexCommit(key)
+	}
+	if err := s.commit(key, ent, e, onlyIfAt, durable); err != nil {
+		return err
+	}
+	if !durable && s.opts.Sync != SyncNone {
+		s.markDirty(e)
+	}
+	s.m.lz4Saved.Add(ent.size - ent.storedLen)
+	return nil
+}
+
+// inlineCost is what an inline entry counts against capacity.
+func inlineCost(key string, ent indexEntry) int64 {
+	return int64(len(key)) + indexFixedLen + ent.storedLen
+}
+
+// recordLenOf is the aligned length of key's record described by ent.
+func recordLenOf(key string, ent indexEntry) int64 {
+	return alignUp(recordHeaderLen + int64(len(key)) + ent.storedLen)
+}
+
+// reserve counts n more bytes against capacity, or fails with ErrNoSpace and kicks GC.
+// extentBytes says which counter the bytes go to.
+func (s *Store) reserve(n int64, extentBytes bool) error {
+	for {
+		eb, ib := s.m.extentBytes.Load(), s.m.inlineBytes.Load()
+		if eb+ib+n > s.capacity {
+			select {
+			case s.gcKick <- struct{}{}:
+			default:
+			}
+			return fmt.Errorf("%w: the store holds %d of %d bytes (%d live; GC reclaims the rest), %d more needed",
+				base.ErrNoSpace, eb+ib, s.capacity, s.m.extentLive.Load()+ib, n)
+		}
+		if extentBytes {
+			if s.m.extentBytes.CompareAndSwap(eb, eb+n) {
+				return nil
+			}
+		} else if s.m.inlineBytes.CompareAndSwap(ib, ib+n) {
+			return nil
+		}
+	}
+}
+
+// commit writes key's index entry (under its stripe lock) and moves the accounting from the
+// old entry, if any, to the new one. e is the extent of the new record (nil when inline).
+func (s *Store) commit(key string, ent indexEntry, e *extent, onlyIfAt *indexEntry, durable bool) error {
+	mu := s.stripe(key)
+	mu.Lock()
+	defer mu.Unlock()
+	old, found, err := s.getEntry(key)
+	if err != nil && !errors.Is(err, base.ErrCorruption) {
+		return err
+	}
+	if onlyIfAt != nil && (!found || !sameRecord(old, *onlyIfAt)) {
+		return errMoved
+	}
+	wo := pebble.NoSync
+	if durable {
+		wo = pebble.Sync
+	}
+	if err := s.db.Set(encodeIndexKey(key), ent.encode(), wo); err != nil {
+		return fmt.Errorf("nvme: index %q: %w", key, err)
+	}
+	if found {
+		s.forgetLocked(key, old)
+	}
+	s.m.objects.Add(1)
+	if e != nil {
+		e.live.Add(recordLenOf(key, ent))
+		s.m.extentLive.Add(recordLenOf(key, ent))
+	}
+	return nil
+}
+
+// errMoved reports that GC's copy lost a race with a Put or Delete of the same key.
+var errMoved = errors.New("nvme: object changed while GC copied it")
+
+func sameRecord(a, b indexEntry) bool {
+	return a.flags == b.flags && a.version == b.version && a.extent == b.extent && a.offset == b.offset &&
+		a.storedLen == b.storedLen && a.checksum == b.checksum
+}
+
+// forgetLocked removes an entry's accounting after its index entry was replaced or deleted.
+// REQUIRES: key's stripe lock.
+func (s *Store) forgetLocked(key string, old indexEntry) {
+	if old.flags&flagQuarantined == 0 {
+		s.m.objects.Add(-1)
+		if !old.isInline() {
+			s.mu.Lock()
+			e := s.mu.extents[old.extent]
+			s.mu.Unlock()
+			if e != nil {
+				e.live.Add(-recordLenOf(key, old))
+				s.m.extentLive.Add(-recordLenOf(key, old))
+			}
+		}
+	}
+	if old.isInline() {
+		s.m.inlineBytes.Add(-inlineCost(key, old))
+	}
+}
+
+// getEntry reads key's index entry. found is false when there is none.
+func (s *Store) getEntry(key string) (ent indexEntry, found bool, err error) {
+	v, closer, err := s.db.Get(encodeIndexKey(key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return ent, false, nil
+	}
+	if err != nil {
+		return ent, false, fmt.Errorf("nvme: index get %q: %w", key, err)
+	}
+	ent, err = decodeIndexEntry(v)
+	if err == nil && ent.isInline() {
+		ent.inline = append([]byte(nil), ent.inline...) // v is only valid until closer.Close
+	}
+	closer.Close()
+	if err != nil {
+		return ent, false, fmt.Errorf("nvme: index entry of %q: %w", key, err)
+	}
+	return ent, true, nil
+}
+
+// Stat returns key's metadata. Errors: base.ErrObjectNotFound (also for a quarantined object).
+func (s *Store) Stat(key string) (base.ObjectMeta, error) {
+	if err := base.ValidateKey(key); err != nil {
+		return base.ObjectMeta{}, fmt.Errorf("nvme: stat: %w", err)
+	}
+	if err := s.enter(); err != nil {
+		return base.ObjectMeta{}, err
+	}
+	defer s.exit()
+	ent, found, err := s.getEntry(key)
+	if err != nil {
+		return base.ObjectMeta{}, err
+	}
+	if !found || ent.flags&flagQuarantined != 0 {
+		return base.ObjectMeta{}, fmt.Errorf("nvme: %q: %w", key, base.ErrObjectNotFound)
+	}
+	return base.ObjectMeta{Key: key, Version: ent.version, Size: ent.size, Checksum: ent.checksum}, nil
+}
+
+// ReadInto reads key's object into dst, which must be exactly its size, and verifies its
+// checksum. v == 0 reads any version. On a checksum (or record header) mismatch the record is
+// quarantined: this call returns an error wrapping base.ErrCorruption and later calls
+// base.ErrObjectNotFound.
+//
+// Errors: base.ErrObjectNotFound, base.ErrInvalidVersion, base.ErrInvalidParams (dst of the
+// wrong length), base.ErrCorruption, or an I/O error.
+func (s *Store) ReadInto(key string, v base.Version, dst []byte) error {
+	if err := base.ValidateKey(key); err != nil {
+		return fmt.Errorf("nvme: read: %w", err)
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.exit()
+	// GC may move the record between the index lookup and the extent read; the second lookup
+	// then finds the new location. Three tries bound the loop.
+	for try := 0; ; try++ {
+		ent, found, err := s.getEntry(key)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("nvme: %q: %w", key, base.ErrObjectNotFound)
+		}
+		if ent.flags&flagQuarantined != 0 {
+			return fmt.Errorf("nvme: %q was quarantined after a checksum mismatch: %w", key, base.ErrObjectNotFound)
+		}
+		if v != 0 && ent.version != v {
+			return fmt.Errorf("nvme: %q has version %d, not %d: %w", key, ent.version, v, base.ErrInvalidVersion)
+		}
+		if int64(len(dst)) != ent.size {
+			return fmt.Errorf("nvme: read %q: %w: buffer of %d bytes for an object of %d", key, base.ErrInvalidParams, len(dst), ent.size)
+		}
+		if ent.isInline() {
+			err = s.decodeInto(ent, ent.inline, dst)
+		} else {
+			e := s.acquireExtent(ent.extent)
+			if e == nil {
+				if try < 3 {
+					continue
+				}
+				err = corruptf("extent %d of %q is missing", ent.extent, key)
+			} else {
+				err = s.readRecord(e, key, ent, dst)
+				s.releaseExtent(e)
+			}
+		}
+		if errors.Is(err, base.ErrCorruption) {
+			s.quarantine(key, ent, err)
+			return fmt.Errorf("nvme: read %q: %w", key, err)
+		}
+		return err
+	}
+}
+
+// decodeInto turns stored bytes into the object in dst and verifies the checksum.
+func (s *Store) decodeInto(ent indexEntry, stored, dst []byte) error {
+	if ent.flags&flagLZ4 != 0 {
+		if err := lz4Decompress(stored, dst); err != nil {
+			return err
+		}
+	} else {
+		copy(dst, stored)
+	}
+	if got := base.Checksum(dst); got != ent.checksum {
+		return corruptf("checksum %#x, want %#x", got, ent.checksum)
+	}
+	return nil
+}
+
+// readRecord reads and verifies key's record from e into dst.
+func (s *Store) readRecord(e *extent, key string, ent indexEntry, dst []byte) error {
+	if _, err := s.readHeader(e, key, ent); err != nil {
+		return err
+	}
+	dataOff := ent.offset + recordHeaderLen + int64(len(key))
+	if ent.flags&flagLZ4 == 0 {
+		if err := readFull(e.r, dst, dataOff); err != nil {
+			return fmt.Errorf("extent %d offset %d: %w", e.id, ent.offset, err)
+		}
+		if got := base.Checksum(dst); got != ent.checksum {
+			return corruptf("extent %d offset %d: checksum %#x, want %#x", e.id, ent.offset, got, ent.checksum)
+		}
+		return nil
+	}
+	buf := getBuf(int(ent.storedLen))
+	defer putBuf(buf)
+	if err := readFull(e.r, buf, dataOff); err != nil {
+		return fmt.Errorf("extent %d offset %d: %w", e.id, ent.offset, err)
+	}
+	if err := s.decodeInto(ent, buf, dst); err != nil {
+		return fmt.Errorf("extent %d offset %d: %w", e.id, ent.offset, err)
+	}
+	return nil
+}
+
+// readHeader reads and checks the record header ent points at against ent.
+func (s *Store) readHeader(e *extent, key string, ent indexEntry) (recordHeader, error) {
+	var small [recordHeaderLen + 256]byte
+	n := recordHeaderLen + len(key)
+	b := small[:0]
+	if n <= len(small) {
+		b = small[:n]
+	} else {
+		b = make([]byte, n)
+	}
+	if err := readFull(e.r, b, ent.offset); err != nil {
+		return recordHeader{}, fmt.Errorf("extent %d offset %d: %w", e.id, ent.offset, err)
+	}
+	h, err := decodeRecordHeader(b)
+	if err != nil {
+		return h, fmt.Errorf("extent %d offset %d: %w", e.id, ent.offset, err)
+	}
+	if h.key != key || h.version != ent.version || h.size != ent.size || h.storedLen != ent.storedLen ||
+		h.checksum != ent.checksum || h.flags != ent.flags&recordFlagsMask {
+		return h, corruptf("extent %d offset %d: record of %q v%d does not match the index entry of %q v%d",
+			e.id, ent.offset, h.key, h.version, key, ent.version)
+	}
+	return h, nil
+}
+
+// readFull reads len(b) bytes at off. A short read means the file ends early: a torn or
+// truncated record, reported as corruption.
+func readFull(f vfs.File, b []byte, off int64) error {
+	n, err := f.ReadAt(b, off)
+	if n == len(b) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return corruptf("short read: %d of %d bytes", n, len(b))
+	}
+	return err
+}
+
+// quarantine marks key's record as never to be served again, if the index still holds ent.
+func (s *Store) quarantine(key string, ent indexEntry, cause error) {
+	s.m.corruptions.Add(1)
+	mu := s.stripe(key)
+	mu.Lock()
+	defer mu.Unlock()
+	cur, found, err := s.getEntry(key)
+	if err != nil || !found || !sameRecord(cur, ent) {
+		return // replaced or deleted meanwhile; nothing to mark
+	}
+	q := cur
+	q.flags |= flagQuarantined
+	if err := s.db.Set(encodeIndexKey(key), q.encode(), pebble.NoSync); err != nil {
+		s.log.Error("nvme: cannot quarantine a corrupt record", "key", key, "err", err, "cause", cause)
+		return
+	}
+	s.forgetLocked(key, cur)
+	if cur.isInline() {
+		s.m.inlineBytes.Add(inlineCost(key, q)) // the entry stays in the index
+	}
+	s.m.quarantined.Add(1)
+	s.log.Error("nvme: record quarantined", "key", key, "version", ent.version, "err", cause)
+}
+
+// Delete removes key's object; v == 0 removes any version. Deleting a quarantined object
+// removes its quarantine mark.
+//
+// Errors: base.ErrObjectNotFound, base.ErrInvalidVersion.
+func (s *Store) Delete(key string, v base.Version) error {
+	if err := base.ValidateKey(key); err != nil {
+		return fmt.Errorf("nvme: delete: %w", err)
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.exit()
+	mu := s.stripe(key)
+	mu.Lock()
+	defer mu.Unlock()
+	old, found, err := s.getEntry(key)
+	if err != nil && !errors.Is(err, base.ErrCorruption) {
+		return err
+	}
+	if !found && err == nil {
+		return fmt.Errorf("nvme: delete %q: %w", key, base.ErrObjectNotFound)
+	}
+	if found && v != 0 && old.version != v {
+		return fmt.Errorf("nvme: delete %q: version %d stored, not %d: %w", key, old.version, v, base.ErrInvalidVersion)
+	}
+	wo := pebble.NoSync
+	if s.opts.Sync == SyncAlways {
+		wo = pebble.Sync
+	}
+	if err := s.db.Delete(encodeIndexKey(key), wo); err != nil {
+		return fmt.Errorf("nvme: delete %q: %w", key, err)
+	}
+	if found {
+		s.forgetLocked(key, old)
+	}
+	return nil
+}
+
+// Scan calls fn for every object the store holds (quarantined ones excepted), in key order,
+// from a consistent snapshot of the index. An error from fn stops the scan and is returned.
+func (s *Store) Scan(fn func(base.ObjectMeta) error) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.exit()
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{indexPrefixObject}, UpperBound: []byte{indexPrefixObject + 1}})
+	if err != nil {
+		return fmt.Errorf("nvme: scan: %w", err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		key, err := decodeIndexKey(it.Key())
+		if err != nil {
+			s.log.Error("nvme: scan: skipping a bad index key", "err", err)
+			continue
+		}
+		val, err := it.ValueAndErr()
+		if err != nil {
+			return fmt.Errorf("nvme: scan: %w", err)
+		}
+		ent, err := decodeIndexEntry(val)
+		if err != nil {
+			s.log.Error("nvme: scan: skipping a bad index entry", "key", key, "err", err)
+			continue
+		}
+		if ent.flags&flagQuarantined != 0 {
+			continue
+		}
+		if err := fn(base.ObjectMeta{Key: key, Version: ent.version, Size: ent.size, Checksum: ent.checksum}); err != nil {
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("nvme: scan: %w", err)
+	}
+	return nil
+}
+
+// Close syncs (unless SyncNone), stops the background loops and closes every file. Operations
+// in flight finish first; later ones fail with base.ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return fmt.Errorf("nvme: close: %w", base.ErrClosed)
+	}
+	close(s.stop)
+	s.wg.Wait()
+	s.ops.Lock()
+	defer s.ops.Unlock()
+	var errs []error
+	s.mu.Lock()
+	if a := s.mu.active; a != nil {
+		s.mu.active = nil
+		a.sealed = true
+		a.wRefs++ // released below, outside mu
+		s.mu.Unlock()
+		s.releaseW(a) // drops the active role's ref
+		s.releaseW(a) // and ours: the final sync and close
+		s.mu.Lock()
+	}
+	for _, e := range s.mu.extents {
+		if e.w != nil {
+			errs = append(errs, invariantf("extent %d still has %d writers at Close", e.id, e.wRefs))
+		}
+		errs = append(errs, e.r.Close())
+	}
+	s.mu.extents = nil
+	s.mu.Unlock()
+	s.group.mu.Lock()
+	for e := range s.group.dirty {
+		if e.syncErr != nil {
+			errs = append(errs, e.syncErr)
+		}
+	}
+	s.group.mu.Unlock()
+	if s.opts.Sync != SyncNone {
+		errs = append(errs, s.db.LogData(nil, pebble.Sync))
+	}
+	errs = append(errs, s.db.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("nvme: close: %w", err)
+	}
+	return nil
+}
+
+// ioErr wraps an I/O error, adding base.ErrNoSpace when the disk is full.
+func ioErr(what string, err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("nvme: %s: %w: %w", what, base.ErrNoSpace, err)
+	}
+	return fmt.Errorf("nvme: %s: %w", what, err)
+}
+
+// now is the clock for log lines and durations.
+var now = time.Now

@@ -1,0 +1,276 @@
+package raftmeta_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/raftmeta/raftmetatest"
+)
+
+// putN commits n objects key-<from>..key-<from+n-1> in batches of up to 16 and returns the
+// last index.
+func putN(t *testing.T, c *raftmetatest.Cluster, from, n int) uint64 {
+	t.Helper()
+	var idx uint64
+	for i := from; i < from+n; i += 16 {
+		var items []raftmeta.PutItem
+		for j := i; j < min(i+16, from+n); j++ {
+			items = append(items, put(fmt.Sprintf("key-%05d", j), base.Version(j+1), "w1", "w2"))
+		}
+		res := c.Apply(raftmeta.PutEnd{Items: items, Now: 1})
+		if res.Failed() != 0 {
+			t.Fatalf("put: %v", res.Items)
+		}
+		idx = res.Index
+	}
+	return idx
+}
+
+func registerWorkers(c *raftmetatest.Cluster) {
+	for _, w := range []base.WorkerID{"w1", "w2", "w3"} {
+		c.Apply(raftmeta.RegisterWorker{ID: w, Address: "127.0.0.1:9" + string(w[1]), DRAMCapacity: 1 << 30})
+	}
+}
+
+// equalAll checks that every running node holds the same FSM state as node ref.
+func equalAll(t *testing.T, c *raftmetatest.Cluster, ref int) {
+	t.Helper()
+	want := raftmetatest.StateOf(c.Node(ref))
+	for _, i := range c.Live() {
+		if d := raftmetatest.DiffState(want, raftmetatest.StateOf(c.Node(i))); d != "" {
+			t.Fatalf("node %d differs from node %d: %s", i, ref, d)
+		}
+	}
+}
+
+func TestClusterCommitVisibleEverywhere(t *testing.T) {
+	c := raftmetatest.MakeCluster(t, 3)
+	registerWorkers(c)
+	idx := putN(t, c, 0, 100)
+	c.WaitApplied(idx)
+	for _, i := range c.Live() {
+		o, ok := c.Node(i).Lookup("key-00042")
+		if !ok || o.Version != 43 || len(o.Replicas) != 2 {
+			t.Fatalf("node %d: %+v %v", i, o, ok)
+		}
+		if s := c.Node(i).Stats(); s.Keys != 100 || s.Segments != 3 {
+			t.Fatalf("node %d stats %+v", i, s)
+		}
+	}
+	equalAll(t, c, c.Leader())
+
+	// A follower refuses writes and names the leader and its client address (registered by
+	// the leader when it won the election).
+	li := c.Leader()
+	f := (li + 1) % 3
+	leaderID := c.Config(li).ID
+	c.WaitFor(f, "leader address", func(n *raftmeta.Node) bool {
+		_, addr := n.Leader()
+		return addr != ""
+	})
+	_, err := c.Node(f).Apply(ctxT(t), raftmeta.Remove{Keys: []string{"key-00001"}})
+	var nl *raftmeta.NotLeaderError
+	if !errors.Is(err, base.ErrNotLeader) || !errors.As(err, &nl) || nl.LeaderID != leaderID || nl.LeaderRPCAddr != "rpc-"+leaderID {
+		t.Fatalf("follower apply: %v (%+v)", err, nl)
+	}
+	if _, err := c.Node(f).NewVersion(); !errors.Is(err, base.ErrNotLeader) {
+		t.Fatalf("follower NewVersion: %v", err)
+	}
+	if err := c.Node(f).VerifyLeader(ctxT(t)); !errors.Is(err, base.ErrNotLeader) {
+		t.Fatalf("follower VerifyLeader: %v", err)
+	}
+	if err := c.Node(li).VerifyLeader(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestClusterLeaderFailover(t *testing.T) {
+	c := raftmetatest.MakeCluster(t, 3)
+	registerWorkers(c)
+	idx := putN(t, c, 0, 200)
+	old := c.Leader()
+	v1, err := c.Node(old).NewVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.WaitApplied(idx) // so the survivors' state can be compared below
+	c.Shutdown(old)
+
+	nl := c.Leader()
+	if nl == old {
+		t.Fatal("the shut down node is leader")
+	}
+	n := c.Node(nl)
+	for i := 0; i < 200; i++ {
+		if _, ok := n.Lookup(fmt.Sprintf("key-%05d", i)); !ok {
+			t.Fatalf("new leader lost key-%05d", i)
+		}
+	}
+	v2, err := n.NewVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v2 <= v1 {
+		t.Fatalf("version after failover %d <= %d", v2, v1)
+	}
+	idx = putN(t, c, 200, 50)
+	c.WaitApplied(idx)
+	equalAll(t, c, nl)
+	if s := n.Stats(); s.Keys != 250 {
+		t.Fatalf("keys %d", s.Keys)
+	}
+
+	// The old leader comes back as a follower and catches up.
+	c.Restart(old)
+	c.WaitApplied(idx)
+	equalAll(t, c, nl)
+}
+
+func TestClusterRestartCatchesUp(t *testing.T) {
+	c := raftmetatest.MakeCluster(t, 3)
+	registerWorkers(c)
+	putN(t, c, 0, 100)
+	f := (c.Leader() + 1) % 3
+	c.Shutdown(f)
+	idx := putN(t, c, 100, 100)
+	c.Apply(raftmeta.Remove{Keys: []string{"key-00007"}})
+	res := c.Apply(raftmeta.MarkWorkerDead{ID: "w2"})
+	if res.Dropped != 199 || res.Removed != 0 {
+		t.Fatalf("mark dead: %+v", res)
+	}
+	idx = res.Index
+	c.Restart(f)
+	c.WaitApplied(idx)
+	equalAll(t, c, c.Leader())
+	if o, ok := c.Node(f).Lookup("key-00150"); !ok || len(o.Replicas) != 1 || o.Replicas[0] != "w1" {
+		t.Fatalf("restarted node: %+v %v", o, ok)
+	}
+}
+
+// TestClusterSnapshotEqualsReplay: a follower that missed many entries gets the leader's
+// snapshot plus the log after it; its FSM must equal (deep compare) a follower's that applied
+// every entry one by one, and the leader's, and survive a restart from its own snapshot.
+func TestClusterSnapshotEqualsReplay(t *testing.T) {
+	c := raftmetatest.MakeCluster(t, 3, func(i int, cfg *raftmeta.Config) {
+		cfg.TrailingLogs = 4 // compact hard so the lagging follower needs the snapshot
+		cfg.SnapshotThreshold = 1 << 20
+		cfg.SnapshotInterval = time.Hour // snapshots only when the test asks
+	})
+	registerWorkers(c)
+	putN(t, c, 0, 300)
+	li := c.Leader()
+	lag, full := (li+1)%3, (li+2)%3
+	c.Shutdown(lag)
+	putN(t, c, 300, 300)
+	c.Apply(raftmeta.SetPin{Key: "key-00010", SoftPinUntil: 99, HardPin: true})
+	c.Apply(raftmeta.DropReplicas{Worker: "w1", Items: []raftmeta.KeyVersion{{Key: "key-00011"}, {Key: "key-00012", Version: 13}}})
+	c.Apply(raftmeta.RemoveRegex{Pattern: "^key-0005"})
+	if err := c.Node(c.Leader()).Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	// Entries after the snapshot reach the lagging node through the log.
+	c.Apply(raftmeta.RegisterWorker{ID: "w4", Address: "127.0.0.1:94"})
+	c.Apply(raftmeta.UnregisterWorker{ID: "w3"})
+	idx := putN(t, c, 600, 10)
+
+	c.Restart(lag)
+	c.WaitApplied(idx)
+	if s := c.Node(lag).Stats(); s.LastSnapshot == 0 {
+		t.Fatalf("lagging node did not install a snapshot: %+v", s)
+	}
+	want := raftmetatest.StateOf(c.Node(full))
+	if d := raftmetatest.DiffState(want, raftmetatest.StateOf(c.Node(lag))); d != "" {
+		t.Fatalf("snapshot+log node differs from replay node: %s", d)
+	}
+	equalAll(t, c, full)
+
+	// A restart restores the node's own snapshot and replays its log tail.
+	c.Shutdown(lag)
+	c.Restart(lag)
+	c.WaitApplied(idx)
+	if d := raftmetatest.DiffState(want, raftmetatest.StateOf(c.Node(lag))); d != "" {
+		t.Fatalf("after restart: %s", d)
+	}
+}
+
+// TestClusterMinorityCannotCommit cuts the leader off (real TCP transports wrapped by
+// raftmetatest's link cutter): it cannot commit, the majority elects a leader and commits, and
+// after healing the old leader catches up and its uncommitted write is gone.
+func TestClusterMinorityCannotCommit(t *testing.T) {
+	c := raftmetatest.MakeCluster(t, 3)
+	registerWorkers(c)
+	idx := putN(t, c, 0, 10)
+	c.WaitApplied(idx)
+	old := c.Leader()
+	c.Disconnect(old)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := c.Node(old).Apply(ctx, raftmeta.PutEnd{Items: []raftmeta.PutItem{put("lost", 1000, "w1")}})
+	if err == nil {
+		t.Fatalf("isolated leader committed: %+v", res)
+	}
+	if !errors.Is(err, base.ErrNotLeader) && !errors.Is(err, base.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("isolated leader: %v", err)
+	}
+
+	var rest []int
+	for _, i := range c.Live() {
+		if i != old {
+			rest = append(rest, i)
+		}
+	}
+	nl := c.LeaderAmong(rest...)
+	res2, err := c.Node(nl).Apply(ctxT(t), raftmeta.PutEnd{Items: []raftmeta.PutItem{put("kept", 1001, "w1")}})
+	if err != nil || res2.Err != nil {
+		t.Fatalf("majority write: %v %v", err, res2.Err)
+	}
+
+	c.Heal()
+	c.WaitApplied(res2.Index)
+	c.Leader()
+	for _, i := range c.Live() {
+		if _, ok := c.Node(i).Lookup("lost"); ok {
+			t.Fatalf("node %d has the minority's uncommitted write", i)
+		}
+		if _, ok := c.Node(i).Lookup("kept"); !ok {
+			t.Fatalf("node %d lacks the majority's write", i)
+		}
+	}
+	equalAll(t, c, nl)
+}
+
+func TestClusterMembership(t *testing.T) {
+	c := raftmetatest.MakeCluster(t, 3)
+	registerWorkers(c)
+	idx := putN(t, c, 0, 20)
+	li := c.Leader()
+	ni := c.AddNode()
+	if err := c.Node(li).AddVoter(ctxT(t), c.Config(ni).ID, c.Config(ni).RaftAddr); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitApplied(idx)
+	equalAll(t, c, li)
+	if s := c.Node(li).Stats(); s.NumPeers != 4 {
+		t.Fatalf("peers %d", s.NumPeers)
+	}
+	// Followers cannot change membership.
+	if err := c.Node(ni).AddVoter(ctxT(t), "m9", "127.0.0.1:1"); !errors.Is(err, base.ErrNotLeader) {
+		t.Fatalf("follower AddVoter: %v", err)
+	}
+	if err := c.Node(li).RemoveServer(ctxT(t), c.Config(ni).ID); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := c.Node(li).Servers()
+	if err != nil || len(srv) != 3 {
+		t.Fatalf("servers %v %v", srv, err)
+	}
+	c.Shutdown(ni)
+	idx = putN(t, c, 20, 5)
+	c.WaitApplied(idx)
+}

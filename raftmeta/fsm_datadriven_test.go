@@ -1,0 +1,219 @@
+package raftmeta
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+// TestFSMDataDriven runs the scripts in testdata/fsm/*. Commands:
+//
+//	register-worker id=<w> [addr=<a>] [dram=<n>] [nvme=<n>]
+//	unregister-worker id=<w> | mark-dead id=<w> | register-master id=<m> [addr=<a>]
+//	put [upsert] [now=<n>]            input: <key> size=<n> version=<n> [checksum=<n>] replicas=<w,...> [soft=<n>] [hard]
+//	remove                            input: one key per line
+//	remove-regex pattern=<re> | remove-all
+//	drop worker=<w>                   input: <key> [version=<n>]
+//	pin key=<k> [version=<n>] [soft=<n>] [hard]
+//	objects | segments | masters | stats | snapshot-restore
+//
+// Every command checks the invariants afterwards. Rewrite with -rewrite; only commit changes
+// you understand.
+func TestFSMDataDriven(t *testing.T) {
+	datadriven.Walk(t, "testdata/fsm", func(t *testing.T, path string) {
+		f := newFSM()
+		var index uint64
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			apply := func(c Command) string {
+				index++
+				if err := c.Validate(); err != nil {
+					return "invalid: " + err.Error()
+				}
+				res := applyEncoded(t, f, index, c)
+				checkInvariants(t, f.st)
+				return formatResult(res)
+			}
+			str := func(key string) string {
+				var s string
+				d.MaybeScanArgs(t, key, &s)
+				return s
+			}
+			num := func(key string) int64 {
+				var n int64
+				d.MaybeScanArgs(t, key, &n)
+				return n
+			}
+			switch d.Cmd {
+			case "register-worker":
+				addr := str("addr")
+				if addr == "" {
+					addr = "127.0.0.1:1"
+				}
+				return apply(RegisterWorker{ID: base.WorkerID(str("id")), Address: addr, DRAMCapacity: num("dram"), NVMeCapacity: num("nvme")})
+			case "unregister-worker":
+				return apply(UnregisterWorker{ID: base.WorkerID(str("id"))})
+			case "mark-dead":
+				return apply(MarkWorkerDead{ID: base.WorkerID(str("id"))})
+			case "register-master":
+				return apply(RegisterMaster{ID: str("id"), RPCAddr: str("addr")})
+			case "put":
+				c := PutEnd{Upsert: d.HasArg("upsert"), Now: num("now")}
+				for _, line := range lines(d.Input) {
+					c.Items = append(c.Items, parsePutItem(t, line))
+				}
+				return apply(c)
+			case "remove":
+				return apply(Remove{Keys: lines(d.Input)})
+			case "remove-regex":
+				return apply(RemoveRegex{Pattern: str("pattern")})
+			case "remove-all":
+				return apply(RemoveAll{})
+			case "drop":
+				c := DropReplicas{Worker: base.WorkerID(str("worker"))}
+				for _, line := range lines(d.Input) {
+					kv := KeyVersion{}
+					for i, field := range strings.Fields(line) {
+						if i == 0 {
+							kv.Key = field
+						} else if v, ok := strings.CutPrefix(field, "version="); ok {
+							kv.Version = base.Version(atoi(t, v))
+						}
+					}
+					c.Items = append(c.Items, kv)
+				}
+				return apply(c)
+			case "pin":
+				return apply(SetPin{Key: str("key"), Version: base.Version(num("version")), SoftPinUntil: num("soft"), HardPin: d.HasArg("hard")})
+			case "objects":
+				var out []string
+				f.rangePrefix("", func(o Object) bool {
+					out = append(out, fmt.Sprintf("%s size=%d version=%d checksum=%d replicas=%s soft=%d hard=%t created=%d",
+						o.Key, o.Size, o.Version, o.Checksum, joinWorkers(o.Replicas), o.SoftPinUntil, o.HardPin, o.Created))
+					return true
+				})
+				return strings.Join(out, "\n") + "\n"
+			case "segments":
+				var out []string
+				for _, s := range f.st.segments() {
+					out = append(out, fmt.Sprintf("%s addr=%s dram=%d nvme=%d state=%s objects=%d bytes=%d",
+						s.ID, s.Address, s.DRAMCapacity, s.NVMeCapacity, s.State, s.Objects, s.Bytes))
+				}
+				return strings.Join(out, "\n") + "\n"
+			case "masters":
+				var out []string
+				for _, m := range f.st.masterList() {
+					out = append(out, m.ID+" "+m.RPCAddr)
+				}
+				return strings.Join(out, "\n") + "\n"
+			case "stats":
+				s := f.stats()
+				return fmt.Sprintf("keys=%d key_bytes=%d bytes=%d replicas=%d soft_pinned=%d hard_pinned=%d segments=%d active=%d masters=%d applied=%d\n",
+					s.Keys, s.KeyBytes, s.Bytes, s.Replicas, s.SoftPinned, s.HardPinned, s.Segments, s.Active, s.Masters, s.AppliedIndex)
+			case "snapshot-restore":
+				var buf bytes.Buffer
+				if err := writeSnapshot(&buf, f.st, f.applied); err != nil {
+					t.Fatal(err)
+				}
+				n := buf.Len()
+				g := newFSM()
+				if err := g.Restore(nopCloser{&buf}); err != nil {
+					t.Fatal(err)
+				}
+				if diff := statesEqual(f.st, g.st); diff != "" {
+					t.Fatal(diff)
+				}
+				f = g
+				return fmt.Sprintf("restored %d bytes\n", n)
+			}
+			t.Fatalf("unknown command %q", d.Cmd)
+			return ""
+		})
+	})
+}
+
+func lines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func atoi(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func parsePutItem(t *testing.T, line string) PutItem {
+	t.Helper()
+	fields := strings.Fields(line)
+	it := PutItem{Key: fields[0]}
+	for _, f := range fields[1:] {
+		k, v, _ := strings.Cut(f, "=")
+		switch k {
+		case "size":
+			it.Size = atoi(t, v)
+		case "version":
+			it.Version = base.Version(atoi(t, v))
+		case "checksum":
+			it.Checksum = uint64(atoi(t, v))
+		case "soft":
+			it.SoftPinUntil = atoi(t, v)
+		case "hard":
+			it.HardPin = true
+		case "replicas":
+			for _, w := range strings.Split(v, ",") {
+				it.Replicas = append(it.Replicas, base.WorkerID(w))
+			}
+		default:
+			t.Fatalf("unknown put field %q", f)
+		}
+	}
+	return it
+}
+
+func joinWorkers(ws []base.WorkerID) string {
+	s := make([]string, len(ws))
+	for i, w := range ws {
+		s[i] = string(w)
+	}
+	return strings.Join(s, ",")
+}
+
+// formatResult prints a Result without its index, one line per item.
+func formatResult(r Result) string {
+	var b strings.Builder
+	switch {
+	case r.Items != nil:
+		for i, err := range r.Items {
+			fmt.Fprintf(&b, "item %d: %s\n", i, errOrOK(err))
+		}
+	case r.Err != nil:
+		fmt.Fprintf(&b, "error: %v\n", r.Err)
+	default:
+		b.WriteString("ok\n")
+	}
+	if r.Removed != 0 || r.Dropped != 0 {
+		fmt.Fprintf(&b, "removed=%d dropped=%d\n", r.Removed, r.Dropped)
+	}
+	return b.String()
+}
+
+func errOrOK(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
+}

@@ -1,0 +1,346 @@
+package raftmeta
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+var seedFlag = flag.Uint64("seed", 0, "seed for the randomized FSM tests (0: time-based)")
+
+// applyEncoded runs c through the codec and applies it, as a raft node would.
+func applyEncoded(t testing.TB, f *fsm, index uint64, c Command) Result {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res := f.applyLocked(index, EncodeCommand(c))
+	f.advanceLocked(index)
+	return res
+}
+
+// checkInvariants recomputes every derived counter and checks the record invariants.
+func checkInvariants(t testing.TB, st *state) {
+	t.Helper()
+	want := newState()
+	want.slots = make([]*segRec, len(st.slots))
+	for i, s := range st.slots {
+		if s != nil {
+			cp := *s
+			cp.objects, cp.bytes = 0, 0
+			want.slots[i] = &cp
+			if st.slotOf[s.id] != uint16(i) {
+				t.Fatalf("slotOf[%q] = %d, want %d", s.id, st.slotOf[s.id], i)
+			}
+		}
+	}
+	if len(st.slotOf) != countSlots(st) {
+		t.Fatalf("slotOf has %d entries, %d slots used", len(st.slotOf), countSlots(st))
+	}
+	if len(st.slots) > 1 && st.slots[len(st.slots)-1] == nil {
+		t.Fatal("trailing free slot")
+	}
+	for k, rec := range st.objects {
+		if err := want.checkRecord(k, &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.nreps() == 0 {
+			t.Fatalf("%q has no replica", k)
+		}
+		want.keyBytes += int64(len(k))
+		want.account(&rec)
+		want.objects[k] = rec
+	}
+	for i, s := range st.slots {
+		if s != nil && (s.objects != want.slots[i].objects || s.bytes != want.slots[i].bytes) {
+			t.Fatalf("slot %d counters %d/%d, recomputed %d/%d", i, s.objects, s.bytes, want.slots[i].objects, want.slots[i].bytes)
+		}
+	}
+	got := [5]int64{st.keyBytes, st.bytes, st.replicas, st.softPinned, st.hardPinned}
+	exp := [5]int64{want.keyBytes, want.bytes, want.replicas, want.softPinned, want.hardPinned}
+	if got != exp {
+		t.Fatalf("counters %v, recomputed %v", got, exp)
+	}
+}
+
+func countSlots(st *state) int {
+	n := 0
+	for _, s := range st.slots {
+		if s != nil {
+			n++
+		}
+	}
+	return n
+}
+
+func statesEqual(a, b *state) string {
+	if !reflect.DeepEqual(a.objects, b.objects) {
+		return fmt.Sprintf("objects differ: %d vs %d", len(a.objects), len(b.objects))
+	}
+	if !reflect.DeepEqual(a.slots, b.slots) {
+		return "slots differ"
+	}
+	if !reflect.DeepEqual(a.slotOf, b.slotOf) || !reflect.DeepEqual(a.masters, b.masters) {
+		return "slotOf or masters differ"
+	}
+	if a.keyBytes != b.keyBytes || a.bytes != b.bytes || a.replicas != b.replicas ||
+		a.softPinned != b.softPinned || a.hardPinned != b.hardPinned {
+		return "counters differ"
+	}
+	return ""
+}
+
+// randomCommand draws a command over a small universe of keys and workers, so commands
+// collide (duplicates, missing keys, dead workers) often.
+func randomCommand(r *rand.Rand, now int64) Command {
+	worker := func() base.WorkerID { return base.WorkerID(fmt.Sprintf("w%d", r.IntN(6))) }
+	key := func() string { return fmt.Sprintf("k%02d", r.IntN(60)) }
+	switch p := r.IntN(100); {
+	case p < 40:
+		c := PutEnd{Upsert: r.IntN(3) == 0, Now: now}
+		for range 1 + r.IntN(6) {
+			it := PutItem{Key: key(), Size: r.Int64N(1 << 20), Version: base.Version(1 + r.IntN(4)),
+				Checksum: r.Uint64() % 3, HardPin: r.IntN(5) == 0}
+			if r.IntN(4) == 0 {
+				it.SoftPinUntil = now + r.Int64N(1000)
+			}
+			seen := map[base.WorkerID]bool{}
+			for range 1 + r.IntN(3) {
+				if w := worker(); !seen[w] {
+					seen[w] = true
+					it.Replicas = append(it.Replicas, w)
+				}
+			}
+			c.Items = append(c.Items, it)
+		}
+		return c
+	case p < 50:
+		c := Remove{}
+		for range 1 + r.IntN(4) {
+			c.Keys = append(c.Keys, key())
+		}
+		return c
+	case p < 53:
+		return RemoveRegex{Pattern: fmt.Sprintf("^k%d", r.IntN(6))}
+	case p < 54:
+		return RemoveAll{}
+	case p < 66:
+		return RegisterWorker{ID: worker(), Address: fmt.Sprintf("10.0.0.%d:1", r.IntN(9)), DRAMCapacity: r.Int64N(1 << 40), NVMeCapacity: r.Int64N(1 << 40)}
+	case p < 70:
+		return UnregisterWorker{ID: worker()}
+	case p < 80:
+		c := DropReplicas{Worker: worker()}
+		for range 1 + r.IntN(4) {
+			c.Items = append(c.Items, KeyVersion{Key: key(), Version: base.Version(r.IntN(3))})
+		}
+		return c
+	case p < 84:
+		return MarkWorkerDead{ID: worker()}
+	case p < 95:
+		return SetPin{Key: key(), Version: base.Version(r.IntN(3)), SoftPinUntil: r.Int64N(1000), HardPin: r.IntN(2) == 0}
+	default:
+		addr := ""
+		if r.IntN(4) != 0 {
+			addr = fmt.Sprintf("10.0.1.%d:50051", r.IntN(9))
+		}
+		return RegisterMaster{ID: fmt.Sprintf("m%d", r.IntN(3)), RPCAddr: addr}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func resultString(r Result) string {
+	s := fmt.Sprintf("idx=%d err=%q removed=%d dropped=%d", r.Index, errString(r.Err), r.Removed, r.Dropped)
+	for _, e := range r.Items {
+		s += " " + errString(e)
+	}
+	return s
+}
+
+func testSeed(t *testing.T) uint64 {
+	seed := *seedFlag
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -seed %d)", seed, seed)
+	return seed
+}
+
+// TestPropertySnapshotMidway applies one random command sequence to two FSMs; the second is
+// snapshotted and restored into a fresh FSM midway. Both must end equal (and give equal
+// results after the restore), and the invariants must hold after every command.
+func TestPropertySnapshotMidway(t *testing.T) {
+	seed := testSeed(t)
+	for round := range 30 {
+		r := rand.New(rand.NewPCG(seed, uint64(round)))
+		n := 50 + r.IntN(400)
+		cut := r.IntN(n)
+		a, b := newFSM(), newFSM()
+		for i := range n {
+			c := randomCommand(r, int64(1000+i))
+			idx := uint64(i + 1)
+			ra := applyEncoded(t, a, idx, c)
+			rb := applyEncoded(t, b, idx, c)
+			if resultString(ra) != resultString(rb) {
+				t.Fatalf("round %d step %d %T: results differ:\n%s\n%s", round, i, c, resultString(ra), resultString(rb))
+			}
+			checkInvariants(t, a.st)
+			if i == cut {
+				var buf bytes.Buffer
+				snap, err := b.Snapshot()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := writeSnapshot(&buf, snap.(*fsmSnapshot).st, b.applied); err != nil {
+					t.Fatal(err)
+				}
+				snap.Release()
+				b = newFSM()
+				if err := b.Restore(nopCloser{&buf}); err != nil {
+					t.Fatalf("round %d: restore: %v", round, err)
+				}
+				if b.applied != idx {
+					t.Fatalf("restored applied index %d, want %d", b.applied, idx)
+				}
+				checkInvariants(t, b.st)
+			}
+		}
+		if d := statesEqual(a.st, b.st); d != "" {
+			t.Fatalf("round %d (n=%d cut=%d): %s", round, n, cut, d)
+		}
+	}
+}
+
+type nopCloser struct{ *bytes.Buffer }
+
+func (nopCloser) Close() error { return nil }
+
+func TestCommandRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(testSeed(t), 1))
+	for range 2000 {
+		c := randomCommand(r, r.Int64())
+		b := EncodeCommand(c)
+		got, err := DecodeCommand(b)
+		if err != nil {
+			t.Fatalf("%T %+v: %v", c, c, err)
+		}
+		if !reflect.DeepEqual(got, c) {
+			t.Fatalf("round trip:\n%#v\n%#v", c, got)
+		}
+		// Every strict prefix must fail cleanly.
+		for i := range b {
+			if _, err := DecodeCommand(b[:i]); err == nil {
+				t.Fatalf("%T: prefix of %d/%d bytes decoded", c, i, len(b))
+			} else if !errors.Is(err, ErrBadCommand) || !errors.Is(err, base.ErrInvalidParams) {
+				t.Fatalf("prefix error %v", err)
+			}
+		}
+	}
+}
+
+func TestSnapshotCorruption(t *testing.T) {
+	f := newFSM()
+	r := rand.New(rand.NewPCG(7, 7))
+	for i := range 300 {
+		applyEncoded(t, f, uint64(i+1), randomCommand(r, int64(i)))
+	}
+	var buf bytes.Buffer
+	if err := writeSnapshot(&buf, f.st, f.applied); err != nil {
+		t.Fatal(err)
+	}
+	good := buf.Bytes()
+	for i := 0; i < len(good); i += 1 + len(good)/200 {
+		bad := bytes.Clone(good)
+		bad[i] ^= 0x41
+		if _, _, err := readSnapshot(bytes.NewReader(bad)); !errors.Is(err, ErrCorruptSnapshot) || !errors.Is(err, base.ErrCorruption) {
+			t.Fatalf("flipped byte %d: %v", i, err)
+		}
+		if _, _, err := readSnapshot(bytes.NewReader(good[:i])); !errors.Is(err, ErrCorruptSnapshot) {
+			t.Fatalf("truncated at %d: %v", i, err)
+		}
+	}
+	// A failed restore leaves the FSM as it was.
+	before := f.st
+	if err := f.Restore(nopCloser{bytes.NewBuffer(good[:len(good)-1])}); err == nil || f.st != before {
+		t.Fatalf("bad restore: %v", err)
+	}
+	st, applied, err := readSnapshot(bytes.NewReader(good))
+	if err != nil || applied != 300 {
+		t.Fatal(err, applied)
+	}
+	if d := statesEqual(f.st, st); d != "" {
+		t.Fatal(d)
+	}
+}
+
+func FuzzDecodeCommand(f *testing.F) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 40 {
+		f.Add(EncodeCommand(randomCommand(r, 5)))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := DecodeCommand(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadCommand) {
+				t.Fatalf("error %v does not wrap ErrBadCommand", err)
+			}
+			return
+		}
+		// What decodes re-encodes to the same bytes (the encoding is canonical for a decoded
+		// command) and applies without panicking.
+		if b2 := EncodeCommand(c); !bytes.Equal(b, b2) {
+			t.Fatalf("re-encode differs:\n%x\n%x", b, b2)
+		}
+		fs := newFSM()
+		applyEncoded(t, fs, 1, RegisterWorker{ID: "w1", Address: "a:1"})
+		applyEncoded(t, fs, 2, c)
+		checkInvariants(t, fs.st)
+	})
+}
+
+func FuzzReadSnapshot(f *testing.F) {
+	for seed := range uint64(8) {
+		fs := newFSM()
+		r := rand.New(rand.NewPCG(seed, 3))
+		for i := range int(seed * 10) {
+			applyEncoded(f, fs, uint64(i+1), randomCommand(r, int64(i)))
+		}
+		var buf bytes.Buffer
+		if err := writeSnapshot(&buf, fs.st, fs.applied); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(buf.Bytes())
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, applied, err := readSnapshot(bytes.NewReader(b))
+		if err != nil {
+			if !errors.Is(err, ErrCorruptSnapshot) {
+				t.Fatalf("error %v does not wrap ErrCorruptSnapshot", err)
+			}
+			return
+		}
+		checkInvariants(t, st)
+		var buf bytes.Buffer
+		if err := writeSnapshot(&buf, st, applied); err != nil {
+			t.Fatal(err)
+		}
+		st2, _, err := readSnapshot(&buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := statesEqual(st, st2); d != "" {
+			t.Fatal(d)
+		}
+	})
+}

@@ -1,0 +1,417 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/mooncake-go/mooncake/dram"
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/raftmeta/raftmetatest"
+	"github.com/mooncake-go/mooncake/transfer"
+)
+
+// testLogger discards logs unless MOONCAKE_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("MOONCAKE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+const testWait = 20 * time.Second
+
+type testCluster struct {
+	t       *testing.T
+	masters []*Master
+	mcfgs   []MasterConfig
+	workers []*Worker
+	wcfgs   []WorkerConfig
+}
+
+// startMasters starts n masters on port 0 and bootstraps them as one cluster.
+func startMasters(t *testing.T, n int, mut func(*MasterConfig)) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t}
+	for i := range n {
+		cfg := MasterConfig{
+			ID: fmt.Sprintf("m%d", i+1), DataDir: t.TempDir(), RPCAddress: "127.0.0.1:0", RaftAddress: "127.0.0.1:0",
+			MetricsAddress: "127.0.0.1:0", Logger: testLogger(), testRaft: raftmetatest.FastTimeouts, noBootstrap: true,
+		}
+		if mut != nil {
+			mut(&cfg)
+		}
+		m, err := NewMaster(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.masters = append(c.masters, m)
+		c.mcfgs = append(c.mcfgs, cfg)
+	}
+	var peers []raftmeta.Peer
+	for _, m := range c.masters {
+		peers = append(peers, raftmeta.Peer{ID: m.cfg.ID, RaftAddr: m.node.RaftAddr(), RPCAddr: m.Addr()})
+	}
+	for _, m := range c.masters {
+		if err := m.node.Bootstrap(peers); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(c.shutdown)
+	return c
+}
+
+func (c *testCluster) masterAddrs() []string {
+	var out []string
+	for _, m := range c.masters {
+		if m != nil {
+			out = append(out, m.Addr())
+		}
+	}
+	return out
+}
+
+// addWorker starts a worker registered with every master and waits for its registration.
+func (c *testCluster) addWorker(rootFS string, mut func(*WorkerConfig)) *Worker {
+	c.t.Helper()
+	cfg := WorkerConfig{
+		ClusterID: base.DefaultClusterID, MasterAddresses: c.masterAddrs(), Address: "127.0.0.1:0",
+		MetricsAddress: "127.0.0.1:0", GlobalSegmentSize: 32 << 20, RootFSDir: rootFS, HugePages: dram.HugePagesOff,
+		HeartbeatInterval: 50 * time.Millisecond, Logger: testLogger(),
+	}
+	if mut != nil {
+		mut(&cfg)
+	}
+	w, err := NewWorker(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	select {
+	case <-w.regCh:
+	case <-time.After(testWait):
+		c.t.Fatal("worker did not register")
+	}
+	c.workers = append(c.workers, w)
+	c.wcfgs = append(c.wcfgs, cfg)
+	return w
+}
+
+func (c *testCluster) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	for i, w := range c.workers {
+		if w != nil {
+			if err := w.Shutdown(ctx); err != nil {
+				c.t.Errorf("worker %d shutdown: %v", i, err)
+			}
+		}
+	}
+	for i, m := range c.masters {
+		if m != nil {
+			if err := m.Shutdown(ctx); err != nil {
+				c.t.Errorf("master %d shutdown: %v", i, err)
+			}
+		}
+	}
+}
+
+// driver is a test-only client over transfer (server must not import client/): it finds the
+// leader, follows NOT_LEADER, and runs the put/get protocol of design.md section 2.
+type driver struct {
+	t       *testing.T
+	cli     *transfer.Client
+	masters []string
+	leader  string
+}
+
+func newDriver(t *testing.T, masters []string) *driver {
+	t.Helper()
+	cli, err := transfer.NewClient(transfer.ClientOptions{Logger: testLogger(), StripeThreshold: 1 << 20, StripeChunk: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return &driver{t: t, cli: cli, masters: masters}
+}
+
+// call sends req to the leader, retrying across masters until the deadline while no master
+// leads (elections) or one is down.
+func (d *driver) call(req, resp transfer.Message) error {
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	next := 0
+	for {
+		addr := d.leader
+		if addr == "" {
+			addr = d.masters[next%len(d.masters)]
+			next++
+		}
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		err := d.cli.Call(cctx, addr, req, resp)
+		ccancel()
+		var nl *transfer.NotLeaderError
+		switch {
+		case err == nil:
+			d.leader = addr
+			return nil
+		case errors.As(err, &nl):
+			d.leader = nl.LeaderAddr
+		case errors.Is(err, base.ErrUnavailable), errors.Is(err, base.ErrTimeout), isConnErr(err):
+			d.leader = ""
+		default:
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no leader answered %s: %w (last: %v)", req.Op(), ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func isConnErr(err error) bool {
+	var ce *base.CodeError
+	return !errors.As(err, &ce) // not an answer from a server: the connection failed
+}
+
+func (d *driver) put(key string, val []byte, replicas int, upsert bool) error {
+	ps := &transfer.PutStartResponse{}
+	cfg := transfer.PutConfig{Replicas: uint8(replicas), Upsert: upsert}
+	if err := d.call(&transfer.PutStartRequest{Key: key, Size: int64(len(val)), Config: cfg}, ps); err != nil {
+		return err
+	}
+	sum := base.Checksum(val)
+	var ids []base.WorkerID
+	for _, r := range ps.Replicas {
+		ctx, cancel := context.WithTimeout(context.Background(), testWait)
+		err := d.cli.Write(ctx, r.Address, transfer.WriteRequest{Key: key, Version: ps.Version, Checksum: sum}, val)
+		cancel()
+		if err != nil {
+			_ = d.call(&transfer.PutRevokeRequest{Key: key, Version: ps.Version}, nil)
+			return fmt.Errorf("write to %s: %w", r.WorkerID, err)
+		}
+		ids = append(ids, r.WorkerID)
+	}
+	return d.call(&transfer.PutEndRequest{Key: key, Version: ps.Version, Size: int64(len(val)), Checksum: sum, Replicas: ids, Config: cfg}, nil)
+}
+
+func (d *driver) lookup(key string) (*transfer.LookupResponse, error) {
+	lr := &transfer.LookupResponse{}
+	return lr, d.call(&transfer.LookupRequest{Key: key}, lr)
+}
+
+// readReplica reads key from one replica and verifies the checksum.
+func (d *driver) readReplica(lr *transfer.LookupResponse, r transfer.Replica, key string) ([]byte, error) {
+	buf := make([]byte, lr.Size)
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	rr, n, err := d.cli.Read(ctx, r.Address, transfer.ReadRequest{Key: key, Version: lr.Version}, buf)
+	if err != nil {
+		return nil, err
+	}
+	if int64(n) != lr.Size || rr.Version != lr.Version || base.Checksum(buf[:n]) != lr.Checksum {
+		return nil, fmt.Errorf("%s from %s: %d bytes, version %d/%d, checksum mismatch=%v", key, r.WorkerID, n, rr.Version, lr.Version, base.Checksum(buf[:n]) != lr.Checksum)
+	}
+	return buf, nil
+}
+
+// get looks key up and reads every replica, checking each against want.
+func (d *driver) mustGet(key string, want []byte, replicas int) {
+	d.t.Helper()
+	lr, err := d.lookup(key)
+	if err != nil {
+		d.t.Fatalf("lookup %s: %v", key, err)
+	}
+	if len(lr.Replicas) != replicas {
+		d.t.Fatalf("lookup %s: %d replicas %v, want %d", key, len(lr.Replicas), lr.Replicas, replicas)
+	}
+	if lr.Checksum != base.Checksum(want) {
+		d.t.Fatalf("lookup %s: checksum differs from the value put", key)
+	}
+	for _, r := range lr.Replicas {
+		got, err := d.readReplica(lr, r, key)
+		if err != nil {
+			d.t.Fatalf("read %s: %v", key, err)
+		}
+		if !bytes.Equal(got, want) {
+			d.t.Fatalf("read %s from %s: bytes differ", key, r.WorkerID)
+		}
+	}
+}
+
+func (d *driver) status() Status {
+	d.t.Helper()
+	sr := &transfer.StatusResponse{}
+	if err := d.call(transfer.NewEmpty(transfer.OpStatus), sr); err != nil {
+		d.t.Fatal(err)
+	}
+	var s Status
+	if err := json.Unmarshal(sr.JSON, &s); err != nil {
+		d.t.Fatal(err)
+	}
+	return s
+}
+
+func value(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// eventually polls cond until it holds or testWait passes (for effects carried by the 50 ms
+// heartbeats of another goroutine in this process).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCluster drives a 3-master, 2-worker cluster through the whole master API, then shuts the
+// leader down and checks that the new leader serves every object.
+func TestCluster(t *testing.T) {
+	c := startMasters(t, 3, nil)
+	w1 := c.addWorker(t.TempDir(), nil)
+	w2 := c.addWorker("", nil)
+	d := newDriver(t, c.masterAddrs())
+	rng := rand.New(rand.NewPCG(1, 1))
+
+	vals := map[string][]byte{}
+	sizes := []int{1, 100, 64 << 10, 3<<20 + 7} // the last is striped (1 MiB threshold)
+	for i := range 12 {
+		key := fmt.Sprintf("obj/%02d", i)
+		vals[key] = value(rng, sizes[i%len(sizes)])
+		if err := d.put(key, vals[key], 2, false); err != nil {
+			t.Fatalf("put %s: %v", key, err)
+		}
+	}
+	for k, v := range vals {
+		d.mustGet(k, v, 2)
+	}
+
+	// Duplicates are refused; upserts replace.
+	if err := d.put("obj/00", []byte("again"), 1, false); !errors.Is(err, base.ErrObjectAlreadyExists) {
+		t.Fatalf("duplicate put: %v", err)
+	}
+	vals["obj/00"] = []byte("replaced value")
+	if err := d.put("obj/00", vals["obj/00"], 1, true); err != nil {
+		t.Fatalf("upsert: %v", err)
+	}
+	d.mustGet("obj/00", vals["obj/00"], 1)
+
+	// Bad input: replicas > workers, value over every segment, bad key.
+	if err := d.put("x", []byte("v"), 3, false); !errors.Is(err, base.ErrNoSpace) {
+		t.Fatalf("3 replicas on 2 workers: %v", err)
+	}
+	if err := d.put("big", make([]byte, 33<<20), 1, false); !errors.Is(err, base.ErrNoSpace) {
+		t.Fatalf("value over every segment: %v", err)
+	}
+	if err := d.call(&transfer.PutStartRequest{Key: "", Size: 1}, &transfer.PutStartResponse{}); !errors.Is(err, base.ErrInvalidKey) && !errors.Is(err, base.ErrInvalidParams) {
+		t.Fatalf("empty key: %v", err)
+	}
+	if _, err := d.lookup("x"); !errors.Is(err, base.ErrObjectNotFound) {
+		t.Fatalf("refused put visible: %v", err)
+	}
+
+	// Remove: gone from the metadata at once, and from the workers after a heartbeat.
+	lr, _ := d.lookup("obj/01")
+	if err := d.call(&transfer.RemoveRequest{Key: "obj/01"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	delete(vals, "obj/01")
+	if _, err := d.lookup("obj/01"); !errors.Is(err, base.ErrObjectNotFound) {
+		t.Fatalf("lookup after remove: %v", err)
+	}
+	eventually(t, "workers drop a removed object", func() bool {
+		for _, r := range lr.Replicas {
+			if _, err := d.readReplica(lr, r, "obj/01"); !errors.Is(err, base.ErrObjectNotFound) {
+				return false
+			}
+		}
+		return true
+	})
+	if err := d.call(&transfer.RemoveRequest{Key: "obj/01"}, nil); !errors.Is(err, base.ErrObjectNotFound) {
+		t.Fatalf("second remove: %v", err)
+	}
+
+	// Regex remove.
+	for i := range 5 {
+		if err := d.put(fmt.Sprintf("tmp/%d", i), []byte("t"), 1, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cr := transfer.NewCountResponse(transfer.OpRemoveByRegex, 0)
+	if err := d.call(&transfer.RemoveByRegexRequest{Pattern: "^tmp/[0-3]$"}, cr); err != nil || cr.Count != 4 {
+		t.Fatalf("regex remove: %d, %v", cr.Count, err)
+	}
+	if err := d.call(&transfer.RemoveByRegexRequest{Pattern: "(("}, cr); !errors.Is(err, base.ErrInvalidParams) {
+		t.Fatalf("bad regex: %v", err)
+	}
+
+	// List and status.
+	lresp := &transfer.ListResponse{}
+	if err := d.call(&transfer.ListRequest{Prefix: "obj/", Limit: 5}, lresp); err != nil || len(lresp.Items) != 5 || lresp.NextCursor == "" {
+		t.Fatalf("list: %+v %v", lresp, err)
+	}
+	st := d.status()
+	if st.Leader == "" || len(st.Masters) != 3 || len(st.Workers) != 2 || st.Keys != int64(len(vals))+1 {
+		t.Fatalf("status: %+v", st)
+	}
+	if st.Workers[0].DRAMCapacityBytes != 32<<20 {
+		t.Fatalf("status worker capacity: %+v", st.Workers[0])
+	}
+
+	// Leader shutdown: a new leader serves every committed object.
+	var old int
+	for i, m := range c.masters {
+		if m.IsLeader() {
+			old = i
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	if err := c.masters[old].Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	c.masters[old] = nil
+	d.masters = c.masterAddrs()
+	d.leader = ""
+	for k, v := range vals {
+		n := 2
+		if k == "obj/00" {
+			n = 1
+		}
+		d.mustGet(k, v, n)
+	}
+	// Puts work again once the workers found the new leader.
+	if err := d.put("after/failover", []byte("ok"), 2, false); err != nil {
+		t.Fatalf("put after failover: %v", err)
+	}
+	d.mustGet("after/failover", []byte("ok"), 2)
+	if st := d.status(); st.Leader == c.mcfgs[old].ID {
+		t.Fatalf("old leader still leads: %+v", st)
+	}
+	_ = w1
+	_ = w2
+
+	// RemoveAll.
+	cr = transfer.NewCountResponse(transfer.OpRemoveAll, 0)
+	if err := d.call(transfer.NewEmpty(transfer.OpRemoveAll), cr); err != nil || cr.Count != int64(len(vals))+2 {
+		t.Fatalf("remove all: %d %v (want %d)", cr.Count, err, len(vals)+2)
+	}
+}

@@ -1,0 +1,246 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/transfer"
+)
+
+const (
+	// registerTimeout bounds one RegisterWorker call: it carries the whole inventory and the
+	// master reconciles it (O(objects) plus a raft commit or two).
+	registerTimeout = 60 * time.Second
+	// maxRedirects bounds NOT_LEADER hops within one registration attempt.
+	maxRedirects = 5
+	// maxRetryDelay caps the pause between failed registration rounds.
+	maxRetryDelay = 2 * time.Second
+)
+
+// controlLoop is the worker's control goroutine (docs/threads.md). It owns the conversation
+// with the masters: register (with the inventory), then heartbeat the leader every
+// HeartbeatInterval, apply the drops the replies carry, follow NOT_LEADER redirects, and
+// register again when the leader does not know this worker (new leader, marked dead) or when
+// the engine lost objects the master still lists.
+func (w *Worker) controlLoop() {
+	defer w.loops.Done()
+	leader := ""
+	registered := false
+	delay := 50 * time.Millisecond
+	failures := 0
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+		}
+		if !registered || w.resync.Swap(false) {
+			addr, err := w.register(leader)
+			if err != nil {
+				failures++
+				if failures == 1 || failures%30 == 0 {
+					w.log.Warn("cannot register with a master; retrying", "masters", w.cfg.MasterAddresses, "attempts", failures, "err", err)
+				}
+				t.Reset(delay)
+				delay = min(2*delay, maxRetryDelay)
+				continue
+			}
+			failures, delay = 0, 50*time.Millisecond
+			leader, registered = addr, true
+			w.leader.Store(leader)
+		}
+		err := w.heartbeat(leader)
+		var nl *transfer.NotLeaderError
+		switch {
+		case err == nil:
+		case errors.As(err, &nl) && nl.LeaderAddr != "":
+			leader = nl.LeaderAddr
+			registered = false // the new leader reconciles this worker at registration
+			t.Reset(0)
+			continue
+		case errors.Is(err, base.ErrSegmentNotFound):
+			registered = false
+			t.Reset(0)
+			continue
+		default:
+			w.log.Debug("heartbeat failed; registering again", "leader", leader, "err", err)
+			leader, registered = "", false
+			t.Reset(delay)
+			continue
+		}
+		t.Reset(w.cfg.HeartbeatInterval)
+	}
+}
+
+// register sends RegisterWorker to the leader: first hint, then each configured master,
+// following NOT_LEADER redirects. It applies the drops of the reply and returns the address
+// of the master that accepted.
+func (w *Worker) register(hint string) (string, error) {
+	inv := w.eng.Inventory()
+	req := &transfer.RegisterWorkerRequest{WorkerID: w.id, Address: w.Addr(),
+		DRAMCapacity: w.arena.Capacity(), Inventory: inv}
+	if w.store != nil {
+		req.NVMeCapacity = w.store.Metrics().Capacity
+	}
+	addrs := w.cfg.MasterAddresses
+	if hint != "" {
+		addrs = append([]string{hint}, addrs...)
+	}
+	var lastErr error
+	for _, addr := range addrs {
+		for hop := 0; hop < maxRedirects && addr != ""; hop++ {
+			ctx, cancel := context.WithTimeout(w.ctx, registerTimeout)
+			resp := &transfer.RegisterWorkerResponse{}
+			err := w.callMaster(ctx, addr, req, resp)
+			cancel()
+			var nl *transfer.NotLeaderError
+			if errors.As(err, &nl) {
+				lastErr = err
+				if nl.LeaderAddr == "" || nl.LeaderAddr == addr {
+					break
+				}
+				addr = nl.LeaderAddr
+				continue
+			}
+			if err != nil {
+				lastErr = err
+				if errors.Is(err, base.ErrClusterMismatch) || errors.Is(err, base.ErrInvalidParams) {
+					return "", err // a configuration error: retrying elsewhere will not help
+				}
+				break
+			}
+			w.applyDrops(resp.Drop)
+			w.registered.Add(1)
+			select {
+			case w.regCh <- struct{}{}:
+			default:
+			}
+			w.log.Info("registered with the leader", "master", addr, "inventory", len(inv), "dropped_unknown", len(resp.Drop))
+			return addr, nil
+		}
+		select {
+		case <-w.stop:
+			return "", fmt.Errorf("%w: worker shutting down", base.ErrClosed)
+		default:
+		}
+	}
+	if lastErr == nil {
+		lastErr = fmt.Errorf("%w: no master address", base.ErrUnavailable)
+	}
+	return "", lastErr
+}
+
+// callMaster makes one master call.
+func (w *Worker) callMaster(ctx context.Context, addr string, req, resp transfer.Message) error {
+	return w.cli.Call(ctx, addr, req, resp)
+}
+
+// heartbeat sends one heartbeat to addr and applies the reply.
+func (w *Worker) heartbeat(addr string) error {
+	if addr == "" {
+		return fmt.Errorf("%w: no leader", base.ErrUnavailable)
+	}
+	m := w.eng.Metrics()
+	req := &transfer.HeartbeatRequest{WorkerID: w.id, DRAMUsed: m.ArenaUsedBytes, Objects: m.DRAM.Objects}
+	if w.store != nil {
+		req.NVMeUsed = m.NVMe.Bytes
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, max(5*w.cfg.HeartbeatInterval, time.Second))
+	defer cancel()
+	resp := &transfer.HeartbeatResponse{}
+	if err := w.callMaster(ctx, addr, req, resp); err != nil {
+		return err
+	}
+	w.applyDrops(resp.Drop)
+	if resp.Reregister {
+		w.resync.Store(true)
+	}
+	return nil
+}
+
+// applyDrops removes what the master says this worker must not hold: pending writes of a
+// revoked or expired put, and committed objects removed or unknown to the master. A drop of a
+// version the worker does not hold is a no-op.
+func (w *Worker) applyDrops(kvs []transfer.KeyVersion) {
+	for _, kv := range kvs {
+		if err := w.drop(kv.Key, kv.Version); err != nil && !errors.Is(err, base.ErrObjectNotFound) && !errors.Is(err, base.ErrInvalidVersion) {
+			w.log.Warn("drop failed", "key", kv.Key, "version", kv.Version, "err", err)
+		}
+	}
+}
+
+// drop aborts a pending write of key at v, or removes the committed object at v (0: any).
+func (w *Worker) drop(key string, v base.Version) error {
+	w.pend.Lock()
+	var abort []*pending
+	for k, p := range w.pend.m {
+		if k.key == key && (v == 0 || k.v == v) {
+			delete(w.pend.m, k)
+			if p.inflight == 0 {
+				abort = append(abort, p)
+			} else {
+				p.failed = true
+			}
+		}
+	}
+	w.pend.Unlock()
+	for _, p := range abort {
+		p.w.Abort()
+	}
+	err := w.eng.Remove(key, v)
+	if len(abort) > 0 && errors.Is(err, base.ErrObjectNotFound) {
+		return nil
+	}
+	return err
+}
+
+// sweepLoop drops pending writes never committed within PendingWriteTimeout
+// (docs/threads.md: "pending-write sweeper").
+func (w *Worker) sweepLoop() {
+	defer w.loops.Done()
+	every := min(time.Second, max(w.cfg.PendingWriteTimeout/4, 10*time.Millisecond))
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+		}
+		now := w.now()
+		var abort []*pending
+		var keys []pendKey
+		w.pend.Lock()
+		for k, p := range w.pend.m {
+			if p.inflight == 0 && now.After(p.deadline) {
+				delete(w.pend.m, k)
+				abort = append(abort, p)
+				keys = append(keys, k)
+			}
+		}
+		w.pend.Unlock()
+		for _, p := range abort {
+			p.w.Abort()
+		}
+		if len(keys) > 0 {
+			slices.SortFunc(keys, func(a, b pendKey) int { return cmpStr(a.key, b.key) })
+			w.log.Info("dropped writes never committed", "count", len(keys), "first_key", keys[0].key, "timeout", w.cfg.PendingWriteTimeout)
+		}
+	}
+}
+
+func cmpStr(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

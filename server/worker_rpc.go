@@ -1,0 +1,199 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/tier"
+	"github.com/mooncake-go/mooncake/transfer"
+)
+
+// workerHandler serves the worker's data calls over transfer.
+//
+// Ownership: a Write's payload lands straight in the tier.Writer's arena range (no copy on
+// the Go heap); the pending entry owns the Writer until Commit (handed to the engine) or an
+// abort. A Read sends the pinned bytes of a tier.Reader; the transfer server calls Release
+// after the send.
+type workerHandler struct {
+	transfer.UnimplementedHandler
+	w *Worker
+}
+
+func (h *workerHandler) HandleWrite(_ context.Context, req *transfer.WriteRequest, n int64) (transfer.WriteSink, error) {
+	w := h.w
+	sink, err := w.beginWrite(req, n)
+	if err != nil {
+		w.met.observe(wopWrite, err)
+		return transfer.WriteSink{}, err
+	}
+	return sink, nil
+}
+
+// beginWrite finds or creates the pending object of req and returns the sink for one chunk.
+func (w *Worker) beginWrite(req *transfer.WriteRequest, n int64) (transfer.WriteSink, error) {
+	if w.closing.Load() {
+		return transfer.WriteSink{}, fmt.Errorf("%w: worker %s is shutting down", base.ErrUnavailable, w.id)
+	}
+	if err := base.ValidateKey(req.Key); err != nil {
+		return transfer.WriteSink{}, err
+	}
+	if req.Version == 0 {
+		return transfer.WriteSink{}, fmt.Errorf("%w: write of %q without a version (PutStart gives one)", base.ErrInvalidParams, req.Key)
+	}
+	if req.TotalSize <= 0 || req.Offset < 0 || n < 0 || req.Offset > req.TotalSize || n > req.TotalSize-req.Offset {
+		return transfer.WriteSink{}, fmt.Errorf("%w: write of %q: chunk [%d, +%d) outside an object of %d bytes",
+			base.ErrInvalidParams, req.Key, req.Offset, n, req.TotalSize)
+	}
+	if req.Commit && (req.Offset != 0 || n != req.TotalSize) {
+		return transfer.WriteSink{}, fmt.Errorf("%w: write of %q with commit must carry the whole object", base.ErrInvalidParams, req.Key)
+	}
+	k := pendKey{req.Key, req.Version}
+	w.pend.Lock()
+	p := w.pend.m[k]
+	if p != nil && p.size != req.TotalSize {
+		w.pend.Unlock()
+		return transfer.WriteSink{}, fmt.Errorf("%w: write of %q: size %d differs from the first chunk's %d",
+			base.ErrInvalidParams, req.Key, req.TotalSize, p.size)
+	}
+	if p == nil {
+		// NB: Put may evict inline or wait on the spill queue; holding pend.mu across it only
+		// serializes the first chunk of new objects, which is what allocation does anyway.
+		wr, err := w.eng.Put(req.Key, req.Version, req.TotalSize, tier.PutOptions{
+			Persistence: req.Persistence, SoftPinTTL: req.SoftPinTTL, HardPin: req.HardPin})
+		if err != nil {
+			w.pend.Unlock()
+			return transfer.WriteSink{}, err
+		}
+		p = &pending{w: wr, size: req.TotalSize, deadline: w.now().Add(w.cfg.PendingWriteTimeout)}
+		w.pend.m[k] = p
+	}
+	p.inflight++
+	dst := p.w.Bytes()[req.Offset : req.Offset+n]
+	w.pend.Unlock()
+
+	commit, checksum := req.Commit, req.Checksum
+	return transfer.WriteSink{
+		Dst: dst,
+		Done: func(err error) error {
+			w.pend.Lock()
+			p.inflight--
+			abort := false
+			if err != nil {
+				if !p.failed {
+					p.failed = true
+					if w.pend.m[k] == p {
+						delete(w.pend.m, k)
+					}
+				}
+			} else {
+				p.received += n
+			}
+			if p.failed && p.inflight == 0 {
+				abort = true
+			}
+			doCommit := err == nil && commit && !p.failed
+			if doCommit {
+				delete(w.pend.m, k)
+			}
+			w.pend.Unlock()
+			if abort {
+				p.w.Abort()
+			}
+			if err != nil {
+				w.met.observe(wopWrite, err)
+				return err
+			}
+			if p.failed {
+				err := fmt.Errorf("%w: write of %q was dropped (revoked, expired or a chunk failed)", base.ErrObjectNotFound, k.key)
+				w.met.observe(wopWrite, err)
+				return err
+			}
+			w.met.observe(wopWrite, nil)
+			if doCommit {
+				err := p.w.Commit(checksum)
+				w.met.observe(wopCommit, err)
+				return err
+			}
+			return nil
+		},
+	}, nil
+}
+
+// commit makes a striped write visible once every chunk landed.
+func (w *Worker) commit(req *transfer.CommitRequest) error {
+	k := pendKey{req.Key, req.Version}
+	w.pend.Lock()
+	p := w.pend.m[k]
+	switch {
+	case p == nil:
+		w.pend.Unlock()
+		return fmt.Errorf("%w: commit of %q version %d: no write in progress (it expired after %v or was dropped)",
+			base.ErrObjectNotFound, req.Key, req.Version, w.cfg.PendingWriteTimeout)
+	case p.inflight > 0:
+		w.pend.Unlock()
+		return fmt.Errorf("%w: commit of %q while chunks are still arriving", base.ErrReplicaNotReady, req.Key)
+	case p.received < p.size:
+		w.pend.Unlock()
+		return fmt.Errorf("%w: commit of %q: %d of %d bytes received", base.ErrReplicaNotReady, req.Key, p.received, p.size)
+	}
+	delete(w.pend.m, k)
+	w.pend.Unlock()
+	return p.w.Commit(req.Checksum)
+}
+
+func (h *workerHandler) HandleCall(_ context.Context, req transfer.Message) (transfer.Message, error) {
+	w := h.w
+	switch r := req.(type) {
+	case *transfer.CommitRequest:
+		err := w.commit(r)
+		w.met.observe(wopCommit, err)
+		return nil, err
+	case *transfer.DropRequest:
+		if err := base.ValidateKey(r.Key); err != nil {
+			return nil, err
+		}
+		err := w.drop(r.Key, r.Version)
+		w.met.observe(wopDrop, err)
+		return nil, err
+	case *transfer.Empty:
+		if r.Op() == transfer.OpPing {
+			return nil, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s is not a worker call", base.ErrNotSupported, req.Op())
+}
+
+func (h *workerHandler) HandleRead(_ context.Context, req *transfer.ReadRequest) (transfer.ReadSource, error) {
+	src, err := h.w.read(req)
+	h.w.met.observe(wopRead, err)
+	return src, err
+}
+
+func (w *Worker) read(req *transfer.ReadRequest) (transfer.ReadSource, error) {
+	if err := base.ValidateKey(req.Key); err != nil {
+		return transfer.ReadSource{}, err
+	}
+	r, err := w.eng.Get(req.Key, req.Version)
+	if err != nil {
+		return transfer.ReadSource{}, err
+	}
+	meta := r.Meta()
+	data := r.Bytes()
+	off, n := req.Offset, req.Length
+	if off < 0 || n < 0 || off > int64(len(data)) || (n > 0 && n > int64(len(data))-off) {
+		r.Release()
+		return transfer.ReadSource{}, fmt.Errorf("%w: range [%d, +%d) of %q outside its %d bytes", base.ErrInvalidParams, off, n, req.Key, len(data))
+	}
+	if n == 0 {
+		n = int64(len(data)) - off
+	}
+	return transfer.ReadSource{
+		Resp:    transfer.ReadResponse{Version: meta.Version, Size: meta.Size, Checksum: meta.Checksum, Tier: r.Tier()},
+		Data:    data[off : off+n],
+		Release: r.Release,
+	}, nil
+}
+
+var _ = errors.Is

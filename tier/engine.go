@@ -1,0 +1,453 @@
+package tier
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mooncake-go/mooncake/dram"
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/invariants"
+	"github.com/mooncake-go/mooncake/tier/policy"
+)
+
+// ErrClosed is returned by every method after Close. It matches base.ErrClosed.
+var ErrClosed = fmt.Errorf("tier: engine closed: %w", base.ErrClosed)
+
+// Engine is the worker-local storage engine: objects in the DRAM arena and, below it, the
+// Lower tier. It is goroutine-safe. See doc.go for the goroutines it runs and its lock order.
+type Engine struct {
+	// Immutable after Open.
+	opts  Options
+	arena *dram.Arena
+	lower Lower
+	log   *slog.Logger
+	ev    EventListener
+
+	// Lock order: a key lock (lockKey) before mu; mu before the arena's lock (a leaf) and
+	// before spillQ.mu. No callback and no Lower call runs under mu.
+	mu struct {
+		sync.Mutex
+		closed bool
+		// objects indexes committed objects by key; byID by policy ID. Both hold exactly the
+		// objects the policy holds.
+		objects map[string]*object
+		byID    map[policy.ID]*object
+		nextID  policy.ID
+		pol     *policy.Policy
+		// keyLocks holds a channel per key whose lower-tier writes or commit are in progress;
+		// it is closed when they end (see lockKey).
+		keyLocks map[string]chan struct{}
+		// space is closed (and replaced) whenever DRAM bytes are freed or a spill ends: Puts
+		// waiting for room select on it.
+		space chan struct{}
+		// writers / writerBytes count Writers between Put and Commit/Abort.
+		writers     int64
+		writerBytes int64
+		m           counters
+	}
+
+	spillQ  spillQueue
+	kick    chan struct{} // cap 1: wakes the evictor
+	closeCh chan struct{} // closed by Close
+	wg      sync.WaitGroup
+}
+
+// object is one committed object version. Its fields are guarded by Engine.mu.
+type object struct {
+	id          policy.ID
+	meta        base.ObjectMeta
+	persistence base.Persistence
+	hardPin     bool
+	softUntil   time.Time
+	// copy is the DRAM copy; nil when the object is on the lower tier only.
+	copy *dramCopy
+	// onLower: the bytes are on the lower tier (durable put, spilled, SpillAll, or found at Open).
+	onLower bool
+}
+
+// dramCopy is one DRAM range holding an object's bytes. The engine holds one reference to h
+// while the copy is attached to its object; every Reader and every spill job holds one more
+// (holders counts them). Detaching (remove, replace, eviction) drops the engine's reference:
+// the range is freed when the last holder releases, never under one.
+type dramCopy struct {
+	h    *dram.Handle
+	id   policy.ID
+	size int64
+	// Guarded by Engine.mu.
+	attached bool
+	holders  int
+}
+
+// Open returns an engine over opts.Arena and opts.Lower. With a Lower it scans it and indexes
+// every object found (on the lower tier only; WarmUp copies some into DRAM). Where the scan
+// reports two versions of one key, the newer is kept and the older deleted.
+func Open(opts Options) (*Engine, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	pol, err := policy.New(policy.Config{
+		Capacity:      opts.Arena.Capacity(),
+		HighWatermark: opts.HighWatermark,
+		LowWatermark:  opts.LowWatermark,
+		PromoteOnHit:  opts.PromoteOnHit,
+		HasLower:      opts.Lower != nil,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tier: %w", err)
+	}
+	e := &Engine{
+		opts:    opts,
+		arena:   opts.Arena,
+		lower:   opts.Lower,
+		log:     opts.Logger,
+		ev:      opts.Events,
+		kick:    make(chan struct{}, 1),
+		closeCh: make(chan struct{}),
+	}
+	e.mu.objects = make(map[string]*object)
+	e.mu.byID = make(map[policy.ID]*object)
+	e.mu.keyLocks = make(map[string]chan struct{})
+	e.mu.space = make(chan struct{})
+	e.mu.pol = pol
+	e.spillQ.init(opts.SpillQueueBytes)
+
+	if e.lower != nil {
+		if err := e.scanLower(); err != nil {
+			return nil, err
+		}
+	}
+	e.wg.Add(1)
+	go e.runEvictor()
+	if e.lower != nil {
+		e.wg.Add(1)
+		go e.runSpiller()
+	}
+	return e, nil
+}
+
+// scanLower indexes what the lower tier holds. Called by Open before any goroutine starts.
+func (e *Engine) scanLower() error {
+	start := time.Now()
+	var stale []base.ObjectMeta
+	var bytes int64
+	err := e.lower.Scan(func(m base.ObjectMeta) error {
+		if err := base.ValidateKey(m.Key); err != nil || m.Size <= 0 || m.Version == 0 {
+			e.backgroundError(fmt.Errorf("tier: open: skipping bad lower-tier record %q version %d size %d", m.Key, m.Version, m.Size))
+			return nil
+		}
+		if old := e.mu.objects[m.Key]; old != nil {
+			if old.meta.Version >= m.Version {
+				stale = append(stale, m)
+				return nil
+			}
+			stale = append(stale, old.meta)
+			e.mu.pol.Remove(old.id)
+			delete(e.mu.byID, old.id)
+			bytes -= old.meta.Size
+		}
+		e.mu.nextID++
+		o := &object{id: e.mu.nextID, meta: m, persistence: base.PersistenceSpill, onLower: true}
+		e.mu.objects[m.Key] = o
+		e.mu.byID[o.id] = o
+		e.mu.pol.AddLower(policy.Object{ID: o.id, Size: m.Size, Persistence: o.persistence})
+		bytes += m.Size
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("tier: open: scanning the lower tier: %w", err)
+	}
+	for _, m := range stale {
+		if err := e.lower.Delete(m.Key, m.Version); err != nil && !isGone(err) {
+			e.backgroundError(fmt.Errorf("tier: open: deleting stale %q version %d: %w", m.Key, m.Version, err))
+		}
+	}
+	e.log.Info("tier: indexed the lower tier", "objects", len(e.mu.objects), "bytes", bytes,
+		"stale_deleted", len(stale), "duration", time.Since(start))
+	return nil
+}
+
+// isGone reports a Delete/Read of something already gone: not an error for an idempotent delete.
+func isGone(err error) bool {
+	return errors.Is(err, base.ErrObjectNotFound) || errors.Is(err, base.ErrInvalidVersion)
+}
+
+// Close stops the background goroutines, abandons queued spills (the objects stay where they
+// were: this is not SpillAll) and releases the engine's references to DRAM. Readers and
+// Writers still held stay valid until released; release them before closing the arena.
+// Closing twice returns nil.
+//
+// Steps: 1. mark closed and wake every waiter; 2. close the spill queue; 3. wait for the
+// evictor and the spiller; 4. release every DRAM copy the index holds.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.mu.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.mu.closed = true
+	close(e.closeCh)
+	e.signalSpaceLocked()
+	e.mu.Unlock()
+
+	for _, j := range e.spillQ.close() {
+		e.finishJob(j)
+	}
+	e.wg.Wait()
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var errs []error
+	for _, o := range e.mu.objects {
+		if o.copy != nil {
+			if err := e.detachLocked(o); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// lockKey serialises commits and lower-tier writes and deletes of one key, so that a slow
+// spill of version 1 can never land on the lower tier after version 2 and overwrite it.
+// It returns the unlock function. Never called with mu held.
+func (e *Engine) lockKey(key string) func() {
+	e.mu.Lock()
+	for {
+		ch, busy := e.mu.keyLocks[key]
+		if !busy {
+			break
+		}
+		e.mu.Unlock()
+		<-ch
+		e.mu.Lock()
+	}
+	ch := make(chan struct{})
+	e.mu.keyLocks[key] = ch
+	e.mu.Unlock()
+	return func() {
+		e.mu.Lock()
+		delete(e.mu.keyLocks, key)
+		e.mu.Unlock()
+		close(ch)
+	}
+}
+
+// signalSpaceLocked wakes every Put waiting for room. REQUIRES: e.mu.
+func (e *Engine) signalSpaceLocked() {
+	close(e.mu.space)
+	e.mu.space = make(chan struct{})
+}
+
+// detachLocked drops an object's DRAM copy from the index: the engine's reference to the range
+// is released; holders (readers, a spill job) keep it alive, and their bytes stay accounted
+// as reserved until the last one lets go. The policy must already have stopped counting the
+// copy (Remove, SpillDone, an eviction). REQUIRES: e.mu.
+func (e *Engine) detachLocked(o *object) error {
+	c := o.copy
+	o.copy = nil
+	c.attached = false
+	if c.holders > 0 {
+		e.mu.pol.Reserve(c.size)
+	} else {
+		defer e.signalSpaceLocked()
+	}
+	if err := c.h.Release(); err != nil {
+		return fmt.Errorf("tier: releasing the DRAM copy of %q: %w", o.meta.Key, err)
+	}
+	return nil
+}
+
+// releaseHolderLocked ends one holder of c (a Reader if reader, else a spill job) and releases
+// its reference. REQUIRES: e.mu.
+func (e *Engine) releaseHolderLocked(c *dramCopy, reader bool) error {
+	c.holders--
+	if c.holders < 0 {
+		return invariants.AssertionFailedf("tier: dram copy %d: holders %d < 0", c.id, c.holders)
+	}
+	if c.attached {
+		if reader {
+			e.mu.pol.Release(c.id)
+		}
+	} else if c.holders == 0 {
+		e.mu.pol.Unreserve(c.size)
+		e.signalSpaceLocked()
+	}
+	return c.h.Release()
+}
+
+// removeLocked takes o out of the index and the policy and detaches its DRAM copy. It returns
+// whether the lower tier may hold its bytes (the caller deletes them there, outside mu).
+// REQUIRES: e.mu.
+func (e *Engine) removeLocked(o *object) (onLower bool, err error) {
+	loc := e.mu.pol.Location(o.id)
+	e.mu.pol.Remove(o.id)
+	delete(e.mu.objects, o.meta.Key)
+	delete(e.mu.byID, o.id)
+	if o.copy != nil {
+		err = e.detachLocked(o)
+	}
+	return o.onLower || loc == policy.LocSpilling, err
+}
+
+// deleteLower deletes one version from the lower tier under the key's lock. Already gone is
+// success.
+func (e *Engine) deleteLower(m base.ObjectMeta) error {
+	unlock := e.lockKey(m.Key)
+	defer unlock()
+	return e.deleteLowerKeyLocked(m)
+}
+
+// deleteLowerKeyLocked is deleteLower for a caller that holds the key's lock.
+func (e *Engine) deleteLowerKeyLocked(m base.ObjectMeta) error {
+	if err := e.lower.Delete(m.Key, m.Version); err != nil && !isGone(err) {
+		e.mu.Lock()
+		e.mu.m.lowerErrors++
+		e.mu.Unlock()
+		return fmt.Errorf("tier: deleting %q version %d from the lower tier: %w", m.Key, m.Version, err)
+	}
+	return nil
+}
+
+// lookupLocked finds key at version v (0: any). REQUIRES: e.mu.
+func (e *Engine) lookupLocked(key string, v base.Version) (*object, error) {
+	if e.mu.closed {
+		return nil, ErrClosed
+	}
+	o := e.mu.objects[key]
+	if o == nil {
+		return nil, fmt.Errorf("%w: %q", base.ErrObjectNotFound, key)
+	}
+	if v != 0 && o.meta.Version != v {
+		return nil, fmt.Errorf("%w: %q is at version %d, not %d", base.ErrInvalidVersion, key, o.meta.Version, v)
+	}
+	return o, nil
+}
+
+// Remove removes key (at version v; 0: any). Readers keep the bytes they hold until they
+// release them. Errors: base.ErrObjectNotFound, base.ErrInvalidVersion, a lower-tier error
+// (the object is gone from the index either way).
+func (e *Engine) Remove(key string, v base.Version) error {
+	e.mu.Lock()
+	o, err := e.lookupLocked(key, v)
+	if err != nil {
+		e.mu.Unlock()
+		return err
+	}
+	onLower, err := e.removeLocked(o)
+	e.mu.m.removes++
+	e.mu.Unlock()
+	if onLower {
+		err = errors.Join(err, e.deleteLower(o.meta))
+	}
+	return err
+}
+
+// Exists reports whether key is committed (in any tier).
+func (e *Engine) Exists(key string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return !e.mu.closed && e.mu.objects[key] != nil
+}
+
+func (e *Engine) infoLocked(o *object) ObjectInfo {
+	info := ObjectInfo{ObjectMeta: o.meta, Tier: base.TierNVMe, OnLower: o.onLower,
+		Persistence: o.persistence, HardPin: o.hardPin, SoftPinUntil: o.softUntil}
+	if o.copy != nil {
+		info.Tier = base.TierDRAM
+	}
+	return info
+}
+
+// List returns the committed objects whose key starts with prefix, sorted by key (nil after
+// Close).
+func (e *Engine) List(prefix string) []ObjectInfo {
+	e.mu.Lock()
+	if e.mu.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	var out []ObjectInfo
+	for k, o := range e.mu.objects {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, e.infoLocked(o))
+		}
+	}
+	e.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// Inventory returns every committed object, any tier, sorted by key (worker registration;
+// nil after Close).
+func (e *Engine) Inventory() []base.ObjectMeta {
+	e.mu.Lock()
+	if e.mu.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	out := make([]base.ObjectMeta, 0, len(e.mu.objects))
+	for _, o := range e.mu.objects {
+		out = append(out, o.meta)
+	}
+	e.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// Pin replaces key's pins: softTTL > 0 soft-pins it until now+softTTL, hard pins it until
+// Unpin. Pins matter for DRAM eviction only.
+func (e *Engine) Pin(key string, softTTL time.Duration, hard bool) error {
+	if softTTL < 0 {
+		return fmt.Errorf("%w: tier: negative soft pin TTL %v", base.ErrInvalidParams, softTTL)
+	}
+	var until time.Time
+	if softTTL > 0 {
+		until = e.opts.Now().Add(softTTL)
+	}
+	return e.setPins(key, until, hard)
+}
+
+// Unpin lifts both pins of key.
+func (e *Engine) Unpin(key string) error { return e.setPins(key, time.Time{}, false) }
+
+func (e *Engine) setPins(key string, until time.Time, hard bool) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o, err := e.lookupLocked(key, 0)
+	if err != nil {
+		return err
+	}
+	o.hardPin, o.softUntil = hard, until
+	if err := e.mu.pol.SetPins(o.id, hard, unixNanos(until)); err != nil {
+		return invariants.AssertionFailedf("tier: pin %q: %v", key, err)
+	}
+	return nil
+}
+
+func unixNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// backgroundError logs err and reports it to the listener.
+func (e *Engine) backgroundError(err error) {
+	e.log.Warn("tier: background error", "err", err)
+	if e.ev.BackgroundError != nil {
+		e.ev.BackgroundError(err)
+	}
+}
+
+// lost reports an object that left this worker without a Remove.
+func (e *Engine) lost(m base.ObjectMeta, why string) {
+	if e.ev.ObjectLost != nil {
+		e.ev.ObjectLost(m, why)
+	}
+}

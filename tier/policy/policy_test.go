@@ -1,0 +1,177 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyNoLeaks(m) }
+
+// TestPolicy runs the scripts in testdata/. Commands:
+//
+//	init capacity=N [high=F] [low=F] [protected=F] [promote=N] [lower]
+//	add id=N size=N [mode=cache|spill|durable] [hard] [soft=T] [onlower]   (AddDRAM)
+//	add-lower id=N size=N                                                  (AddLower)
+//	hit id=N | acquire id=N | release id=N | remove id=N | promoted id=N
+//	pin id=N [hard] [soft=T] | spill-done id=N [fail] | mark-on-lower id=N
+//	reserve n=N | unreserve n=N
+//	evict need=N [now=T] | need
+//	state
+func TestPolicy(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		var p *Policy
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			id := func() ID {
+				var n uint64
+				d.ScanArgs(t, "id", &n)
+				return ID(n)
+			}
+			errStr := func(err error) string {
+				if err != nil {
+					return "error: " + err.Error() + "\n"
+				}
+				return ""
+			}
+			switch d.Cmd {
+			case "init":
+				cfg := Config{HasLower: d.HasArg("lower")}
+				d.ScanArgs(t, "capacity", &cfg.Capacity)
+				d.MaybeScanArgs(t, "high", &cfg.HighWatermark)
+				d.MaybeScanArgs(t, "low", &cfg.LowWatermark)
+				d.MaybeScanArgs(t, "protected", &cfg.ProtectedShare)
+				d.MaybeScanArgs(t, "promote", &cfg.PromoteOnHit)
+				var err error
+				p, err = New(cfg)
+				if err != nil {
+					return errStr(err)
+				}
+				return state(p)
+			case "add", "add-lower":
+				o := Object{ID: id(), Persistence: base.PersistenceSpill, HardPin: d.HasArg("hard"), OnLower: d.HasArg("onlower")}
+				d.ScanArgs(t, "size", &o.Size)
+				d.MaybeScanArgs(t, "soft", &o.SoftPinUntil)
+				if d.HasArg("mode") {
+					var m string
+					d.ScanArgs(t, "mode", &m)
+					var err error
+					if o.Persistence, err = base.ParsePersistence(m); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if d.Cmd == "add" {
+					p.AddDRAM(o)
+				} else {
+					p.AddLower(o)
+				}
+				return state(p)
+			case "hit":
+				r := p.Hit(id())
+				return fmt.Sprintf("loc=%s promote=%t\n", r.Loc, r.Promote) + state(p)
+			case "acquire":
+				p.Acquire(id())
+				return ""
+			case "release":
+				p.Release(id())
+				return ""
+			case "remove":
+				n := p.Remove(id())
+				return fmt.Sprintf("freed %d\n", n) + state(p)
+			case "promoted":
+				return errStr(p.Promoted(id())) + state(p)
+			case "pin":
+				var soft int64
+				d.MaybeScanArgs(t, "soft", &soft)
+				return errStr(p.SetPins(id(), d.HasArg("hard"), soft)) + state(p)
+			case "spill-done":
+				return errStr(p.SpillDone(id(), !d.HasArg("fail"))) + state(p)
+			case "mark-on-lower":
+				return errStr(p.MarkOnLower(id())) + state(p)
+			case "reserve", "unreserve":
+				var n int64
+				d.ScanArgs(t, "n", &n)
+				if d.Cmd == "reserve" {
+					p.Reserve(n)
+				} else {
+					p.Unreserve(n)
+				}
+				return state(p)
+			case "evict":
+				var need, now int64
+				d.ScanArgs(t, "need", &need)
+				d.MaybeScanArgs(t, "now", &now)
+				plan := p.Evict(need, now)
+				var b strings.Builder
+				for _, v := range plan.Victims {
+					fmt.Fprintf(&b, "victim %d size=%d %s\n", v.ID, v.Size, v.Action)
+				}
+				if plan.NoSpace.Reason != ReasonNone {
+					fmt.Fprintf(&b, "no space: %s\n", plan.NoSpace)
+				}
+				return b.String() + state(p)
+			case "need":
+				return fmt.Sprintf("need %d\n", p.NeedEviction())
+			case "state":
+				return state(p)
+			}
+			t.Fatalf("unknown command %q", d.Cmd)
+			return ""
+		})
+	})
+}
+
+func state(p *Policy) string {
+	var b strings.Builder
+	s := p.Stats()
+	fmt.Fprintf(&b, "used=%d dram=%d/%dB spilling=%d/%dB pinned=%d/%dB lower=%d/%dB reserved=%d\n",
+		p.Used(), s.DRAMObjects, s.DRAMBytes, s.SpillingObjects, s.SpillingBytes, s.PinnedObjects,
+		s.PinnedBytes, s.LowerObjects, s.LowerBytes, s.Reserved)
+	list := func(name string, l *list) {
+		fmt.Fprintf(&b, "%s:", name)
+		for e := l.front(); e != nil; e = l.next(e) {
+			fmt.Fprintf(&b, " %d", e.ID)
+		}
+		b.WriteString("\n")
+	}
+	list("probation", &p.probation)
+	list("protected", &p.protected)
+	return b.String()
+}
+
+func TestConfigValidate(t *testing.T) {
+	f := func(c Config) {
+		t.Helper()
+		if _, err := New(c); !errors.Is(err, base.ErrInvalidParams) {
+			t.Fatalf("New(%+v) = %v, want ErrInvalidParams", c, err)
+		}
+	}
+	f(Config{})
+	f(Config{Capacity: -1})
+	f(Config{Capacity: 10, HighWatermark: 0.5, LowWatermark: 0.6})
+	f(Config{Capacity: 10, HighWatermark: 1.5})
+	f(Config{Capacity: 10, ProtectedShare: 2})
+	f(Config{Capacity: 10, PromoteOnHit: -1})
+	if _, err := New(Config{Capacity: 10}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUnknownIDs(t *testing.T) {
+	p, _ := New(Config{Capacity: 100, HasLower: true})
+	for _, err := range []error{p.Promoted(7), p.SetPins(7, true, 0), p.SpillDone(7, true), p.MarkOnLower(7)} {
+		if !errors.Is(err, ErrUnknownObject) {
+			t.Fatalf("got %v", err)
+		}
+	}
+	if r := p.Hit(7); r.Loc != LocNone || r.Promote {
+		t.Fatalf("hit of unknown: %+v", r)
+	}
+	if p.Remove(7) != 0 || p.Location(7) != LocNone {
+		t.Fatal("unknown id")
+	}
+}

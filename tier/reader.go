@@ -1,0 +1,210 @@
+package tier
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/mooncake-go/mooncake/dram"
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/invariants"
+	"github.com/mooncake-go/mooncake/tier/policy"
+)
+
+// Reader is a pinned view of one object version: its bytes cannot be freed or reused until
+// Release, whatever eviction, spill, replacement or removal happens meanwhile. It must be
+// released exactly once; it may be read from several goroutines.
+type Reader struct {
+	e    *Engine
+	meta base.ObjectMeta
+	tier base.Tier
+	// Exactly one of c (a DRAM copy, indexed or not), tmp (a temporary DRAM range this Reader
+	// owns) and heap (a Go buffer, when the arena had no room for a lower-tier read) is set.
+	c    *dramCopy
+	tmp  *dram.Handle
+	heap []byte
+	done bool
+}
+
+// Meta returns the object's key, version, size and checksum.
+func (r *Reader) Meta() base.ObjectMeta { return r.meta }
+
+// Tier returns where the read was served from: TierDRAM, or TierNVMe for a lower-tier hit
+// (whose bytes were read into DRAM or a temporary buffer first).
+func (r *Reader) Tier() base.Tier { return r.tier }
+
+// Bytes returns the object's bytes, valid until Release. Do not modify them.
+func (r *Reader) Bytes() []byte {
+	switch {
+	case r.c != nil:
+		return r.c.h.Bytes()
+	case r.tmp != nil:
+		return r.tmp.Bytes()
+	}
+	return r.heap
+}
+
+// Release ends the read; the bytes must not be used afterwards. A second Release is a bug (an
+// assertion in invariants builds) and otherwise does nothing.
+func (r *Reader) Release() {
+	if r.done {
+		_ = invariants.AssertionFailedf("tier: Reader of %q released twice", r.meta.Key)
+		return
+	}
+	r.done = true
+	e := r.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var err error
+	switch {
+	case r.c != nil:
+		err = e.releaseHolderLocked(r.c, true)
+	case r.tmp != nil:
+		e.mu.pol.Unreserve(r.tmp.Len())
+		err = r.tmp.Release()
+		e.signalSpaceLocked()
+	}
+	if err != nil {
+		e.log.Error("tier: releasing a reader", "key", r.meta.Key, "err", err)
+	}
+}
+
+// Get returns a Reader of key at version v (0: any). A DRAM hit pins the DRAM copy; a
+// lower-tier hit reads the object into a DRAM range (a Go buffer if the arena is full) and,
+// on its PromoteOnHit'th hit, keeps that range as the object's DRAM copy (promotion).
+// The caller must Release the Reader.
+//
+// Errors: base.ErrObjectNotFound, base.ErrInvalidVersion, base.ErrCorruption (the lower tier
+// found the bytes corrupt; the object is dropped from the index), other lower-tier errors,
+// ErrClosed.
+func (e *Engine) Get(key string, v base.Version) (*Reader, error) {
+	e.mu.Lock()
+	o, err := e.lookupLocked(key, v)
+	if err != nil {
+		if !errors.Is(err, ErrClosed) {
+			e.mu.m.misses++
+		}
+		e.mu.Unlock()
+		return nil, err
+	}
+	hit := e.mu.pol.Hit(o.id)
+	if c := o.copy; c != nil {
+		r, err := e.holdLocked(o, c)
+		e.mu.Unlock()
+		return r, err
+	}
+	meta := o.meta
+	// Try a DRAM range for the read, without evicting: a read must not push out objects.
+	h, aerr := e.arena.Alloc(meta.Size)
+	if aerr == nil {
+		e.mu.pol.Reserve(meta.Size)
+	}
+	e.mu.Unlock()
+	return e.readLower(o, meta, h, hit.Promote)
+}
+
+// holdLocked makes a Reader of DRAM copy c of o. REQUIRES: e.mu.
+func (e *Engine) holdLocked(o *object, c *dramCopy) (*Reader, error) {
+	if err := c.h.Retain(); err != nil {
+		return nil, fmt.Errorf("tier: get %q: %w", o.meta.Key, err)
+	}
+	c.holders++
+	e.mu.pol.Acquire(o.id)
+	e.mu.m.hitsDRAM++
+	return &Reader{e: e, meta: o.meta, tier: base.TierDRAM, c: c}, nil
+}
+
+// readLower serves a lower-tier hit into h (a reserved DRAM range, or nil: a Go buffer) and
+// promotes it if asked and possible.
+func (e *Engine) readLower(o *object, meta base.ObjectMeta, h *dram.Handle, promote bool) (*Reader, error) {
+	var buf []byte
+	if h != nil {
+		buf = h.Bytes()
+	} else {
+		buf = make([]byte, meta.Size)
+	}
+	if err := e.lower.ReadInto(meta.Key, meta.Version, buf); err != nil {
+		if h != nil {
+			e.mu.Lock()
+			e.mu.pol.Unreserve(meta.Size)
+			_ = h.Release()
+			e.signalSpaceLocked()
+			e.mu.Unlock()
+		}
+		return nil, e.readFailed(o, meta, err)
+	}
+	var after []func() // callbacks, run once mu is released
+	defer func() {
+		for _, f := range after {
+			f()
+		}
+	}()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.mu.m.hitsNVMe++
+	r := &Reader{e: e, meta: meta, tier: base.TierNVMe}
+	if h == nil {
+		r.heap = buf
+		if promote {
+			e.mu.m.promotionsSkipped++
+		}
+		return r, nil
+	}
+	if promote && !e.mu.closed && e.mu.objects[meta.Key] == o && o.copy == nil &&
+		e.mu.pol.Location(o.id) == policy.LocLower {
+		// Hand-off: the read's reference to h becomes the index's; the Reader takes another.
+		c := &dramCopy{h: h, id: o.id, size: meta.Size, attached: true}
+		o.copy = c
+		e.mu.pol.Unreserve(meta.Size)
+		if err := e.mu.pol.Promoted(o.id); err != nil {
+			return nil, invariants.AssertionFailedf("tier: promote %q: %v", meta.Key, err)
+		}
+		e.mu.m.promotions++
+		if err := c.h.Retain(); err != nil {
+			return nil, fmt.Errorf("tier: get %q: %w", meta.Key, err)
+		}
+		c.holders++
+		e.mu.pol.Acquire(o.id)
+		r.c = c
+		if e.ev.Promoted != nil {
+			after = append(after, func() { e.ev.Promoted(meta) })
+		}
+		if e.mu.pol.NeedEviction() > 0 {
+			after = append(after, e.kickEvictor)
+		}
+		return r, nil
+	}
+	if promote {
+		e.mu.m.promotionsSkipped++
+	}
+	r.tmp = h
+	return r, nil
+}
+
+// readFailed handles a failed lower-tier read of o. A commit of a newer version or a removal
+// may have changed the lower tier under the read (they hold the key's lock while the index
+// still shows o): after taking the key's lock the index is settled. If o is still current the
+// lower tier cannot serve it (corrupt, lost): it is dropped from the index so the master learns
+// the replica is gone, rather than sending every reader here.
+func (e *Engine) readFailed(o *object, meta base.ObjectMeta, err error) error {
+	unlock := e.lockKey(meta.Key)
+	defer unlock()
+	e.mu.Lock()
+	if e.mu.objects[meta.Key] != o {
+		e.mu.m.misses++
+		e.mu.Unlock()
+		return fmt.Errorf("%w: %q version %d (removed or replaced during the read)", base.ErrObjectNotFound, meta.Key, meta.Version)
+	}
+	e.mu.m.lowerErrors++
+	var lost bool
+	if errors.Is(err, base.ErrCorruption) || isGone(err) {
+		if _, rerr := e.removeLocked(o); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		lost = true
+	}
+	e.mu.Unlock()
+	if lost {
+		e.lost(meta, "lower tier read failed: "+err.Error())
+	}
+	return fmt.Errorf("tier: get %q from the lower tier: %w", meta.Key, err)
+}

@@ -1,0 +1,360 @@
+package tier
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mooncake-go/mooncake/dram"
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/tier/policy"
+)
+
+// Writer is a put in progress: an arena range the caller fills (the transfer layer reads the
+// socket straight into Bytes()), invisible until Commit. It must end with exactly one Commit,
+// CommitTrusted or Abort, from one goroutine. Bytes() may be filled by several goroutines at
+// disjoint offsets (striped transfers) as long as every fill happens before that call.
+type Writer struct {
+	e       *Engine
+	key     string
+	v       base.Version
+	size    int64
+	persist base.Persistence // resolved
+	o       PutOptions
+	// h is the range; the Writer owns its one reference until Commit hands it to the index
+	// (or Abort releases it).
+	h    *dram.Handle
+	done bool
+}
+
+// Put reserves size bytes of DRAM for key at version v and returns the Writer to fill them.
+// When DRAM is full it evicts cold objects inline (dropping, or spilling and waiting for the
+// spill, through the bounded spill queue); when nothing can be evicted it fails with an error
+// wrapping base.ErrNoSpace that says why (all pinned, all in use, larger than the arena).
+//
+// Errors: base.ErrInvalidKey, base.ErrInvalidParams (size <= 0, bad mode), base.ErrInvalidVersion
+// (v == 0, or v older than the committed version), base.ErrObjectAlreadyExists (v committed),
+// base.ErrNotSupported (durable without a lower tier), base.ErrNoSpace, ErrClosed.
+func (e *Engine) Put(key string, v base.Version, size int64, o PutOptions) (*Writer, error) {
+	if err := base.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	if size <= 0 {
+		return nil, fmt.Errorf("%w: tier: object size %d must be > 0", base.ErrInvalidParams, size)
+	}
+	if v == 0 {
+		return nil, fmt.Errorf("%w: tier: put of %q needs a version", base.ErrInvalidVersion, key)
+	}
+	if o.SoftPinTTL < 0 {
+		return nil, fmt.Errorf("%w: tier: negative soft pin TTL %v", base.ErrInvalidParams, o.SoftPinTTL)
+	}
+	persist, err := e.resolve(o.Persistence)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	err = e.checkVersionLocked(key, v)
+	e.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	h, err := e.allocate(size)
+	if err != nil {
+		return nil, fmt.Errorf("tier: put %q (%d bytes): %w", key, size, err)
+	}
+	return &Writer{e: e, key: key, v: v, size: size, persist: persist, o: o, h: h}, nil
+}
+
+// resolve turns a per-put mode into the one used.
+func (e *Engine) resolve(p base.Persistence) (base.Persistence, error) {
+	switch p {
+	case base.PersistenceDefault:
+		p = e.opts.Persistence
+	case base.PersistenceCache, base.PersistenceSpill, base.PersistenceDurable:
+	default:
+		return 0, fmt.Errorf("%w: tier: unknown persistence %d", base.ErrInvalidParams, p)
+	}
+	if e.lower == nil {
+		if p == base.PersistenceDurable {
+			return 0, fmt.Errorf("%w: tier: persistence durable needs a lower tier", base.ErrNotSupported)
+		}
+		p = base.PersistenceCache // spill without a lower tier can only drop
+	}
+	return p, nil
+}
+
+// checkVersionLocked refuses a put that cannot replace the committed version. REQUIRES: e.mu.
+func (e *Engine) checkVersionLocked(key string, v base.Version) error {
+	if e.mu.closed {
+		return ErrClosed
+	}
+	if old := e.mu.objects[key]; old != nil {
+		switch {
+		case old.meta.Version == v:
+			return fmt.Errorf("%w: %q version %d", base.ErrObjectAlreadyExists, key, v)
+		case old.meta.Version > v:
+			return fmt.Errorf("%w: %q is at version %d, newer than %d", base.ErrInvalidVersion, key, old.meta.Version, v)
+		}
+	}
+	return nil
+}
+
+// Bytes returns the destination range, len == size. Valid until Commit or Abort.
+func (w *Writer) Bytes() []byte { return w.h.Bytes() }
+
+// Commit verifies base.Checksum(Bytes()) == checksum (checksum 0: nothing to verify; the
+// checksum is computed either way, for the object's meta) and makes the object visible,
+// replacing an older version of the key. In durable mode it writes the lower tier (synced)
+// first. On any error the Writer is aborted.
+//
+// Errors: base.ErrCorruption (checksum mismatch), a lower-tier error (durable),
+// base.ErrObjectAlreadyExists / base.ErrInvalidVersion (a concurrent put committed v or newer),
+// ErrClosed, base.ErrInvalidParams (Writer already ended).
+func (w *Writer) Commit(checksum uint64) error {
+	if w.done {
+		return fmt.Errorf("%w: tier: Writer already committed or aborted", base.ErrInvalidParams)
+	}
+	sum := base.Checksum(w.h.Bytes())
+	if checksum != 0 && sum != checksum {
+		w.e.mu.Lock()
+		w.e.mu.m.checksumMismatches++
+		w.e.mu.Unlock()
+		w.Abort()
+		return fmt.Errorf("%w: tier: %q version %d: checksum %#x, want %#x", base.ErrCorruption, w.key, w.v, sum, checksum)
+	}
+	return w.commit(sum)
+}
+
+// CommitTrusted is Commit without the checksum pass: it records checksum as the object's
+// checksum without reading the bytes. For callers that verified the bytes already (or
+// computed the checksum while writing them); a wrong checksum here is served to readers and
+// caught only by the lower tier's own checks. checksum must not be 0.
+func (w *Writer) CommitTrusted(checksum uint64) error {
+	if w.done {
+		return fmt.Errorf("%w: tier: Writer already committed or aborted", base.ErrInvalidParams)
+	}
+	if checksum == 0 {
+		w.Abort()
+		return fmt.Errorf("%w: tier: CommitTrusted needs the checksum", base.ErrInvalidParams)
+	}
+	return w.commit(checksum)
+}
+
+func (w *Writer) commit(sum uint64) (err error) {
+	e := w.e
+	defer func() {
+		if err != nil {
+			w.Abort()
+		}
+	}()
+	unlock := e.lockKey(w.key)
+	defer unlock()
+
+	e.mu.Lock()
+	err = e.checkVersionLocked(w.key, w.v)
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	meta := base.ObjectMeta{Key: w.key, Version: w.v, Size: w.size, Checksum: sum}
+	if w.persist == base.PersistenceDurable {
+		if err := e.lower.Put(w.key, w.v, w.h.Bytes(), true); err != nil {
+			e.mu.Lock()
+			e.mu.m.lowerErrors++
+			e.mu.Unlock()
+			return fmt.Errorf("tier: durable put of %q version %d: %w", w.key, w.v, err)
+		}
+	}
+
+	e.mu.Lock()
+	if err := e.checkVersionLocked(w.key, w.v); err != nil {
+		e.mu.Unlock()
+		// Only Close can get here (the key lock excludes other commits). The durable copy, if
+		// any, is a complete object the next Open indexes: harmless.
+		return err
+	}
+	var oldLower bool
+	var old base.ObjectMeta
+	var errs []error
+	if o := e.mu.objects[w.key]; o != nil {
+		old = o.meta
+		var derr error
+		oldLower, derr = e.removeLocked(o)
+		errs = append(errs, derr)
+		e.mu.m.replaced++
+	}
+	e.mu.nextID++
+	o := &object{id: e.mu.nextID, meta: meta, persistence: w.persist, hardPin: w.o.HardPin,
+		onLower: w.persist == base.PersistenceDurable}
+	if w.o.SoftPinTTL > 0 {
+		o.softUntil = e.opts.Now().Add(w.o.SoftPinTTL)
+	}
+	// Hand-off: the Writer's reference to the range becomes the index's.
+	o.copy = &dramCopy{h: w.h, id: o.id, size: w.size, attached: true}
+	w.done = true
+	e.mu.objects[w.key] = o
+	e.mu.byID[o.id] = o
+	e.mu.writers--
+	e.mu.writerBytes -= w.size
+	e.mu.pol.Unreserve(w.size)
+	e.mu.pol.AddDRAM(policy.Object{ID: o.id, Size: w.size, Persistence: w.persist, OnLower: o.onLower,
+		HardPin: o.hardPin, SoftPinUntil: unixNanos(o.softUntil)})
+	e.mu.m.commits++
+	e.mu.m.committedBytes += w.size
+	need := e.mu.pol.NeedEviction() > 0
+	e.mu.Unlock()
+	if need {
+		e.kickEvictor()
+	}
+	if oldLower && (old.Version != w.v) {
+		errs = append(errs, e.deleteLowerKeyLocked(old))
+	}
+	if err := errors.Join(errs...); err != nil {
+		// The new version is committed; only the cleanup of the old one failed.
+		e.backgroundError(fmt.Errorf("tier: commit of %q replaced version %d: %w", w.key, old.Version, err))
+	}
+	return nil
+}
+
+// Abort frees the range. Safe to call after Commit (no-op) and more than once.
+func (w *Writer) Abort() {
+	if w.done {
+		return
+	}
+	w.done = true
+	e := w.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.mu.writers--
+	e.mu.writerBytes -= w.size
+	e.mu.pol.Unreserve(w.size)
+	e.mu.m.aborts++
+	if err := w.h.Release(); err != nil {
+		e.log.Error("tier: releasing an aborted put's range", "key", w.key, "err", err)
+	}
+	e.signalSpaceLocked()
+}
+
+// allocate gets a range of size bytes for a Writer, evicting inline when the arena is full:
+// drops free bytes at once; spills are queued (waiting while the queue is full: writers wait)
+// and the Put waits for them to end. It fails with an error wrapping base.ErrNoSpace when the
+// policy finds nothing to evict.
+func (e *Engine) allocate(size int64) (*dram.Handle, error) {
+	if size > e.arena.Capacity() {
+		e.mu.Lock()
+		e.mu.m.noSpace[policy.ReasonTooLarge]++
+		e.mu.Unlock()
+		return nil, fmt.Errorf("%w: %w: object of %d bytes is larger than the DRAM arena (%d bytes)",
+			base.ErrNoSpace, base.ErrTooLarge, size, e.arena.Capacity())
+	}
+	for {
+		e.mu.Lock()
+		if e.mu.closed {
+			e.mu.Unlock()
+			return nil, ErrClosed
+		}
+		h, err := e.arena.Alloc(size)
+		if err == nil {
+			e.mu.writers++
+			e.mu.writerBytes += size
+			e.mu.pol.Reserve(size)
+			need := e.mu.pol.NeedEviction() > 0
+			e.mu.Unlock()
+			if need {
+				e.kickEvictor()
+			}
+			return h, nil
+		}
+		if !errors.Is(err, base.ErrNoSpace) {
+			e.mu.Unlock()
+			return nil, err
+		}
+		plan := e.mu.pol.Evict(size, e.opts.Now().UnixNano())
+		if len(plan.Victims) > 0 {
+			jobs, events := e.applyVictimsLocked(plan.Victims, EvictPressure)
+			e.mu.Unlock()
+			e.fireEvicted(events)
+			if err := e.enqueue(jobs); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if plan.NoSpace.Reason == policy.ReasonSpilling {
+			wait := e.mu.space
+			e.mu.Unlock()
+			select {
+			case <-wait:
+			case <-e.closeCh:
+				return nil, ErrClosed
+			}
+			continue
+		}
+		st := e.arena.Stats()
+		reason := plan.NoSpace.Reason
+		if reason == policy.ReasonEmpty {
+			e.mu.m.noSpaceFragmented++
+		} else {
+			e.mu.m.noSpace[reason]++
+		}
+		e.mu.Unlock()
+		if reason == policy.ReasonEmpty {
+			return nil, fmt.Errorf("%w: nothing left to evict and no free range of %d bytes (arena: %d free, largest free block %d)",
+				base.ErrNoSpace, size, st.Free, st.LargestFree)
+		}
+		return nil, fmt.Errorf("%w: nothing can be evicted: %s; arena: %d of %d bytes used, largest free block %d",
+			base.ErrNoSpace, plan.NoSpace, st.Used, st.Capacity, st.LargestFree)
+	}
+}
+
+// applyVictimsLocked executes the index side of the policy's victims (the policy has already
+// moved them): drops leave the index, copies are detached, spills become jobs holding their
+// range. REQUIRES: e.mu.
+func (e *Engine) applyVictimsLocked(vs []policy.Victim, why EvictReason) ([]*spillJob, []EvictInfo) {
+	var jobs []*spillJob
+	events := make([]EvictInfo, 0, len(vs))
+	for _, v := range vs {
+		o := e.mu.byID[v.ID]
+		if o == nil || o.copy == nil {
+			e.backgroundError(fmt.Errorf("tier: policy chose victim %d that the index does not hold in DRAM", v.ID))
+			continue
+		}
+		events = append(events, EvictInfo{Meta: o.meta, Action: v.Action.String(), Reason: why})
+		e.mu.m.evictions[why]++
+		switch v.Action {
+		case policy.ActionDrop:
+			e.mu.m.evictDropped++
+			delete(e.mu.objects, o.meta.Key)
+			delete(e.mu.byID, o.id)
+			if err := e.detachLocked(o); err != nil {
+				e.log.Error("tier: eviction", "err", err)
+			}
+		case policy.ActionDropCopy:
+			e.mu.m.evictCopies++
+			if err := e.detachLocked(o); err != nil {
+				e.log.Error("tier: eviction", "err", err)
+			}
+		case policy.ActionSpill:
+			e.mu.m.evictSpilled++
+			c := o.copy
+			if err := c.h.Retain(); err != nil {
+				e.log.Error("tier: spill", "err", err)
+				continue
+			}
+			c.holders++
+			jobs = append(jobs, &spillJob{obj: o, c: c, queued: time.Now()})
+		}
+	}
+	return jobs, events
+}
+
+// fireEvicted reports evictions; drops of whole objects are losses too.
+func (e *Engine) fireEvicted(events []EvictInfo) {
+	for _, ev := range events {
+		if e.ev.Evicted != nil {
+			e.ev.Evicted(ev)
+		}
+		if ev.Action == policy.ActionDrop.String() {
+			e.lost(ev.Meta, "evicted from DRAM ("+ev.Reason.String()+") in cache mode")
+		}
+	}
+}
