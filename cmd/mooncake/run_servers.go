@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -84,6 +85,13 @@ func runStandalone(ctx context.Context, e *env, ms masterSettings, ws workerSett
 		_ = m.Shutdown(sctx)
 		return fmt.Errorf("standalone worker: %w", err)
 	}
+	if err := waitRegistered(ctx, m.Addr(), ms.ClusterID, w.ID()); err != nil {
+		sctx, cancel := shutdownCtx(defaultShutdownTimeout)
+		defer cancel()
+		_ = w.Shutdown(sctx)
+		_ = m.Shutdown(sctx)
+		return fmt.Errorf("standalone: %w", err)
+	}
 	printStandaloneHelp(e.stdout, e.argv0, m.Addr(), m.MetricsAddr(), w.Addr(), ws)
 	<-ctx.Done()
 	e.logger().Info("signal received, shutting down: worker first (spilling DRAM), then master")
@@ -97,6 +105,39 @@ func runStandalone(ctx context.Context, e *env, ms masterSettings, ws workerSett
 		return fmt.Errorf("standalone worker shutdown: %w", werr)
 	}
 	return merr
+}
+
+// registerTimeout bounds how long standalone waits for its worker to register (the master
+// elects itself first, about a second).
+const registerTimeout = 30 * time.Second
+
+// waitRegistered waits until the master lists the worker as active, so that "ready" means a
+// put works.
+func waitRegistered(ctx context.Context, masterAddr, clusterID string, id base.WorkerID) error {
+	ctx, cancel := context.WithTimeout(ctx, registerTimeout)
+	defer cancel()
+	c, err := client.Connect(ctx, client.Config{MasterAddresses: []string{masterAddr}, ClusterID: clusterID})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := c.Status(ctx)
+		if err == nil {
+			for _, w := range st.Workers {
+				if w.ID == string(id) && w.State == "active" {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: worker %s did not register with the master within %v (last error: %v)", base.ErrTimeout, id, registerTimeout, err)
+		case <-tick.C:
+		}
+	}
 }
 
 func metricsURL(addr string) string {
