@@ -85,7 +85,7 @@ func runStandalone(ctx context.Context, e *env, ms masterSettings, ws workerSett
 		_ = m.Shutdown(sctx)
 		return fmt.Errorf("standalone worker: %w", err)
 	}
-	if err := waitRegistered(ctx, m.Addr(), ms.ClusterID, w.ID()); err != nil {
+	if err := waitRegistered(ctx, m.Addr(), ms.ClusterID, w.ID(), w.Addr()); err != nil {
 		sctx, cancel := shutdownCtx(defaultShutdownTimeout)
 		defer cancel()
 		_ = w.Shutdown(sctx)
@@ -111,9 +111,10 @@ func runStandalone(ctx context.Context, e *env, ms masterSettings, ws workerSett
 // elects itself first, about a second).
 const registerTimeout = 30 * time.Second
 
-// waitRegistered waits until the master lists the worker as active, so that "ready" means a
-// put works.
-func waitRegistered(ctx context.Context, masterAddr, clusterID string, id base.WorkerID) error {
+// waitRegistered waits until the master lists the worker as active at its address, so that
+// "ready" means a put works. (After a restart the metadata restored from raft already lists
+// the worker as active, at the address of its previous run.)
+func waitRegistered(ctx context.Context, masterAddr, clusterID string, id base.WorkerID, addr string) error {
 	ctx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()
 	c, err := client.Connect(ctx, client.Config{MasterAddresses: []string{masterAddr}, ClusterID: clusterID})
@@ -127,7 +128,7 @@ func waitRegistered(ctx context.Context, masterAddr, clusterID string, id base.W
 		st, err := c.Status(ctx)
 		if err == nil {
 			for _, w := range st.Workers {
-				if w.ID == string(id) && w.State == "active" {
+				if w.ID == string(id) && w.State == "active" && w.Address == addr {
 					return nil
 				}
 			}
