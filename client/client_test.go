@@ -90,11 +90,13 @@ func TestPutFrom(t *testing.T) {
 	if err := c.PutFrom(ctx, "small", bytes.NewReader(v[:100]), 100, ReplicateConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	// A short reader fails before anything is placed.
-	starts := f.count(transfer.OpPutStart)
+	// A short reader fails, the put is revoked and nothing becomes visible.
 	err = c.PutFrom(ctx, "short", bytes.NewReader(v[:200<<10]), int64(len(v)), ReplicateConfig{})
-	if err == nil || !strings.Contains(err.Error(), "reading the value") || f.count(transfer.OpPutStart) != starts {
-		t.Fatalf("short reader: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "reading the value") || f.count(transfer.OpPutRevoke) != 1 {
+		t.Fatalf("short reader: %v (revokes %d)", err, f.count(transfer.OpPutRevoke))
+	}
+	if ok, _ := c.Exists(ctx, "short"); ok {
+		t.Fatal("a failed put is visible")
 	}
 	// A replica that fails its write revokes the put; nothing becomes visible.
 	f.mu.Lock()
@@ -104,7 +106,7 @@ func TestPutFrom(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "worker w2") {
 		t.Fatalf("failed replica: %v", err)
 	}
-	if ok, _ := c.Exists(ctx, "half"); ok || f.count(transfer.OpPutRevoke) != 1 {
+	if ok, _ := c.Exists(ctx, "half"); ok || f.count(transfer.OpPutRevoke) != 2 {
 		t.Fatalf("a failed put is visible (or not revoked: %d)", f.count(transfer.OpPutRevoke))
 	}
 }

@@ -54,25 +54,26 @@ func (c *Client) Put(ctx context.Context, key string, value []byte, rc Replicate
 }
 
 // PutFrom stores size bytes read from r under key. r must yield at least size bytes (only
-// size are read); fewer is an error and nothing becomes visible. The value is read into one
-// buffer of size bytes before it is sent: the transfer layer writes whole objects (and
-// stripes them over several connections itself).
+// size are read); fewer is an error and nothing becomes visible. The value is read after the
+// master placed it (so a value larger than every segment is refused before anything is read
+// or allocated) into one buffer of size bytes: the transfer layer writes whole objects, and
+// stripes them over several connections itself.
 func (c *Client) PutFrom(ctx context.Context, key string, r io.Reader, size int64, rc ReplicateConfig) error {
-	if _, err := checkPut(key, size, rc); err != nil {
+	rc, err := checkPut(key, size, rc)
+	if err != nil {
 		return err
 	}
-	if size > maxPutFromSize {
-		return fmt.Errorf("%w: put %q: %d bytes is over the %d a client buffers", base.ErrTooLarge, key, size, int64(maxPutFromSize))
-	}
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return fmt.Errorf("put %q: reading the value: %w", key, err)
-	}
-	return c.Put(ctx, key, buf, rc)
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	return c.put(ctx, key, size, rc, func(ctx context.Context, pl *transfer.PutStartResponse) (uint64, error) {
+		buf := make([]byte, size)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return 0, fmt.Errorf("reading the value: %w", err)
+		}
+		sum := base.Checksum(buf)
+		return sum, c.writeReplicas(ctx, key, pl, rc, buf, sum)
+	})
 }
-
-// maxPutFromSize bounds the buffer PutFrom allocates (the master's default value limit).
-const maxPutFromSize = 64 << 30
 
 // put runs PutStart, write (which returns the checksum of what it wrote), PutEnd; it revokes
 // the put when the write or PutEnd fails.

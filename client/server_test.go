@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/mooncake-go/mooncake/client"
@@ -153,7 +154,9 @@ func TestServerErrors(t *testing.T) {
 	}
 	is(c.Put(ctx, "two", []byte("v"), client.ReplicateConfig{Replicas: 2}), base.ErrNoSpace)
 	is(c.Put(ctx, "huge", make([]byte, 17<<20), client.ReplicateConfig{}), base.ErrNoSpace)
-	for _, k := range []string{"two", "huge"} {
+	// A value larger than every segment is refused before PutFrom reads (or allocates) it.
+	is(c.PutFrom(ctx, "huger", iotest.ErrReader(errors.New("must not be read")), 1<<30, client.ReplicateConfig{}), base.ErrNoSpace)
+	for _, k := range []string{"two", "huge", "huger"} {
 		if ok, _ := c.Exists(ctx, k); ok {
 			t.Fatalf("refused put %q is visible", k)
 		}
