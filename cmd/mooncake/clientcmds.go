@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -68,6 +69,9 @@ func (f *clientFlags) config(fs *pflag.FlagSet, e *env) (client.Config, error) {
 	if f.timeout <= 0 || f.dialTimeout <= 0 {
 		return cfg, fmt.Errorf("%w: --timeout and --dial_timeout must be positive", base.ErrInvalidParams)
 	}
+	e.fileNotices("client")
+	cfg.Logger.Debug("client config", "masters", strings.Join(cfg.MasterAddresses, ","), "cluster_id", cfg.ClusterID,
+		"protocol", cfg.Protocol, "timeout", cfg.Timeout, "dial_timeout", cfg.DialTimeout)
 	return cfg, nil
 }
 

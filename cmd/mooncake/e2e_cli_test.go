@@ -94,6 +94,18 @@ func TestCLIStandalone(t *testing.T) {
 		t.Fatalf("status:\n%s", r.stdout)
 	}
 
+	// A Mooncake-style mooncake.json names the master (its etcd metadata_server and RDMA
+	// device are accepted and ignored); a flag overrides the file.
+	cfgFile := filepath.Join(dir, "mooncake.json")
+	os.WriteFile(cfgFile, []byte(`{"local_hostname": "127.0.0.1", "metadata_server": "etcd://127.0.0.1:2379",
+		"master_server_address": "`+master+`", "global_segment_size": 3355443200, "local_buffer_size": "1GiB",
+		"protocol": "tcp", "device_name": "mlx5_0"}`), 0o644)
+	fileEnv := []string{envConfigPath + "=" + cfgFile}
+	if r := runBin(t, bin, fileEnv, nil, "ls", "--prefix", "other"); r.code != 0 || r.stdout != "5\tother\n" {
+		t.Fatalf("ls with a config file: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	fails(runBin(t, bin, fileEnv, nil, "ls", "--master_server_address", hostPort(freePort(t))), "no master reachable")
+
 	// Bad input.
 	fails(cli(nil, "put", "--bogus", "k", file), "unknown flag: --bogus")
 	fails(cli(nil, "bench", "--size", "12XB"), `invalid size "12XB"`)

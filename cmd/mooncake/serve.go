@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -335,21 +336,28 @@ func checkPort(name string, p int, zeroOK bool) error {
 	return nil
 }
 
-// fileNotices logs what the config file holds that this build accepts but does not use.
+// fileNotices logs what the config file holds that this build accepts but does not use: at
+// info level for servers (once at start), at debug level for client commands (whose stderr
+// a user reads).
 func (e *env) fileNotices(cmd string) {
 	fc, log := e.file, e.logger()
 	if fc == nil || fc.path == "" {
 		return
 	}
-	log.Info("read config file", "path", fc.path, "command", cmd)
+	level := slog.LevelInfo
+	if cmd == "client" {
+		level = slog.LevelDebug
+	}
+	ctx := context.Background()
+	log.Log(ctx, level, "read config file", "path", fc.path, "command", cmd)
 	if len(fc.MetadataServer) > 0 {
-		log.Info("config: metadata_server is ignored: the masters keep metadata with raft, no metadata server is needed")
+		log.Log(ctx, level, "config: metadata_server is ignored: the masters keep metadata with raft, no metadata server is needed")
 	}
 	if fc.DeviceName != "" {
-		log.Info("config: device_name is ignored: it names an RDMA device and this build moves bytes over TCP", "device_name", fc.DeviceName)
+		log.Log(ctx, level, "config: device_name is ignored: it names an RDMA device and this build moves bytes over TCP", "device_name", fc.DeviceName)
 	}
 	if fc.LocalBufferSize != nil {
-		log.Info("config: local_buffer_size is ignored: the Go client reads into the caller's buffers", "local_buffer_size", fc.LocalBufferSize.String())
+		log.Log(ctx, level, "config: local_buffer_size is ignored: the Go client reads into the caller's buffers", "local_buffer_size", fc.LocalBufferSize.String())
 	}
 }
 
