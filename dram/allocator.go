@@ -36,6 +36,14 @@ const (
 	flCount  = 64
 	binCount = flCount * slCount
 
+	// defaultQuantumBits sets the size quantum of large allocations to 1/2^11 of their size
+	// (at most 0.05% of an object, 0.025% on average): 1 KiB for 2-4 MiB objects. Objects of
+	// nearly equal size (KV-cache blocks of one model, 3.12 MB +/- 17 B) then reserve equal
+	// sizes, so the hole one leaves fits the next exactly; without it a hole 64 B too small
+	// strands a whole object's worth of memory (BenchmarkUtilisation: churn utilisation 0.974
+	// without, 0.999 with).
+	defaultQuantumBits = 11
+
 	// defaultGoodFitScan bounds the good-fit search in the request's own bin. Measured on the
 	// 3.12 MB +/- 17 B workload (BenchmarkUtilisation): 0 gives util ~0.9, 8 or more ~0.999.
 	defaultGoodFitScan = 32
@@ -80,6 +88,9 @@ type allocator struct {
 	align    int64 // power of two; every offset and size is a multiple of it
 	capacity int64 // multiple of align
 	scan     int   // good-fit search bound; 0 turns it off (plain TLSF, the baseline)
+	// quantumBits: sizes >= 2^(quantumBits+1) round up to multiples of 2^(msb-quantumBits);
+	// 0 turns quantization off.
+	quantumBits int
 
 	nodes  []node
 	unused int32 // top of the stack of unused node slots, linked by nextFree
@@ -101,7 +112,7 @@ func newAllocator(capacity, align int64) *allocator {
 	if align <= 0 || align&(align-1) != 0 || capacity <= 0 || capacity%align != 0 {
 		panic(fmt.Sprintf("dram: bad allocator geometry: capacity %d, align %d", capacity, align))
 	}
-	a := &allocator{align: align, capacity: capacity, scan: defaultGoodFitScan, unused: nilNode}
+	a := &allocator{align: align, capacity: capacity, scan: defaultGoodFitScan, quantumBits: defaultQuantumBits, unused: nilNode}
 	for i := range a.bins {
 		a.bins[i] = nilNode
 	}
@@ -209,16 +220,28 @@ func (a *allocator) firstBinAbove(b int) int {
 	return f*slCount + bits.TrailingZeros32(a.slBitmap[f])
 }
 
-// roundSize returns size rounded up to the alignment, or -1 if that overflows.
+// roundSize returns the bytes an allocation of size reserves, or -1 on overflow: size rounded
+// up to the alignment, and, for large sizes, to a quantum of 1/2^quantumBits of the size
+// (see defaultQuantumBits). If the quantum would push a request that fits past the
+// capacity, the alignment alone is used.
 func (a *allocator) roundSize(size int64) int64 {
-	r := (size + a.align - 1) &^ (a.align - 1)
+	q := a.align
+	if a.quantumBits > 0 {
+		if s := bits.Len64(uint64(size)) - 1 - a.quantumBits; s > 0 && int64(1)<<s > q {
+			q = int64(1) << s
+		}
+	}
+	r := (size + q - 1) &^ (q - 1)
 	if r < size {
 		return -1
+	}
+	if r > a.capacity && q > a.align {
+		r = (size + a.align - 1) &^ (a.align - 1)
 	}
 	return r
 }
 
-// alloc reserves size bytes (rounded up to the alignment). ok is false when no free block
+// alloc reserves size bytes (rounded up by roundSize). ok is false when no free block
 // is large enough (or size is out of range: the caller validates sizes for error messages).
 func (a *allocator) alloc(size int64) (al allocation, ok bool) {
 	if size <= 0 || size > a.capacity {
@@ -230,7 +253,11 @@ func (a *allocator) alloc(size int64) (al allocation, ok bool) {
 	// Good fit in the request's own bin: the smallest block >= size among the first
 	// a.scan blocks, stopping at an exact fit.
 	best := nilNode
-	if a.scan > 0 {
+	if size == binLow(b) {
+		// Every block of the request's own bin fits (plain TLSF rounds such sizes to
+		// themselves too).
+		best = a.bins[b]
+	} else if a.scan > 0 {
 		seen := 0
 		for n := a.bins[b]; n != nilNode && seen < a.scan; n = a.nodes[n].nextFree {
 			s := a.nodes[n].size

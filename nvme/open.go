@@ -153,6 +153,10 @@ func (s *Store) recover() error {
 		}
 		path := s.fs.PathJoin(s.extDir, name)
 		e, size, err := s.openExtent(id, path)
+		if err != nil && !errors.Is(err, base.ErrCorruption) {
+			// An I/O error is not evidence against the extent: fail rather than drop entries.
+			return ioErr("open extent "+path, err)
+		}
 		if err != nil {
 			s.log.Error("nvme: ignoring an extent file with a bad header", "file", path, "err", err)
 			continue
@@ -209,12 +213,20 @@ func (s *Store) recover() error {
 				continue
 			}
 			if _, err := s.readHeader(e, key, ent); err != nil {
+				if !errors.Is(err, base.ErrCorruption) {
+					it.Close()
+					return ioErr("check record of "+key, err)
+				}
 				dropf(k, "its record header does not check out", "key", key, "err", err)
 				continue
 			}
 			if s.opts.VerifyOnOpen {
 				buf := make([]byte, ent.size)
 				if err := s.readRecord(e, key, ent, buf); err != nil {
+					if !errors.Is(err, base.ErrCorruption) {
+						it.Close()
+						return ioErr("verify record of "+key, err)
+					}
 					dropf(k, "its record does not verify", "key", key, "err", err)
 					continue
 				}

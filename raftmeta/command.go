@@ -400,7 +400,9 @@ func (d *decoder) uvarint() uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
+	// n > 1 with a zero last byte is an overlong encoding: refused, so every command has
+	// exactly one encoding.
+	if n <= 0 || (n > 1 && d.b[n-1] == 0) {
 		d.fail("bad uvarint")
 		return 0
 	}
@@ -413,7 +415,7 @@ func (d *decoder) varint() int64 {
 		return 0
 	}
 	v, n := binary.Varint(d.b)
-	if n <= 0 {
+	if n <= 0 || (n > 1 && d.b[n-1] == 0) {
 		d.fail("bad varint")
 		return 0
 	}

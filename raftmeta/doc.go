@@ -46,13 +46,17 @@
 //  4. Keep the derived counters (Stats, per-segment Objects and Bytes) exact, and keep the
 //     record invariants (an object has at least one replica, on a registered worker, each
 //     listed once): an object whose last replica is dropped is removed in the same entry.
-//  5. Replace records, never edit them in place, so a snapshot being written may share them.
+//  5. Never modify a replica string in place (build a new one): a snapshot being written
+//     shares them.
 //  6. Advance the applied index and wake WaitApplied callers.
 //
 // # Snapshot duties
 //
-//  1. Snapshot (on the FSM goroutine, so no apply runs) clones the state: the map copy shares
-//     the immutable key and replica strings, so it costs one map copy, not a deep copy.
+//  1. Snapshot (on the FSM goroutine, so no apply runs) clones the state: a copy of the
+//     objects map (key -> record index), of the record chunks and of the segment table; keys
+//     and replica strings are immutable and shared. For 1M objects this is tens of
+//     milliseconds during which apply waits (BenchmarkSnapshot1M reports it as clone-ms), and
+//     the copy doubles the FSM's memory until Persist finishes.
 //  2. Persist streams the clone to raft's sink while apply goes on, in the format below, and
 //     cancels the sink on any error so a partial snapshot is never used.
 //  3. Restore decodes a whole stream into a new state, checks every invariant a state built by
@@ -101,12 +105,18 @@
 //
 // # Memory
 //
-// An object costs one map entry: a 16-byte key header and a 56-byte record (size with the hard
-// pin flag, version, checksum, created, soft pin deadline, and a string of packed uint16
-// worker slots), plus the key bytes and a few bytes of replica slots, plus the map's own slack.
-// Worker ids are interned: each registered worker gets the lowest free slot (1..65535), so
-// slots depend only on the applied commands and snapshots carry them verbatim.
-// BenchmarkMemoryPerObject measures bytes per object.
+// An object costs a 24-byte map slot (key string header + uint32 record index), a 56-byte
+// record in a chunked table (size with the hard pin flag in bit 63, version, checksum,
+// created, soft pin deadline, and a string of packed uint16 worker slots), the key bytes, and
+// 4 bytes per replica. Go's map keeps 1.1x to 2.3x slots per live entry (Swiss-table groups,
+// tables split when 7/8 full), which is why the records live outside it. Worker ids are
+// interned: each registered worker gets the lowest free slot (1..65535), so slots depend only
+// on the applied commands, and snapshots carry them verbatim.
+//
+// BenchmarkMemoryPerObject (1,000,000 objects, 64-byte keys, 2 replicas, HeapAlloc after GC)
+// measured 180 bytes per object, 116 beyond the key, against 248 for a plain
+// map[string]*Object of the same data (ratio 0.73). Records were 56 bytes inline in the map
+// before (171 beyond the key at the same point).
 //
 // # Versions
 //

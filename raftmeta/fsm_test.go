@@ -46,7 +46,19 @@ func checkInvariants(t testing.TB, st *state) {
 	if len(st.slots) > 1 && st.slots[len(st.slots)-1] == nil {
 		t.Fatal("trailing free slot")
 	}
-	for k, rec := range st.objects {
+	if int(st.recs.n)-len(st.recs.free) != len(st.objects) {
+		t.Fatalf("%d records in use, %d objects", int(st.recs.n)-len(st.recs.free), len(st.objects))
+	}
+	seenIdx := map[uint32]bool{}
+	for _, i := range st.recs.free {
+		seenIdx[i] = true
+	}
+	for k, i := range st.objects {
+		if seenIdx[i] || i >= st.recs.n {
+			t.Fatalf("%q: record index %d free, shared or out of range", k, i)
+		}
+		seenIdx[i] = true
+		rec := *st.recs.at(i)
 		if err := want.checkRecord(k, &rec); err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +67,7 @@ func checkInvariants(t testing.TB, st *state) {
 		}
 		want.keyBytes += int64(len(k))
 		want.account(&rec)
-		want.objects[k] = rec
+		want.set(k, rec)
 	}
 	for i, s := range st.slots {
 		if s != nil && (s.objects != want.slots[i].objects || s.bytes != want.slots[i].bytes) {
@@ -80,8 +92,16 @@ func countSlots(st *state) int {
 }
 
 func statesEqual(a, b *state) string {
-	if !reflect.DeepEqual(a.objects, b.objects) {
+	// Record indexes are private to a state; compare by key.
+	if len(a.objects) != len(b.objects) {
 		return fmt.Sprintf("objects differ: %d vs %d", len(a.objects), len(b.objects))
+	}
+	for k := range a.objects {
+		ra, _ := a.get(k)
+		rb, ok := b.get(k)
+		if !ok || ra != rb {
+			return fmt.Sprintf("object %q differs: %+v vs %+v (%v)", k, ra, rb, ok)
+		}
 	}
 	if !reflect.DeepEqual(a.slots, b.slots) {
 		return "slots differ"

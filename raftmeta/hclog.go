@@ -13,13 +13,14 @@ import (
 // Levels map one to one (Trace goes to slog.LevelDebug-4); hclog's key/value args are slog's.
 // SetLevel is ignored: the slog handler's level decides what is written.
 type hcLogger struct {
-	l       *slog.Logger
+	base    *slog.Logger // the injected logger plus With args, without the component
+	l       *slog.Logger // base with component=name
 	name    string
 	implied []any
 }
 
 func newHCLogger(l *slog.Logger, name string) hclog.Logger {
-	return &hcLogger{l: l.With("component", name), name: name}
+	return &hcLogger{base: l, l: l.With("component", name), name: name}
 }
 
 func slogLevel(level hclog.Level) slog.Level {
@@ -56,7 +57,8 @@ func (h *hcLogger) IsError() bool { return h.enabled(hclog.Error) }
 
 func (h *hcLogger) ImpliedArgs() []any { return h.implied }
 func (h *hcLogger) With(args ...any) hclog.Logger {
-	return &hcLogger{l: h.l.With(args...), name: h.name, implied: append(append([]any(nil), h.implied...), args...)}
+	return &hcLogger{base: h.base.With(args...), l: h.l.With(args...), name: h.name,
+		implied: append(append([]any(nil), h.implied...), args...)}
 }
 func (h *hcLogger) Name() string { return h.name }
 func (h *hcLogger) Named(name string) hclog.Logger {
@@ -66,7 +68,7 @@ func (h *hcLogger) Named(name string) hclog.Logger {
 	return h.ResetNamed(name)
 }
 func (h *hcLogger) ResetNamed(name string) hclog.Logger {
-	return &hcLogger{l: h.l.With("component", name), name: name, implied: h.implied}
+	return &hcLogger{base: h.base, l: h.base.With("component", name), name: name, implied: h.implied}
 }
 func (h *hcLogger) SetLevel(hclog.Level) {}
 func (h *hcLogger) GetLevel() hclog.Level {

@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -30,6 +32,12 @@ type Node struct {
 	// leaderCh receives true when this node becomes leader and false when it stops, latest
 	// value wins (buffer 1, older values are replaced), as raft.LeaderCh does.
 	leaderCh chan bool
+
+	// barrierTerm is the last term in which this node, as leader, saw a Barrier complete: from
+	// then on its FSM holds every entry committed before its term. A new leader's FSM may lag
+	// the log (hashicorp/raft applies earlier-term entries only once the leader commits in its
+	// own term), so VerifyLeader waits for a barrier once per term.
+	barrierTerm atomic.Uint64
 
 	ver struct {
 		mu   sync.Mutex // protects term and next
@@ -133,11 +141,14 @@ func (n *Node) closeStores() {
 // transport and the log store close. It is idempotent.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
+		// 1. Stop the background goroutine's loop; 2. shut raft down, which fails the
+		// futures that goroutine may be waiting on; 3. wait for it; 4. close the transport
+		// and the log store, which raft no longer uses.
 		close(n.closed)
-		n.wg.Wait()
 		if err := n.raft.Shutdown().Error(); err != nil {
 			n.closeErr = fmt.Errorf("raftmeta: raft shutdown: %w", err)
 		}
+		n.wg.Wait()
 		// Close the pooled outgoing connections too: NetworkTransport.Close only stops the
 		// listener, and a peer's handler goroutine reading one of our connections exits only
 		// when we close it.
@@ -210,12 +221,9 @@ func (n *Node) notLeader() error {
 	return &NotLeaderError{LeaderID: id, LeaderRPCAddr: addr}
 }
 
-// waitFuture waits for f honouring ctx. When ctx ends first the operation goes on inside raft
-// and its outcome is unknown to the caller.
-func waitFuture(ctx context.Context, f raft.Future) error {
-	if ctx.Done() == nil {
-		return f.Error()
-	}
+// waitFuture waits for f honouring ctx and Close. When ctx ends first the operation goes on
+// inside raft and its outcome is unknown to the caller.
+func (n *Node) waitFuture(ctx context.Context, f raft.Future) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {
@@ -223,6 +231,11 @@ func waitFuture(ctx context.Context, f raft.Future) error {
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("raftmeta: %w (the operation may still complete)", ctx.Err())
+	case <-n.closed:
+		// NB: raft answers every future it has taken, but one still queued in its apply
+		// channel at shutdown is never answered; the goroutine above then stays blocked. Not
+		// waiting for it here keeps Close and the caller from hanging.
+		return fmt.Errorf("raftmeta: %w", base.ErrClosed)
 	}
 }
 
@@ -260,30 +273,12 @@ func (n *Node) mapRaftErr(err error) error {
 // base.ErrClosed, ctx errors); what the command did is in Result (Err and per-item errors).
 // A PutEnd with Now == 0 gets this node's clock.
 func (n *Node) Apply(ctx context.Context, cmd Command) (Result, error) {
-	switch c := cmd.(type) {
-	case *PutEnd:
-		cmd = *c
-	case *Remove:
-		cmd = *c
-	case *RemoveRegex:
-		cmd = *c
-	case *RemoveAll:
-		cmd = *c
-	case *RegisterWorker:
-		cmd = *c
-	case *UnregisterWorker:
-		cmd = *c
-	case *DropReplicas:
-		cmd = *c
-	case *MarkWorkerDead:
-		cmd = *c
-	case *SetPin:
-		cmd = *c
-	case *RegisterMaster:
-		cmd = *c
-	}
-	if cmd == nil {
+	// Commands have value receivers, so pointers to them are Commands too; a nil one is not.
+	if v := reflect.ValueOf(cmd); !v.IsValid() || (v.Kind() == reflect.Pointer && v.IsNil()) {
 		return Result{}, invalidf("nil command")
+	}
+	if p, ok := cmd.(*PutEnd); ok {
+		cmd = *p
 	}
 	if p, ok := cmd.(PutEnd); ok && p.Now == 0 {
 		p.Now = time.Now().UnixNano()
@@ -305,7 +300,7 @@ func (n *Node) propose(ctx context.Context, data []byte) (Result, error) {
 	default:
 	}
 	f := n.raft.Apply(data, timeoutOf(ctx))
-	if err := waitFuture(ctx, f); err != nil {
+	if err := n.waitFuture(ctx, f); err != nil {
 		return Result{}, n.mapRaftErr(err)
 	}
 	res, ok := f.Response().(Result)
@@ -315,13 +310,32 @@ func (n *Node) propose(ctx context.Context, data []byte) (Result, error) {
 	return res, nil
 }
 
-// VerifyLeader confirms with a quorum that this node is still the leader; after it returns nil,
-// a read of local state is linearizable (it sees every write acknowledged before the call).
+// VerifyLeader confirms with a quorum that this node is still the leader and that its FSM has
+// applied every entry committed before its term; after it returns nil, a read of local state
+// is linearizable (it sees every write acknowledged before the call).
 func (n *Node) VerifyLeader(ctx context.Context) error {
 	if n.raft.State() != raft.Leader {
 		return n.notLeader()
 	}
-	return n.mapRaftErr(waitFuture(ctx, n.raft.VerifyLeader()))
+	if err := n.ensureBarrier(ctx); err != nil {
+		return err
+	}
+	return n.mapRaftErr(n.waitFuture(ctx, n.raft.VerifyLeader()))
+}
+
+// ensureBarrier makes sure a Barrier completed in the current term (see barrierTerm).
+func (n *Node) ensureBarrier(ctx context.Context) error {
+	term := n.raft.CurrentTerm()
+	if n.barrierTerm.Load() == term {
+		return nil
+	}
+	if err := n.waitFuture(ctx, n.raft.Barrier(timeoutOf(ctx))); err != nil {
+		return n.mapRaftErr(err)
+	}
+	// The barrier committed in term or later; if the term moved meanwhile the stored value
+	// simply mismatches and the next call waits again.
+	n.barrierTerm.Store(term)
+	return nil
 }
 
 // WaitApplied waits until this node's FSM has applied index (a Result.Index), for
@@ -350,7 +364,7 @@ func (n *Node) AddVoter(ctx context.Context, id, raftAddr string) error {
 		return invalidf("AddVoter needs an id and a raft address")
 	}
 	f := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, timeoutOf(ctx))
-	return n.mapRaftErr(waitFuture(ctx, f))
+	return n.mapRaftErr(n.waitFuture(ctx, f))
 }
 
 // RemoveServer removes a member (it may be this node, the leader, which then steps down) and
@@ -363,7 +377,7 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 		return err
 	}
 	f := n.raft.RemoveServer(raft.ServerID(id), 0, timeoutOf(ctx))
-	return n.mapRaftErr(waitFuture(ctx, f))
+	return n.mapRaftErr(n.waitFuture(ctx, f))
 }
 
 // Servers returns the latest raft configuration as Peers (RPCAddr from the masters table).
@@ -392,7 +406,7 @@ func (n *Node) Snapshot() error {
 
 // LeadershipTransfer asks raft to hand leadership to another voter. Leader only.
 func (n *Node) LeadershipTransfer(ctx context.Context) error {
-	return n.mapRaftErr(waitFuture(ctx, n.raft.LeadershipTransfer()))
+	return n.mapRaftErr(n.waitFuture(ctx, n.raft.LeadershipTransfer()))
 }
 
 // Lookup returns the object under key from this node's FSM (no leadership check: call
@@ -468,6 +482,16 @@ func (n *Node) watchLeadership() {
 			select {
 			case <-n.leaderCh:
 			default:
+			}
+			if leader {
+				// Catch the FSM up before telling the server, so its first reads as leader
+				// see every committed entry.
+				ctx, cancel := context.WithTimeout(context.Background(), 10*n.cfg.HeartbeatTimeout)
+				err := n.ensureBarrier(ctx)
+				cancel()
+				if err != nil {
+					n.log.Warn("raftmeta: barrier after election", "err", err)
+				}
 			}
 			n.leaderCh <- leader
 			if leader {

@@ -71,12 +71,136 @@ func TestSingleNode(t *testing.T) {
 	if err := n.VerifyLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
+	addr := n.RaftAddr()
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
 
-	// Restart from the data dir: no bootstrap, state back from the log.
-	cfg := raftmeta.Config{ID: "m1", RaftAddr: "127.0.0.1:0", DataDir: filepath.Join(dir, "m1"), Logger: raftmetatest.QuietLogger()}
+	// Restart from the data dir on the same address: no bootstrap, state back from the log,
+	// versions keep growing (a new term).
+	cfg := raftmeta.Config{ID: "m1", RaftAddr: addr, RPCAddr: "rpc-m1", DataDir: filepath.Join(dir, "m1"),
+		Peers: []raftmeta.Peer{{ID: "m1", RaftAddr: addr}}, Logger: raftmetatest.QuietLogger()}
 	raftmetatest.FastTimeouts(&cfg)
-	_ = cfg
+	n, err = raftmeta.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	for !n.IsLeader() {
+		if _, err := n.WaitLeader(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.VerifyLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := n.Lookup("k1"); !ok || o.Version != v {
+		t.Fatalf("after restart: %+v %v", o, ok)
+	}
+	v2, err := n.NewVersion()
+	if err != nil || v2 <= v {
+		t.Fatalf("version after restart %d (before %d): %v", v2, v, err)
+	}
+	if m := n.Masters(); len(m) != 1 || m[0] != (raftmeta.Master{ID: "m1", RPCAddr: "rpc-m1"}) {
+		t.Fatalf("masters %+v", m)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Apply(ctx, raftmeta.RemoveAll{}); !errors.Is(err, base.ErrClosed) {
+		t.Fatalf("apply after close: %v", err)
+	}
+}
+
+func TestNewVersionUnique(t *testing.T) {
+	n := openSingle(t, t.TempDir())
+	defer n.Close()
+	ctx := ctxT(t)
+	for !n.IsLeader() {
+		if _, err := n.WaitLeader(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const goroutines, each = 8, 500
+	out := make(chan base.Version, goroutines*each)
+	errc := make(chan error, goroutines)
+	for range goroutines {
+		go func() {
+			for range each {
+				v, err := n.NewVersion()
+				if err != nil {
+					errc <- err
+					return
+				}
+				out <- v
+			}
+			errc <- nil
+		}()
+	}
+	for range goroutines {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(out)
+	seen := map[base.Version]bool{}
+	term := n.Stats().Term
+	for v := range out {
+		if seen[v] || v == 0 || uint64(v)>>40 != term {
+			t.Fatalf("version %d (term %d) repeated or out of layout", v, term)
+		}
+		seen[v] = true
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	bad := func(mod func(*raftmeta.Config)) {
+		t.Helper()
+		cfg := raftmeta.Config{ID: "m1", RaftAddr: "127.0.0.1:0", DataDir: t.TempDir()}
+		mod(&cfg)
+		cfg.EnsureDefaults()
+		if err := cfg.Validate(); !errors.Is(err, base.ErrInvalidParams) {
+			t.Fatalf("%+v: %v", cfg, err)
+		}
+		if _, err := raftmeta.Open(cfg); !errors.Is(err, base.ErrInvalidParams) {
+			t.Fatalf("Open %+v: %v", cfg, err)
+		}
+	}
+	bad(func(c *raftmeta.Config) { c.ID = "" })
+	bad(func(c *raftmeta.Config) { c.RaftAddr = "nohostport" })
+	bad(func(c *raftmeta.Config) { c.DataDir = "" })
+	bad(func(c *raftmeta.Config) { c.Peers = []raftmeta.Peer{{ID: "m2", RaftAddr: "a:1"}} })
+	bad(func(c *raftmeta.Config) {
+		c.Peers = []raftmeta.Peer{{ID: "m1", RaftAddr: "a:1"}, {ID: "m1", RaftAddr: "b:1"}}
+	})
+	bad(func(c *raftmeta.Config) { c.MaxAppendEntries = 5000 })
+
+	d := raftmeta.DefaultConfig()
+	if d.HeartbeatTimeout != time.Second || d.MaxAppendEntries != 256 || d.SnapshotThreshold != 8192 || d.TrailingLogs != 10240 {
+		t.Fatalf("defaults %+v", d)
+	}
+}
+
+func TestApplyValidates(t *testing.T) {
+	n := openSingle(t, t.TempDir())
+	defer n.Close()
+	ctx := ctxT(t)
+	for _, c := range []raftmeta.Command{
+		nil,
+		(*raftmeta.Remove)(nil),
+		raftmeta.PutEnd{},
+		raftmeta.PutEnd{Items: []raftmeta.PutItem{{Key: "", Version: 1, Replicas: []base.WorkerID{"w"}}}},
+		raftmeta.PutEnd{Items: []raftmeta.PutItem{{Key: "k", Version: 1, Replicas: []base.WorkerID{"w", "w"}}}},
+		raftmeta.PutEnd{Items: []raftmeta.PutItem{{Key: "k", Version: 1, Size: -1, Replicas: []base.WorkerID{"w"}}}},
+		raftmeta.Remove{},
+		raftmeta.RemoveRegex{Pattern: "a**"},
+		raftmeta.RegisterWorker{ID: "a/b", Address: "x:1"},
+		raftmeta.RegisterWorker{ID: "w", Address: ""},
+		raftmeta.DropReplicas{Worker: "w"},
+		raftmeta.RegisterMaster{},
+	} {
+		if _, err := n.Apply(ctx, c); !errors.Is(err, base.ErrInvalidParams) && !errors.Is(err, base.ErrInvalidKey) {
+			t.Fatalf("%#v: %v", c, err)
+		}
+	}
 }

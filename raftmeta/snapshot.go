@@ -60,7 +60,8 @@ func writeSnapshot(w io.Writer, st *state, applied uint64) error {
 	if err := flush(); err != nil {
 		return err
 	}
-	for k, rec := range st.objects {
+	for k, i := range st.objects {
+		rec := st.recs.at(i)
 		b = appendStr(b, k)
 		b = binary.AppendUvarint(b, rec.sizeFlags)
 		b = binary.AppendUvarint(b, rec.version)
@@ -142,8 +143,8 @@ func (d *snapReader) uvarint() uint64 {
 			return 0
 		}
 		if c < 0x80 {
-			if i == binary.MaxVarintLen64-1 && c > 1 {
-				break
+			if (i == binary.MaxVarintLen64-1 && c > 1) || (i > 0 && c == 0) {
+				break // overflow, or an overlong encoding
 			}
 			return x | uint64(c)<<s
 		}
@@ -247,7 +248,7 @@ func readSnapshot(r io.Reader) (*state, uint64, error) {
 
 	no := d.uvarint()
 	// Do not trust the count for a preallocation beyond what is cheap to waste.
-	st.objects = make(map[string]objRec, min(no, 1<<20))
+	st.objects = make(map[string]uint32, min(no, 1<<20))
 	for i := uint64(0); i < no && d.err == nil; i++ {
 		key := d.str(base.MaxKeyLen)
 		var rec objRec
@@ -274,7 +275,7 @@ func readSnapshot(r io.Reader) (*state, uint64, error) {
 		}
 		st.keyBytes += int64(len(key))
 		st.account(&rec)
-		st.objects[key] = rec
+		st.set(key, rec)
 	}
 	if d.err != nil {
 		return nil, 0, d.err

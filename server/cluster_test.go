@@ -303,6 +303,14 @@ func TestCluster(t *testing.T) {
 	for k, v := range vals {
 		d.mustGet(k, v, 2)
 	}
+	// A retried PutEnd whose first attempt committed succeeds again.
+	lr0, err := d.lookup("obj/03")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.call(&transfer.PutEndRequest{Key: "obj/03", Version: lr0.Version, Size: lr0.Size, Checksum: lr0.Checksum}, nil); err != nil {
+		t.Fatalf("retried PutEnd: %v", err)
+	}
 
 	// Duplicates are refused; upserts replace.
 	if err := d.put("obj/00", []byte("again"), 1, false); !errors.Is(err, base.ErrObjectAlreadyExists) {
@@ -313,6 +321,13 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("upsert: %v", err)
 	}
 	d.mustGet("obj/00", vals["obj/00"], 1)
+	// The replaced version is dropped from the worker that did not get the new one.
+	lr00, _ := d.lookup("obj/00")
+	other := w1
+	if lr00.Replicas[0].WorkerID == w1.ID() {
+		other = w2
+	}
+	eventually(t, "the replaced version is dropped", func() bool { return !other.eng.Exists("obj/00") })
 
 	// Bad input: replicas > workers, value over every segment, bad key.
 	if err := d.put("x", []byte("v"), 3, false); !errors.Is(err, base.ErrNoSpace) {
@@ -376,6 +391,29 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("status worker capacity: %+v", st.Workers[0])
 	}
 
+	// A follower redirects writes to the leader and answers stale reads when allowed.
+	var leaderAddr, followerAddr string
+	for _, m := range c.masters {
+		if m.IsLeader() {
+			leaderAddr = m.Addr()
+		} else {
+			followerAddr = m.Addr()
+		}
+	}
+	err = d.cli.Call(context.Background(), followerAddr, &transfer.PutStartRequest{Key: "f", Size: 1}, &transfer.PutStartResponse{})
+	var nl *transfer.NotLeaderError
+	if !errors.As(err, &nl) || !errors.Is(err, base.ErrNotLeader) || nl.LeaderAddr != leaderAddr {
+		t.Fatalf("PutStart on a follower: %v (want NOT_LEADER naming %s)", err, leaderAddr)
+	}
+	if err := d.cli.Call(context.Background(), followerAddr, &transfer.LookupRequest{Key: "obj/02"}, &transfer.LookupResponse{}); !errors.As(err, &nl) {
+		t.Fatalf("linearizable lookup on a follower: %v", err)
+	}
+	eventually(t, "follower applies the puts", func() bool {
+		lr := &transfer.LookupResponse{}
+		err := d.cli.Call(context.Background(), followerAddr, &transfer.LookupRequest{Key: "obj/02", AllowStale: true}, lr)
+		return err == nil && lr.Checksum == base.Checksum(vals["obj/02"])
+	})
+
 	// Leader shutdown: a new leader serves every committed object.
 	var old int
 	for i, m := range c.masters {
@@ -406,8 +444,6 @@ func TestCluster(t *testing.T) {
 	if st := d.status(); st.Leader == c.mcfgs[old].ID {
 		t.Fatalf("old leader still leads: %+v", st)
 	}
-	_ = w1
-	_ = w2
 
 	// RemoveAll.
 	cr = transfer.NewCountResponse(transfer.OpRemoveAll, 0)

@@ -231,8 +231,15 @@ type WorkerConfig struct {
 	// PendingWriteTimeout: bytes written but never committed are dropped this long after the
 	// first Write. Default DefaultPutTimeout (60 s), matching the master's PutTimeout.
 	PendingWriteTimeout time.Duration
+	// WarmUp, with RootFSDir, copies objects found on NVMe at start back into DRAM in the
+	// background (in key order, up to the tier's low watermark, never evicting), so a restart
+	// serves from DRAM again sooner. Default false: objects are promoted when they are read.
+	WarmUp bool
 	// Logger receives every log line. Default slog.Default().
 	Logger *slog.Logger
+
+	// testResyncInterval overrides minResyncInterval (test hook; 0 in production).
+	testResyncInterval time.Duration
 }
 
 // EnsureDefaults fills every zero field with its documented default (WorkerID is resolved
@@ -317,7 +324,7 @@ func (c *WorkerConfig) logAttrs() []any {
 		"address", c.Address, "metrics_address", c.MetricsAddress, "global_segment_size", base.Bytes(c.GlobalSegmentSize).String(),
 		"root_fs_dir", c.RootFSDir, "persistence", c.Persistence.String(), "ssd_capacity", base.Bytes(c.SSDCapacity).String(),
 		"protocol", c.Protocol, "hugepages", c.HugePages.String(), "heartbeat_interval", c.HeartbeatInterval,
-		"pending_write_timeout", c.PendingWriteTimeout,
+		"pending_write_timeout", c.PendingWriteTimeout, "warm_up", c.WarmUp,
 	}
 }
 

@@ -1,6 +1,48 @@
 // Package server is the composition root: the master service (over raftmeta), the worker
-// service (over tier), placement, heartbeats, and the admin HTTP endpoints (/metrics, /health,
-// /api/v1/status). It wires implementations into the interfaces the other packages declare.
+// service (over tier, dram and nvme), placement, heartbeats, and the admin HTTP endpoints
+// (/metrics, /health, /api/v1/status, a dashboard on masters). It wires implementations into
+// the interfaces the other packages declare: *nvme.Store is the tier's Lower, masterHandler and
+// workerHandler are transfer Handlers.
 //
-// Only cmd/ parses flags; server takes a Config. It must never import client or cmd.
+// Only cmd/ parses flags; server takes a MasterConfig, WorkerConfig or StandaloneConfig with
+// documented defaults. It must never import client or cmd. Its goroutines are listed in
+// docs/threads.md, its metrics in docs/metrics.md.
+//
+// # Master
+//
+// A master is a raftmeta.Node plus the leader's soft state, which is never committed:
+// reservations (puts between PutStart and PutEnd), worker liveness and usage (heartbeats), and
+// the drop lists owed to workers (sent in heartbeat replies). Only conclusions are committed:
+// PutEnd (one raft entry per call or batch), Remove*, RegisterWorker, DropReplicas,
+// MarkWorkerDead. Followers answer writes with NOT_LEADER naming the leader's id and RPC
+// address; Lookup, Exists and List are linearizable on the leader (VerifyLeader) and served
+// from a follower's state only when the request allows staleness.
+//
+// # Placement
+//
+// PutStart picks replica_num distinct active workers whose DRAM segment can hold the value,
+// weighted by free bytes (last heartbeat minus reservations) with randomness, the preferred
+// worker first when it is eligible (a hint, never an error). Asking for more replicas than
+// there are eligible workers is an error wrapping base.ErrNoSpace ("asked for 3 replicas, only
+// 2 workers ..."), never a partial placement: an acknowledged put always has the replicas it
+// asked for. A value larger than every segment is also an error wrapping base.ErrNoSpace; a
+// value over MaxValueSize wraps base.ErrTooLarge.
+//
+// # Reconciliation at registration
+//
+// A worker registers with its inventory (everything committed in DRAM and on NVMe, which
+// survives restarts under root_fs_dir/<cluster_id>/<worker_id>). The master's raft state is the
+// source of truth: replicas the worker reports and the metadata lists stay; replicas the
+// metadata lists that the worker lacks are dropped (DropReplicas; objects left with none are
+// removed); objects the worker holds that the metadata does not list on it are dropped by the
+// worker (never adopted: the key may have been removed while the worker was away). Both
+// directions guard against puts racing with the inventory snapshot (see registerWorker).
+//
+// # Worker
+//
+// A worker serves Write straight into a tier.Writer's arena range, Commit, Read/ReadRange from
+// a pinned tier.Reader (released by the transfer server after the send) and Drop. It heartbeats
+// the leader every second and applies the drops of the replies; writes never committed are
+// dropped after PendingWriteTimeout. Its id is WorkerConfig.WorkerID, else one derived from its
+// address and persisted under root_fs_dir, so a restart finds its NVMe directory again.
 package server

@@ -78,8 +78,13 @@ type workerSoft struct {
 	reserved int64
 	// drops owed to the worker, sent in heartbeat replies.
 	drops []raftmeta.KeyVersion
-	// resync asks the worker to re-register with its full inventory (drop queue overflowed).
+	// resync asks the worker to re-register with its full inventory (drop queue overflowed,
+	// new leader, unsettled reconciliation).
 	resync bool
+	// resyncAfter asks for a re-registration once this time has passed (zero: none).
+	resyncAfter time.Time
+	// lastRegister is when this leader received the worker's last registration.
+	lastRegister time.Time
 }
 
 // WorkerUsage is what a worker reports in each heartbeat: bytes and objects per tier.
@@ -333,6 +338,9 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 			upsert = upsert || r.upsert
 		case m.leaderGraceLocked(now) && len(replicas) > 0:
 			// A put the previous leader started (see leaderGraceLocked).
+		case m.alreadyCommitted(it):
+			// A retried PutEnd whose first attempt committed (the reply was lost): success.
+			continue
 		default:
 			errs[i] = fmt.Errorf("%w: key %q version %d: no put in progress (it timed out after %v, was revoked or superseded)",
 				base.ErrInvalidVersion, it.Key, it.Version, m.cfg.PutTimeout)
@@ -351,10 +359,23 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 	if len(cmd.Items) == 0 {
 		return errs, nil
 	}
+	// An upsert replaces the stored version: its replicas are owed a drop once the new record
+	// commits (a worker that holds both replaced the old one at Commit; the drop is a no-op).
+	var replaced []raftmeta.Object
+	if upsert {
+		for _, it := range cmd.Items {
+			if o, ok := m.node.Lookup(it.Key); ok && o.Version != it.Version {
+				replaced = append(replaced, o)
+			}
+		}
+	}
 	res, err := m.node.Apply(ctx, cmd)
 	if err != nil {
 		// Outcome unknown or not proposed: keep the reservations; the client may retry.
 		return nil, err
+	}
+	if len(replaced) > 0 {
+		m.queueDropsCommitted(replaced)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -378,6 +399,12 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 		}
 	}
 	return errs, nil
+}
+
+// alreadyCommitted reports whether the metadata holds the item's key at its version and checksum.
+func (m *Master) alreadyCommitted(it PutEndItem) bool {
+	o, ok := m.node.Lookup(it.Key)
+	return ok && o.Version == it.Version && o.Checksum == it.Checksum && o.Size == it.Size
 }
 
 // putRevoke drops the reservation of key at version (all workers drop the pending bytes).
@@ -598,18 +625,28 @@ type RegisterArgs struct {
 	Inventory    []base.ObjectMeta
 }
 
+// lostGrace bounds how long a registration may take from the worker's inventory snapshot to
+// its reconciliation on the leader (registerTimeout on the worker side). See registerWorker.
+const lostGrace = registerTimeout
+
 // registerWorker commits the worker's segment and reconciles its inventory against the
 // metadata. It returns the objects the worker holds that the master does not know: the worker
 // drops them.
 //
 // Reconciliation (the master's raft state is the source of truth):
-//   - a replica the metadata lists on this worker that the worker did not report (or reported
-//     at another version) is dropped through one DropReplicas commit;
 //   - an object the worker reports that the metadata lists on it at that version stays;
+//   - a replica the metadata lists on this worker that the worker did not report (or reported
+//     at another version) is dropped through DropReplicas commits, if the object was created
+//     before this worker's previous registration at this leader, or more than lostGrace ago.
+//     A younger one may have been written after the worker took its inventory snapshot (the
+//     snapshot races with puts); it is left alone and the worker is asked to register again,
+//     which settles it: that second snapshot is taken after the object was created.
 //   - an object the worker reports that the metadata does not list on it is dropped by the
-//     worker, unless it is a put in flight to this worker (reservation at that version). We
-//     never adopt unknown objects: the key may have been removed while the worker was away, and
-//     adopting would resurrect it.
+//     worker, unless it is a put in flight to this worker (a reservation at that version, or
+//     an object committed since the metadata was scanned), or this leader is younger than
+//     PutTimeout (the previous leader's puts in flight are unknown to it: the worker is asked
+//     to register again once that window has passed). We never adopt unknown objects: the key
+//     may have been removed while the worker was away, and adopting would resurrect it.
 func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta.KeyVersion, error) {
 	if err := base.ValidateWorkerID(a.WorkerID); err != nil {
 		return nil, err
@@ -620,6 +657,7 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	if !m.node.IsLeader() {
 		return nil, m.notLeader()
 	}
+	recv := m.now()
 	res, err := m.node.Apply(ctx, raftmeta.RegisterWorker{ID: a.WorkerID, Address: a.Address, DRAMCapacity: a.DRAMCapacity, NVMeCapacity: a.NVMeCapacity})
 	if err != nil {
 		return nil, err
@@ -634,28 +672,40 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 		ws = &workerSoft{}
 		m.mu.workers[a.WorkerID] = ws
 	}
-	ws.lastSeen = m.now()
-	ws.drops, ws.resync = nil, false // the reconciliation below supersedes queued drops
+	prev := ws.lastRegister
+	ws.lastSeen = recv
+	ws.drops, ws.resync, ws.resyncAfter = nil, false, time.Time{} // the reconciliation below supersedes them
 	ws.usage.DRAMCapacity, ws.usage.NVMeCapacity = a.DRAMCapacity, a.NVMeCapacity
+	inGrace := m.leaderGraceLocked(recv)
+	leaderSince := m.mu.leaderSince
 	m.mu.Unlock()
 
 	have := make(map[string]base.Version, len(a.Inventory))
 	for _, o := range a.Inventory {
 		have[o.Key] = o.Version
 	}
+	settled := recv.Add(-lostGrace).UnixNano()
+	if !prev.IsZero() {
+		settled = max(settled, prev.UnixNano())
+	}
 	var lost []raftmeta.KeyVersion
+	deferred := 0
 	kept := map[string]bool{}
 	m.node.Range("", func(o raftmeta.Object) bool {
 		if !slices.Contains(o.Replicas, a.WorkerID) {
 			return true
 		}
-		if v, ok := have[o.Key]; ok && v == o.Version {
+		switch v, ok := have[o.Key]; {
+		case ok && v == o.Version:
 			kept[o.Key] = true
-		} else {
+		case o.Created < settled:
 			lost = append(lost, raftmeta.KeyVersion{Key: o.Key, Version: o.Version})
+		default:
+			deferred++
 		}
 		return true
 	})
+	nlost := len(lost)
 	for len(lost) > 0 {
 		n := min(len(lost), raftmeta.MaxBatch)
 		if _, err := m.node.Apply(ctx, raftmeta.DropReplicas{Worker: a.WorkerID, Items: lost[:n]}); err != nil {
@@ -664,6 +714,7 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 		lost = lost[n:]
 	}
 	var drop []raftmeta.KeyVersion
+	spared := 0
 	m.mu.Lock()
 	for _, o := range a.Inventory {
 		if kept[o.Key] {
@@ -672,12 +723,29 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 		if r := m.mu.reservations[o.Key]; r != nil && r.version == o.Version && slices.Contains(r.workers, a.WorkerID) {
 			continue
 		}
+		// NB: PutEnd commits before it releases the reservation, so an object whose
+		// reservation is gone is in the FSM by now if its put succeeded.
+		if cur, ok := m.node.Lookup(o.Key); ok && cur.Version == o.Version && slices.Contains(cur.Replicas, a.WorkerID) {
+			continue
+		}
+		if inGrace {
+			spared++
+			continue
+		}
 		drop = append(drop, raftmeta.KeyVersion{Key: o.Key, Version: o.Version})
+	}
+	ws.lastRegister = recv
+	switch {
+	case deferred > 0:
+		ws.resync = true
+	case spared > 0:
+		ws.resyncAfter = leaderSince.Add(m.cfg.PutTimeout)
 	}
 	m.mu.Unlock()
 	m.log.Info("worker registered", "worker", a.WorkerID, "address", a.Address,
 		"dram_capacity", base.Bytes(a.DRAMCapacity).String(), "nvme_capacity", base.Bytes(a.NVMeCapacity).String(),
-		"inventory", len(a.Inventory), "kept", len(kept), "lost", len(a.Inventory)-len(kept)-len(drop), "dropped_unknown", len(drop))
+		"inventory", len(a.Inventory), "kept", len(kept), "replicas_lost", nlost, "lost_unsettled", deferred,
+		"dropped_unknown", len(drop), "unknown_spared", spared)
 	return drop, nil
 }
 
@@ -706,12 +774,19 @@ func (m *Master) heartbeat(id base.WorkerID, usage WorkerUsage) (HeartbeatReply,
 	if !m.mu.leader || !active || ws == nil {
 		return HeartbeatReply{}, fmt.Errorf("%w: worker %s is not registered with this leader; register again", base.ErrSegmentNotFound, id)
 	}
-	ws.lastSeen = m.now()
+	now := m.now()
+	ws.lastSeen = now
 	ws.usage = usage
+	if !ws.resyncAfter.IsZero() && now.After(ws.resyncAfter) {
+		ws.resync, ws.resyncAfter = true, time.Time{}
+	}
 	if ws.resync {
 		ws.resync = false
 		return HeartbeatReply{Reregister: true}, nil
 	}
+	// NB: drops handed out here are forgotten; if the reply is lost the worker keeps those
+	// bytes until its next registration reconciles them (orphans, never wrong answers: the
+	// metadata no longer points at them).
 	n := min(len(ws.drops), maxDropsPerHeartbeat)
 	reply := HeartbeatReply{Drops: slices.Clone(ws.drops[:n])}
 	ws.drops = ws.drops[n:]
@@ -996,9 +1071,13 @@ type Status struct {
 	CapacityBytes  int64          `json:"capacity_bytes"` // DRAM of active workers
 	PutsInFlight   int            `json:"puts_in_flight"` // leader only
 	UsageReported  bool           `json:"usage_reported"` // false on followers: per-worker usage is leader soft state
-	RaftState      string         `json:"raft_state"`
-	RaftTerm       uint64         `json:"raft_term"`
-	AppliedIndex   uint64         `json:"applied_index"`
+	// EvictionHighWatermarkRatio and EvictionRatio are this master's settings (placement avoids
+	// workers past the high watermark; workers evict themselves).
+	EvictionHighWatermarkRatio float64 `json:"eviction_high_watermark_ratio"`
+	EvictionRatio              float64 `json:"eviction_ratio"`
+	RaftState                  string  `json:"raft_state"`
+	RaftTerm                   uint64  `json:"raft_term"`
+	AppliedIndex               uint64  `json:"applied_index"`
 }
 
 // MasterStatus is one master in Status.
@@ -1029,7 +1108,8 @@ func (m *Master) status() Status {
 	lid, laddr := m.node.Leader()
 	s := Status{ClusterID: m.cfg.ClusterID, Self: m.cfg.ID, Leader: lid, LeaderAddress: laddr,
 		Keys: st.Keys, SoftPinnedKeys: st.SoftPinned, Bytes: st.Bytes, RaftState: st.State, RaftTerm: st.Term,
-		AppliedIndex: st.AppliedIndex, Masters: []MasterStatus{}, Workers: []WorkerStatus{}}
+		AppliedIndex: st.AppliedIndex, Masters: []MasterStatus{}, Workers: []WorkerStatus{},
+		EvictionHighWatermarkRatio: m.cfg.EvictionHighWatermarkRatio, EvictionRatio: m.cfg.EvictionRatio}
 	for _, ms := range m.node.Masters() {
 		s.Masters = append(s.Masters, MasterStatus{ID: ms.ID, RPCAddress: ms.RPCAddr, Leader: ms.ID == lid})
 	}

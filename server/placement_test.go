@@ -89,3 +89,5 @@ func TestPlaceWeighted(t *testing.T) {
 		}
 	}
 }
+
+func newTestRand() *rand.Rand { return rand.New(rand.NewPCG(11, 13)) }

@@ -42,6 +42,9 @@ type Worker struct {
 	// resync asks the control loop to re-register (full inventory) at its next beat: set when
 	// the engine lost objects (cache eviction, failed spill, corruption) the master still lists.
 	resync atomic.Bool
+	// reregister: the leader asked for a registration (new leader, unsettled reconciliation);
+	// done at once, unlike resync.
+	reregister atomic.Bool
 	// registered counts successful registrations (tests wait on it).
 	registered atomic.Int64
 	// leader is the master address (string) the control loop last heartbeated.
@@ -165,6 +168,10 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	w.loops.Add(2)
 	go w.controlLoop()
 	go w.sweepLoop()
+	if cfg.WarmUp && w.store != nil {
+		w.loops.Add(1)
+		go w.warmUp()
+	}
 	inv := w.eng.Metrics()
 	w.log.Info("worker started", "address", w.Addr(), "metrics_address", w.adm.Addr(), "arena_mode", w.arena.Mode().String(),
 		"dram_objects", inv.DRAM.Objects, "nvme_objects", inv.NVMe.Objects, "nvme_dir", w.dir)
@@ -359,4 +366,13 @@ func (w *Worker) status() WorkerLocalStatus {
 		st.Leader = l
 	}
 	return st
+}
+
+// warmUp loads NVMe objects into DRAM after a restart (docs/threads.md: "warm-up"). It stops
+// early when Shutdown cancels w.ctx.
+func (w *Worker) warmUp() {
+	defer w.loops.Done()
+	start := time.Now()
+	n, err := w.eng.WarmUp(w.ctx, 0)
+	w.log.Info("warmed DRAM from NVMe", "objects", n, "took", time.Since(start), "err", err)
 }

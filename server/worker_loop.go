@@ -17,8 +17,13 @@ const (
 	registerTimeout = 60 * time.Second
 	// maxRedirects bounds NOT_LEADER hops within one registration attempt.
 	maxRedirects = 5
-	// maxRetryDelay caps the pause between failed registration rounds.
-	maxRetryDelay = 2 * time.Second
+	// maxRetryDelay caps the pause between failed registration rounds: short, because after a
+	// failover the workers must reach the new leader before puts can be placed on them.
+	maxRetryDelay = 500 * time.Millisecond
+	// minResyncInterval spaces re-registrations asked by the engine losing objects (cache
+	// evictions): each sends the whole inventory, so a worker evicting all the time re-registers
+	// at most this often.
+	minResyncInterval = 5 * time.Second
 )
 
 // controlLoop is the worker's control goroutine (docs/threads.md). It owns the conversation
@@ -32,6 +37,11 @@ func (w *Worker) controlLoop() {
 	registered := false
 	delay := 50 * time.Millisecond
 	failures := 0
+	var lastRegister time.Time
+	resyncEvery := minResyncInterval
+	if w.cfg.testResyncInterval > 0 {
+		resyncEvery = w.cfg.testResyncInterval
+	}
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -40,7 +50,10 @@ func (w *Worker) controlLoop() {
 			return
 		case <-t.C:
 		}
-		if !registered || w.resync.Swap(false) {
+		resync := registered && w.resync.Load() && time.Since(lastRegister) >= resyncEvery
+		if !registered || resync || w.reregister.Load() {
+			w.resync.Store(false)
+			w.reregister.Store(false)
 			addr, err := w.register(leader)
 			if err != nil {
 				failures++
@@ -53,12 +66,17 @@ func (w *Worker) controlLoop() {
 			}
 			failures, delay = 0, 50*time.Millisecond
 			leader, registered = addr, true
+			lastRegister = time.Now()
 			w.leader.Store(leader)
 		}
 		err := w.heartbeat(leader)
 		var nl *transfer.NotLeaderError
 		switch {
 		case err == nil:
+			if w.reregister.Load() {
+				t.Reset(0)
+				continue
+			}
 		case errors.As(err, &nl) && nl.LeaderAddr != "":
 			leader = nl.LeaderAddr
 			registered = false // the new leader reconciles this worker at registration
@@ -82,6 +100,10 @@ func (w *Worker) controlLoop() {
 // following NOT_LEADER redirects. It applies the drops of the reply and returns the address
 // of the master that accepted.
 func (w *Worker) register(hint string) (string, error) {
+	// Find the leader with a cheap call first, so the inventory goes to one master only.
+	if l, err := w.findLeader(hint); err == nil {
+		hint = l
+	}
 	inv := w.eng.Inventory()
 	req := &transfer.RegisterWorkerRequest{WorkerID: w.id, Address: w.Addr(),
 		DRAMCapacity: w.arena.Capacity(), Inventory: inv}
@@ -136,6 +158,42 @@ func (w *Worker) register(hint string) (string, error) {
 	return "", lastErr
 }
 
+// findLeader returns the address of the master that leads, asking hint first, then each
+// configured master, following NOT_LEADER redirects. It probes with a Heartbeat: the leader
+// answers it (or refuses it with SEGMENT_NOT_FOUND when it does not know this worker yet),
+// followers redirect.
+func (w *Worker) findLeader(hint string) (string, error) {
+	addrs := w.cfg.MasterAddresses
+	if hint != "" {
+		addrs = append([]string{hint}, addrs...)
+	}
+	var lastErr error
+	for _, addr := range addrs {
+		for hop := 0; hop < maxRedirects && addr != ""; hop++ {
+			err := w.heartbeat(addr)
+			var nl *transfer.NotLeaderError
+			var ce *base.CodeError
+			switch {
+			case err == nil, errors.Is(err, base.ErrSegmentNotFound):
+				return addr, nil
+			case errors.As(err, &nl):
+				lastErr = err
+				if nl.LeaderAddr == "" || nl.LeaderAddr == addr {
+					addr = ""
+					continue
+				}
+				addr = nl.LeaderAddr
+				continue
+			case errors.As(err, &ce):
+				return addr, nil // a master answered as the leader would (e.g. cluster mismatch): let register report it
+			}
+			lastErr = err
+			addr = ""
+		}
+	}
+	return "", lastErr
+}
+
 // callMaster makes one master call.
 func (w *Worker) callMaster(ctx context.Context, addr string, req, resp transfer.Message) error {
 	return w.cli.Call(ctx, addr, req, resp)
@@ -159,7 +217,7 @@ func (w *Worker) heartbeat(addr string) error {
 	}
 	w.applyDrops(resp.Drop)
 	if resp.Reregister {
-		w.resync.Store(true)
+		w.reregister.Store(true)
 	}
 	return nil
 }

@@ -311,7 +311,8 @@ func TestNoSpaceReasons(t *testing.T) {
 func TestCacheEvictionOrder(t *testing.T) {
 	var mu sync.Mutex
 	var lost []string
-	e := open(t, tier.Options{Arena: newArena(t, 1<<20), Events: tier.EventListener{
+	// No background eviction: drops happen (and are reported) inside the Puts.
+	e := open(t, tier.Options{Arena: newArena(t, 1<<20), HighWatermark: 1, LowWatermark: 1, Events: tier.EventListener{
 		ObjectLost: func(m base.ObjectMeta, why string) { mu.Lock(); lost = append(lost, m.Key); mu.Unlock() },
 	}})
 	for i := range 4 {
@@ -326,7 +327,7 @@ func TestCacheEvictionOrder(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(lost) < 20 || !strings.HasPrefix(lost[0], "scan") {
+	if len(lost) < 24 || !strings.HasPrefix(lost[0], "scan") {
 		t.Fatalf("lost %v", lost)
 	}
 }
@@ -426,26 +427,28 @@ func TestDurable(t *testing.T) {
 }
 
 func TestSpillFailureDropsObject(t *testing.T) {
-	var mu sync.Mutex
-	var lost []string
-	e, l := newSpill(t, 256*kib, tier.Options{Events: tier.EventListener{
-		ObjectLost:      func(m base.ObjectMeta, why string) { mu.Lock(); lost = append(lost, m.Key); mu.Unlock() },
+	lostCh := make(chan string, 16)
+	// No background eviction: every spill is chosen by a Put, synchronously.
+	e, l := newSpill(t, 256*kib, tier.Options{HighWatermark: 1, LowWatermark: 1, Events: tier.EventListener{
+		ObjectLost:      func(m base.ObjectMeta, why string) { lostCh <- m.Key },
 		BackgroundError: func(error) {},
 	}})
 	l.Fail(tiertest.OpPut, func(string) error { return fmt.Errorf("%w: full", base.ErrNoSpace) })
 	for i := range 6 {
 		mustPut(t, e, fmt.Sprint("k", i), 1, 100*kib, tier.PutOptions{})
 	}
-	m := e.Metrics()
-	mu.Lock()
-	defer mu.Unlock()
-	if m.SpillErrors < 4 || len(lost) != int(m.SpillErrors) || int(m.DRAM.Objects)+len(lost) != 6 {
-		t.Fatalf("metrics %+v lost %v", m, lost)
+	chosen := e.Metrics().EvictedSpilled
+	if chosen < 4 {
+		t.Fatalf("%d spills chosen", chosen)
 	}
-	for _, k := range lost {
-		if e.Exists(k) {
+	for range chosen {
+		if k := <-lostCh; e.Exists(k) {
 			t.Fatalf("%s lost but listed", k)
 		}
+	}
+	m := e.Metrics()
+	if m.SpillErrors != chosen || m.DRAM.Objects+chosen != 6 || m.Spills != 0 {
+		t.Fatalf("metrics %+v", m)
 	}
 }
 
@@ -726,4 +729,32 @@ func TestSlowSpillNeverOverwritesNewerVersion(t *testing.T) {
 		t.Fatal("the lower tier lost version 2 to the slow spill of version 1")
 	}
 	mustGet(t, e, "k", 2, 10*kib)
+}
+
+func TestPinnedPromotionAndWarmUpLimit(t *testing.T) {
+	l := tiertest.NewMemLower()
+	for i := range 5 {
+		k := fmt.Sprint("k", i)
+		if err := l.Put(k, 1, pattern(k, 1, 100*kib), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := open(t, tier.Options{Arena: newArena(t, 1<<20), Lower: l, PromoteOnHit: 1})
+	n, err := e.WarmUp(context.Background(), 250*kib)
+	if err != nil || n != 2 {
+		t.Fatalf("warm-up loaded %d (%v), want 2 within 250 KiB", n, err)
+	}
+	// A hard pin set while the object is on NVMe holds once it is promoted.
+	if err := e.Pin("k4", 0, true); err != nil {
+		t.Fatal(err)
+	}
+	if tr := mustGet(t, e, "k4", 1, 100*kib); tr != base.TierNVMe {
+		t.Fatalf("first hit %v", tr)
+	}
+	if tr := mustGet(t, e, "k4", 1, 100*kib); tr != base.TierDRAM {
+		t.Fatalf("after promotion %v", tr)
+	}
+	if m := e.Metrics(); m.HardPinned.Objects != 1 || m.Promotions != 3 || m.DRAM.Objects != 3 || m.HitsNVMe != 1 || m.HitsDRAM != 1 {
+		t.Fatalf("metrics %+v", m)
+	}
 }

@@ -17,22 +17,26 @@ import (
 
 var (
 	metaSeed = flag.Uint64("seed", 0, "seed of TestMetamorphic (0: time-based)")
-	metaOps  = flag.Int("meta-ops", 1500, "operations per TestMetamorphic run")
+	metaOps  = flag.Int("meta-ops", 0, "operations per TestMetamorphic run (0: 1500, 300 under -race)")
 )
 
 // metaConfig is one engine configuration the same operations run on.
 type metaConfig struct {
 	name  string
-	arena int64                         // bytes
-	lower func(t *testing.T) tier.Lower // a fresh lower tier, closed by t's cleanup if it must be
+	arena int64 // bytes
+	// lower returns a fresh lower tier and a function that restarts it (closes it and opens it
+	// again on the same files); a nil restart keeps the same instance across engine restarts.
+	// The lower tier is closed by t's cleanup if it must be.
+	lower func(t *testing.T) (l tier.Lower, restart func() tier.Lower)
 }
 
 const metaMaxSize = 64 * kib
 
 // metaConfigs are (a) DRAM big enough for everything, (b) DRAM of four objects, so most
-// objects spill, (c) DRAM of one object. extraMetaConfigs may add more (the real nvme store).
+// objects spill, (c) DRAM of one object, each over an in-memory lower tier; extraMetaConfigs
+// adds the same over the real nvme store.
 func metaConfigs() []metaConfig {
-	mem := func(*testing.T) tier.Lower { return tiertest.NewMemLower() }
+	mem := func(*testing.T) (tier.Lower, func() tier.Lower) { return tiertest.NewMemLower(), nil }
 	cs := []metaConfig{
 		{name: "dram-big", arena: 64 << 20, lower: mem},
 		{name: "dram-small", arena: 4 * metaMaxSize, lower: mem},
@@ -41,7 +45,7 @@ func metaConfigs() []metaConfig {
 	return append(cs, extraMetaConfigs...)
 }
 
-// extraMetaConfigs is extended by build-specific test files.
+// extraMetaConfigs is extended by other test files.
 var extraMetaConfigs []metaConfig
 
 // TestMetamorphic runs one seeded sequence of puts, gets, removes, pins, lists and restarts on
@@ -55,6 +59,12 @@ func TestMetamorphic(t *testing.T) {
 	}
 	t.Logf("seed %d (rerun: go test ./tier -run TestMetamorphic -seed %d)", seed, seed)
 	ops := *metaOps
+	if ops == 0 {
+		ops = 1500
+		if raceEnabled {
+			ops = 300
+		}
+	}
 	if testing.Short() {
 		ops /= 5
 	}
@@ -93,7 +103,7 @@ func runMeta(t *testing.T, c metaConfig, seed uint64, ops int) []string {
 			t.Errorf("%s: arena: %v", c.name, err)
 		}
 	}()
-	l := c.lower(t)
+	l, restartLower := c.lower(t)
 	opts := tier.Options{Arena: a, Lower: l, Persistence: base.PersistenceSpill, SpillQueueBytes: 2 * metaMaxSize}
 	e, err := tier.Open(opts)
 	if err != nil {
@@ -178,6 +188,9 @@ func runMeta(t *testing.T, c metaConfig, seed uint64, ops int) []string {
 			count()
 			if err := e.Close(); err != nil {
 				t.Fatalf("%s: op %d: close: %v", c.name, i, err)
+			}
+			if restartLower != nil {
+				opts.Lower = restartLower()
 			}
 			if e, err = tier.Open(opts); err != nil {
 				t.Fatalf("%s: op %d: reopen: %v", c.name, i, err)

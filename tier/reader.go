@@ -99,7 +99,7 @@ func (e *Engine) Get(key string, v base.Version) (*Reader, error) {
 		e.mu.pol.Reserve(meta.Size)
 	}
 	e.mu.Unlock()
-	return e.readLower(o, meta, h, hit.Promote)
+	return e.readLower(o, meta, h, hit.Promote, true)
 }
 
 // holdLocked makes a Reader of DRAM copy c of o. REQUIRES: e.mu.
@@ -114,8 +114,8 @@ func (e *Engine) holdLocked(o *object, c *dramCopy) (*Reader, error) {
 }
 
 // readLower serves a lower-tier hit into h (a reserved DRAM range, or nil: a Go buffer) and
-// promotes it if asked and possible.
-func (e *Engine) readLower(o *object, meta base.ObjectMeta, h *dram.Handle, promote bool) (*Reader, error) {
+// promotes it if asked and possible. countHit is false for warm-up reads, which are not hits.
+func (e *Engine) readLower(o *object, meta base.ObjectMeta, h *dram.Handle, promote, countHit bool) (*Reader, error) {
 	var buf []byte
 	if h != nil {
 		buf = h.Bytes()
@@ -140,7 +140,9 @@ func (e *Engine) readLower(o *object, meta base.ObjectMeta, h *dram.Handle, prom
 	}()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.mu.m.hitsNVMe++
+	if countHit {
+		e.mu.m.hitsNVMe++
+	}
 	r := &Reader{e: e, meta: meta, tier: base.TierNVMe}
 	if h == nil {
 		r.heap = buf

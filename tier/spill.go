@@ -3,6 +3,7 @@ package tier
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -365,10 +366,11 @@ func (e *Engine) spillOne(o *object) error {
 	return rerr
 }
 
-// WarmUp copies lower-tier-only objects into DRAM, in the lower tier's scan order, while DRAM
+// WarmUp copies lower-tier-only objects into DRAM, in key order, while DRAM
 // stays under the low watermark and at most maxBytes are loaded (maxBytes <= 0: no limit but
 // the watermark). It never evicts. It returns the number of objects loaded. After a restart
-// the engine does not know which objects were hot, so the order is the lower tier's.
+// the engine does not know which objects were hot (access history is not persisted), so the
+// order is simply the keys'.
 func (e *Engine) WarmUp(ctx context.Context, maxBytes int64) (int, error) {
 	if e.lower == nil {
 		return 0, nil
@@ -381,6 +383,7 @@ func (e *Engine) WarmUp(ctx context.Context, maxBytes int64) (int, error) {
 		}
 	}
 	e.mu.Unlock()
+	sort.Slice(todo, func(i, j int) bool { return todo[i].meta.Key < todo[j].meta.Key })
 	limit := int64(e.opts.LowWatermark * float64(e.arena.Capacity()))
 	var loaded int
 	var bytes int64
@@ -408,7 +411,7 @@ func (e *Engine) WarmUp(ctx context.Context, maxBytes int64) (int, error) {
 		e.mu.pol.Reserve(o.meta.Size)
 		e.mu.Unlock()
 		// A forced promotion through the read path: the Reader is released at once.
-		r, err := e.readLower(o, o.meta, h, true)
+		r, err := e.readLower(o, o.meta, h, true, false)
 		if err != nil {
 			e.backgroundError(fmt.Errorf("tier: warm-up: %w", err))
 			continue

@@ -2,14 +2,20 @@ package transfer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"testing"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/transfer/internal/wire"
 )
+
+// errFallThrough, returned by a memHandler.onCall hook, lets the default handling serve the call.
+var errFallThrough = errors.New("fall through")
 
 var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -21,8 +27,10 @@ type memHandler struct {
 	pending map[string]*pendingObj // key/version -> object being written
 	objs    map[string]*memObj
 	// hooks for tests; nil in normal use
-	onCall func(ctx context.Context, req Message) (Message, error)
-	aborts int
+	onCall  func(ctx context.Context, req Message) (Message, error)
+	onWrite func(req *WriteRequest) // called in HandleWrite, before the payload is read
+	onAbort func(err error)         // called when a Write's Done reports a failed transfer
+	aborts  int
 }
 
 type pendingObj struct {
@@ -44,7 +52,10 @@ func pkey(k string, v base.Version) string { return fmt.Sprintf("%s@%d", k, v) }
 
 func (h *memHandler) HandleCall(ctx context.Context, req Message) (Message, error) {
 	if h.onCall != nil {
-		return h.onCall(ctx, req)
+		resp, err := h.onCall(ctx, req)
+		if err != errFallThrough {
+			return resp, err
+		}
 	}
 	switch r := req.(type) {
 	case *Empty:
@@ -85,6 +96,9 @@ func (h *memHandler) commitLocked(key string, v base.Version, sum uint64) error 
 }
 
 func (h *memHandler) HandleWrite(_ context.Context, req *WriteRequest, n int64) (WriteSink, error) {
+	if h.onWrite != nil {
+		h.onWrite(req)
+	}
 	if req.Offset+n > req.TotalSize {
 		return WriteSink{}, fmt.Errorf("%w: chunk beyond the object", base.ErrInvalidParams)
 	}
@@ -103,6 +117,9 @@ func (h *memHandler) HandleWrite(_ context.Context, req *WriteRequest, n int64) 
 			if err != nil {
 				h.aborts++
 				delete(h.pending, pkey(req.Key, req.Version))
+				if h.onAbort != nil {
+					h.onAbort(err)
+				}
 				return err
 			}
 			p.received += n
@@ -177,4 +194,83 @@ func pattern(n int, seed byte) []byte {
 		p[i] = byte(i*31) ^ seed
 	}
 	return p
+}
+
+// startServerOn serves h on a tracking listener on 127.0.0.1:0 (accepted connections wrapped
+// with wrap when non-nil) and closes it at the end of the test.
+func startServerOn(t *testing.T, h Handler, opts ServerOptions, wrap func(net.Conn) net.Conn) (*Server, *trackingListener) {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quietLogger
+	}
+	s, err := NewServer(h, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := &trackingListener{Listener: l, wrap: wrap}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(tl) }()
+	t.Cleanup(func() {
+		_ = s.Close()
+		if err := <-done; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve returned %v", err)
+		}
+	})
+	return s, tl
+}
+
+// rawConn dials addr and completes the handshake by hand, for tests that write frames
+// byte by byte.
+func rawConn(t *testing.T, addr, clusterID string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Write(wire.AppendClientHello(nil, wire.ProtocolVersion, clusterID)); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := wire.ReadServerHello(c)
+	if err != nil || sh.Status != base.CodeOK {
+		t.Fatalf("handshake: %+v %v", sh, err)
+	}
+	return c
+}
+
+// frame returns the bytes of a request frame.
+func frame(id uint64, m Message, payload []byte) []byte {
+	h := wire.Header{Op: m.Op(), RequestID: id, PayloadLen: uint64(len(payload))}
+	body := Marshal(m)
+	h.BodyLen = uint32(len(body))
+	b := make([]byte, wire.HeaderLen, wire.HeaderLen+len(body)+len(payload))
+	wire.PutHeader(b, &h)
+	b = append(b, body...)
+	return append(b, payload...)
+}
+
+// readResponse reads one response frame (header, body, payload) from r.
+func readResponse(t *testing.T, r io.Reader) (wire.Header, []byte, []byte) {
+	t.Helper()
+	var hb [wire.HeaderLen]byte
+	if _, err := io.ReadFull(r, hb[:]); err != nil {
+		t.Fatalf("read response header: %v", err)
+	}
+	var h wire.Header
+	if err := wire.DecodeHeader(hb[:], wire.Limits{}, &h); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, h.BodyLen)
+	if _, err := io.ReadFull(r, body); err != nil {
+		t.Fatal(err)
+	}
+	payload := make([]byte, h.PayloadLen)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		t.Fatal(err)
+	}
+	return h, body, payload
 }

@@ -1,0 +1,311 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/transfer"
+)
+
+// TestWorkerDeadAfterTTL stops a worker's heartbeats and checks that the leader marks it dead
+// through raft: its replicas are dropped, objects that had another replica stay readable, and
+// objects it held alone are gone.
+func TestWorkerDeadAfterTTL(t *testing.T) {
+	dead := make(chan base.WorkerID, 4)
+	c := startMasters(t, 1, func(cfg *MasterConfig) {
+		cfg.ClientTTL = 300 * time.Millisecond
+		cfg.onWorkerDead = func(id base.WorkerID) { dead <- id }
+	})
+	w1 := c.addWorker("", nil)
+	w2 := c.addWorker("", nil)
+	d := newDriver(t, c.masterAddrs())
+	if err := d.put("both", []byte("on two workers"), 2, false); err != nil {
+		t.Fatal(err)
+	}
+	// A single replica on w2, by preference.
+	ps := &transfer.PutStartResponse{}
+	if err := d.call(&transfer.PutStartRequest{Key: "alone", Size: 5, Config: transfer.PutConfig{Replicas: 1, PreferredWorker: w2.ID()}}, ps); err != nil {
+		t.Fatal(err)
+	}
+	if ps.Replicas[0].WorkerID != w2.ID() {
+		t.Fatalf("preferred worker ignored: %v", ps.Replicas)
+	}
+	if err := d.cli.Write(context.Background(), ps.Replicas[0].Address, transfer.WriteRequest{Key: "alone", Version: ps.Version}, []byte("alone")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.call(&transfer.PutEndRequest{Key: "alone", Version: ps.Version, Size: 5, Checksum: base.Checksum([]byte("alone"))}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := w2.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-dead:
+		if id != w2.ID() {
+			t.Fatalf("marked dead: %s, want %s", id, w2.ID())
+		}
+	case <-ctx.Done():
+		t.Fatal("worker not marked dead")
+	}
+	d.mustGet("both", []byte("on two workers"), 1)
+	if _, err := d.lookup("alone"); !errors.Is(err, base.ErrObjectNotFound) {
+		t.Fatalf("object held only by the dead worker: %v", err)
+	}
+	st := d.status()
+	for _, ws := range st.Workers {
+		want := "active"
+		if ws.ID == string(w2.ID()) {
+			want = "dead"
+		}
+		if ws.State != want {
+			t.Fatalf("worker %s state %s, want %s", ws.ID, ws.State, want)
+		}
+	}
+	// New puts avoid the dead worker.
+	if err := d.put("x", []byte("x"), 2, false); !errors.Is(err, base.ErrNoSpace) {
+		t.Fatalf("2 replicas with one live worker: %v", err)
+	}
+	if err := d.put("x", []byte("x"), 1, false); err != nil {
+		t.Fatal(err)
+	}
+	_ = w1
+}
+
+// TestPutTimeout: a put that never reaches PutEnd is forgotten by the leader after
+// PutTimeout; its workers drop the bytes; a late PutEnd is refused and nothing is visible.
+func TestPutTimeout(t *testing.T) {
+	c := startMasters(t, 1, func(cfg *MasterConfig) { cfg.PutTimeout = 200 * time.Millisecond })
+	w := c.addWorker("", func(cfg *WorkerConfig) { cfg.PendingWriteTimeout = time.Hour })
+	d := newDriver(t, c.masterAddrs())
+	ps := &transfer.PutStartResponse{}
+	if err := d.call(&transfer.PutStartRequest{Key: "slow", Size: 4}, ps); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cli.Write(context.Background(), ps.Replicas[0].Address, transfer.WriteRequest{Key: "slow", Version: ps.Version}, []byte("slow")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the worker drops the expired put", func() bool { return !w.eng.Exists("slow") })
+	err := d.call(&transfer.PutEndRequest{Key: "slow", Version: ps.Version, Size: 4, Checksum: base.Checksum([]byte("slow"))}, nil)
+	if !errors.Is(err, base.ErrInvalidVersion) {
+		t.Fatalf("late PutEnd: %v", err)
+	}
+	if _, err := d.lookup("slow"); !errors.Is(err, base.ErrObjectNotFound) {
+		t.Fatalf("expired put visible: %v", err)
+	}
+	// PutRevoke drops at once.
+	if err := d.call(&transfer.PutStartRequest{Key: "revoked", Size: 1}, ps); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cli.Write(context.Background(), ps.Replicas[0].Address, transfer.WriteRequest{Key: "revoked", Version: ps.Version}, []byte("r")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.call(&transfer.PutRevokeRequest{Key: "revoked", Version: ps.Version}, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the worker drops the revoked put", func() bool { return !w.eng.Exists("revoked") })
+}
+
+// TestWorkerPendingTimeout: bytes written without a Commit are dropped by the worker itself.
+func TestWorkerPendingTimeout(t *testing.T) {
+	c := startMasters(t, 1, nil)
+	w := c.addWorker("", func(cfg *WorkerConfig) { cfg.PendingWriteTimeout = 100 * time.Millisecond })
+	d := newDriver(t, c.masterAddrs())
+	// A striped write whose Commit never comes: only the first chunk.
+	ctx := context.Background()
+	if err := d.cli.Call(ctx, w.Addr(), &transfer.CommitRequest{Key: "k", Version: 1}, nil); !errors.Is(err, base.ErrObjectNotFound) {
+		t.Fatalf("commit of nothing: %v", err)
+	}
+	sink, err := w.beginWrite(&transfer.WriteRequest{Key: "k", Version: 7, TotalSize: 10}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(sink.Dst, "hello")
+	if err := sink.Done(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cli.Call(ctx, w.Addr(), &transfer.CommitRequest{Key: "k", Version: 7}, nil); !errors.Is(err, base.ErrReplicaNotReady) {
+		t.Fatalf("commit of half an object: %v", err)
+	}
+	eventually(t, "pending write dropped", func() bool {
+		w.pend.Lock()
+		defer w.pend.Unlock()
+		return len(w.pend.m) == 0
+	})
+	if m := w.eng.Metrics(); m.PendingWrites.Objects != 0 {
+		t.Fatalf("engine still holds %d pending writes", m.PendingWrites.Objects)
+	}
+}
+
+// TestWorkerRestartReconciles restarts a worker on the same root_fs_dir: objects spilled at
+// shutdown are reported in its inventory and readable again; an object removed while it was
+// down is dropped by the worker at registration; a worker restarted on an empty dir loses its
+// replicas in the metadata.
+func TestWorkerRestartReconciles(t *testing.T) {
+	c := startMasters(t, 1, nil)
+	root := t.TempDir()
+	w := c.addWorker(root, nil)
+	d := newDriver(t, c.masterAddrs())
+	rng := rand.New(rand.NewPCG(3, 3))
+	vals := map[string][]byte{}
+	for i := range 10 {
+		k := fmt.Sprintf("k%d", i)
+		vals[k] = value(rng, 1000+i*50_000)
+		if err := d.put(k, vals[k], 1, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := w.ID()
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := w.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.workers[0] = nil
+	if err := d.call(&transfer.RemoveRequest{Key: "k9"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	delete(vals, "k9")
+
+	w = c.addWorker(root, func(cfg *WorkerConfig) { cfg.WarmUp = true }) // same root and configured address: same id
+	if w.ID() != id {
+		t.Fatalf("restarted worker id %s, want %s", w.ID(), id)
+	}
+	eventually(t, "warm-up loads DRAM", func() bool { return w.eng.Metrics().DRAM.Objects > 0 })
+	for k, v := range vals {
+		d.mustGet(k, v, 1)
+	}
+	if w.eng.Exists("k9") {
+		t.Fatal("object removed while the worker was down is still held")
+	}
+	if st := w.status(); st.NVMeObjects < int64(len(vals)) {
+		t.Fatalf("worker status: %+v", st)
+	}
+
+	// Same id on an empty dir: its replicas are gone, and the metadata drops them.
+	if err := w.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.workers[1] = nil
+	c.addWorker(t.TempDir(), func(cfg *WorkerConfig) { cfg.WorkerID = id })
+	// The objects are younger than lostGrace: the first registration defers them, the second
+	// (asked for at once) settles them.
+	for k := range vals {
+		eventually(t, "replica dropped after reconciliation", func() bool {
+			_, err := d.lookup(k)
+			return errors.Is(err, base.ErrObjectNotFound)
+		})
+	}
+}
+
+// TestStandalone runs the standalone helper, checks the admin endpoints, and restarts it on
+// the same directories: the objects come back.
+func TestStandalone(t *testing.T) {
+	dir, root := t.TempDir(), t.TempDir()
+	cfg := StandaloneConfig{DataDir: dir, RootFSDir: root, RPCAddress: "127.0.0.1:0", MetricsAddress: "127.0.0.1:0",
+		WorkerMetricsAddress: "127.0.0.1:0", GlobalSegmentSize: 16 << 20, Logger: testLogger()}
+	s, err := NewStandalone(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDriver(t, []string{s.Addr()})
+	if err := d.put("hello", []byte("world"), 1, false); err != nil {
+		t.Fatal(err)
+	}
+	d.mustGet("hello", []byte("world"), 1)
+	get := func(addr, path string) string {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	m := get(s.Master().MetricsAddr(), "/metrics")
+	for _, want := range []string{"master_key_count 1", "master_put_start_requests_total 1", "master_put_end_requests_total 1",
+		"master_worker_count 1", `segment_total_capacity_bytes{segment="standalone-worker"} 1.6777216e+07`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if st := get(s.Master().MetricsAddr(), "/api/v1/status"); !strings.Contains(st, `"leader": "m1"`) {
+		t.Errorf("status: %s", st)
+	}
+	wm := get(s.Worker().MetricsAddr(), "/metrics")
+	for _, want := range []string{"worker_tier_objects{tier=\"dram\"} 1", "worker_arena_capacity_bytes 1.6777216e+07"} {
+		if !strings.Contains(wm, want) {
+			t.Errorf("worker /metrics lacks %q", want)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = NewStandalone(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	d = newDriver(t, []string{s.Addr()})
+	d.mustGet("hello", []byte("world"), 1)
+}
+
+// TestCacheEvictionDropsReplicas: a DRAM-only (cache) worker evicts objects when its arena is
+// full; the master learns it at the worker's next registration and drops those replicas, so
+// lookups never point at bytes that are gone.
+func TestCacheEvictionDropsReplicas(t *testing.T) {
+	c := startMasters(t, 1, nil)
+	w := c.addWorker("", func(cfg *WorkerConfig) {
+		cfg.GlobalSegmentSize = 4 << 20
+		cfg.testResyncInterval = 50 * time.Millisecond
+	})
+	d := newDriver(t, c.masterAddrs())
+	rng := rand.New(rand.NewPCG(5, 5))
+	vals := map[string][]byte{}
+	for i := range 12 {
+		k := fmt.Sprintf("c%02d", i)
+		vals[k] = value(rng, 1<<20)
+		if err := d.put(k, vals[k], 1, false); err != nil {
+			t.Fatalf("put %s: %v", k, err)
+		}
+	}
+	eventually(t, "the master drops evicted replicas", func() bool {
+		for k := range vals {
+			if _, err := d.lookup(k); err == nil && !w.eng.Exists(k) {
+				return false
+			}
+		}
+		return true
+	})
+	held := 0
+	for k, v := range vals {
+		if _, err := d.lookup(k); err == nil {
+			d.mustGet(k, v, 1)
+			held++
+		}
+	}
+	if held == 0 || held == len(vals) {
+		t.Fatalf("%d of %d objects held: want some evicted and some kept", held, len(vals))
+	}
+}

@@ -1,0 +1,72 @@
+package wire
+
+import (
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+// sampleRequests and sampleResponses hold one filled message of every call; they drive the
+// round-trip tests and seed the fuzzers.
+func sampleRequests() []Message {
+	cfg := PutConfig{Replicas: 2, PreferredWorker: "w-1", SoftPinTTL: time.Minute, HardPin: true,
+		Persistence: base.PersistenceDurable, Upsert: true}
+	ps := PutStartRequest{Key: "model/layer0/kv", Size: 1 << 20, Config: cfg}
+	pe := PutEndRequest{Key: "model/layer0/kv", Version: 77, Size: 1 << 20, Checksum: 0xdeadbeef,
+		Replicas: []base.WorkerID{"w-1", "w-2"}, Config: cfg}
+	return []Message{
+		NewEmpty(OpPing),
+		&ps,
+		&pe,
+		&PutRevokeRequest{Key: "k", Version: 9},
+		&BatchPutRevokeRequest{Items: []KeyVersion{{Key: "a", Version: 1}, {Key: "b", Version: 2}}},
+		&LookupRequest{Key: "k", AllowStale: true},
+		&ExistsRequest{Key: "k"},
+		&RemoveRequest{Key: "k"},
+		&RemoveByRegexRequest{Pattern: "^model/.*$"},
+		NewEmpty(OpRemoveAll),
+		&BatchPutStartRequest{Items: []PutStartRequest{ps, {Key: "x", Size: 3}}},
+		&BatchPutEndRequest{Items: []PutEndRequest{pe}},
+		&BatchLookupRequest{Keys: []string{"a", "b\x00c"}, AllowStale: true},
+		&BatchExistsRequest{Keys: []string{"a"}},
+		&BatchRemoveRequest{Keys: []string{"a", "b"}},
+		&ListRequest{Prefix: "model/", Cursor: "model/a", Limit: 100},
+		&RegisterWorkerRequest{WorkerID: "w-1", Address: "10.0.0.1:12345", DRAMCapacity: 4 << 30, NVMeCapacity: 1 << 40,
+			Inventory: []base.ObjectMeta{{Key: "a", Version: 1, Size: 10, Checksum: 5}, {Key: "b", Version: 2, Size: 0, Checksum: 0}}},
+		&HeartbeatRequest{WorkerID: "w-1", DRAMUsed: 100, NVMeUsed: 200, Objects: 3},
+		NewEmpty(OpStatus),
+		&WriteRequest{Key: "k", Version: 3, TotalSize: 100, Offset: 50, Persistence: base.PersistenceSpill,
+			SoftPinTTL: time.Second, HardPin: false, Checksum: 42, Commit: true},
+		&CommitRequest{Key: "k", Version: 3, Checksum: 42},
+		&ReadRequest{Key: "k", Version: 3},
+		&ReadRequest{Key: "k", Version: 3, Offset: 10, Length: 20},
+		&DropRequest{Key: "k", Version: 3},
+	}
+}
+
+func sampleResponses() []Message {
+	reps := []Replica{{WorkerID: "w-1", Address: "10.0.0.1:1"}, {WorkerID: "w-2", Address: "[::1]:2"}}
+	psr := PutStartResponse{Version: 5, Replicas: reps}
+	lr := LookupResponse{Version: 5, Size: 1 << 20, Checksum: 99, Replicas: reps}
+	rr := NewReadResponse(OpRead)
+	rr.Version, rr.Size, rr.Checksum, rr.Tier = 5, 100, 7, base.TierNVMe
+	return []Message{
+		NewEmpty(OpPing),
+		&psr,
+		NewEmpty(OpPutEnd),
+		&lr,
+		&ExistsResponse{Exists: true},
+		NewCountResponse(OpRemoveByRegex, 12),
+		NewCountResponse(OpRemoveAll, 0),
+		&BatchPutStartResponse{Items: []PutStartResult{{PutStartResponse: psr}, {Err: ItemError{Code: base.CodeObjectAlreadyExists, Msg: "dup"}}}},
+		NewBatchResponse(OpBatchPutEnd, []ItemError{{}, {Code: base.CodeNoAvailableHandle, Msg: "full"}}),
+		&BatchLookupResponse{Items: []LookupResult{{LookupResponse: lr}, {Err: ItemError{Code: base.CodeObjectNotFound}}}},
+		&BatchExistsResponse{Exists: []bool{true, false, true}},
+		NewBatchResponse(OpBatchRemove, []ItemError{{}}),
+		&ListResponse{Items: []ListItem{{Key: "a", Size: 1}, {Key: "b", Size: 2}}, NextCursor: "b"},
+		&RegisterWorkerResponse{Drop: []KeyVersion{{Key: "old", Version: 1}}, HeartbeatInterval: time.Second},
+		&HeartbeatResponse{Drop: []KeyVersion{{Key: "gone", Version: 0}}, Reregister: true},
+		&StatusResponse{JSON: []byte(`{"keys":3}`)},
+		rr,
+	}
+}
