@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -167,12 +168,18 @@ type WriteSink struct {
 	Done func(err error) error
 }
 
-// ReadSource is what a Read sends: Resp (version, size, checksum of the object) and Data,
-// the payload bytes. Data must stay valid until Release is called; the Server calls Release
-// (when non-nil) exactly once, after the payload was written or the send failed.
+// ReadSource is what a Read sends: Resp (version, size, checksum of the object) and the
+// payload, either Data (pinned bytes, e.g. an arena range, sent with a vectored write) or,
+// when Data is nil, Length bytes from Reader (e.g. an *os.File positioned at an NVMe extent,
+// which the kernel sends with sendfile). Data and Reader must stay valid until Release is
+// called; the Server calls Release (when non-nil) exactly once, after the payload was written
+// or the send failed. A Reader that yields fewer than Length bytes breaks the connection
+// (the frame header already promised Length bytes). Frame checksums are only computed for Data.
 type ReadSource struct {
 	Resp    ReadResponse
 	Data    []byte
+	Reader  io.Reader
+	Length  int64
 	Release func()
 }
 
@@ -253,7 +260,9 @@ type ClientOptions struct {
 	// StripeThreshold: payloads larger than this are striped over several connections.
 	// Default 4 MiB.
 	StripeThreshold int64
-	// StripeChunk is the size of one stripe chunk. Default 4 MiB.
+	// StripeChunk is the size of one stripe chunk. Default 4 MiB. Objects larger than
+	// StripeChunk*ConnsPerPeer*2 are cut into ConnsPerPeer*2 larger chunks, so the work per
+	// transfer is bounded whatever the size.
 	StripeChunk int64
 	// DialTimeout bounds dial + handshake (a ctx deadline that is sooner wins). Default 5s.
 	DialTimeout time.Duration

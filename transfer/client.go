@@ -90,7 +90,7 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// CloseIdle closes the connections to addr (e.g. a peer known to be gone); the next call
+// ClosePeer closes the connections to addr (e.g. a peer known to be gone); the next call
 // dials again.
 func (c *Client) ClosePeer(addr string) {
 	c.mu.Lock()
@@ -213,10 +213,21 @@ func (c *Client) Read(ctx context.Context, addr string, req ReadRequest, dst []b
 	return first, int(size), nil
 }
 
+// maxChunksPerConn bounds the chunks of one striped transfer to maxChunksPerConn*ConnsPerPeer:
+// larger objects get larger chunks, so the per-transfer work (calls, frames, allocations) is
+// bounded by a constant, not proportional to the object size, while two chunks per connection
+// still even out a slower connection.
+const maxChunksPerConn = 2
+
 // stripe runs fn on chunks of [0, size) with up to ConnsPerPeer chunks in flight; the first
-// error cancels the rest.
+// error cancels the rest. Chunks are StripeChunk bytes, or more for objects over
+// StripeChunk*ConnsPerPeer*maxChunksPerConn.
 func (c *Client) stripe(ctx context.Context, addr string, size int64, fn func(ctx context.Context, off, n int64) error) error {
 	chunk := c.opts.StripeChunk
+	if most := int64(c.opts.ConnsPerPeer * maxChunksPerConn); (size+chunk-1)/chunk > most {
+		chunk = (size + most - 1) / most
+		chunk = (chunk + 4095) &^ 4095 // page multiples keep destinations aligned
+	}
 	nchunks := (size + chunk - 1) / chunk
 	width := min(int64(c.opts.ConnsPerPeer), nchunks)
 	ctx, cancel := context.WithCancel(ctx)
@@ -283,6 +294,10 @@ type connError struct{ err error }
 
 func (e *connError) Error() string { return e.err.Error() }
 func (e *connError) Unwrap() error { return e.err }
+
+// Is makes every connection error match base.ErrUnavailable (code UNAVAILABLE): the peer may
+// be restarting; a retry later, or another replica, may succeed.
+func (e *connError) Is(target error) bool { return target == base.ErrUnavailable }
 
 func isConnError(err error) bool {
 	var ce *connError
@@ -387,7 +402,7 @@ func (p *peer) dial(ctx context.Context) (*clientConn, error) {
 			p.addr, base.ErrProtocolVersion, sh.Version, wire.ProtocolVersion)
 	}
 	_ = nc.SetDeadline(time.Time{})
-	cc := &clientConn{c: c, nc: nc, br: br, addr: p.addr, done: make(chan struct{})}
+	cc := &clientConn{c: c, nc: nc, br: br, addr: p.addr, w: newFrameWriter(nc), done: make(chan struct{})}
 	cc.mu.pending = make(map[uint64]*call)
 	go cc.readLoop()
 	return cc, nil
@@ -401,7 +416,7 @@ type clientConn struct {
 	br   *bufio.Reader // only readLoop uses it (after the handshake)
 	addr string
 
-	wmu sync.Mutex // serializes frame writes; held for a whole frame
+	w *frameWriter // serializes and coalesces frame writes
 
 	mu struct {
 		sync.Mutex // protects the fields below
@@ -525,15 +540,20 @@ func (cc *clientConn) roundTrip(ctx context.Context, cl *call) error {
 
 // send writes one frame (header+body, then payload) under the write lock, honouring ctx. It
 // reports whether any byte may have been written: if not, the connection is still in sync.
-func (cc *clientConn) send(ctx context.Context, hdrBody, payload []byte) (bool, error) {
-	cc.wmu.Lock()
-	defer cc.wmu.Unlock()
+func (cc *clientConn) send(ctx context.Context, hdrBody, payload []byte) (written bool, err error) {
+	cc.w.lock()
 	if err := ctx.Err(); err != nil {
+		// Nothing of ours was written; flush the burst if we were its last writer.
+		if ferr := cc.w.unlock(); ferr != nil {
+			return true, fmt.Errorf("transfer: write to %s: %w: %w", cc.addr, base.ErrUnavailable, ferr)
+		}
 		return false, err
 	}
-	// A deadline or a cancellation interrupts a blocked write by moving the write deadline;
-	// the stream then holds a partial frame and the caller breaks the connection.
-	if dl, ok := ctx.Deadline(); ok {
+	// A deadline or a cancellation interrupts a blocked write (ours, or the flush of the
+	// burst) by moving the write deadline; the stream then holds a partial frame and the
+	// caller breaks the connection.
+	dl, hasDeadline := ctx.Deadline()
+	if hasDeadline {
 		_ = cc.nc.SetWriteDeadline(dl)
 	}
 	var fired chan struct{}
@@ -545,18 +565,17 @@ func (cc *clientConn) send(ctx context.Context, hdrBody, payload []byte) (bool, 
 			close(fired)
 		})
 	}
-	var err error
-	if len(payload) == 0 {
-		_, err = cc.nc.Write(hdrBody)
-	} else {
-		bufs := net.Buffers{hdrBody, payload}
-		_, err = bufs.WriteTo(cc.nc)
-	}
-	if stop != nil && !stop() {
-		<-fired // it moved the deadline; wait so the reset below comes after it
-	}
-	if _, ok := ctx.Deadline(); ok || fired != nil {
-		_ = cc.nc.SetWriteDeadline(time.Time{})
+	err = cc.w.writeLocked(hdrBody, payload)
+	// unlock flushes the burst if we are its last writer, still under our deadline.
+	if ferr := cc.w.unlockFunc(func() {
+		if stop != nil && !stop() {
+			<-fired // it moved the deadline; wait so the reset below comes after it
+		}
+		if hasDeadline || fired != nil {
+			_ = cc.nc.SetWriteDeadline(time.Time{})
+		}
+	}); err == nil {
+		err = ferr
 	}
 	if err != nil {
 		return true, fmt.Errorf("transfer: write to %s: %w: %w", cc.addr, base.ErrUnavailable, err)

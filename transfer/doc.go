@@ -1,7 +1,40 @@
 // Package transfer moves bytes and control messages between clients, masters and workers: one
 // framed, versioned binary protocol (docs/protocol.md) over TCP, with pipelining, connection
 // pools, striping of large objects, and a Transport interface behind which shared memory, RDMA
-// and NVMe-oF will sit.
+// and NVMe-oF will sit (NewTransport returns base.ErrNotSupported for them in this build).
+//
+// # What it owns
+//
+//   - Server: serves a Handler (the master and worker services implement it). Write payloads
+//     are read from the socket straight into the destination the handler returns (an arena
+//     range); Read payloads are written from the handler's pinned source with one vectored
+//     write (or sendfile from an *os.File). No whole-object buffer exists anywhere.
+//   - Client: ConnsPerPeer connections per peer address, requests pipelined on each (matched
+//     by request id), deadlines from context.Context, reconnection, retries of idempotent calls
+//     only, striping of payloads over StripeThreshold into chunks sent in parallel.
+//   - The message types of every call (defined in transfer/internal/wire, aliased here).
+//
+// # Goroutines
+//
+// Server: one accept loop per listener (Serve, or Start's goroutine); per connection one read
+// loop (handshake, then headers, bodies, and Write payloads in stream order, so a Write
+// payload is read by the read loop itself), and one goroutine per request being handled
+// (bounded by ServerOptions.MaxInFlightPerConn), which writes its response under the
+// connection's frameWriter lock. Shutdown stops the read loops at frame boundaries and waits
+// for the handler goroutines.
+//
+// Client: per connection one read loop (readLoop) that matches responses to calls and reads
+// Read payloads into the caller's buffer; callers write their own frames under the
+// connection's frameWriter lock. Striped transfers run up to ConnsPerPeer goroutines for the
+// duration of the call. Close stops every read loop.
+//
+// # Ownership
+//
+// A WriteSink's Dst is written by the Server only until it calls Done (exactly once; with an
+// error when the transfer broke, in which case the handler must discard the destination).
+// A ReadSource's Data or Reader is used until the Server calls Release (exactly once). A
+// Client caller's src (Write) is only read, and its dst (Read) only written, until the call
+// returns, also when it returns early on a deadline (the connection is broken to make sure).
 //
 // It must never import dram, nvme, tier, raftmeta, server, client or cmd; only internal/.
 package transfer

@@ -167,6 +167,7 @@ func (s *Server) newConn(c net.Conn) *serverConn {
 	}
 	sc := &serverConn{s: s, c: c, sem: make(chan struct{}, s.opts.MaxInFlightPerConn)}
 	sc.ctx, sc.cancel = context.WithCancel(s.baseCtx)
+	sc.w = newFrameWriter(c)
 	sc.rd = shutdownReader{sc}
 	sc.idle.Store(true) // a shutdown during the handshake ends it
 	sc.br = bufio.NewReaderSize(sc.rd, 64<<10)
@@ -254,7 +255,7 @@ type serverConn struct {
 	sem      chan struct{}  // one slot per request being handled
 	handlers sync.WaitGroup // requests being handled
 
-	wmu sync.Mutex // serializes frame writes; held for a whole frame (header, body, payload)
+	w *frameWriter // serializes and coalesces frame writes
 	// broken is set after a failed write: the stream may hold a partial frame.
 	broken atomic.Bool
 }
@@ -446,20 +447,47 @@ func (sc *serverConn) handleRead(h *wire.Header, req *ReadRequest) {
 			src.Release()
 		}
 	}()
-	if uint64(len(src.Data)) > sc.s.opts.Limits.MaxPayloadLen {
+	n := int64(len(src.Data))
+	stream := src.Data == nil && src.Reader != nil
+	if stream {
+		n = src.Length
+	}
+	if n < 0 || uint64(n) > sc.s.opts.Limits.MaxPayloadLen {
 		sc.writeError(h.RequestID, h.Op, fmt.Errorf("%w: %d bytes to send, the payload limit is %d",
-			base.ErrTooLarge, len(src.Data), sc.s.opts.Limits.MaxPayloadLen))
+			base.ErrTooLarge, n, sc.s.opts.Limits.MaxPayloadLen))
 		return
 	}
-	rh := wire.Header{Op: h.Op, Flags: wire.FlagResponse, RequestID: h.RequestID, PayloadLen: uint64(len(src.Data))}
+	rh := wire.Header{Op: h.Op, Flags: wire.FlagResponse, RequestID: h.RequestID, PayloadLen: uint64(n)}
 	if h.Flags&wire.FlagChecksum != 0 && len(src.Data) > 0 {
 		rh.Flags |= wire.FlagChecksum
 		rh.PayloadChecksum = base.Checksum(src.Data)
 	}
 	src.Resp.SetOp(h.Op)
 	out := encodeFrame(&rh, &src.Resp)
-	sc.writeFrame(*out, src.Data)
+	if stream && n > 0 {
+		sc.writeStream(*out, src.Reader, n)
+	} else {
+		sc.writeFrame(*out, src.Data)
+	}
 	putBuf(out)
+}
+
+// writeStream writes hdrBody then n bytes copied from r (sendfile when r is an *os.File).
+func (sc *serverConn) writeStream(hdrBody []byte, r io.Reader, n int64) {
+	sc.w.lock()
+	var err error
+	if !sc.broken.Load() {
+		err = sc.w.writeStreamLocked(hdrBody, r, n)
+	}
+	if ferr := sc.w.unlock(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		sc.s.log.Debug("transfer: streaming a read payload failed; closing connection", "remote", sc.c.RemoteAddr(), "err", err)
+		sc.broken.Store(true)
+		sc.cancel()
+		sc.c.Close()
+	}
 }
 
 // readWrite reads the payload of a Write frame into the handler's destination, on the read
@@ -580,20 +608,17 @@ type errorBodyMsg struct{ *wire.ErrorBody }
 
 func (errorBodyMsg) Op() wire.Op { return 0 }
 
-// writeFrame writes hdrBody (header and body) and payload as one vectored write under the
-// write lock. A failed write closes the connection: the peer may have seen part of a frame.
+// writeFrame writes hdrBody (header and body) and payload as one frame (coalesced with
+// concurrent small frames; a payload goes out with a vectored write). A failed write closes
+// the connection: the peer may have seen part of a frame.
 func (sc *serverConn) writeFrame(hdrBody, payload []byte) {
-	sc.wmu.Lock()
-	defer sc.wmu.Unlock()
-	if sc.broken.Load() {
-		return
-	}
+	sc.w.lock()
 	var err error
-	if len(payload) == 0 {
-		_, err = sc.c.Write(hdrBody)
-	} else {
-		bufs := net.Buffers{hdrBody, payload}
-		_, err = bufs.WriteTo(sc.c)
+	if !sc.broken.Load() {
+		err = sc.w.writeLocked(hdrBody, payload)
+	}
+	if ferr := sc.w.unlock(); err == nil {
+		err = ferr
 	}
 	if err != nil {
 		sc.broken.Store(true)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -85,5 +86,32 @@ func TestNewTransport(t *testing.T) {
 		if _, err := NewTransport(p); !errors.Is(err, base.ErrNotSupported) {
 			t.Fatalf("%s: %v", p, err)
 		}
+	}
+}
+
+// TestStripeChunkBound: a striped object is cut into at most 2*ConnsPerPeer chunks, however
+// small StripeChunk is, and is reassembled in place.
+func TestStripeChunkBound(t *testing.T) {
+	h := newMemHandler()
+	var mu sync.Mutex
+	offsets := map[int64]bool{}
+	h.onWrite = func(req *WriteRequest) {
+		mu.Lock()
+		offsets[req.Offset] = true
+		mu.Unlock()
+	}
+	s := startServer(t, h, ServerOptions{})
+	c := newClient(t, ClientOptions{ConnsPerPeer: 3, StripeThreshold: 64 << 10, StripeChunk: 64 << 10})
+	data := pattern(10<<20+17, 4)
+	ctx := context.Background()
+	if err := c.Write(ctx, s.Addr().String(), WriteRequest{Key: "big", Version: 2, Checksum: base.Checksum(data)}, data); err != nil {
+		t.Fatal(err)
+	}
+	if len(offsets) != 6 {
+		t.Fatalf("%d chunks, want 6", len(offsets))
+	}
+	dst := make([]byte, len(data))
+	if _, n, err := c.Read(ctx, s.Addr().String(), ReadRequest{Key: "big", Version: 2}, dst); err != nil || n != len(data) || !bytes.Equal(dst, data) {
+		t.Fatalf("striped read: %d %v", n, err)
 	}
 }
