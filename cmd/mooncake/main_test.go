@@ -65,6 +65,8 @@ func TestBadInput(t *testing.T) {
 	f(exitUsage, "eviction_ratio", nil, "master", "--id", "m1", "--data_dir", dir, "--raft_address", "127.0.0.1:7001", "--eviction_ratio", "1.5")
 	f(exitUsage, "--persistence durable needs --root_fs_dir", nil, "worker", "--persistence", "durable")
 	f(exitUsage, "--huge_pages", nil, "worker", "--huge_pages", "sometimes")
+	f(exitUsage, "--warm_up needs --root_fs_dir", nil, "standalone", "--warm_up")
+	f(exitUsage, "--ssd_capacity needs --root_fs_dir", nil, "worker", "--ssd_capacity", "1GiB")
 	f(exitUsage, "--log_level", nil, "status", "--log_level", "loud")
 	f(exitUsage, `unknown field "colour"`, map[string]string{envConfigPath: badJSON}, "standalone")
 	f(exitUsage, "no such file", map[string]string{envConfigPath: filepath.Join(dir, "missing.json")}, "status")

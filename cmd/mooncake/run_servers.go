@@ -35,7 +35,7 @@ func (e *env) workerConfig(s workerSettings) server.WorkerConfig {
 		WorkerID: s.WorkerID, ClusterID: s.ClusterID, MasterAddresses: s.MasterAddresses, Address: s.Address,
 		MetricsAddress: s.MetricsAddress, GlobalSegmentSize: s.GlobalSegmentSize, RootFSDir: s.RootFSDir,
 		Persistence: s.Persistence, SSDCapacity: s.SSDCapacity, Protocol: s.Protocol, HugePages: s.HugePages,
-		Logger: e.logger(),
+		WarmUp: s.WarmUp, Logger: e.logger(),
 	}
 }
 

@@ -57,6 +57,7 @@ type workerSettings struct {
 	Protocol                string
 	HugePages               dram.HugePages
 	ShutdownTimeout         time.Duration
+	WarmUp                  bool
 }
 
 // masterFlags are the flags of `mooncake master` (and the master half of standalone).
@@ -205,6 +206,7 @@ type workerFlags struct {
 	metricsPort                                                                                       int
 	segmentSize, ssdCapacity                                                                          base.Bytes
 	shutdownTimeout                                                                                   time.Duration
+	warmUp                                                                                            bool
 }
 
 func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
@@ -215,6 +217,7 @@ func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
 	fs.Var(&f.ssdCapacity, "ssd_capacity", "bytes the NVMe tier may use (default 90% of the free disk)")
 	fs.StringVar(&f.hugePages, "huge_pages", "auto", "DRAM arena pages: auto (hugetlb, else THP, else plain), off, or require")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown_timeout", defaultShutdownTimeout, "on SIGTERM, time allowed to spill DRAM to the NVMe tier before exit")
+	fs.BoolVar(&f.warmUp, "warm_up", false, "with --root_fs_dir: at start, copy objects found on NVMe back into DRAM (in the background)")
 	if standalone {
 		fs.StringVar(&f.address, "worker_address", "", "worker data address host:port (default: a free port on 127.0.0.1)")
 		return
@@ -235,6 +238,7 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		RootFSDir:         pick(fs, "root_fs_dir", f.rootFSDir, fc.RootFSDir, ""),
 		SSDCapacity:       int64(f.ssdCapacity),
 		ShutdownTimeout:   f.shutdownTimeout,
+		WarmUp:            f.warmUp,
 		Protocol:          pick(fs, "protocol", f.protocol, fc.Protocol, "tcp"),
 		ClusterID:         pick(fs, "cluster_id", f.clusterID, fc.ClusterID, base.DefaultClusterID),
 	}
@@ -298,6 +302,8 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		return s, usagef("--persistence %s needs --root_fs_dir (the NVMe tier)", p)
 	case s.RootFSDir == "" && changed(fs, "ssd_capacity"):
 		return s, usagef("--ssd_capacity needs --root_fs_dir (the NVMe tier)")
+	case s.RootFSDir == "" && s.WarmUp:
+		return s, usagef("--warm_up needs --root_fs_dir (the NVMe tier)")
 	case s.ShutdownTimeout <= 0:
 		return s, fmt.Errorf("%w: --shutdown_timeout must be positive", base.ErrInvalidParams)
 	}
