@@ -156,11 +156,13 @@ func TestServerErrors(t *testing.T) {
 	is(c.Put(ctx, "huge", make([]byte, 17<<20), client.ReplicateConfig{}), base.ErrNoSpace)
 	// A value larger than every segment is refused before PutFrom reads (or allocates) it.
 	is(c.PutFrom(ctx, "huger", iotest.ErrReader(errors.New("must not be read")), 1<<30, client.ReplicateConfig{}), base.ErrNoSpace)
-	for _, k := range []string{"two", "huge", "huger"} {
+	for _, k := range []string{"two", "huge", "huger", "durable"} {
 		if ok, _ := c.Exists(ctx, k); ok {
 			t.Fatalf("refused put %q is visible", k)
 		}
 	}
+	// durable needs an NVMe tier; this worker has none.
+	is(c.Put(ctx, "durable", []byte("v"), client.ReplicateConfig{Persistence: base.PersistenceDurable}), base.ErrNotSupported)
 	is(c.Put(ctx, strings.Repeat("x", base.MaxKeyLen+1), []byte("v"), client.ReplicateConfig{}), base.ErrInvalidKey)
 	_, err := c.Get(ctx, "missing")
 	is(err, base.ErrObjectNotFound)

@@ -119,7 +119,8 @@ func TestCLIStandalone(t *testing.T) {
 	fails(cli(nil, "put", "--replicas", "2", "two", file), "replicas")
 	fails(cli(nil, "put", "dir/a", file), "already exists")
 	fails(cli(nil, "get", "missing"), "not found")
-	for _, k := range []string{"big", "two"} {
+	fails(cli([]byte("x"), "put", "--persistence", "durable", "dur", "-"), "durable needs a lower tier") // no --root_fs_dir
+	for _, k := range []string{"big", "two", "dur"} {
 		if r := ok(cli(nil, "ls", "--prefix", k)); r.stdout != "" {
 			t.Fatalf("a refused put is visible: %q", r.stdout)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +44,11 @@ func TestStandaloneRestartPersistence(t *testing.T) {
 	start = time.Now()
 	sums := putObjects(t, cl, "p/", 5, len(sizes), func(i int) int64 { return sizes[i] }, client.ReplicateConfig{})
 	t.Logf("put %d objects, %s, through a %s segment in %v", len(sums), base.Bytes(total), segment, time.Since(start).Round(time.Millisecond))
+	// And one through the CLI, durable: on NVMe before the put returns.
+	env := []string{envMaster + "=" + master}
+	if r := runBin(t, bin, env, strings.NewReader("durable via the CLI"), "put", "--persistence", "durable", "cli/durable", "-"); r.code != 0 {
+		t.Fatalf("put --persistence durable: %s", r.stderr)
+	}
 	cl.Close()
 
 	start = time.Now()
@@ -60,11 +66,14 @@ func TestStandaloneRestartPersistence(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if st.Keys != int64(len(sums)) {
-			return fmt.Errorf("%d keys, want %d", st.Keys, len(sums))
+		if st.Keys != int64(len(sums))+1 {
+			return fmt.Errorf("%d keys, want %d", st.Keys, len(sums)+1)
 		}
 		return nil
 	})
+	if r := runBin(t, bin, []string{envMaster + "=" + master}, nil, "get", "cli/durable"); r.code != 0 || r.stdout != "durable via the CLI" {
+		t.Fatalf("get cli/durable after restart: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
 	start = time.Now()
 	checkObjects(t, cl, sums)
 	t.Logf("all %d objects read back after SIGTERM and restart in %v", len(sums), time.Since(start).Round(time.Millisecond))
