@@ -119,6 +119,11 @@ func TestCLIStandalone(t *testing.T) {
 	fails(cli(nil, "put", "--replicas", "2", "two", file), "replicas")
 	fails(cli(nil, "put", "dir/a", file), "already exists")
 	fails(cli(nil, "get", "missing"), "not found")
+	fails(cli(nil, "get", "missing", "-o", filepath.Join(dir, "missing.out")), "not found")
+	if _, err := os.Stat(filepath.Join(dir, "missing.out")); !os.IsNotExist(err) {
+		t.Fatalf("a failed get -o left a file: %v", err)
+	}
+	fails(cli(nil, "rm", "missing"), "not found")
 	fails(cli([]byte("x"), "put", "--persistence", "durable", "dur", "-"), "durable needs a lower tier") // no --root_fs_dir
 	for _, k := range []string{"big", "two", "dur"} {
 		if r := ok(cli(nil, "ls", "--prefix", k)); r.stdout != "" {
