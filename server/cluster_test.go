@@ -285,7 +285,10 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // TestCluster drives a 3-master, 2-worker cluster through the whole master API, then shuts the
 // leader down and checks that the new leader serves every object.
 func TestCluster(t *testing.T) {
-	c := startMasters(t, 3, nil)
+	// A short PutTimeout bounds a new leader's grace, during which it spares objects it does
+	// not know (they may be puts the previous leader started): under load the test may see a
+	// spurious election, and drops owed by the old leader then wait for the grace to end.
+	c := startMasters(t, 3, func(cfg *MasterConfig) { cfg.PutTimeout = 5 * time.Second })
 	w1 := c.addWorker(t.TempDir(), nil)
 	w2 := c.addWorker("", nil)
 	d := newDriver(t, c.masterAddrs())

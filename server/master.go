@@ -182,11 +182,12 @@ func (m *Master) putStart(a PutStartArgs) (PutStartReply, error) {
 	if !m.mu.leader {
 		return PutStartReply{}, fmt.Errorf("%w: leadership is starting, retry", base.ErrUnavailable)
 	}
-	if old, ok := m.mu.reservations[a.Key]; ok && now.Before(old.deadline) {
-		if !a.Upsert {
+	if old, ok := m.mu.reservations[a.Key]; ok {
+		if !a.Upsert && now.Before(old.deadline) {
 			return PutStartReply{}, fmt.Errorf("%w: key %q: a put of this key is in progress", base.ErrObjectAlreadyExists, a.Key)
 		}
-		// An upsert supersedes the put in flight: its workers drop what they got.
+		// An upsert (or any put after the old one timed out) supersedes the put in flight:
+		// its workers drop what they got.
 		m.dropReservationLocked(a.Key, old)
 	}
 	if len(m.mu.reservations) >= maxReservations {
@@ -335,7 +336,11 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 				continue
 			}
 			resv[i] = r
-			upsert = upsert || r.upsert
+			if len(items) == 1 && r.upsert {
+				// One raft entry has one Upsert flag: a single PutEnd inherits its PutStart's.
+				// In a batch each item's flag is the PutEnd's (the handler splits batches by it).
+				upsert = true
+			}
 		case m.leaderGraceLocked(now) && len(replicas) > 0:
 			// A put the previous leader started (see leaderGraceLocked).
 		case m.alreadyCommitted(it):
@@ -728,9 +733,14 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 		if cur, ok := m.node.Lookup(o.Key); ok && cur.Version == o.Version && slices.Contains(cur.Replicas, a.WorkerID) {
 			continue
 		}
+		// In a new leader's grace, spare unknown objects that may be puts the previous leader
+		// started, but not copies older than the version the metadata holds for the key (an
+		// in-flight put always has a newer version: versions grow across terms).
 		if inGrace {
-			spared++
-			continue
+			if cur, ok := m.node.Lookup(o.Key); !ok || cur.Version < o.Version {
+				spared++
+				continue
+			}
 		}
 		drop = append(drop, raftmeta.KeyVersion{Key: o.Key, Version: o.Version})
 	}
