@@ -378,7 +378,7 @@ func (p *peer) dial(ctx context.Context) (*clientConn, error) {
 	if dl, ok := dctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
-	br := bufio.NewReaderSize(nc, 64<<10)
+	br := bufio.NewReaderSize(nc, readBufSize)
 	hello := wire.AppendClientHello(make([]byte, 0, 64), wire.ProtocolVersion, c.opts.ClusterID)
 	if _, err := nc.Write(hello); err != nil {
 		nc.Close()

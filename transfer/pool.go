@@ -8,25 +8,43 @@ import (
 	"github.com/mooncake-go/mooncake/transfer/internal/wire"
 )
 
-// smallBuf is the size of pooled frame buffers: a header plus a typical message body. Bodies
-// larger than this are read into a buffer that grows with the bytes actually received, so a
-// peer that declares a large body and sends nothing costs no memory.
-const smallBuf = 16 << 10
+// Pooled buffers. Frames are encoded into frameBuf-sized buffers (a header and a typical
+// control body; they grow for larger bodies and go back to the pool up to maxPooled). Bodies
+// are read into pooled buffers of frameBuf or smallBuf bytes; larger bodies are read into a
+// buffer that grows with the bytes actually received, so a peer that declares a large body and
+// sends nothing costs no memory.
+const (
+	frameBuf  = 512
+	smallBuf  = 16 << 10
+	maxPooled = 64 << 10
+)
 
-// bufPool holds *[]byte of capacity smallBuf, for headers + bodies on both sides.
-var bufPool = sync.Pool{New: func() any {
+// framePool holds *[]byte of capacity >= frameBuf and <= maxPooled.
+var framePool = sync.Pool{New: func() any {
+	b := make([]byte, 0, frameBuf)
+	return &b
+}}
+
+// bodyPool holds *[]byte of capacity smallBuf.
+var bodyPool = sync.Pool{New: func() any {
 	b := make([]byte, 0, smallBuf)
 	return &b
 }}
 
-func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
+// getBuf returns a frame buffer of length 0.
+func getBuf() *[]byte { return framePool.Get().(*[]byte) }
 
+// putBuf returns a buffer from getBuf or readBody to its pool.
 func putBuf(b *[]byte) {
-	if cap(*b) != smallBuf {
-		return // a grown buffer: let it go, keep the pool's memory bounded
+	switch c := cap(*b); {
+	case c == smallBuf:
+		*b = (*b)[:0]
+		bodyPool.Put(b)
+	case c >= frameBuf && c <= maxPooled:
+		*b = (*b)[:0]
+		framePool.Put(b)
 	}
-	*b = (*b)[:0]
-	bufPool.Put(b)
+	// Larger buffers are let go, which keeps the pools' memory bounded.
 }
 
 // readBody reads n body bytes from r. It returns the body and the pooled buffer to give back
@@ -38,7 +56,12 @@ func readBody(r io.Reader, n uint32) ([]byte, *[]byte, error) {
 		return nil, nil, nil
 	}
 	if n <= smallBuf {
-		pb := getBuf()
+		var pb *[]byte
+		if n <= frameBuf {
+			pb = getBuf()
+		} else {
+			pb = bodyPool.Get().(*[]byte)
+		}
 		b := (*pb)[:n]
 		if _, err := io.ReadFull(r, b); err != nil {
 			putBuf(pb)
@@ -92,3 +115,9 @@ func encodeFrame(h *wire.Header, m Message) *[]byte {
 	*pb = e.B
 	return pb
 }
+
+// readBufSize is the size of each connection's read buffer. It batches the reads of small
+// pipelined frames; payloads larger than it are read straight into their destination, so it
+// also bounds the bytes of a payload that are copied through the buffer (at most one buffer's
+// worth, when a header and the start of its payload arrive in one read).
+const readBufSize = 16 << 10

@@ -170,7 +170,7 @@ func (s *Server) newConn(c net.Conn) *serverConn {
 	sc.w = newFrameWriter(c)
 	sc.rd = shutdownReader{sc}
 	sc.idle.Store(true) // a shutdown during the handshake ends it
-	sc.br = bufio.NewReaderSize(sc.rd, 64<<10)
+	sc.br = bufio.NewReaderSize(sc.rd, readBufSize)
 	s.mu.conns[sc] = struct{}{}
 	s.connWG.Add(1)
 	return sc

@@ -59,7 +59,7 @@ func BenchmarkTransfer(b *testing.B) {
 		for _, sz := range benchSizes {
 			for _, streams := range []int{1, 8} {
 				name := fmt.Sprintf("%s/%s/streams=%d", dir, sz.name, streams)
-				b.Run(name+"/mooncake", func(b *testing.B) { benchMooncake(b, dir == "PUT", sz.n, streams) })
+				b.Run(name+"/mooncake", func(b *testing.B) { benchMooncake(b, dir == "PUT", sz.n, streams, 0) })
 				b.Run(name+"/raw", func(b *testing.B) { benchRaw(b, dir == "PUT", sz.n, streams, false) })
 				b.Run(name+"/rawwrite", func(b *testing.B) { benchRaw(b, dir == "PUT", sz.n, streams, true) })
 			}
@@ -96,12 +96,24 @@ func split(b *testing.B, streams int, fn func(stream int) error) {
 	}
 }
 
-func benchMooncake(b *testing.B, put bool, size, streams int) {
+// BenchmarkSocketBuffer compares kernel autotuning (0, the default) with fixed 4 MiB socket
+// buffers (SO_SNDBUF/SO_RCVBUF on both ends) for 16 MiB objects.
+//
+//	go test -run '^$' -bench BenchmarkSocketBuffer -count 5 ./transfer
+func BenchmarkSocketBuffer(b *testing.B) {
+	for _, dir := range []string{"PUT", "GET"} {
+		for _, sb := range []int{0, 4 << 20} {
+			b.Run(fmt.Sprintf("%s/16MiB/sockbuf=%d", dir, sb), func(b *testing.B) { benchMooncake(b, dir == "PUT", 16<<20, 1, sb) })
+		}
+	}
+}
+
+func benchMooncake(b *testing.B, put bool, size, streams, sockBuf int) {
 	h := &benchHandler{bufs: map[string][]byte{}}
 	for s := range streams {
 		h.bufs[fmt.Sprint("k", s)] = make([]byte, size)
 	}
-	srv, err := NewServer(h, ServerOptions{Logger: quietLogger})
+	srv, err := NewServer(h, ServerOptions{Logger: quietLogger, SocketBuffer: sockBuf})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -109,7 +121,7 @@ func benchMooncake(b *testing.B, put bool, size, streams int) {
 		b.Fatal(err)
 	}
 	defer srv.Close()
-	c, err := NewClient(ClientOptions{Logger: quietLogger})
+	c, err := NewClient(ClientOptions{Logger: quietLogger, SocketBuffer: sockBuf})
 	if err != nil {
 		b.Fatal(err)
 	}
