@@ -310,3 +310,28 @@ func TestBatch(t *testing.T) {
 		t.Fatalf("%v", errs)
 	}
 }
+
+// TestReplicateConfigOnTheWire: every ReplicateConfig field reaches the master (placement) and
+// the workers (persistence and pins).
+func TestReplicateConfigOnTheWire(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeCluster(1, 2)
+	c := newFakeClient(t, f)
+	defer c.Close()
+	rc := ReplicateConfig{Replicas: 2, PreferredWorker: "w2", SoftPinTTL: 90 * time.Second, HardPin: true,
+		Persistence: base.PersistenceDurable, Upsert: true}
+	if err := c.Put(ctx, "k", []byte("value"), rc); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, w := f.lastStart, f.lastWrite
+	if st.Key != "k" || st.Size != 5 || st.Config.Replicas != 2 || st.Config.PreferredWorker != "w2" || !st.Config.Upsert ||
+		st.Config.SoftPinTTL != 90*time.Second || !st.Config.HardPin || st.Config.Persistence != base.PersistenceDurable {
+		t.Fatalf("PutStart %+v", st)
+	}
+	if w.Key != "k" || w.TotalSize != 5 || w.Persistence != base.PersistenceDurable || w.SoftPinTTL != 90*time.Second ||
+		!w.HardPin || w.Checksum != base.Checksum([]byte("value")) {
+		t.Fatalf("Write %+v", w)
+	}
+}

@@ -30,6 +30,9 @@ type fakeCluster struct {
 	version  base.Version
 	listPage int
 	calls    map[transfer.Op]int
+	// lastStart and lastWrite are the last PutStart and Write requests seen.
+	lastStart transfer.PutStartRequest
+	lastWrite transfer.WriteRequest
 	// failWrites names a worker whose Writes fail with a server error.
 	failWrites string
 	// dropFirstPutEndReply makes the next PutEnd commit and then fail like a broken
@@ -241,6 +244,7 @@ func (f *fakeCluster) callLocked(addr string, req transfer.Message) (transfer.Me
 }
 
 func (f *fakeCluster) putStartLocked(r *transfer.PutStartRequest) (*transfer.PutStartResponse, error) {
+	f.lastStart = *r
 	if _, ok := f.objects[r.Key]; ok && !r.Config.Upsert {
 		return nil, codeErr(base.ErrObjectAlreadyExists, "object %q already exists", r.Key)
 	}
@@ -311,6 +315,7 @@ func (f *fakeCluster) Write(ctx context.Context, addr string, req *transfer.Writ
 		return errConnRefused
 	}
 	f.calls[transfer.OpWrite]++
+	f.lastWrite = *req
 	if addr == f.failWrites {
 		return codeErr(base.ErrNoSpace, "arena full")
 	}
