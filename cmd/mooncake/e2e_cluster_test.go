@@ -51,18 +51,19 @@ func startCluster(t *testing.T, bin string, masterFlags []string, nWorkers int, 
 
 func (c *testCluster) startMasters() (err error, portInUse bool) {
 	c.masters, c.masterRPC = nil, nil
-	var peers []string
+	var peers, rpcs []string
 	raft := make([]string, 3)
 	for i := range 3 {
 		raft[i] = hostPort(freePort(c.t))
 		peers = append(peers, fmt.Sprintf("m%d=%s", i+1, raft[i]))
 		c.masterRPC = append(c.masterRPC, hostPort(freePort(c.t)))
+		rpcs = append(rpcs, fmt.Sprintf("m%d=%s", i+1, c.masterRPC[i]))
 	}
 	for i := range 3 {
 		id := fmt.Sprintf("m%d", i+1)
 		args := append([]string{"master", "--id", id,
 			"--data_dir", filepath.Join(c.dir, id), "--rpc_address", c.masterRPC[i], "--raft_address", raft[i],
-			"--metrics_port", "0", "--peers", strings.Join(peers, ",")}, c.masterFlags...)
+			"--metrics_port", "0", "--peers", strings.Join(peers, ","), "--peer_rpc_addresses", strings.Join(rpcs, ",")}, c.masterFlags...)
 		c.masters = append(c.masters, startProc(c.t, id, c.bin, args...))
 	}
 	for _, m := range c.masters {
@@ -224,6 +225,13 @@ func TestClusterFailover(t *testing.T) {
 	c := startCluster(t, bin, []string{"--client_ttl", "5s"}, 2, "--global_segment_size", "768MiB")
 	cl := connectClient(t, c.masterRPC...)
 	waitWorkers(t, cl, 2)
+	waitFor(t, "three masters in the status", 30*time.Second, func() error {
+		st, err := cl.Status(context.Background())
+		if err != nil || len(st.Masters) != 3 {
+			return fmt.Errorf("%v %+v", err, st.Masters)
+		}
+		return nil
+	})
 
 	sizeOf := func(i int) int64 { return logUniformSize(i, 64<<10, 4<<20) }
 	rc := client.ReplicateConfig{Replicas: 2}

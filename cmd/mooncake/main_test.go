@@ -62,6 +62,10 @@ func TestBadInput(t *testing.T) {
 	f(exitUsage, "does not list this master", nil, "master", "--id", "m4", "--data_dir", dir, "--raft_address", "127.0.0.1:7004",
 		"--peers", "m1=127.0.0.1:7001,m2=127.0.0.1:7002")
 	f(exitUsage, "want id=host:port", nil, "master", "--id", "m1", "--data_dir", dir, "--raft_address", "127.0.0.1:7001", "--peers", "m1")
+	f(exitUsage, "which --peers does not list", nil, "master", "--id", "m1", "--data_dir", dir, "--raft_address", "127.0.0.1:7001",
+		"--peer_rpc_addresses", "m9=127.0.0.1:50059")
+	f(exitUsage, "but --rpc_address is", nil, "master", "--id", "m1", "--data_dir", dir, "--raft_address", "127.0.0.1:7001",
+		"--rpc_address", "127.0.0.1:50051", "--peer_rpc_addresses", "m1=127.0.0.1:50052")
 	f(exitUsage, "eviction_ratio", nil, "master", "--id", "m1", "--data_dir", dir, "--raft_address", "127.0.0.1:7001", "--eviction_ratio", "1.5")
 	f(exitUsage, "--persistence durable needs --root_fs_dir", nil, "worker", "--persistence", "durable")
 	f(exitUsage, "--huge_pages", nil, "worker", "--huge_pages", "sometimes")
@@ -160,7 +164,8 @@ func TestMasterSettings(t *testing.T) {
 	fs := pflag.NewFlagSet("master", pflag.ContinueOnError)
 	f.register(fs, false)
 	err := fs.Parse([]string{"--id", "m2", "--data_dir", "/d", "--rpc_address", "127.0.0.1:50052", "--raft_address", "127.0.0.1:7002",
-		"--peers", "m1=127.0.0.1:7001,m2=127.0.0.1:7002,m3=127.0.0.1:7003", "--metrics_port", "9004"})
+		"--peers", "m1=127.0.0.1:7001,m2=127.0.0.1:7002,m3=127.0.0.1:7003", "--metrics_port", "9004",
+		"--peer_rpc_addresses", "m1=127.0.0.1:50051,m2=127.0.0.1:50052"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +173,7 @@ func TestMasterSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.ID != "m2" || len(s.Peers) != 3 || s.Peers[2] != (peer{"m3", "127.0.0.1:7003"}) || s.MetricsAddress != "127.0.0.1:9004" ||
+	if s.ID != "m2" || len(s.Peers) != 3 || s.Peers[2] != (peer{"m3", "127.0.0.1:7003", ""}) || s.Peers[0].RPCAddr != "127.0.0.1:50051" || s.MetricsAddress != "127.0.0.1:9004" ||
 		s.ClusterID != base.DefaultClusterID || s.ClientTTL != defaultClientTTL || s.EvictionRatio != defaultEvictRatio {
 		t.Fatalf("%+v", s)
 	}

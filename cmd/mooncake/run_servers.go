@@ -17,7 +17,7 @@ import (
 func (e *env) masterConfig(s masterSettings) server.MasterConfig {
 	peers := make([]raftmeta.Peer, len(s.Peers))
 	for i, p := range s.Peers {
-		peers[i] = raftmeta.Peer{ID: p.ID, RaftAddr: p.RaftAddr}
+		peers[i] = raftmeta.Peer{ID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr}
 	}
 	if len(peers) == 1 && peers[0].ID == s.ID {
 		peers = nil // this master alone: the server bootstraps a single voter

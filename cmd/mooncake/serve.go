@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,8 +32,8 @@ const (
 	defaultStandaloneWorker = "standalone"
 )
 
-// peer is one entry of --peers.
-type peer struct{ ID, RaftAddr string }
+// peer is one entry of --peers; RPCAddr comes from --peer_rpc_addresses ("" unknown).
+type peer struct{ ID, RaftAddr, RPCAddr string }
 
 // masterSettings is the effective configuration of a master, after flags, file and defaults.
 // Its fields map one to one onto server.MasterConfig.
@@ -62,11 +63,11 @@ type workerSettings struct {
 
 // masterFlags are the flags of `mooncake master` (and the master half of standalone).
 type masterFlags struct {
-	id, dataDir, rpcAddress, raftAddress, peers, clusterID, localHostname string
-	rpcPort, metricsPort                                                  int
-	clientTTL, putTimeout                                                 time.Duration
-	evictHigh, evictRatio                                                 float64
-	maxValueSize                                                          base.Bytes
+	id, dataDir, rpcAddress, raftAddress, peers, peerRPC, clusterID, localHostname string
+	rpcPort, metricsPort                                                           int
+	clientTTL, putTimeout                                                          time.Duration
+	evictHigh, evictRatio                                                          float64
+	maxValueSize                                                                   base.Bytes
 }
 
 func (f *masterFlags) register(fs *pflag.FlagSet, standalone bool) {
@@ -75,6 +76,7 @@ func (f *masterFlags) register(fs *pflag.FlagSet, standalone bool) {
 		fs.StringVar(&f.rpcAddress, "rpc_address", "", "client RPC address host:port (default <local_hostname>:<rpc_port>)")
 		fs.StringVar(&f.raftAddress, "raft_address", "", "raft address host:port of this master (required)")
 		fs.StringVar(&f.peers, "peers", "", "the initial masters, id=raft_host:port,... (default: this master alone)")
+		fs.StringVar(&f.peerRPC, "peer_rpc_addresses", "", "optional: the masters' client RPC addresses, id=host:port,..., so every master is listed (and redirected to) before it has led once")
 		fs.StringVar(&f.dataDir, "data_dir", "", "directory of the raft log, stable store and snapshots (required)")
 	} else {
 		fs.StringVar(&f.dataDir, "data_dir", defaultStandaloneDir, "directory of the metadata (raft log and snapshots)")
@@ -141,6 +143,9 @@ func (f *masterFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		if err != nil {
 			return s, err
 		}
+		if err := addPeerRPC(peers, f.peerRPC, s.ID, s.RPCAddress); err != nil {
+			return s, err
+		}
 		s.Peers = peers
 	}
 	if err := validateClusterID(s.ClusterID); err != nil {
@@ -198,6 +203,35 @@ func parsePeers(s, self, selfRaft string) ([]peer, error) {
 		return nil, fmt.Errorf("%w: --peers does not list this master (--id %s)", base.ErrInvalidParams, self)
 	}
 	return out, nil
+}
+
+// addPeerRPC sets the RPC address of the peers listed in --peer_rpc_addresses
+// ("m1=host:port,..."); this master's must equal its own RPC address.
+func addPeerRPC(peers []peer, s, self, selfRPC string) error {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		id, addr, ok := strings.Cut(item, "=")
+		if !ok {
+			return fmt.Errorf("%w: --peer_rpc_addresses entry %q: want id=host:port", base.ErrInvalidParams, item)
+		}
+		if err := checkHostPort(addr, true); err != nil {
+			return fmt.Errorf("--peer_rpc_addresses entry %q: %w", item, err)
+		}
+		i := slices.IndexFunc(peers, func(p peer) bool { return p.ID == id })
+		switch {
+		case i < 0:
+			return fmt.Errorf("%w: --peer_rpc_addresses names %q, which --peers does not list", base.ErrInvalidParams, id)
+		case peers[i].RPCAddr != "":
+			return fmt.Errorf("%w: --peer_rpc_addresses names %q twice", base.ErrInvalidParams, id)
+		case id == self && addr != selfRPC:
+			return fmt.Errorf("%w: --peer_rpc_addresses gives %s the address %s but --rpc_address is %s", base.ErrInvalidParams, id, addr, selfRPC)
+		}
+		peers[i].RPCAddr = addr
+	}
+	return nil
 }
 
 // workerFlags are the flags of `mooncake worker` (and the worker half of standalone).
