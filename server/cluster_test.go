@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/mooncake-go/mooncake/dram"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
@@ -28,7 +30,7 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-const testWait = 20 * time.Second
+const testWait = 30 * time.Second
 
 type testCluster struct {
 	t       *testing.T
@@ -42,6 +44,7 @@ type testCluster struct {
 func startMasters(t *testing.T, n int, mut func(*MasterConfig)) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t}
+	t.Cleanup(c.shutdown) // before anything can fail: a half-started cluster is stopped too
 	for i := range n {
 		cfg := MasterConfig{
 			ID: fmt.Sprintf("m%d", i+1), DataDir: t.TempDir(), RPCAddress: "127.0.0.1:0", RaftAddress: "127.0.0.1:0",
@@ -62,11 +65,12 @@ func startMasters(t *testing.T, n int, mut func(*MasterConfig)) *testCluster {
 		peers = append(peers, raftmeta.Peer{ID: m.cfg.ID, RaftAddr: m.node.RaftAddr(), RPCAddr: m.Addr()})
 	}
 	for _, m := range c.masters {
-		if err := m.node.Bootstrap(peers); err != nil {
+		// A node that already heard from a bootstrapped peer (a vote request) has raft state
+		// and refuses; it joins through the peers' configuration anyway.
+		if err := m.node.Bootstrap(peers); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(c.shutdown)
 	return c
 }
 
@@ -288,7 +292,7 @@ func TestCluster(t *testing.T) {
 	// A short PutTimeout bounds a new leader's grace, during which it spares objects it does
 	// not know (they may be puts the previous leader started): under load the test may see a
 	// spurious election, and drops owed by the old leader then wait for the grace to end.
-	c := startMasters(t, 3, func(cfg *MasterConfig) { cfg.PutTimeout = 5 * time.Second })
+	c := startMasters(t, 3, func(cfg *MasterConfig) { cfg.PutTimeout = 10 * time.Second })
 	w1 := c.addWorker(t.TempDir(), nil)
 	w2 := c.addWorker("", nil)
 	d := newDriver(t, c.masterAddrs())

@@ -132,6 +132,16 @@ type PutStartReply struct {
 	Replicas []Replica
 }
 
+// ensureLeader reports whether this node leads, and if so makes sure the leader soft state is
+// set up: the leader loop does it when LeaderCh fires, but a call may arrive first.
+func (m *Master) ensureLeader() bool {
+	if !m.node.IsLeader() {
+		return false
+	}
+	m.setLeader(true)
+	return true
+}
+
 // notLeader returns the NOT_LEADER error naming the current leader.
 func (m *Master) notLeader() error {
 	id, addr := m.node.Leader()
@@ -162,7 +172,7 @@ func (m *Master) putStart(a PutStartArgs) (PutStartReply, error) {
 	if a.Replicas < 0 || a.Replicas > raftmeta.MaxReplicas {
 		return PutStartReply{}, fmt.Errorf("%w: replica count %d: want 1 to %d", base.ErrInvalidParams, a.Replicas, raftmeta.MaxReplicas)
 	}
-	if !m.node.IsLeader() {
+	if !m.ensureLeader() {
 		return PutStartReply{}, m.notLeader()
 	}
 	if !a.Upsert {
@@ -301,7 +311,7 @@ type PutEndItem struct {
 
 // putEnd commits the objects of items in ONE raft entry. It returns one error per item.
 func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([]error, error) {
-	if !m.node.IsLeader() {
+	if !m.ensureLeader() {
 		return nil, m.notLeader()
 	}
 	errs := make([]error, len(items))
@@ -418,7 +428,7 @@ func (m *Master) putRevoke(key string, version base.Version) error {
 	if err := base.ValidateKey(key); err != nil {
 		return err
 	}
-	if !m.node.IsLeader() {
+	if !m.ensureLeader() {
 		return m.notLeader()
 	}
 	m.mu.Lock()
@@ -492,7 +502,7 @@ func (m *Master) lookupLocal(keys []string) ([]LookupReply, []error) {
 
 // remove removes keys in one raft commit and owes their workers the drops.
 func (m *Master) remove(ctx context.Context, keys []string) ([]error, error) {
-	if !m.node.IsLeader() {
+	if !m.ensureLeader() {
 		return nil, m.notLeader()
 	}
 	errs := make([]error, len(keys))
@@ -547,7 +557,7 @@ func (m *Master) removeByRegex(ctx context.Context, pattern string) (int, error)
 	if err != nil {
 		return 0, fmt.Errorf("%w: regex %q: %v", base.ErrInvalidParams, pattern, err)
 	}
-	if !m.node.IsLeader() {
+	if !m.ensureLeader() {
 		return 0, m.notLeader()
 	}
 	// NB: objects put between this scan and the commit are removed from the metadata without a
@@ -573,7 +583,7 @@ func (m *Master) removeByRegex(ctx context.Context, pattern string) (int, error)
 
 // removeAll removes every object in one raft commit.
 func (m *Master) removeAll(ctx context.Context) (int, error) {
-	if !m.node.IsLeader() {
+	if !m.ensureLeader() {
 		return 0, m.notLeader()
 	}
 	var objs []raftmeta.Object
@@ -659,7 +669,7 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	if a.ClusterID != "" && a.ClusterID != m.cfg.ClusterID {
 		return nil, fmt.Errorf("%w: worker %s is in cluster %q, this master in %q", base.ErrClusterMismatch, a.WorkerID, a.ClusterID, m.cfg.ClusterID)
 	}
-	if !m.node.IsLeader() {
+	if !m.ensureLeader() {
 		return nil, m.notLeader()
 	}
 	recv := m.now()
@@ -769,7 +779,7 @@ type HeartbeatReply struct {
 // A worker the leader does not know (new leader, or marked dead) gets ErrSegmentNotFound and
 // must register again (with its inventory, which reconciles anything this leader missed).
 func (m *Master) heartbeat(id base.WorkerID, usage WorkerUsage) (HeartbeatReply, error) {
-	if !m.node.IsLeader() {
+	if !m.ensureLeader() {
 		return HeartbeatReply{}, m.notLeader()
 	}
 	active := false
