@@ -296,8 +296,6 @@ func isIdempotent(ctx context.Context, op Op) bool {
 	return v
 }
 
-// errServerClosed is returned by Serve after Shutdown or Close.
-var errServerClosed = errors.New("transfer: server closed")
-
-// ErrServerClosed is returned by Server.Serve after Shutdown or Close. Use errors.Is.
-var ErrServerClosed = errServerClosed
+// ErrServerClosed is returned by Server.Serve after Shutdown or Close. Use
+// errors.Is(err, ErrServerClosed).
+var ErrServerClosed = errors.New("transfer: server closed")

@@ -480,3 +480,32 @@ func TestServerErrors(t *testing.T) {
 		t.Fatalf("panic: %v", err)
 	}
 }
+
+// TestClientCloseInFlight: Close fails the calls in flight (ErrClosed) without waiting for
+// their responses, and later calls fail the same way.
+func TestClientCloseInFlight(t *testing.T) {
+	h := newMemHandler()
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	h.onCall = func(ctx context.Context, req Message) (Message, error) {
+		close(entered)
+		<-release
+		return nil, nil
+	}
+	s := startServer(t, h, ServerOptions{})
+	defer close(release)
+	c, err := NewClient(ClientOptions{Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	callErr := make(chan error, 1)
+	go func() { callErr <- c.Call(context.Background(), s.Addr().String(), &RemoveRequest{Key: "k"}, nil) }()
+	<-entered
+	c.Close()
+	if err := <-callErr; !errors.Is(err, base.ErrClosed) {
+		t.Fatalf("call in flight at Close: %v", err)
+	}
+	if err := c.Ping(context.Background(), s.Addr().String()); !errors.Is(err, base.ErrClosed) {
+		t.Fatalf("call after Close: %v", err)
+	}
+}

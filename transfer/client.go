@@ -525,13 +525,15 @@ func (cc *clientConn) roundTrip(ctx context.Context, cl *call) error {
 		return ctxError(ctx.Err(), cl.op.String()+" to "+cc.addr)
 	}
 	cc.mu.Unlock()
-	// readLoop is reading our response right now. If it is a payload into the caller's
-	// dst, break the connection so readLoop stops writing into it, then wait: dst must
-	// not be written after we return.
-	if len(cl.dst) > 0 {
+	// readLoop is reading our response right now. It may be a payload into the caller's
+	// dst (which must not be written after we return) or a body from a peer that stalls:
+	// unless it completes at once, break the connection so readLoop stops, then wait.
+	select {
+	case <-cl.done:
+	default:
 		cc.fail(nil)
+		<-cl.done
 	}
-	<-cl.done
 	if cl.err == nil {
 		return nil // it completed after all
 	}

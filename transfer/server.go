@@ -499,30 +499,28 @@ func (sc *serverConn) readWrite(h *wire.Header, body []byte) bool {
 		sc.handlers.Done()
 	}
 	n := int64(h.PayloadLen)
-	m, err := wire.DecodeRequest(h.Op, body)
-	if err != nil {
+	// reject answers err after discarding the payload, keeping the stream in sync.
+	reject := func(err error) bool {
 		finish()
 		if derr := discard(sc.br, n); derr != nil {
 			return false
 		}
 		sc.writeError(h.RequestID, h.Op, err)
 		return true
+	}
+	m, err := wire.DecodeRequest(h.Op, body)
+	if err != nil {
+		return reject(err)
 	}
 	req := m.(*WriteRequest)
 	sink, err := sc.callWrite(req, n)
-	if err == nil && int64(len(sink.Dst)) != n {
-		err = fmt.Errorf("%w: Write handler gave a destination of %d bytes for a payload of %d", base.ErrInternal, len(sink.Dst), n)
-		if sink.Done != nil {
-			_ = sink.Done(err)
-		}
-	}
 	if err != nil {
-		finish()
-		if derr := discard(sc.br, n); derr != nil {
-			return false
-		}
-		sc.writeError(h.RequestID, h.Op, err)
-		return true
+		return reject(err)
+	}
+	if int64(len(sink.Dst)) != n {
+		err = fmt.Errorf("%w: Write handler gave a destination of %d bytes for a payload of %d", base.ErrInternal, len(sink.Dst), n)
+		_ = sink.Done(err)
+		return reject(err)
 	}
 	if _, err := io.ReadFull(sc.br, sink.Dst); err != nil {
 		// The peer went away mid-payload: the destination holds partial bytes; the handler

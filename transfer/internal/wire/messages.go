@@ -42,6 +42,28 @@ func decodeDuration(d *Decoder) time.Duration {
 
 func decodeCode(d *Decoder) base.Code { return base.Code(d.U16()) }
 
+// encodeList appends a list: u32 count, then each item.
+func encodeList[T any](e *Encoder, items []T, enc func(*Encoder, *T)) {
+	e.Count(len(items))
+	for i := range items {
+		enc(e, &items[i])
+	}
+}
+
+// decodeList reads a list whose items take at least minItem bytes each; the count is checked
+// against the bytes left before the list is allocated.
+func decodeList[T any](d *Decoder, minItem int, what string, dec func(*Decoder, *T)) []T {
+	n := d.Count(minItem, 0, what)
+	if n == 0 {
+		return nil
+	}
+	items := make([]T, n)
+	for i := range items {
+		dec(d, &items[i])
+	}
+	return items
+}
+
 func decodePersistence(d *Decoder) base.Persistence {
 	p := base.Persistence(d.U8())
 	if p > base.PersistenceDurable {
@@ -88,22 +110,11 @@ func (r *Replica) decode(d *Decoder) {
 }
 
 func encodeReplicas(e *Encoder, rs []Replica) {
-	e.Count(len(rs))
-	for i := range rs {
-		rs[i].encode(e)
-	}
+	encodeList(e, rs, func(e *Encoder, r *Replica) { r.encode(e) })
 }
 
 func decodeReplicas(d *Decoder) []Replica {
-	n := d.Count(minReplica, 0, "replicas")
-	if n == 0 {
-		return nil
-	}
-	rs := make([]Replica, n)
-	for i := range rs {
-		rs[i].decode(d)
-	}
-	return rs
+	return decodeList(d, minReplica, "replicas", func(d *Decoder, r *Replica) { r.decode(d) })
 }
 
 // PutConfig is the replication configuration of a put (client.ReplicateConfig on the wire).
@@ -223,22 +234,11 @@ func (kv *KeyVersion) decode(d *Decoder) {
 }
 
 func encodeKeyVersions(e *Encoder, kvs []KeyVersion) {
-	e.Count(len(kvs))
-	for i := range kvs {
-		kvs[i].encode(e)
-	}
+	encodeList(e, kvs, func(e *Encoder, kv *KeyVersion) { kv.encode(e) })
 }
 
 func decodeKeyVersions(d *Decoder) []KeyVersion {
-	n := d.Count(minKey+8, 0, "key versions")
-	if n == 0 {
-		return nil
-	}
-	kvs := make([]KeyVersion, n)
-	for i := range kvs {
-		kvs[i].decode(d)
-	}
-	return kvs
+	return decodeList(d, minKey+8, "key versions", func(d *Decoder, kv *KeyVersion) { kv.decode(d) })
 }
 
 // PutRevokeRequest abandons a put that will not be committed: the leader drops its
@@ -374,22 +374,11 @@ func (ie *ItemError) decode(d *Decoder) {
 const minItemError = 2 + minStr
 
 func encodeItemErrors(e *Encoder, errs []ItemError) {
-	e.Count(len(errs))
-	for i := range errs {
-		errs[i].encode(e)
-	}
+	encodeList(e, errs, func(e *Encoder, ie *ItemError) { ie.encode(e) })
 }
 
 func decodeItemErrors(d *Decoder) []ItemError {
-	n := d.Count(minItemError, 0, "item errors")
-	if n == 0 {
-		return nil
-	}
-	errs := make([]ItemError, n)
-	for i := range errs {
-		errs[i].decode(d)
-	}
-	return errs
+	return decodeList(d, minItemError, "item errors", func(d *Decoder, ie *ItemError) { ie.decode(d) })
 }
 
 // BatchResponse holds one ItemError per item of a BatchPutEnd, BatchRemove or
@@ -413,18 +402,10 @@ type BatchPutStartRequest struct{ Items []PutStartRequest }
 
 func (m *BatchPutStartRequest) Op() Op { return OpBatchPutStart }
 func (m *BatchPutStartRequest) Encode(e *Encoder) {
-	e.Count(len(m.Items))
-	for i := range m.Items {
-		m.Items[i].Encode(e)
-	}
+	encodeList(e, m.Items, func(e *Encoder, r *PutStartRequest) { r.Encode(e) })
 }
 func (m *BatchPutStartRequest) Decode(d *Decoder) {
-	if n := d.Count(minPutStart, 0, "items"); n > 0 {
-		m.Items = make([]PutStartRequest, n)
-		for i := range m.Items {
-			m.Items[i].Decode(d)
-		}
-	}
+	m.Items = decodeList(d, minPutStart, "items", func(d *Decoder, r *PutStartRequest) { r.Decode(d) })
 }
 
 // PutStartResult is one item of a BatchPutStartResponse: an error, or a placement.
@@ -438,20 +419,16 @@ type BatchPutStartResponse struct{ Items []PutStartResult }
 
 func (m *BatchPutStartResponse) Op() Op { return OpBatchPutStart }
 func (m *BatchPutStartResponse) Encode(e *Encoder) {
-	e.Count(len(m.Items))
-	for i := range m.Items {
-		m.Items[i].Err.encode(e)
-		m.Items[i].PutStartResponse.Encode(e)
-	}
+	encodeList(e, m.Items, func(e *Encoder, r *PutStartResult) {
+		r.Err.encode(e)
+		r.PutStartResponse.Encode(e)
+	})
 }
 func (m *BatchPutStartResponse) Decode(d *Decoder) {
-	if n := d.Count(minItemError+8+4, 0, "items"); n > 0 {
-		m.Items = make([]PutStartResult, n)
-		for i := range m.Items {
-			m.Items[i].Err.decode(d)
-			m.Items[i].PutStartResponse.Decode(d)
-		}
-	}
+	m.Items = decodeList(d, minItemError+8+4, "items", func(d *Decoder, r *PutStartResult) {
+		r.Err.decode(d)
+		r.PutStartResponse.Decode(d)
+	})
 }
 
 // BatchPutEndRequest commits several objects in one raft entry. The response is a
@@ -460,18 +437,10 @@ type BatchPutEndRequest struct{ Items []PutEndRequest }
 
 func (m *BatchPutEndRequest) Op() Op { return OpBatchPutEnd }
 func (m *BatchPutEndRequest) Encode(e *Encoder) {
-	e.Count(len(m.Items))
-	for i := range m.Items {
-		m.Items[i].Encode(e)
-	}
+	encodeList(e, m.Items, func(e *Encoder, r *PutEndRequest) { r.Encode(e) })
 }
 func (m *BatchPutEndRequest) Decode(d *Decoder) {
-	if n := d.Count(minKey+8+8+8+4+minPutConfig, 0, "items"); n > 0 {
-		m.Items = make([]PutEndRequest, n)
-		for i := range m.Items {
-			m.Items[i].Decode(d)
-		}
-	}
+	m.Items = decodeList(d, minKey+8+8+8+4+minPutConfig, "items", func(d *Decoder, r *PutEndRequest) { r.Decode(d) })
 }
 
 func encodeKeys(e *Encoder, keys []string) {
@@ -520,20 +489,16 @@ type BatchLookupResponse struct{ Items []LookupResult }
 
 func (m *BatchLookupResponse) Op() Op { return OpBatchLookup }
 func (m *BatchLookupResponse) Encode(e *Encoder) {
-	e.Count(len(m.Items))
-	for i := range m.Items {
-		m.Items[i].Err.encode(e)
-		m.Items[i].LookupResponse.Encode(e)
-	}
+	encodeList(e, m.Items, func(e *Encoder, r *LookupResult) {
+		r.Err.encode(e)
+		r.LookupResponse.Encode(e)
+	})
 }
 func (m *BatchLookupResponse) Decode(d *Decoder) {
-	if n := d.Count(minItemError+24+4, 0, "items"); n > 0 {
-		m.Items = make([]LookupResult, n)
-		for i := range m.Items {
-			m.Items[i].Err.decode(d)
-			m.Items[i].LookupResponse.Decode(d)
-		}
-	}
+	m.Items = decodeList(d, minItemError+24+4, "items", func(d *Decoder, r *LookupResult) {
+		r.Err.decode(d)
+		r.LookupResponse.Decode(d)
+	})
 }
 
 // BatchExistsRequest asks about several keys.
