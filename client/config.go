@@ -35,6 +35,11 @@ type Config struct {
 	// StripeSize is the size of one Write frame of a large object; the stripes of one object
 	// go over several connections in parallel. The default is 4 MiB.
 	StripeSize int64
+	// ConnsPerPeer is the number of TCP connections kept to each master and worker. Calls to
+	// one peer are pipelined over them, and a response's payload occupies its connection
+	// until it is read, so concurrent gets of large objects from one worker want about one
+	// connection each. The default is 8.
+	ConnsPerPeer int
 	// MaxBackoff bounds the wait between two attempts to find a leader. The default is 500ms.
 	MaxBackoff time.Duration
 	// Logger receives debug-level notes about redirects and failovers. The default discards.
@@ -61,6 +66,9 @@ func (c *Config) EnsureDefaults() {
 	if c.StripeSize == 0 {
 		c.StripeSize = 4 << 20
 	}
+	if c.ConnsPerPeer == 0 {
+		c.ConnsPerPeer = 8
+	}
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = 500 * time.Millisecond
 	}
@@ -82,6 +90,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: protocol %q: only \"tcp\" is supported in this build", base.ErrNotSupported, c.Protocol)
 	case c.Timeout < 0 || c.DialTimeout < 0 || c.MaxBackoff < 0:
 		return fmt.Errorf("%w: timeouts must not be negative", base.ErrInvalidParams)
+	case c.ConnsPerPeer < 0 || c.ConnsPerPeer > 256:
+		return fmt.Errorf("%w: conns per peer must be 1 to 256, got %d", base.ErrInvalidParams, c.ConnsPerPeer)
 	case c.StripeSize < 4<<10:
 		return fmt.Errorf("%w: stripe size %d is under 4 KiB", base.ErrInvalidParams, c.StripeSize)
 	}

@@ -20,6 +20,7 @@ func newTransferRPC(cfg Config) (rpc, error) {
 		StripeThreshold: cfg.StripeSize,
 		StripeChunk:     cfg.StripeSize,
 		DialTimeout:     cfg.DialTimeout,
+		ConnsPerPeer:    cfg.ConnsPerPeer,
 		Logger:          cfg.Logger,
 	})
 	if err != nil {
