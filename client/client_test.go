@@ -245,6 +245,11 @@ func TestReadFailover(t *testing.T) {
 	if !errors.Is(err, base.ErrCorruption) {
 		t.Fatalf("only a corrupt replica left: %v", err)
 	}
+	// With verification off, the corrupt bytes come back (the option's documented cost).
+	c.cfg.SkipChecksumVerify = true
+	if got, err := c.Get(ctx, "k"); err != nil || bytes.Equal(got, v) {
+		t.Fatalf("unverified read: %v (equal %v)", err, bytes.Equal(got, v))
+	}
 }
 
 func TestRemoveListStatus(t *testing.T) {
