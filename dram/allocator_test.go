@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/cockroachdb/datadriven"
 )
@@ -400,4 +401,34 @@ func dumpAllocator(a *allocator, names map[string]allocation) string {
 	})
 	fmt.Fprintf(&sb, "used=%d live=%d free-blocks=%d largest-free=%d", a.used, a.live, a.freeBlocks, a.largestFree())
 	return sb.String()
+}
+
+// TestNodeSize keeps metadataBytes and docs/memory.md honest.
+func TestNodeSize(t *testing.T) {
+	if s := unsafe.Sizeof(node{}); s != 40 {
+		t.Fatalf("node is %d bytes; update metadataBytes and docs/memory.md", s)
+	}
+	if s := unsafe.Sizeof(Handle{}); s != 48 {
+		t.Fatalf("Handle is %d bytes; update docs/memory.md", s)
+	}
+}
+
+func TestRoundSize(t *testing.T) {
+	f := func(capacity, align, size, want int64) {
+		t.Helper()
+		a := newAllocator(capacity, align)
+		if got := a.roundSize(size); got != want {
+			t.Fatalf("roundSize(%d) on capacity %d align %d = %d, want %d", size, capacity, align, got, want)
+		}
+	}
+	f(1<<30, 64, 1, 64)
+	f(1<<30, 64, 64, 64)
+	f(1<<30, 64, 256<<10-1, 256<<10)       // below 256 KiB: the alignment only
+	f(1<<30, 64, 256<<10+1, 256<<10+128)   // 256-512 KiB: quantum 128 B
+	f(1<<30, 64, 3_119_983, 3_120_128)     // 2-4 MiB: quantum 1 KiB
+	f(1<<30, 64, 3_120_017, 3_120_128)     // the same reservation
+	f(1<<30, 4096, 5000, 8192)             // alignment larger than the quantum
+	f(3_120_064, 64, 3_120_000, 3_120_000) // the quantum would overflow the capacity
+	const huge = 1<<63 - 1 - (1<<12 - 1)   // the largest multiple of 4096
+	f(huge, 4096, huge-5, huge)            // the quantum would overflow int64
 }

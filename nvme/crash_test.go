@@ -31,7 +31,7 @@ func crashObject(key string, v base.Version) []byte {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s/%d", key, v)
 	seed := h.Sum64()
-	sizes := []int{100, 3000, 20 << 10, 70 << 10, 150 << 10, 400 << 10}
+	sizes := []int{100, 3000, 20 << 10, 70 << 10, 150 << 10, 300 << 10}
 	return payload(seed, sizes[seed%uint64(len(sizes))], seed%3 == 0)
 }
 
@@ -94,7 +94,7 @@ func TestCrash(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		killAfter := 1 + r.IntN(12)
+		killAfter := 1 + r.IntN(8)
 		sc := bufio.NewScanner(out)
 		n := 0
 		for sc.Scan() {
@@ -129,13 +129,13 @@ func verifyCrashStore(t *testing.T, dir string, acked map[string]base.Version, r
 		t.Fatalf("run %d (seed %d): reopen: %v", run, seed, err)
 	}
 	defer s.Close()
-	// Objects of this run are read in full every time, older ones one in four (each is read in
+	// Objects of this run are read in full every time, older ones one in eight (each is read in
 	// full after the run that wrote it, and all of them after the last run).
 	prefix := fmt.Sprintf("r%02d-", run)
 	seen := map[string]base.Version{}
 	err = s.Scan(func(m base.ObjectMeta) error {
 		seen[m.Key] = m.Version
-		if !full && !strings.HasPrefix(m.Key, prefix) && rand.IntN(4) != 0 {
+		if !full && !strings.HasPrefix(m.Key, prefix) && rand.IntN(8) != 0 {
 			return nil
 		}
 		want := crashObject(m.Key, m.Version)

@@ -69,8 +69,10 @@
 //
 // # Writes and durability
 //
-// Put assembles the record in an aligned buffer and writes it with one pwrite at an offset
-// reserved at the end of the active extent (concurrent Puts write in parallel), then - for a
+// Put reserves the record's aligned length at the end of the active extent (concurrent Puts
+// write in parallel), assembles it in 4 KiB-aligned buffers of up to 4 MiB (header, key,
+// stored bytes, zero padding) and writes them with pwrite, up to 4 chunks in flight while the
+// next is copied and checksummed (the header chunk last, once the checksum is known), then - for a
 // durable write - waits for a group fdatasync of the extent, and only then commits the index
 // entry (pebble, synced for durable writes). The index never points at bytes that were not
 // written, so a failed or refused write (disk full, capacity, I/O error) changes nothing

@@ -29,13 +29,12 @@ func invariantf(format string, args ...any) error {
 	return fmt.Errorf("%w: %w", base.ErrInternal, invariants.AssertionFailedf(format, args...))
 }
 
-// appendRecord reserves room for rec (an aligned, padded record) at the end of the active
-// extent, rolling to a new extent when it is full, and writes it there with one pwrite. It
-// returns the extent with a write reference the caller must drop with releaseW.
-func (s *Store) appendRecord(rec []byte) (*extent, int64, error) {
-	n := int64(len(rec))
-	if err := s.reserve(n, true); err != nil {
-		return nil, 0, err
+// reserveRecord reserves n bytes (an aligned record) at the end of the active extent, rolling
+// to a new extent when it is full. It returns the extent with a write reference the caller
+// must drop with releaseW, the offset, and the write handle.
+func (s *Store) reserveRecord(n int64, force bool) (*extent, int64, vfs.File, error) {
+	if err := s.reserveMaybeForce(n, true, force); err != nil {
+		return nil, 0, nil, err
 	}
 	s.mu.Lock()
 	e := s.mu.active
@@ -48,14 +47,14 @@ func (s *Store) appendRecord(rec []byte) (*extent, int64, error) {
 	}
 	if e == nil {
 		var err error
-		e, err = s.newExtentLocked()
+		e, err = s.newExtentLocked(force)
 		if err != nil {
 			s.mu.Unlock()
 			s.m.extentBytes.Add(-n)
 			if toRelease != nil {
 				s.releaseW(toRelease)
 			}
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 		s.mu.active = e
 	}
@@ -66,20 +65,13 @@ func (s *Store) appendRecord(rec []byte) (*extent, int64, error) {
 	if toRelease != nil {
 		s.releaseW(toRelease)
 	}
-	if _, err := w.WriteAt(rec, off); err != nil {
-		// The bytes at [off, off+n) are unknown now; no index entry will point at them. Seal
-		// the extent so nothing is appended after a hole (the space is dead until GC).
-		s.sealExtent(e)
-		s.releaseW(e)
-		return nil, 0, ioErr(fmt.Sprintf("write extent %d at %d", e.id, off), err)
-	}
-	return e, off, nil
+	return e, off, w, nil
 }
 
 // newExtentLocked creates the next extent file, writes its header and syncs the directory,
 // so a record synced into it later is found after a power failure.
 // REQUIRES: s.mu.
-func (s *Store) newExtentLocked() (*extent, error) {
+func (s *Store) newExtentLocked(force bool) (*extent, error) {
 	id := s.mu.nextID
 	s.mu.nextID++
 	path := s.fs.PathJoin(s.extDir, extentName(id))
@@ -99,7 +91,7 @@ func (s *Store) newExtentLocked() (*extent, error) {
 		_ = s.fs.Remove(path)
 		return nil, ioErr(what, err)
 	}
-	if err := s.reserve(blockSize, true); err != nil {
+	if err := s.reserveMaybeForce(blockSize, true, force); err != nil {
 		return fail("extent header", err)
 	}
 	hdr := getBuf(blockSize)

@@ -330,10 +330,12 @@ func (s *Store) syncLoop() {
 		s.group.mu.Lock()
 		dirty := len(s.group.dirty) > 0
 		s.group.mu.Unlock()
-		if !dirty {
+		if dirty {
+			s.syncDirty()
+		}
+		if !s.indexDirty.Swap(false) && !dirty {
 			continue
 		}
-		s.syncDirty()
 		if err := s.db.LogData(nil, pebble.Sync); err != nil {
 			s.log.Error("nvme: index sync failed", "err", err)
 		}

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/internal/testutil"
 )
@@ -72,7 +73,7 @@ func mustRead(t testing.TB, s *Store, key string, v base.Version, want []byte) {
 func TestRoundTripSizes(t *testing.T) {
 	dir := t.TempDir()
 	s := mustOpen(t, testOptions(dir))
-	sizes := []int{0, 1, 255, 256, 4095, 4096, 4097, 64<<10 - 1, 64 << 10, 64<<10 + 1, 300 << 10, 1 << 20, 3<<20 + 5}
+	sizes := []int{0, 1, 255, 256, 4095, 4096, 4097, 64<<10 - 1, 64 << 10, 64<<10 + 1, 300 << 10, 1 << 20, 3<<20 + 5, 4<<20 - 4096, 9<<20 + 3}
 	want := map[string][]byte{}
 	for i, n := range sizes {
 		for _, comp := range []bool{false, true} {
@@ -226,4 +227,70 @@ func TestCapacity(t *testing.T) {
 	if err := s.Put("again", 1, data, true); err != nil {
 		t.Fatalf("Put after GC: %v", err)
 	}
+}
+
+// TestMemFS: the store runs on any pebble vfs.FS (here an in-memory one), as fault tests need.
+func TestMemFS(t *testing.T) {
+	o := testOptions("/store")
+	o.FS = vfs.NewMem()
+	s := mustOpen(t, o)
+	if s.Metrics().DirectIO {
+		t.Fatal("O_DIRECT on a MemFS")
+	}
+	data := payload(1, 300<<10, false)
+	if err := s.Put("a", 1, data, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, o)
+	defer s.Close()
+	mustRead(t, s, "a", 1, data)
+}
+
+// TestGCWhenFull: a store full of mostly dead extents can still collect them (GC copies are
+// not refused for capacity), and then takes writes again.
+func TestGCWhenFull(t *testing.T) {
+	o := testOptions(t.TempDir())
+	o.Capacity = 4 << 20
+	o.DisableLZ4 = true
+	s := mustOpen(t, o)
+	defer s.Close()
+	var keys []string
+	for i := 0; ; i++ {
+		key := fmt.Sprint("k", i)
+		err := s.Put(key, 1, payload(uint64(i), 300<<10, false), false)
+		if errors.Is(err, base.ErrNoSpace) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, key)
+	}
+	live := map[string][]byte{}
+	for i, key := range keys {
+		if i%3 != 0 {
+			if err := s.Delete(key, 0); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		live[key] = payload(uint64(i), 300<<10, false)
+	}
+	st, err := s.GC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ExtentsRemoved == 0 || st.RecordsMoved == 0 {
+		t.Fatalf("GC of a full store: %+v", st)
+	}
+	if err := s.Put("after", 1, payload(7, 300<<10, false), true); err != nil {
+		t.Fatalf("Put after GC: %v", err)
+	}
+	for k, v := range live {
+		mustRead(t, s, k, 1, v)
+	}
+	checkAccounting(t, s)
 }

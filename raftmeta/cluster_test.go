@@ -225,11 +225,11 @@ func TestClusterMinorityCannotCommit(t *testing.T) {
 			rest = append(rest, i)
 		}
 	}
-	nl := c.LeaderAmong(rest...)
-	res2, err := c.Node(nl).Apply(ctxT(t), raftmeta.PutEnd{Items: []raftmeta.PutItem{put("kept", 1001, "w1")}})
-	if err != nil || res2.Err != nil {
-		t.Fatalf("majority write: %v %v", err, res2.Err)
+	res2 := c.ApplyAmong(rest, raftmeta.PutEnd{Items: []raftmeta.PutItem{put("kept", 1001, "w1")}})
+	if res2.Err != nil {
+		t.Fatalf("majority write: %v", res2.Err)
 	}
+	nl := c.LeaderAmong(rest...)
 
 	c.Heal()
 	c.WaitApplied(res2.Index)
@@ -249,12 +249,13 @@ func TestClusterMembership(t *testing.T) {
 	c := raftmetatest.MakeCluster(t, 3)
 	registerWorkers(c)
 	idx := putN(t, c, 0, 20)
-	li := c.Leader()
+	voters := c.Live()
 	ni := c.AddNode()
-	if err := c.Node(li).AddVoter(ctxT(t), c.Config(ni).ID, c.Config(ni).RaftAddr); err != nil {
-		t.Fatal(err)
-	}
+	c.OnLeader(voters, "add voter", func(n *raftmeta.Node) error {
+		return n.AddVoter(ctxT(t), c.Config(ni).ID, c.Config(ni).RaftAddr)
+	})
 	c.WaitApplied(idx)
+	li := c.Leader()
 	equalAll(t, c, li)
 	if s := c.Node(li).Stats(); s.NumPeers != 4 {
 		t.Fatalf("peers %d", s.NumPeers)
@@ -263,14 +264,61 @@ func TestClusterMembership(t *testing.T) {
 	if err := c.Node(ni).AddVoter(ctxT(t), "m9", "127.0.0.1:1"); !errors.Is(err, base.ErrNotLeader) {
 		t.Fatalf("follower AddVoter: %v", err)
 	}
-	if err := c.Node(li).RemoveServer(ctxT(t), c.Config(ni).ID); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := c.Node(li).Servers()
+	c.OnLeader(voters, "remove server", func(n *raftmeta.Node) error {
+		return n.RemoveServer(ctxT(t), c.Config(ni).ID)
+	})
+	srv, err := c.Node(c.LeaderAmong(voters...)).Servers()
 	if err != nil || len(srv) != 3 {
 		t.Fatalf("servers %v %v", srv, err)
 	}
 	c.Shutdown(ni)
 	idx = putN(t, c, 20, 5)
 	c.WaitApplied(idx)
+}
+
+// TestClusterLeaderCh: the node that takes over after the leader goes reports true on its
+// LeaderCh, after which its FSM already holds every committed entry.
+func TestClusterLeaderCh(t *testing.T) {
+	c := raftmetatest.MakeCluster(t, 3)
+	registerWorkers(c)
+	idx := putN(t, c, 0, 40)
+	old := c.Leader()
+	// Drain the survivors' channels of what they reported so far (false or nothing).
+	for _, i := range c.Live() {
+		if i != old {
+			select {
+			case <-c.Node(i).LeaderCh():
+			default:
+			}
+		}
+	}
+	c.Shutdown(old)
+	nl := c.Leader()
+	select {
+	case v := <-c.Node(nl).LeaderCh():
+		if !v {
+			t.Fatal("new leader reported false")
+		}
+	case <-ctxT(t).Done():
+		t.Fatal("no LeaderCh signal")
+	}
+	if got := c.Node(nl).AppliedIndex(); got < idx {
+		t.Fatalf("new leader signalled with applied index %d < committed %d", got, idx)
+	}
+}
+
+func TestApplyContext(t *testing.T) {
+	c := raftmetatest.MakeCluster(t, 1)
+	n := c.Node(c.Leader())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := n.Apply(ctx, raftmeta.RemoveAll{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled ctx: %v", err)
+	}
+	if err := n.VerifyLeader(ctx); !errors.Is(err, context.Canceled) && err != nil {
+		t.Fatalf("cancelled VerifyLeader: %v", err)
+	}
+	if err := n.WaitApplied(ctx, n.AppliedIndex()+100); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitApplied: %v", err)
+	}
 }

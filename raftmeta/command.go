@@ -41,6 +41,11 @@ const (
 	maxAddrLen = 1024
 	// maxPatternLen bounds a RemoveRegex pattern.
 	maxPatternLen = 4096
+	// MaxCommandBytes bounds one encoded command (one raft entry). A PutEnd of MaxBatch
+	// 64-byte keys with 2 replicas is about 1.8 MB; long keys make batches bigger, and the
+	// caller splits them. The bound keeps one AppendEntries RPC (up to MaxAppendEntries
+	// entries) and one FSM batch from growing without limit.
+	MaxCommandBytes = 4 << 20
 	// maxSize is the largest object size: sizes share their record word with the hard pin flag.
 	maxSize = 1<<62 - 1
 )

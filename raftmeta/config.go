@@ -91,35 +91,25 @@ func DefaultConfig() Config {
 // EnsureDefaults fills in zero fields with their defaults.
 func (c *Config) EnsureDefaults() {
 	rc := raft.DefaultConfig()
-	if c.SnapshotThreshold == 0 {
-		c.SnapshotThreshold = rc.SnapshotThreshold
-	}
-	if c.SnapshotInterval == 0 {
-		c.SnapshotInterval = rc.SnapshotInterval
-	}
-	if c.TrailingLogs == 0 {
-		c.TrailingLogs = rc.TrailingLogs
-	}
-	if c.RetainSnapshots == 0 {
-		c.RetainSnapshots = 2
-	}
-	if c.HeartbeatTimeout == 0 {
-		c.HeartbeatTimeout = rc.HeartbeatTimeout
-	}
-	if c.ElectionTimeout == 0 {
-		c.ElectionTimeout = rc.ElectionTimeout
-	}
-	if c.LeaderLeaseTimeout == 0 {
-		c.LeaderLeaseTimeout = rc.LeaderLeaseTimeout
-	}
-	if c.CommitTimeout == 0 {
-		c.CommitTimeout = rc.CommitTimeout
-	}
-	if c.MaxAppendEntries == 0 {
-		c.MaxAppendEntries = 256
-	}
+	orDefault(&c.SnapshotThreshold, rc.SnapshotThreshold)
+	orDefault(&c.SnapshotInterval, rc.SnapshotInterval)
+	orDefault(&c.TrailingLogs, rc.TrailingLogs)
+	orDefault(&c.RetainSnapshots, 2)
+	orDefault(&c.HeartbeatTimeout, rc.HeartbeatTimeout)
+	orDefault(&c.ElectionTimeout, rc.ElectionTimeout)
+	orDefault(&c.LeaderLeaseTimeout, rc.LeaderLeaseTimeout)
+	orDefault(&c.CommitTimeout, rc.CommitTimeout)
+	orDefault(&c.MaxAppendEntries, 256)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+}
+
+// orDefault sets *p to def when *p is the zero value.
+func orDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
 	}
 }
 

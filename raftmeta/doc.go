@@ -15,9 +15,13 @@
 // Writes go through Node.Apply on the leader. A follower does not forward: it answers with a
 // *NotLeaderError (wrapping base.ErrNotLeader) naming the leader's id and client RPC address,
 // so a client goes straight to the leader next time and no master relays bulk write traffic.
-// Reads (Lookup, Range, Segments, Masters, Stats) read the local FSM. For a linearizable read
-// call VerifyLeader first (a quorum round trip); a stale read on a follower needs nothing, and
-// WaitApplied(Result.Index) gives a follower read-your-writes.
+// Reads (Lookup, Range, List, Segments, Masters, Stats) read the local FSM. For a
+// linearizable read call VerifyLeader first (a quorum round trip, plus once per term a barrier
+// so a new leader's FSM holds every earlier committed entry); a stale read on a follower needs
+// nothing, and WaitApplied(Result.Index) gives a follower read-your-writes.
+//
+// Raft's own logs (hclog) go to the injected slog logger through an adapter, levels kept.
+// docs/raftmeta.md has the operator's view: data directory, defaults, benchmarks.
 //
 // # Master addresses
 //
@@ -27,7 +31,8 @@
 // for every Config.Peers entry that carries an RPCAddr; RemoveServer also removes the entry.
 // A follower therefore knows the leader's address once that leader's registration (or an
 // earlier one, from a previous term) has replicated to it; until then NotLeaderError has the
-// leader id with an empty address and the client tries another master.
+// leader id with an empty address and the client tries another master. A new leader runs a
+// barrier before it signals LeaderCh and registers, so its FSM is current by then.
 //
 // # Apply duties
 //

@@ -1,6 +1,7 @@
 package raftmeta
 
 import (
+	"container/heap"
 	"encoding/binary"
 	"fmt"
 	"maps"
@@ -20,8 +21,8 @@ const hardPinBit = 1 << 63
 // never used, so a zero uint16 never names a worker.
 const maxSlots = 1<<16 - 1
 
-// objRec is one object in the objects map. It is built to be small (see doc.go, "Memory"):
-// 56 bytes inline in the map slot plus the 16-byte key header, plus the replica string's bytes.
+// objRec is one object's record. It is built to be small (see doc.go, "Memory"):
+// 56 bytes in a recTable chunk, plus the replica string's bytes (the map holds key -> index).
 //
 // Invariant: reps is non-empty, has even length, and every uint16 in it names an occupied
 // slot whose worker is listed once.
@@ -528,6 +529,50 @@ func (f *fsm) rangePrefix(prefix string, fn func(Object) bool) {
 			}
 		}
 	}
+}
+
+// keyHeap is a max-heap of keys: it keeps the limit smallest keys seen.
+type keyHeap []string
+
+func (h keyHeap) Len() int           { return len(h) }
+func (h keyHeap) Less(i, j int) bool { return h[i] > h[j] }
+func (h keyHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *keyHeap) Push(x any)        { *h = append(*h, x.(string)) }
+func (h *keyHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// list returns up to limit objects whose key has prefix and sorts after after, in key order.
+// It walks every key once (O(objects)) but holds only limit keys (O(limit log limit) memory
+// and sorting), so paging through a large table costs no big temporary slice.
+func (f *fsm) list(prefix, after string, limit int) []Object {
+	if limit <= 0 {
+		return nil
+	}
+	h := make(keyHeap, 0, min(limit, 1024))
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for k := range f.st.objects {
+		if k <= after || !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		if len(h) < limit {
+			heap.Push(&h, k)
+		} else if k < h[0] {
+			h[0] = k
+			heap.Fix(&h, 0)
+		}
+	}
+	slices.Sort(h)
+	out := make([]Object, 0, len(h))
+	for _, k := range h {
+		rec, _ := f.st.get(k)
+		out = append(out, f.st.object(k, &rec))
+	}
+	return out
 }
 
 func (st *state) segments() []Segment {

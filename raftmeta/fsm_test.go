@@ -364,3 +364,43 @@ func FuzzReadSnapshot(f *testing.F) {
 		}
 	})
 }
+
+func TestList(t *testing.T) {
+	f := newFSM()
+	applyEncoded(t, f, 1, RegisterWorker{ID: "w1", Address: "a:1"})
+	var want []string
+	c := PutEnd{Now: 1}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, i := range r.Perm(500) {
+		k := fmt.Sprintf("p/%03d", i)
+		c.Items = append(c.Items, PutItem{Key: k, Version: 1, Replicas: []base.WorkerID{"w1"}})
+		c.Items = append(c.Items, PutItem{Key: fmt.Sprintf("q/%03d", i), Version: 1, Replicas: []base.WorkerID{"w1"}})
+	}
+	for i := range 500 {
+		want = append(want, fmt.Sprintf("p/%03d", i))
+	}
+	applyEncoded(t, f, 2, c)
+	for _, limit := range []int{1, 7, 100, 1000} {
+		var got []string
+		after := ""
+		for {
+			page := f.list("p/", after, limit)
+			if len(page) == 0 {
+				break
+			}
+			if len(page) > limit {
+				t.Fatalf("page of %d > limit %d", len(page), limit)
+			}
+			for _, o := range page {
+				got = append(got, o.Key)
+			}
+			after = page[len(page)-1].Key
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("limit %d: listed %d keys, want %d", limit, len(got), len(want))
+		}
+	}
+	if f.list("p/", "", 0) != nil || len(f.list("zz", "", 5)) != 0 {
+		t.Fatal("empty cases")
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +45,15 @@ type Node struct {
 		mu   sync.Mutex // protects term and next
 		term uint64     // the term the counter belongs to
 		next uint64     // next counter value in term
+	}
+
+	// waiting counts goroutines blocked on a raft future (waitFuture). Close lets them finish
+	// before shutting raft down: raft never answers a future still queued in one of its
+	// buffered channels (VerifyLeader's, for one) when it shuts down.
+	waiting struct {
+		mu      sync.Mutex    // protects n and drained
+		n       int           // goroutines waiting on a future
+		drained chan struct{} // set by Close; closed when n drops to 0
 	}
 
 	closeOnce sync.Once
@@ -103,7 +114,14 @@ func Open(cfg Config) (*Node, error) {
 	n.wg.Add(1)
 	go n.watchLeadership()
 	if !existing && len(cfg.Peers) > 0 {
-		if err := n.Bootstrap(cfg.Peers); err != nil {
+		peers := slices.Clone(cfg.Peers)
+		for i := range peers {
+			// A self entry on port 0 (standalone, tests) names the port actually bound.
+			if peers[i].ID == cfg.ID && strings.HasSuffix(peers[i].RaftAddr, ":0") {
+				peers[i].RaftAddr = n.RaftAddr()
+			}
+		}
+		if err := n.Bootstrap(peers); err != nil {
 			n.Close()
 			return nil, err
 		}
@@ -141,10 +159,13 @@ func (n *Node) closeStores() {
 // transport and the log store close. It is idempotent.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
-		// 1. Stop the background goroutine's loop; 2. shut raft down, which fails the
-		// futures that goroutine may be waiting on; 3. wait for it; 4. close the transport
-		// and the log store, which raft no longer uses.
+		// 1. Stop the background goroutine's loop and fail new calls (callers waiting on a
+		// future return base.ErrClosed now); 2. give raft up to a heartbeat timeout to answer
+		// the futures already handed to it, so no waiter is stranded by shutdown; 3. shut raft
+		// down, which fails whatever is still pending; 4. wait for the background goroutine;
+		// 5. close the transport and the log store, which raft no longer uses.
 		close(n.closed)
+		n.drainWaiters(n.cfg.HeartbeatTimeout)
 		if err := n.raft.Shutdown().Error(); err != nil {
 			n.closeErr = fmt.Errorf("raftmeta: raft shutdown: %w", err)
 		}
@@ -161,6 +182,25 @@ func (n *Node) Close() error {
 		}
 	})
 	return n.closeErr
+}
+
+// drainWaiters waits up to d for every waitFuture goroutine to get its answer.
+func (n *Node) drainWaiters(d time.Duration) {
+	n.waiting.mu.Lock()
+	if n.waiting.n == 0 {
+		n.waiting.mu.Unlock()
+		return
+	}
+	ch := make(chan struct{})
+	n.waiting.drained = ch
+	n.waiting.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+		n.log.Warn("raftmeta: closing with raft operations still pending")
+	}
 }
 
 // ID returns this node's id.
@@ -225,16 +265,29 @@ func (n *Node) notLeader() error {
 // inside raft and its outcome is unknown to the caller.
 func (n *Node) waitFuture(ctx context.Context, f raft.Future) error {
 	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
+	n.waiting.mu.Lock()
+	n.waiting.n++
+	n.waiting.mu.Unlock()
+	go func() {
+		err := f.Error()
+		n.waiting.mu.Lock()
+		n.waiting.n--
+		if n.waiting.n == 0 && n.waiting.drained != nil {
+			close(n.waiting.drained)
+			n.waiting.drained = nil
+		}
+		n.waiting.mu.Unlock()
+		done <- err
+	}()
 	select {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("raftmeta: %w (the operation may still complete)", ctx.Err())
 	case <-n.closed:
-		// NB: raft answers every future it has taken, but one still queued in its apply
-		// channel at shutdown is never answered; the goroutine above then stays blocked. Not
-		// waiting for it here keeps Close and the caller from hanging.
+		// NB: raft answers every future it has taken, but one still queued in a buffered
+		// channel at shutdown is never answered (see Node.waiting); not waiting for it here
+		// keeps the caller from hanging.
 		return fmt.Errorf("raftmeta: %w", base.ErrClosed)
 	}
 }
@@ -270,7 +323,8 @@ func (n *Node) mapRaftErr(err error) error {
 // Apply validates cmd, proposes it and waits until it is applied on this node (the leader).
 // The returned error is about the proposal (base.ErrInvalidParams, *NotLeaderError wrapping
 // base.ErrNotLeader, base.ErrUnavailable when leadership was lost with the outcome unknown,
-// base.ErrClosed, ctx errors); what the command did is in Result (Err and per-item errors).
+// base.ErrClosed, base.ErrTooLarge over MaxCommandBytes, ctx errors); what the command did is
+// in Result (Err and per-item errors).
 // A PutEnd with Now == 0 gets this node's clock.
 func (n *Node) Apply(ctx context.Context, cmd Command) (Result, error) {
 	// Commands have value receivers, so pointers to them are Commands too; a nil one is not.
@@ -287,7 +341,12 @@ func (n *Node) Apply(ctx context.Context, cmd Command) (Result, error) {
 	if err := cmd.Validate(); err != nil {
 		return Result{}, err
 	}
-	return n.propose(ctx, EncodeCommand(cmd))
+	data := EncodeCommand(cmd)
+	if len(data) > MaxCommandBytes {
+		return Result{}, fmt.Errorf("raftmeta: command of %d bytes, the limit is %d; split the batch: %w",
+			len(data), MaxCommandBytes, base.ErrTooLarge)
+	}
+	return n.propose(ctx, data)
 }
 
 func (n *Node) propose(ctx context.Context, data []byte) (Result, error) {
@@ -314,6 +373,9 @@ func (n *Node) propose(ctx context.Context, data []byte) (Result, error) {
 // applied every entry committed before its term; after it returns nil, a read of local state
 // is linearizable (it sees every write acknowledged before the call).
 func (n *Node) VerifyLeader(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if n.raft.State() != raft.Leader {
 		return n.notLeader()
 	}
@@ -417,6 +479,13 @@ func (n *Node) Lookup(key string) (Object, bool) { return n.fsm.lookup(key) }
 // false. It is not a point-in-time view: writes applied during the walk may or may not be seen.
 // It is O(objects) per call.
 func (n *Node) Range(prefix string, fn func(Object) bool) { n.fsm.rangePrefix(prefix, fn) }
+
+// List returns up to limit objects whose key starts with prefix and sorts after after (""
+// for the first page), in key order: a page of a listing, consistent within the page. Pass the
+// last key of a page as after for the next one. O(objects) time, O(limit) memory.
+func (n *Node) List(prefix, after string, limit int) []Object {
+	return n.fsm.list(prefix, after, limit)
+}
 
 // Segments returns every registered worker, sorted by id.
 func (n *Node) Segments() []Segment {

@@ -3,7 +3,9 @@ package raftmeta_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,6 +114,26 @@ func TestSingleNode(t *testing.T) {
 	}
 }
 
+// TestStandalonePortZero: a single voter bootstrapped from Peers with port 0 names the bound
+// port in its configuration.
+func TestStandalonePortZero(t *testing.T) {
+	cfg := raftmeta.Config{ID: "solo", RaftAddr: "127.0.0.1:0", DataDir: t.TempDir(),
+		Peers: []raftmeta.Peer{{ID: "solo", RaftAddr: "127.0.0.1:0"}}, Logger: raftmetatest.QuietLogger()}
+	raftmetatest.FastTimeouts(&cfg)
+	n, err := raftmeta.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if err := n.VerifyLeader(ctxT(t)); err != nil && !errors.Is(err, base.ErrNotLeader) {
+		t.Fatal(err)
+	}
+	srv, err := n.Servers()
+	if err != nil || len(srv) != 1 || srv[0].RaftAddr != n.RaftAddr() {
+		t.Fatalf("servers %+v (bound %s): %v", srv, n.RaftAddr(), err)
+	}
+}
+
 func TestNewVersionUnique(t *testing.T) {
 	n := openSingle(t, t.TempDir())
 	defer n.Close()
@@ -202,5 +224,13 @@ func TestApplyValidates(t *testing.T) {
 		if _, err := n.Apply(ctx, c); !errors.Is(err, base.ErrInvalidParams) && !errors.Is(err, base.ErrInvalidKey) {
 			t.Fatalf("%#v: %v", c, err)
 		}
+	}
+	big := raftmeta.PutEnd{}
+	for i := range 2000 {
+		big.Items = append(big.Items, raftmeta.PutItem{Key: fmt.Sprintf("%04d%s", i, strings.Repeat("k", 4000)), Version: 1,
+			Replicas: []base.WorkerID{"w"}})
+	}
+	if _, err := n.Apply(ctx, big); !errors.Is(err, base.ErrTooLarge) {
+		t.Fatalf("8 MB command: %v", err)
 	}
 }

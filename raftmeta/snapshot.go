@@ -87,10 +87,46 @@ func writeSnapshot(w io.Writer, st *state, applied uint64) error {
 	return err
 }
 
-// snapReader decodes a snapshot stream, hashing what it consumes. The first error sticks.
+// trailerReader passes a stream through minus its last 8 bytes (the checksum trailer),
+// hashing what it passes in bulk. After io.EOF, trailer holds the held-back bytes.
+type trailerReader struct {
+	r       io.Reader
+	h       hash.Hash64
+	pending []byte // read from r, not yet passed on; the last 8 are withheld until EOF
+	eof     bool
+	chunk   []byte
+}
+
+func (t *trailerReader) Read(p []byte) (int, error) {
+	for len(t.pending) <= 8 && !t.eof {
+		if t.chunk == nil {
+			t.chunk = make([]byte, 256<<10)
+		}
+		n, err := t.r.Read(t.chunk)
+		t.pending = append(t.pending, t.chunk[:n]...)
+		if errors.Is(err, io.EOF) {
+			t.eof = true
+		} else if err != nil {
+			return 0, err
+		}
+	}
+	avail := len(t.pending) - 8
+	if avail <= 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, t.pending[:avail])
+	t.h.Write(p[:n])
+	// Slide the rest down so pending does not grow without bound.
+	t.pending = t.pending[:copy(t.pending, t.pending[n:])]
+	return n, nil
+}
+
+// trailer returns the withheld bytes once the stream is drained.
+func (t *trailerReader) trailer() []byte { return t.pending }
+
+// snapReader decodes a snapshot stream. The first error sticks.
 type snapReader struct {
 	r   *bufio.Reader
-	h   hash.Hash64
 	err error
 	buf []byte
 }
@@ -108,7 +144,7 @@ func (d *snapReader) ioFail(err error) {
 	d.fail("%v", err)
 }
 
-// full reads exactly n bytes into d.buf (reused) and hashes them.
+// full reads exactly n bytes into d.buf (reused until the next call).
 func (d *snapReader) full(n int) []byte {
 	if d.err != nil {
 		return nil
@@ -121,19 +157,22 @@ func (d *snapReader) full(n int) []byte {
 		d.ioFail(err)
 		return nil
 	}
-	d.h.Write(p)
 	return p
 }
 
 func (d *snapReader) byte1() byte {
-	p := d.full(1)
-	if p == nil {
+	if d.err != nil {
 		return 0
 	}
-	return p[0]
+	c, err := d.r.ReadByte()
+	if err != nil {
+		d.ioFail(err)
+		return 0
+	}
+	return c
 }
 
-// uvarint reads a uvarint byte by byte so the hash sees exactly the bytes consumed.
+// uvarint reads a canonical uvarint.
 func (d *snapReader) uvarint() uint64 {
 	var x uint64
 	var s uint
@@ -195,7 +234,8 @@ func (d *snapReader) str(max int) string {
 // readSnapshot decodes a snapshot stream into a new state and checks it (every reference and
 // uniqueness invariant of state), so a restored FSM is as sound as one built by apply.
 func readSnapshot(r io.Reader) (*state, uint64, error) {
-	d := &snapReader{r: bufio.NewReaderSize(r, 256<<10), h: base.NewChecksum()}
+	tr := &trailerReader{r: r, h: base.NewChecksum()}
+	d := &snapReader{r: bufio.NewReaderSize(tr, 256<<10)}
 	if m := d.full(len(snapshotMagic)); d.err == nil && string(m) != snapshotMagic {
 		return nil, 0, fmt.Errorf("%w: bad magic %q", ErrCorruptSnapshot, m)
 	}
@@ -273,23 +313,34 @@ func readSnapshot(r io.Reader) (*state, uint64, error) {
 			d.fail("%v", err)
 			break
 		}
+		// One map operation per key: a duplicate shows as a map that did not grow.
+		n0 := len(st.objects)
+		idx := st.recs.alloc()
+		st.objects[key] = idx
+		if len(st.objects) == n0 {
+			d.fail("key %q listed twice", key)
+			break
+		}
+		*st.recs.at(idx) = rec
 		st.keyBytes += int64(len(key))
 		st.account(&rec)
-		st.set(key, rec)
 	}
 	if d.err != nil {
 		return nil, 0, d.err
 	}
-	sum := d.h.Sum64()
-	var tr [8]byte
-	if _, err := io.ReadFull(d.r, tr[:]); err != nil {
-		return nil, 0, fmt.Errorf("%w: missing checksum trailer: %v", ErrCorruptSnapshot, err)
+	// Everything before the trailer must have been consumed.
+	if _, err := d.r.ReadByte(); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, 0, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
+		}
+		return nil, 0, fmt.Errorf("%w: trailing bytes after the objects", ErrCorruptSnapshot)
 	}
-	if got := binary.LittleEndian.Uint64(tr[:]); got != sum {
+	sum := tr.h.Sum64()
+	if len(tr.trailer()) != 8 {
+		return nil, 0, fmt.Errorf("%w: missing checksum trailer", ErrCorruptSnapshot)
+	}
+	if got := binary.LittleEndian.Uint64(tr.trailer()); got != sum {
 		return nil, 0, fmt.Errorf("%w: checksum %#x, computed %#x", ErrCorruptSnapshot, got, sum)
-	}
-	if _, err := d.r.ReadByte(); err != io.EOF {
-		return nil, 0, fmt.Errorf("%w: trailing bytes after the checksum", ErrCorruptSnapshot)
 	}
 	return st, applied, nil
 }
@@ -298,9 +349,6 @@ func readSnapshot(r io.Reader) (*state, uint64, error) {
 func (st *state) checkRecord(key string, rec *objRec) error {
 	if err := base.ValidateKey(key); err != nil {
 		return err
-	}
-	if _, dup := st.objects[key]; dup {
-		return fmt.Errorf("key %q listed twice", key)
 	}
 	if rec.version == 0 || rec.softPin < 0 {
 		return fmt.Errorf("key %q: version 0 or negative pin", key)

@@ -2,6 +2,7 @@ package tier_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -100,7 +101,21 @@ func TestConcurrentReadersNeverSeeReuse(t *testing.T) {
 					}
 				}()
 			}
+			// SpillAll (the SIGTERM path) runs while the workers do.
+			spillDone := make(chan error, 1)
+			go func() {
+				var err error
+				for range 3 {
+					if err = e.SpillAll(context.Background()); err != nil {
+						break
+					}
+				}
+				spillDone <- err
+			}()
 			wg.Wait()
+			if err := <-spillDone; err != nil {
+				t.Fatalf("SpillAll: %v", err)
+			}
 			// Everything still indexed reads back right.
 			for _, m := range e.Inventory() {
 				b, _, err := get(e, m.Key, m.Version)

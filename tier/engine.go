@@ -190,6 +190,7 @@ func (e *Engine) Close() error {
 		e.mu.Unlock()
 		return nil
 	}
+	e.verifyLocked()
 	e.mu.closed = true
 	close(e.closeCh)
 	e.signalSpaceLocked()
@@ -341,6 +342,7 @@ func (e *Engine) Remove(key string, v base.Version) error {
 	}
 	onLower, err := e.removeLocked(o)
 	e.mu.m.removes++
+	e.verifyLocked()
 	e.mu.Unlock()
 	if onLower {
 		err = errors.Join(err, e.deleteLower(o.meta))

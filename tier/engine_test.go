@@ -758,3 +758,76 @@ func TestPinnedPromotionAndWarmUpLimit(t *testing.T) {
 		t.Fatalf("metrics %+v", m)
 	}
 }
+
+// TestCrashKeepsDurable: without SpillAll (a crash), a restart finds every durable object and
+// every spilled one, and nothing else.
+func TestCrashKeepsDurable(t *testing.T) {
+	l := tiertest.NewMemLower()
+	a := newArena(t, 512*kib)
+	e, err := tier.Open(tier.Options{Arena: a, Lower: l, HighWatermark: 1, LowWatermark: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		o := tier.PutOptions{}
+		if i%2 == 0 {
+			o.Persistence = base.PersistenceDurable
+		}
+		mustPut(t, e, fmt.Sprint("k", i), 1, 100*kib, o)
+	}
+	resident := map[string]bool{}
+	for _, info := range e.List("") {
+		if !info.OnLower {
+			resident[info.Key] = true
+		}
+	}
+	if err := e.Close(); err != nil { // no SpillAll: DRAM-only objects are gone
+		t.Fatal(err)
+	}
+	e2 := open(t, tier.Options{Arena: a, Lower: l})
+	got := map[string]bool{}
+	for _, m := range e2.Inventory() {
+		got[m.Key] = true
+		mustGet(t, e2, m.Key, 1, 100*kib)
+	}
+	for i := range 8 {
+		k := fmt.Sprint("k", i)
+		if want := !resident[k]; got[k] != want {
+			t.Fatalf("%s after the crash: present %t, want %t (durable: %t)", k, got[k], want, i%2 == 0)
+		}
+		if i%2 == 0 && !got[k] {
+			t.Fatalf("durable %s lost", k)
+		}
+	}
+	if len(resident) == 0 || len(got) == 8 {
+		t.Fatalf("the test did not leave spill-mode objects only in DRAM (%d)", len(resident))
+	}
+}
+
+// TestListenerMayUseTheSameKey: callbacks run without the engine's locks, the key's included,
+// so a listener may commit the same key (here: a put of k0 waiting for its old version's loss).
+func TestListenerMayUseTheSameKey(t *testing.T) {
+	var w *tier.Writer
+	committed := make(chan error, 1)
+	e, l := newSpill(t, 256*kib, tier.Options{HighWatermark: 1, LowWatermark: 1, Events: tier.EventListener{
+		BackgroundError: func(error) {},
+		ObjectLost: func(m base.ObjectMeta, why string) {
+			if m.Key == "k0" {
+				copy(w.Bytes(), pattern("k0", 2, kib))
+				committed <- w.Commit(0)
+			}
+		},
+	}})
+	mustPut(t, e, "k0", 1, 100*kib, tier.PutOptions{})
+	mustPut(t, e, "k1", 1, 100*kib, tier.PutOptions{})
+	var err error
+	if w, err = e.Put("k0", 2, kib, tier.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l.Fail(tiertest.OpPut, func(string) error { return errors.New("no disk") })
+	mustPut(t, e, "k2", 1, 100*kib, tier.PutOptions{}) // evicts k0 v1: its spill fails
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, e, "k0", 2, kib)
+}

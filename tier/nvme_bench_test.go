@@ -198,22 +198,32 @@ func BenchmarkOpenScan(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer a.Close()
-			b.ReportAllocs()
-			for b.Loop() {
-				s := benchStore(b, dir)
-				e, err := tier.Open(tier.Options{Arena: a, Lower: s})
-				if err != nil {
-					b.Fatal(err)
+			for _, withTier := range []bool{false, true} {
+				name := "store-open" // baseline: the nvme store's own recovery alone
+				if withTier {
+					name = "store+tier-open"
 				}
-				if len(e.Inventory()) != c.n {
-					b.Fatal("objects missing")
-				}
-				e.Close()
-				s.Close()
+				b.Run(name, func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						s := benchStore(b, dir)
+						if withTier {
+							e, err := tier.Open(tier.Options{Arena: a, Lower: s})
+							if err != nil {
+								b.Fatal(err)
+							}
+							if len(e.Inventory()) != c.n {
+								b.Fatal("objects missing")
+							}
+							e.Close()
+						}
+						s.Close()
+					}
+					perOp := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+					b.ReportMetric(perOp/float64(c.n), "ns/object")
+					b.ReportMetric(perOp/1e9*float64(1<<30)/float64(c.n*c.size), "s/GiB")
+				})
 			}
-			perOp := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-			b.ReportMetric(perOp/float64(c.n), "ns/object")
-			b.ReportMetric(perOp/1e9*float64(1<<30)/float64(c.n*c.size), "s/GiB")
 		})
 	}
 }

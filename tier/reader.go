@@ -66,6 +66,7 @@ func (r *Reader) Release() {
 	if err != nil {
 		e.log.Error("tier: releasing a reader", "key", r.meta.Key, "err", err)
 	}
+	e.verifyLocked()
 }
 
 // Get returns a Reader of key at version v (0: any). A DRAM hit pins the DRAM copy; a
@@ -173,6 +174,7 @@ func (e *Engine) readLower(o *object, meta base.ObjectMeta, h *dram.Handle, prom
 		if e.mu.pol.NeedEviction() > 0 {
 			after = append(after, e.kickEvictor)
 		}
+		e.verifyLocked()
 		return r, nil
 	}
 	if promote {
@@ -189,7 +191,12 @@ func (e *Engine) readLower(o *object, meta base.ObjectMeta, h *dram.Handle, prom
 // the replica is gone, rather than sending every reader here.
 func (e *Engine) readFailed(o *object, meta base.ObjectMeta, err error) error {
 	unlock := e.lockKey(meta.Key)
-	defer unlock()
+	locked := true
+	defer func() {
+		if locked {
+			unlock()
+		}
+	}()
 	e.mu.Lock()
 	if e.mu.objects[meta.Key] != o {
 		e.mu.m.misses++
@@ -205,6 +212,8 @@ func (e *Engine) readFailed(o *object, meta base.ObjectMeta, err error) error {
 		lost = true
 	}
 	e.mu.Unlock()
+	unlock() // before the callback: a listener may touch the same key
+	locked = false
 	if lost {
 		e.lost(meta, "lower tier read failed: "+err.Error())
 	}

@@ -84,7 +84,8 @@ func (q *spillQueue) pop() (j *spillJob, ok bool) {
 	return j, true
 }
 
-// done ends a popped job: its bytes leave the bound.
+// done ends a popped job: its bytes leave the bound. Called with Engine.mu held (spillQ.mu
+// is a leaf).
 func (q *spillQueue) done(size int64) {
 	q.mu.Lock()
 	q.bytes -= size
@@ -211,12 +212,18 @@ func (e *Engine) runSpiller() {
 			return
 		}
 		e.spill(j)
-		e.spillQ.done(j.c.size)
 	}
 }
 
 func (e *Engine) spill(j *spillJob) {
 	o := j.obj
+	// Callbacks run after the key lock is released: a listener may touch the same key.
+	var after []func()
+	defer func() {
+		for _, f := range after {
+			f()
+		}
+	}()
 	unlock := e.lockKey(o.meta.Key)
 	defer unlock()
 
@@ -261,88 +268,114 @@ func (e *Engine) spill(j *spillJob) {
 	if rerr := e.releaseHolderLocked(j.c, false); rerr != nil {
 		e.log.Error("tier: spill", "err", rerr)
 	}
+	// The job leaves the queue's bound before Puts are woken: a Put waits while the queue is
+	// not empty, so it must see the new count when it wakes.
+	e.spillQ.done(j.c.size)
 	e.signalSpaceLocked()
+	e.verifyLocked()
 	e.mu.Unlock()
 
 	if wrote && !stillCurrent {
 		// Removed or replaced while being written: the copy just written is stale. The key lock
 		// is held, so no newer version of the key can be on the lower tier yet.
 		if derr := e.deleteLowerKeyLocked(o.meta); derr != nil {
-			e.backgroundError(derr)
+			after = append(after, func() { e.backgroundError(derr) })
 		}
 	}
 	if err != nil && stillCurrent {
-		e.backgroundError(fmt.Errorf("tier: spill of %q version %d failed, object dropped: %w", o.meta.Key, o.meta.Version, err))
+		err := fmt.Errorf("tier: spill of %q version %d failed, object dropped: %w", o.meta.Key, o.meta.Version, err)
+		after = append(after, func() { e.backgroundError(err) })
 	}
 	if e.ev.SpillEnd != nil && (wrote || err != nil) {
-		e.ev.SpillEnd(info)
+		after = append(after, func() { e.ev.SpillEnd(info) })
 	}
 	if lost {
-		e.lost(o.meta, "spill to the lower tier failed: "+err.Error())
+		why := "spill to the lower tier failed: " + err.Error()
+		after = append(after, func() { e.lost(o.meta, why) })
 	}
 }
 
 // SpillAll writes every DRAM object that is not yet on the lower tier (spill and durable
 // modes; cache-mode objects are meant to be lost) to the lower tier, synced, keeping the DRAM
-// copies: the SIGTERM path, so that a graceful restart finds them. It first waits for queued
-// spills. It stops when ctx ends and then returns an error wrapping ctx.Err() that says how
-// many objects were left. Without a lower tier it returns nil.
+// copies: the SIGTERM path, so that a graceful restart finds them. Spills queued by eviction
+// are waited for (they may be queued while SpillAll runs: it loops until none is left). It
+// stops when ctx ends and then returns an error wrapping ctx.Err() that says how many objects
+// were written. Objects whose write fails are reported to BackgroundError and skipped. Without
+// a lower tier it returns nil. Callers should stop Puts first (the server stops accepting).
 func (e *Engine) SpillAll(ctx context.Context) error {
 	if e.lower == nil {
 		return nil
 	}
-	if err := e.spillQ.waitIdle(ctx); err != nil {
-		return fmt.Errorf("tier: spill all: waiting for queued spills: %w", err)
-	}
-	e.mu.Lock()
-	if e.mu.closed {
-		e.mu.Unlock()
-		return ErrClosed
-	}
-	var todo []*object
-	for _, o := range e.mu.objects {
-		if o.copy != nil && !o.onLower && o.persistence != base.PersistenceCache {
-			todo = append(todo, o)
-		}
-	}
-	e.mu.Unlock()
-
+	failed := map[*object]bool{}
 	var done int
 	var bytes int64
 	start := time.Now()
-	for i, o := range todo {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("tier: spill all: %d of %d objects written, %d left: %w", done, len(todo), len(todo)-i, err)
+	for {
+		// Spills queued by eviction, possibly after the last round's snapshot, end first: their
+		// objects are then on the lower tier (or dropped, if the write failed).
+		if err := e.spillQ.waitIdle(ctx); err != nil {
+			return fmt.Errorf("tier: spill all: %d objects written; waiting for queued spills: %w", done, err)
 		}
-		if err := e.spillOne(o); err != nil {
-			e.backgroundError(err)
-			continue
+		e.mu.Lock()
+		if e.mu.closed {
+			e.mu.Unlock()
+			return ErrClosed
 		}
-		done++
-		bytes += o.meta.Size
+		var todo []*object
+		for _, o := range e.mu.objects {
+			if o.copy != nil && !o.onLower && o.persistence != base.PersistenceCache && !failed[o] {
+				todo = append(todo, o)
+			}
+		}
+		e.mu.Unlock()
+		if len(todo) == 0 {
+			if e.spillQ.queuedBytes() == 0 {
+				break
+			}
+			continue // an eviction queued a spill after waitIdle
+		}
+		for i, o := range todo {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("tier: spill all: %d objects written, at least %d left: %w", done, len(todo)-i, err)
+			}
+			wrote, err := e.spillOne(o)
+			if err != nil {
+				failed[o] = true
+				e.backgroundError(err)
+				continue
+			}
+			if wrote {
+				done++
+				bytes += o.meta.Size
+			}
+		}
 	}
-	e.log.Info("tier: spilled all DRAM objects", "objects", done, "bytes", bytes, "duration", time.Since(start))
+	e.log.Info("tier: spilled all DRAM objects", "objects", done, "bytes", bytes,
+		"failed", len(failed), "duration", time.Since(start))
 	return nil
 }
 
-// spillOne writes o to the lower tier (synced) if it is still current in DRAM, keeping the copy.
-func (e *Engine) spillOne(o *object) error {
+// spillOne writes o to the lower tier (synced) if it is still current in DRAM and not being
+// spilled by eviction, keeping the copy. wrote: this call wrote it.
+func (e *Engine) spillOne(o *object) (wrote bool, err error) {
 	unlock := e.lockKey(o.meta.Key)
 	defer unlock()
 	e.mu.Lock()
 	if e.mu.byID[o.id] != o || o.copy == nil || o.onLower || e.mu.pol.Location(o.id) != policy.LocDRAM {
 		e.mu.Unlock()
-		return nil // removed, replaced, evicted or already written meanwhile
+		// Removed, replaced, evicted or written meanwhile; or being spilled by eviction, which
+		// the caller waits for.
+		return false, nil
 	}
 	c := o.copy
 	if err := c.h.Retain(); err != nil {
 		e.mu.Unlock()
-		return err
+		return false, err
 	}
 	c.holders++
 	e.mu.Unlock()
 
-	err := e.lower.Put(o.meta.Key, o.meta.Version, c.h.Bytes(), true)
+	err = e.lower.Put(o.meta.Key, o.meta.Version, c.h.Bytes(), true)
 
 	e.mu.Lock()
 	if err == nil && e.mu.byID[o.id] == o && e.mu.pol.Location(o.id) == policy.LocDRAM {
@@ -354,16 +387,18 @@ func (e *Engine) spillOne(o *object) error {
 		e.mu.m.spillErrors++
 	}
 	rerr := e.releaseHolderLocked(c, false)
-	stale := err == nil && !o.onLower
+	// Removed or replaced meanwhile. (If eviction picked it meanwhile, its spill job writes
+	// it again after this key lock is released: wasteful, rare and harmless.)
+	stale := err == nil && e.mu.byID[o.id] != o
 	e.mu.Unlock()
 	if stale {
 		// Removed meanwhile: do not leave it on the lower tier.
-		return e.deleteLowerKeyLocked(o.meta)
+		return false, e.deleteLowerKeyLocked(o.meta)
 	}
 	if err != nil {
-		return fmt.Errorf("tier: spill all: %q version %d: %w", o.meta.Key, o.meta.Version, err)
+		return false, fmt.Errorf("tier: spill all: %q version %d: %w", o.meta.Key, o.meta.Version, err)
 	}
-	return rerr
+	return true, rerr
 }
 
 // WarmUp copies lower-tier-only objects into DRAM, in key order, while DRAM

@@ -142,9 +142,13 @@ func (w *Writer) CommitTrusted(checksum uint64) error {
 
 func (w *Writer) commit(sum uint64) (err error) {
 	e := w.e
+	var cleanupErr error // reported once the key lock is released
 	defer func() {
 		if err != nil {
 			w.Abort()
+		}
+		if cleanupErr != nil {
+			e.backgroundError(cleanupErr)
 		}
 	}()
 	unlock := e.lockKey(w.key)
@@ -202,6 +206,7 @@ func (w *Writer) commit(sum uint64) (err error) {
 	e.mu.m.commits++
 	e.mu.m.committedBytes += w.size
 	need := e.mu.pol.NeedEviction() > 0
+	e.verifyLocked()
 	e.mu.Unlock()
 	if need {
 		e.kickEvictor()
@@ -211,7 +216,7 @@ func (w *Writer) commit(sum uint64) (err error) {
 	}
 	if err := errors.Join(errs...); err != nil {
 		// The new version is committed; only the cleanup of the old one failed.
-		e.backgroundError(fmt.Errorf("tier: commit of %q replaced version %d: %w", w.key, old.Version, err))
+		cleanupErr = fmt.Errorf("tier: commit of %q replaced version %d: %w", w.key, old.Version, err)
 	}
 	return nil
 }
@@ -279,7 +284,9 @@ func (e *Engine) allocate(size int64) (*dram.Handle, error) {
 			}
 			continue
 		}
-		if plan.NoSpace.Reason == policy.ReasonSpilling {
+		// Wait rather than fail while spill jobs are queued or running: they free DRAM when
+		// they end (their objects', or detached copies they still hold).
+		if plan.NoSpace.Reason == policy.ReasonSpilling || e.spillQ.queuedBytes() > 0 {
 			wait := e.mu.space
 			e.mu.Unlock()
 			select {
@@ -344,6 +351,7 @@ func (e *Engine) applyVictimsLocked(vs []policy.Victim, why EvictReason) ([]*spi
 			jobs = append(jobs, &spillJob{obj: o, c: c, queued: time.Now()})
 		}
 	}
+	e.verifyLocked()
 	return jobs, events
 }
 

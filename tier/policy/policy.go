@@ -544,7 +544,10 @@ type Plan struct {
 // toward need: with need <= SpillingBytes it picks nothing and says ReasonSpilling. now (unix
 // nanos) decides which soft pins have expired.
 func (p *Policy) Evict(need int64, now int64) Plan {
-	if need > p.cfg.Capacity {
+	switch {
+	case need <= 0:
+		return Plan{}
+	case need > p.cfg.Capacity:
 		return Plan{NoSpace: p.noSpace(ReasonTooLarge)}
 	}
 	target := need - p.spillingBytes

@@ -7,5 +7,5 @@
 // the Go heap (KindPlain): correct, but neither off-heap nor huge-page backed; it exists so the
 // module builds and its tests run anywhere.
 //
-// It must never import another mooncake-go package.
+// Its non-test code must never import another mooncake-go package.
 package hugepage

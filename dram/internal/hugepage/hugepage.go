@@ -38,3 +38,11 @@ func RoundUp(size, page int64) int64 {
 	}
 	return r
 }
+
+// Residency is how much of a region the kernel has backed with memory, from
+// /proc/self/smaps: Resident counts every backed byte, HugePages those backed by 2 MiB
+// pages (transparent or hugetlb).
+type Residency struct {
+	Resident  int64
+	HugePages int64
+}

@@ -18,8 +18,8 @@ func MapHugeTLB(size int64) (Region, error) {
 // MapAnon returns size bytes from the Go heap outside Linux: the fallback that lets the
 // module build and test anywhere. The bytes are not off-heap and never huge-page backed.
 func MapAnon(size int64, thp bool) (Region, error) {
-	if size <= 0 {
-		return Region{}, fmt.Errorf("hugepage: bad size %d", size)
+	if size <= 0 || size%PageSize() != 0 {
+		return Region{}, fmt.Errorf("hugepage: size %d is not a positive multiple of the page size %d", size, PageSize())
 	}
 	return Region{Mem: make([]byte, size), Kind: KindPlain}, nil
 }
@@ -35,3 +35,8 @@ func FreeHugePages() int64 { return 0 }
 
 // TotalHugePages is 0 outside Linux.
 func TotalHugePages() int64 { return 0 }
+
+// ResidencyOf is not supported outside Linux.
+func ResidencyOf(mem []byte) (Residency, error) {
+	return Residency{}, fmt.Errorf("%w: residency is read from /proc/self/smaps (Linux-only)", ErrUnavailable)
+}
