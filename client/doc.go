@@ -2,5 +2,39 @@
 // where an object lives, then moves the bytes straight to and from workers over package
 // transfer. It is the one package of this module with a stable public API.
 //
+// # Calls
+//
+//   - Connect(ctx, Config) reaches one of the configured masters (each within
+//     Config.DialTimeout; none reachable: an error wrapping base.ErrUnavailable).
+//   - Put: PutStart at the leader (placement and a fresh version), the bytes to every replica's
+//     worker in parallel (the transfer client stripes large values over several connections),
+//     then PutEnd (one raft commit). Any failure before PutEnd commits revokes the put: nothing
+//     half-written becomes visible. PutFrom reads an io.Reader after placement.
+//   - Get/GetInto: Lookup at the leader (linearizable), then a read from the best replica
+//     (same host first, else random), verifying the object's HighwayHash checksum; any error
+//     or mismatch fails over to the next replica. A worker checks the version it is asked
+//     for, so a stale lookup can only miss (and is retried once), never return wrong bytes.
+//   - Exists, Size, Remove, RemoveByRegex, RemoveAll, List, Status, MasterStatus and the
+//     batch forms BatchPut (one raft commit for the batch), BatchGet, BatchExists, BatchRemove.
+//
+// # Leaders and failover
+//
+// Master calls go to the last known leader. A NOT_LEADER answer names the leader, which the
+// client calls next (learning masters it was not configured with). A master that cannot be
+// reached, or has no leader yet, sends the call to the next master; after a whole round of
+// failures the client waits (exponential backoff from 20 ms to Config.MaxBackoff) and tries
+// again until the call's deadline (Config.Timeout unless ctx has an earlier one). When a call
+// failed in a way that leaves open whether it was applied (a leader that died mid-call), the
+// retry resolves it: a PutEnd answered "already exists" is a success if the committed version
+// is ours; a Remove answered "not found" is a success.
+//
+// # Errors
+//
+// Errors wrap the sentinels of internal/base, so errors.Is works whether they were raised here
+// or by a server: base.ErrInvalidKey, ErrInvalidParams, ErrObjectNotFound,
+// ErrObjectAlreadyExists, ErrNoSpace (no room, or more replicas asked than workers),
+// ErrTooLarge, ErrCorruption (every replica failed its checksum), ErrUnavailable,
+// ErrClusterMismatch, ErrNotSupported (a protocol other than tcp).
+//
 // It must never import server, raftmeta, tier, dram, nvme or cmd.
 package client

@@ -2,5 +2,17 @@
 // `mooncake standalone`, and the client commands put, get, rm, ls, status and bench.
 //
 // It is the only package that parses flags, environment variables and config files; it turns
-// them into server.Config and client options, and handles signals.
+// them into server.MasterConfig / server.WorkerConfig and client.Config, and handles signals
+// (SIGTERM and SIGINT cancel the command's context: servers shut down gracefully, a worker
+// spilling its DRAM objects to NVMe first).
+//
+// Files: main.go (root command, error printing, exit codes), config.go (mooncake.json from
+// MOONCAKE_CONFIG_PATH), serve.go (server flags and their validation), run_servers.go (starting
+// and stopping the servers), clientcmds.go (put, get, rm, ls, status), bench.go. The
+// end-to-end tests (e2e_*_test.go) build this binary and run clusters of it as processes.
+//
+// Precedence: a flag given on the command line, then (client commands) $MOONCAKE_MASTER, then
+// the config file, then the default. Every error is printed as one line, `mooncake: <error>`,
+// with exit status 2 for bad flags, arguments or configuration and 1 for failures at run time.
+// docs/operations.md lists every flag.
 package main

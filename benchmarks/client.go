@@ -1,0 +1,23 @@
+package benchmarks
+
+import (
+	"context"
+
+	"github.com/mooncake-go/mooncake/client"
+)
+
+// ClientStore runs workloads through a mooncake-go client.
+type ClientStore struct {
+	C  *client.Client
+	RC client.ReplicateConfig
+}
+
+// Put stores value with the store's replicate config.
+func (s ClientStore) Put(ctx context.Context, key string, value []byte) error {
+	return s.C.Put(ctx, key, value, s.RC)
+}
+
+// GetInto reads the object into buf.
+func (s ClientStore) GetInto(ctx context.Context, key string, buf []byte) (int, error) {
+	return s.C.GetInto(ctx, key, buf)
+}

@@ -1,0 +1,92 @@
+package benchmarks
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyNoLeaks(m) }
+
+func TestRunPutGet(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemStore()
+	w := Workload{Op: OpPut, Size: 1000, Count: 50, Concurrency: 4}
+	keys := w.Keys()
+	r, err := Run(ctx, s, w, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Ops != 50 || r.Bytes != 50_000 || len(r.Latencies) != 50 || r.Percentile(0.99) < r.Percentile(0.5) {
+		t.Fatalf("put result %+v", r)
+	}
+	// A second put of the same keys fails, and the error names the key.
+	if _, err := Run(ctx, s, w, keys); !errors.Is(err, base.ErrObjectAlreadyExists) {
+		t.Fatalf("second put: %v", err)
+	}
+	w.Op = OpGet
+	r, err = Run(ctx, s, w, keys)
+	if err != nil || r.Ops != 50 {
+		t.Fatalf("get: %v %+v", err, r)
+	}
+	// A get workload prepares its own objects.
+	w2 := Workload{Op: OpGet, Size: 10, Count: 5, Concurrency: 2}
+	keys2 := w2.Keys()
+	if err := Prepare(ctx, s, w2, keys2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(ctx, s, w2, keys2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(ctx, NewMemStore(), w2, keys2); !errors.Is(err, base.ErrObjectNotFound) {
+		t.Fatalf("get of missing keys: %v", err)
+	}
+}
+
+func TestWorkloadValidate(t *testing.T) {
+	bad := func(w Workload) {
+		t.Helper()
+		if err := w.Validate(); !errors.Is(err, base.ErrInvalidParams) {
+			t.Fatalf("%+v: %v", w, err)
+		}
+	}
+	bad(Workload{Op: "scan", Size: 1, Count: 1, Concurrency: 1})
+	bad(Workload{Op: OpPut, Size: 0, Count: 1, Concurrency: 1})
+	bad(Workload{Op: OpPut, Size: 1, Count: 0, Concurrency: 1})
+	bad(Workload{Op: OpPut, Size: 1, Count: 1, Concurrency: 0})
+	bad(Workload{Op: OpPut, Size: 1 << 30, Count: 1, Concurrency: 100})
+	if _, err := ParseOp("get"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseOp("GET!"); !errors.Is(err, base.ErrInvalidParams) {
+		t.Fatal(err)
+	}
+}
+
+func TestLoopbackTCP(t *testing.T) {
+	for _, op := range []Op{OpPut, OpGet} {
+		r, err := LoopbackTCP(context.Background(), Workload{Op: op, Size: 256 << 10, Count: 40, Concurrency: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Ops != 40 || r.Bytes != 40*256<<10 || r.GBps() <= 0 || r.OpsPerSec() <= 0 {
+			t.Fatalf("%s: %+v", op, r)
+		}
+		t.Log(r)
+	}
+}
+
+func TestResultPercentile(t *testing.T) {
+	var r Result
+	if r.Percentile(0.5) != 0 || r.GBps() != 0 || r.OpsPerSec() != 0 {
+		t.Fatal("empty result")
+	}
+	r.Latencies = []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	if r.Percentile(0.5) != 5 || r.Percentile(0.99) != 9 || r.Percentile(1) != 10 {
+		t.Fatalf("percentiles %v %v", r.Percentile(0.5), r.Percentile(0.99))
+	}
+}

@@ -1,0 +1,153 @@
+package client
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+// DefaultMasterAddress is the master a client talks to when Config.MasterAddresses is empty
+// (Mooncake's master port).
+const DefaultMasterAddress = "127.0.0.1:50051"
+
+// Config configures a Client. A zero field means "use the default".
+type Config struct {
+	// MasterAddresses lists the masters' client RPC addresses (host:port). The client finds the
+	// leader among them and follows NOT_LEADER redirects to masters not in the list. The
+	// default is [DefaultMasterAddress].
+	MasterAddresses []string
+	// ClusterID must match the masters' cluster id when set. The default is
+	// base.DefaultClusterID.
+	ClusterID string
+	// Protocol names the transport for bulk bytes; only "tcp" works in this build. The default
+	// is "tcp".
+	Protocol string
+	// Timeout bounds each call (Put, Get, ...) that has no earlier context deadline, including
+	// the time spent finding a new leader during a failover. The default is 30s.
+	Timeout time.Duration
+	// DialTimeout bounds one connection attempt to one master or worker. A master that does
+	// not answer in time counts as unreachable. The default is 2s.
+	DialTimeout time.Duration
+	// StripeSize is the size of one Write frame of a large object; the stripes of one object
+	// go over several connections in parallel. The default is 4 MiB.
+	StripeSize int64
+	// ConnsPerPeer is the number of TCP connections kept to each master and worker. Calls to
+	// one peer are pipelined over them, and a response's payload occupies its connection
+	// until it is read, so concurrent gets of large objects from one worker want about one
+	// connection each. The default is 8.
+	ConnsPerPeer int
+	// SkipChecksumVerify turns off the client's check of every object read against the
+	// HighwayHash checksum committed with it (about 100 µs of CPU per MiB). The bytes are still
+	// protected by TCP's checksums and by the worker's verification at commit and on NVMe reads;
+	// what is lost is the end-to-end check of DRAM and of the path. The default (false) verifies.
+	SkipChecksumVerify bool
+	// MaxBackoff bounds the wait between two attempts to find a leader. The default is 500ms.
+	MaxBackoff time.Duration
+	// Logger receives debug-level notes about redirects and failovers. The default discards.
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (c *Config) EnsureDefaults() {
+	if len(c.MasterAddresses) == 0 {
+		c.MasterAddresses = []string{DefaultMasterAddress}
+	}
+	if c.ClusterID == "" {
+		c.ClusterID = base.DefaultClusterID
+	}
+	if c.Protocol == "" {
+		c.Protocol = "tcp"
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 30 * time.Second
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = 2 * time.Second
+	}
+	if c.StripeSize == 0 {
+		c.StripeSize = 4 << 20
+	}
+	if c.ConnsPerPeer == 0 {
+		c.ConnsPerPeer = 8
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = 500 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+// Validate reports a bad configuration as an error wrapping base.ErrInvalidParams. It presumes
+// EnsureDefaults has been called.
+func (c *Config) Validate() error {
+	for _, a := range c.MasterAddresses {
+		if err := validateAddr(a); err != nil {
+			return fmt.Errorf("%w: master address %q: %v", base.ErrInvalidParams, a, err)
+		}
+	}
+	switch {
+	case c.Protocol != "tcp":
+		return fmt.Errorf("%w: protocol %q: only \"tcp\" is supported in this build", base.ErrNotSupported, c.Protocol)
+	case c.Timeout < 0 || c.DialTimeout < 0 || c.MaxBackoff < 0:
+		return fmt.Errorf("%w: timeouts must not be negative", base.ErrInvalidParams)
+	case c.ConnsPerPeer < 0 || c.ConnsPerPeer > 256:
+		return fmt.Errorf("%w: conns per peer must be 1 to 256, got %d", base.ErrInvalidParams, c.ConnsPerPeer)
+	case c.StripeSize < 4<<10:
+		return fmt.Errorf("%w: stripe size %d is under 4 KiB", base.ErrInvalidParams, c.StripeSize)
+	}
+	return nil
+}
+
+func validateAddr(a string) error {
+	i := strings.LastIndexByte(a, ':')
+	if i <= 0 || i == len(a)-1 {
+		return fmt.Errorf("want host:port")
+	}
+	return nil
+}
+
+// ReplicateConfig says how a put places and keeps an object. The zero value means one replica,
+// any worker, no pin, the worker's persistence mode, and no overwrite of an existing key.
+type ReplicateConfig struct {
+	// Replicas is the number of copies on distinct workers (Mooncake's replica_num); 0 means 1.
+	// A put asking for more replicas than there are live workers with room fails with an
+	// error wrapping base.ErrNoSpace and nothing becomes visible.
+	Replicas int
+	// PreferredWorker, when set, is where the first replica goes if it has room.
+	PreferredWorker base.WorkerID
+	// SoftPinTTL keeps the object from eviction for this long after the put (0: no soft pin).
+	SoftPinTTL time.Duration
+	// HardPin keeps the object from eviction until it is removed.
+	HardPin bool
+	// Persistence overrides the worker's mode for this object (PersistenceDefault: the worker's).
+	Persistence base.Persistence
+	// Upsert replaces an existing object of the same key instead of failing with
+	// base.ErrObjectAlreadyExists.
+	Upsert bool
+}
+
+func (rc ReplicateConfig) normalized() (ReplicateConfig, error) {
+	if rc.Replicas == 0 {
+		rc.Replicas = 1
+	}
+	if rc.Replicas < 0 || rc.Replicas > 255 {
+		return rc, fmt.Errorf("%w: replicas must be 1 to 255, got %d", base.ErrInvalidParams, rc.Replicas)
+	}
+	if rc.SoftPinTTL < 0 {
+		return rc, fmt.Errorf("%w: soft pin TTL must not be negative", base.ErrInvalidParams)
+	}
+	if rc.PreferredWorker != "" {
+		if err := base.ValidateWorkerID(rc.PreferredWorker); err != nil {
+			return rc, err
+		}
+	}
+	if rc.Persistence > base.PersistenceDurable {
+		return rc, fmt.Errorf("%w: unknown persistence %d", base.ErrInvalidParams, rc.Persistence)
+	}
+	return rc, nil
+}

@@ -1,0 +1,254 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"regexp"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/transfer"
+)
+
+// lookup asks the leader where key lives (a linearizable read).
+func (c *Client) lookup(ctx context.Context, key string) (*transfer.LookupResponse, error) {
+	var lr transfer.LookupResponse
+	if err := c.masterCall(ctx, &transfer.LookupRequest{Key: key}, &lr, nil); err != nil {
+		return nil, err
+	}
+	if len(lr.Replicas) == 0 {
+		return nil, fmt.Errorf("%w: %q has no live replica", base.ErrObjectNotFound, key)
+	}
+	return &lr, nil
+}
+
+// Get returns a copy of the object's bytes.
+func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := base.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	var buf []byte
+	_, err := c.getInto(ctx, key, func(size int64) ([]byte, error) {
+		buf = make([]byte, size)
+		return buf, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// GetInto reads the object into buf and returns its size. buf must hold the whole object;
+// a short buffer fails with an error wrapping base.ErrInvalidParams (use Size first).
+func (c *Client) GetInto(ctx context.Context, key string, buf []byte) (int, error) {
+	if err := base.ValidateKey(key); err != nil {
+		return 0, err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	return c.getInto(ctx, key, func(size int64) ([]byte, error) {
+		if int64(len(buf)) < size {
+			return nil, fmt.Errorf("%w: get %q: buffer of %d bytes for an object of %d", base.ErrInvalidParams, key, len(buf), size)
+		}
+		return buf[:size], nil
+	})
+}
+
+// getInto looks the key up and reads it from the best replica, verifying the checksum and
+// failing over to the next replica on any error. When every replica says the object is gone
+// or has another version (it was replaced or removed since the lookup), it looks up once more.
+func (c *Client) getInto(ctx context.Context, key string, dst func(size int64) ([]byte, error)) (int, error) {
+	for attempt := 0; ; attempt++ {
+		lr, err := c.lookup(ctx, key)
+		if err != nil {
+			return 0, fmt.Errorf("get %q: %w", key, err)
+		}
+		buf, err := dst(lr.Size)
+		if err != nil {
+			return 0, err
+		}
+		n, err := c.readReplicas(ctx, key, lr, buf)
+		if err == nil {
+			return n, nil
+		}
+		stale := errors.Is(err, base.ErrObjectNotFound) || errors.Is(err, base.ErrInvalidVersion)
+		if !stale || attempt > 0 || ctx.Err() != nil {
+			return 0, fmt.Errorf("get %q: %w", key, err)
+		}
+	}
+}
+
+// readReplicas tries the replicas in preference order.
+func (c *Client) readReplicas(ctx context.Context, key string, lr *transfer.LookupResponse, buf []byte) (int, error) {
+	var errs []error
+	for _, r := range orderReplicas(lr.Replicas) {
+		err := c.readOne(ctx, key, r, lr, buf)
+		if err == nil {
+			return len(buf), nil
+		}
+		errs = append(errs, fmt.Errorf("worker %s (%s): %w", r.WorkerID, r.Address, err))
+		c.log.Debug("client: read failed, trying the next replica", "key", key, "worker", r.WorkerID, "err", err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return 0, errors.Join(errs...)
+}
+
+func (c *Client) readOne(ctx context.Context, key string, r transfer.Replica, lr *transfer.LookupResponse, buf []byte) error {
+	resp, n, err := c.rpc.Read(ctx, r.Address, &transfer.ReadRequest{Key: key, Version: lr.Version}, buf)
+	if err != nil {
+		return err
+	}
+	switch {
+	case resp.Version != lr.Version:
+		return fmt.Errorf("%w: worker sent version %d, want %d", base.ErrInvalidVersion, resp.Version, lr.Version)
+	case int64(n) != lr.Size || resp.Size != lr.Size:
+		return fmt.Errorf("%w: worker sent %d of %d bytes", base.ErrCorruption, n, lr.Size)
+	}
+	if c.cfg.SkipChecksumVerify {
+		return nil
+	}
+	if got := base.Checksum(buf); got != lr.Checksum {
+		return fmt.Errorf("%w: checksum %016x, want %016x", base.ErrCorruption, got, lr.Checksum)
+	}
+	return nil
+}
+
+// orderReplicas puts replicas on this host first, the rest in random order (spreading reads
+// over workers, since the client does not know their load).
+func orderReplicas(rs []transfer.Replica) []transfer.Replica {
+	out := make([]transfer.Replica, len(rs))
+	copy(out, rs)
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	local := 0
+	for i, r := range out {
+		if isLocal(r.Address) {
+			out[local], out[i] = out[i], out[local]
+			local++
+		}
+	}
+	return out
+}
+
+func isLocal(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
+// Exists reports whether key is committed.
+func (c *Client) Exists(ctx context.Context, key string) (bool, error) {
+	if err := base.ValidateKey(key); err != nil {
+		return false, err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	var resp transfer.ExistsResponse
+	if err := c.masterCall(ctx, &transfer.ExistsRequest{Key: key}, &resp, nil); err != nil {
+		return false, fmt.Errorf("exists %q: %w", key, err)
+	}
+	return resp.Exists, nil
+}
+
+// Size returns the object's size; base.ErrObjectNotFound when there is none.
+func (c *Client) Size(ctx context.Context, key string) (int64, error) {
+	if err := base.ValidateKey(key); err != nil {
+		return 0, err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	var lr transfer.LookupResponse
+	if err := c.masterCall(ctx, &transfer.LookupRequest{Key: key}, &lr, nil); err != nil {
+		return 0, fmt.Errorf("size %q: %w", key, err)
+	}
+	return lr.Size, nil
+}
+
+// Remove removes the object; base.ErrObjectNotFound when there is none. Readers already
+// reading it finish; the workers free the bytes after.
+func (c *Client) Remove(ctx context.Context, key string) error {
+	if err := base.ValidateKey(key); err != nil {
+		return err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	var st attemptState
+	err := c.masterCall(ctx, &transfer.RemoveRequest{Key: key}, transfer.NewEmpty(transfer.OpRemove), &st)
+	if err != nil && st.ambiguous && errors.Is(err, base.ErrObjectNotFound) {
+		return nil // an earlier attempt removed it before its answer was lost
+	}
+	if err != nil {
+		return fmt.Errorf("remove %q: %w", key, err)
+	}
+	return nil
+}
+
+// RemoveByRegex removes every object whose key matches the RE2 pattern re and returns how
+// many it removed.
+func (c *Client) RemoveByRegex(ctx context.Context, re string) (int64, error) {
+	if _, err := regexp.Compile(re); err != nil {
+		return 0, fmt.Errorf("%w: regex %q: %v", base.ErrInvalidParams, re, err)
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	resp := transfer.NewCountResponse(transfer.OpRemoveByRegex, 0)
+	if err := c.masterCall(ctx, &transfer.RemoveByRegexRequest{Pattern: re}, resp, nil); err != nil {
+		return 0, fmt.Errorf("remove by regex %q: %w", re, err)
+	}
+	return resp.Count, nil
+}
+
+// RemoveAll removes every object and returns how many it removed.
+func (c *Client) RemoveAll(ctx context.Context) (int64, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	resp := transfer.NewCountResponse(transfer.OpRemoveAll, 0)
+	if err := c.masterCall(ctx, transfer.NewEmpty(transfer.OpRemoveAll), resp, nil); err != nil {
+		return 0, fmt.Errorf("remove all: %w", err)
+	}
+	return resp.Count, nil
+}
+
+// KeyInfo is one entry of List.
+type KeyInfo struct {
+	Key  string
+	Size int64
+}
+
+// maxListKeys bounds what List collects (use the prefix to narrow a larger listing).
+const maxListKeys = 10_000_000
+
+// List returns the committed keys starting with prefix, in key order, with their sizes.
+func (c *Client) List(ctx context.Context, prefix string) ([]KeyInfo, error) {
+	if len(prefix) > base.MaxKeyLen {
+		return nil, fmt.Errorf("%w: prefix is over %d bytes", base.ErrInvalidKey, base.MaxKeyLen)
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	var out []KeyInfo
+	cursor := ""
+	for {
+		var resp transfer.ListResponse
+		if err := c.masterCall(ctx, &transfer.ListRequest{Prefix: prefix, Cursor: cursor}, &resp, nil); err != nil {
+			return nil, fmt.Errorf("list %q: %w", prefix, err)
+		}
+		for _, it := range resp.Items {
+			out = append(out, KeyInfo{Key: it.Key, Size: it.Size})
+		}
+		if resp.NextCursor == "" || resp.NextCursor == cursor {
+			return out, nil
+		}
+		if len(out) > maxListKeys {
+			return nil, fmt.Errorf("%w: list %q: over %d keys; narrow the prefix", base.ErrTooLarge, prefix, maxListKeys)
+		}
+		cursor = resp.NextCursor
+	}
+}

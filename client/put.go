@@ -1,0 +1,180 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/transfer"
+)
+
+// revokeTimeout bounds the best-effort PutRevoke after a failed put (the workers drop pending
+// bytes on their own after the master's put timeout anyway).
+const revokeTimeout = 5 * time.Second
+
+func wireConfig(rc ReplicateConfig) transfer.PutConfig {
+	return transfer.PutConfig{
+		Replicas:        uint8(rc.Replicas),
+		PreferredWorker: rc.PreferredWorker,
+		SoftPinTTL:      rc.SoftPinTTL,
+		HardPin:         rc.HardPin,
+		Persistence:     rc.Persistence,
+		Upsert:          rc.Upsert,
+	}
+}
+
+func checkPut(key string, size int64, rc ReplicateConfig) (ReplicateConfig, error) {
+	if err := base.ValidateKey(key); err != nil {
+		return rc, err
+	}
+	if size <= 0 {
+		return rc, fmt.Errorf("%w: put %q: the value is empty", base.ErrInvalidParams, key)
+	}
+	return rc.normalized()
+}
+
+// Put stores value under key on rc.Replicas distinct workers. It returns once the object is
+// committed (visible to every reader); on any error nothing becomes visible. A key that exists
+// fails with base.ErrObjectAlreadyExists unless rc.Upsert. value is not retained.
+func (c *Client) Put(ctx context.Context, key string, value []byte, rc ReplicateConfig) error {
+	rc, err := checkPut(key, int64(len(value)), rc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	sum := base.Checksum(value)
+	return c.put(ctx, key, int64(len(value)), rc, func(ctx context.Context, pl *transfer.PutStartResponse) (uint64, error) {
+		return sum, c.writeReplicas(ctx, key, pl, rc, value, sum)
+	})
+}
+
+// PutFrom stores size bytes read from r under key. r must yield at least size bytes (only
+// size are read); fewer is an error and nothing becomes visible. The value is read after the
+// master placed it (so a value larger than every segment is refused before anything is read
+// or allocated) into one buffer of size bytes: the transfer layer writes whole objects, and
+// stripes them over several connections itself.
+func (c *Client) PutFrom(ctx context.Context, key string, r io.Reader, size int64, rc ReplicateConfig) error {
+	rc, err := checkPut(key, size, rc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	return c.put(ctx, key, size, rc, func(ctx context.Context, pl *transfer.PutStartResponse) (uint64, error) {
+		buf := make([]byte, size)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return 0, fmt.Errorf("reading the value: %w", err)
+		}
+		sum := base.Checksum(buf)
+		return sum, c.writeReplicas(ctx, key, pl, rc, buf, sum)
+	})
+}
+
+// put runs PutStart, write (which returns the checksum of what it wrote), PutEnd; it revokes
+// the put when the write or PutEnd fails.
+func (c *Client) put(ctx context.Context, key string, size int64, rc ReplicateConfig,
+	write func(ctx context.Context, pl *transfer.PutStartResponse) (uint64, error)) error {
+	cfg := wireConfig(rc)
+	var pl transfer.PutStartResponse
+	if err := c.masterCall(ctx, &transfer.PutStartRequest{Key: key, Size: size, Config: cfg}, &pl, nil); err != nil {
+		return fmt.Errorf("put %q: %w", key, err)
+	}
+	if len(pl.Replicas) == 0 {
+		return fmt.Errorf("%w: put %q: the master placed no replica", base.ErrInternal, key)
+	}
+	sum, err := write(ctx, &pl)
+	if err == nil {
+		err = c.putEnd(ctx, key, pl.Version, size, sum, &pl, cfg)
+	}
+	if err != nil {
+		c.revoke(key, pl.Version)
+		return fmt.Errorf("put %q: %w", key, err)
+	}
+	return nil
+}
+
+func replicaIDs(pl *transfer.PutStartResponse) []base.WorkerID {
+	ids := make([]base.WorkerID, len(pl.Replicas))
+	for i, r := range pl.Replicas {
+		ids[i] = r.WorkerID
+	}
+	return ids
+}
+
+// putEnd commits the object. When an earlier attempt failed ambiguously (the leader may have
+// committed it before dying) and the retry finds the key taken (or, for an upsert, the
+// reservation gone), a Lookup tells whether the object there is ours.
+func (c *Client) putEnd(ctx context.Context, key string, v base.Version, size int64, sum uint64,
+	pl *transfer.PutStartResponse, cfg transfer.PutConfig) error {
+	var st attemptState
+	req := &transfer.PutEndRequest{Key: key, Version: v, Size: size, Checksum: sum, Replicas: replicaIDs(pl), Config: cfg}
+	err := c.masterCall(ctx, req, transfer.NewEmpty(transfer.OpPutEnd), &st)
+	if err != nil && st.ambiguous && (errors.Is(err, base.ErrObjectAlreadyExists) || errors.Is(err, base.ErrInvalidVersion)) {
+		var lr transfer.LookupResponse
+		if lerr := c.masterCall(ctx, &transfer.LookupRequest{Key: key}, &lr, nil); lerr == nil && lr.Version == v {
+			return nil
+		}
+	}
+	return err
+}
+
+// revoke tells the leader to drop a put that will not be committed. Best effort: the master
+// drops it after its put timeout anyway.
+func (c *Client) revoke(key string, v base.Version) {
+	ctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
+	defer cancel()
+	if err := c.masterCall(ctx, &transfer.PutRevokeRequest{Key: key, Version: v}, transfer.NewEmpty(transfer.OpPutRevoke), nil); err != nil {
+		c.log.Debug("client: put revoke failed", "key", key, "version", v, "err", err)
+	}
+}
+
+func writeReq(key string, v base.Version, size int64, rc ReplicateConfig, sum uint64) *transfer.WriteRequest {
+	return &transfer.WriteRequest{Key: key, Version: v, TotalSize: size, Persistence: rc.Persistence,
+		SoftPinTTL: rc.SoftPinTTL, HardPin: rc.HardPin, Checksum: sum}
+}
+
+// writeReplicas writes value to every placed replica in parallel. The transfer client sends a
+// value up to its stripe threshold in one committing Write frame, a larger one in stripes
+// over several connections followed by a Commit. All replicas must succeed.
+func (c *Client) writeReplicas(ctx context.Context, key string, pl *transfer.PutStartResponse, rc ReplicateConfig, value []byte, sum uint64) error {
+	return forEachReplica(ctx, pl.Replicas, func(ctx context.Context, r transfer.Replica) error {
+		return c.rpc.Write(ctx, r.Address, writeReq(key, pl.Version, int64(len(value)), rc, sum), value)
+	})
+}
+
+// forEachReplica runs fn for every replica in parallel and returns the first error (naming
+// the worker); the others are cancelled.
+func forEachReplica(ctx context.Context, reps []transfer.Replica, fn func(ctx context.Context, r transfer.Replica) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(reps))
+	var wg sync.WaitGroup
+	for i, r := range reps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(ctx, r); err != nil {
+				errs[i] = fmt.Errorf("worker %s (%s): %w", r.WorkerID, r.Address, err)
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	// Report a real cause before the cancellations it caused.
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

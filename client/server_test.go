@@ -1,0 +1,249 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/mooncake-go/mooncake/client"
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server"
+)
+
+// These tests run the client against real in-process servers (server.NewMaster and
+// server.NewWorker on 127.0.0.1:0): the wire, the master's placement and commits, the
+// workers' arenas.
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+type inproc struct {
+	master  *server.Master
+	workers []*server.Worker
+}
+
+// startInproc starts one master (a single raft voter) and n DRAM-only workers of segment bytes.
+func startInproc(t *testing.T, n int, segment int64) *inproc {
+	t.Helper()
+	m, err := server.NewMaster(server.MasterConfig{DataDir: t.TempDir(), RPCAddress: "127.0.0.1:0", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := &inproc{master: m}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, w := range ip.workers {
+			w.Shutdown(ctx)
+		}
+		m.Shutdown(ctx)
+	})
+	for i := range n {
+		w, err := server.NewWorker(server.WorkerConfig{WorkerID: base.WorkerID(fmt.Sprintf("w%d", i+1)),
+			MasterAddresses: []string{m.Addr()}, Address: "127.0.0.1:0", GlobalSegmentSize: segment, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip.workers = append(ip.workers, w)
+	}
+	return ip
+}
+
+func connect(t *testing.T, ip *inproc) *client.Client {
+	t.Helper()
+	c, err := client.Connect(context.Background(), client.Config{MasterAddresses: []string{ip.master.Addr()}, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	// Wait until every worker is registered (bounded: registration is asynchronous).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := c.Status(context.Background())
+		if err == nil {
+			active := 0
+			for _, w := range st.Workers {
+				if w.State == "active" {
+					active++
+				}
+			}
+			if active == len(ip.workers) {
+				return c
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workers did not register: %v %+v", err, st.Workers)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func val(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*131) ^ seed
+	}
+	return b
+}
+
+func TestServerPutGet(t *testing.T) {
+	ip := startInproc(t, 2, 64<<20)
+	c := connect(t, ip)
+	ctx := context.Background()
+	for i, n := range []int{1, 4096, 1 << 20, 4<<20 + 1, 9 << 20} { // the last two are striped
+		key := fmt.Sprintf("k%d", i)
+		v := val(n, byte(i))
+		if err := c.Put(ctx, key, v, client.ReplicateConfig{Replicas: 2}); err != nil {
+			t.Fatalf("put %d bytes: %v", n, err)
+		}
+		got, err := c.Get(ctx, key)
+		if err != nil || !bytes.Equal(got, v) {
+			t.Fatalf("get %d bytes: %v", n, err)
+		}
+	}
+	v := val(5<<20, 9)
+	if err := c.PutFrom(ctx, "from", bytes.NewReader(v), int64(len(v)), client.ReplicateConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len(v))
+	if n, err := c.GetInto(ctx, "from", buf); err != nil || n != len(v) || !bytes.Equal(buf, v) {
+		t.Fatalf("%d %v", n, err)
+	}
+	if sz, err := c.Size(ctx, "from"); err != nil || sz != int64(len(v)) {
+		t.Fatalf("%d %v", sz, err)
+	}
+	if ok, err := c.Exists(ctx, "from"); err != nil || !ok {
+		t.Fatalf("%v %v", ok, err)
+	}
+	keys, err := c.List(ctx, "k")
+	if err != nil || len(keys) != 5 || keys[2].Size != 1<<20 {
+		t.Fatalf("%v %v", keys, err)
+	}
+	st, err := c.Status(ctx)
+	if err != nil || st.Leader == "" || st.Keys != 6 || len(st.Workers) != 2 {
+		t.Fatalf("%+v %v", st, err)
+	}
+}
+
+func TestServerErrors(t *testing.T) {
+	ip := startInproc(t, 1, 16<<20)
+	c := connect(t, ip)
+	ctx := context.Background()
+	if err := c.Put(ctx, "k", []byte("v"), client.ReplicateConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	is := func(err, want error) {
+		t.Helper()
+		if !errors.Is(err, want) {
+			t.Fatalf("got %v, want %v", err, want)
+		}
+	}
+	is(c.Put(ctx, "k", []byte("v"), client.ReplicateConfig{}), base.ErrObjectAlreadyExists)
+	if err := c.Put(ctx, "k", []byte("v2"), client.ReplicateConfig{Upsert: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.Get(ctx, "k"); string(got) != "v2" {
+		t.Fatalf("upsert: %q", got)
+	}
+	is(c.Put(ctx, "two", []byte("v"), client.ReplicateConfig{Replicas: 2}), base.ErrNoSpace)
+	is(c.Put(ctx, "huge", make([]byte, 17<<20), client.ReplicateConfig{}), base.ErrNoSpace)
+	// A value larger than every segment is refused before PutFrom reads (or allocates) it.
+	is(c.PutFrom(ctx, "huger", iotest.ErrReader(errors.New("must not be read")), 1<<30, client.ReplicateConfig{}), base.ErrNoSpace)
+	for _, k := range []string{"two", "huge", "huger", "durable"} {
+		if ok, _ := c.Exists(ctx, k); ok {
+			t.Fatalf("refused put %q is visible", k)
+		}
+	}
+	// durable needs an NVMe tier; this worker has none.
+	is(c.Put(ctx, "durable", []byte("v"), client.ReplicateConfig{Persistence: base.PersistenceDurable}), base.ErrNotSupported)
+	is(c.Put(ctx, strings.Repeat("x", base.MaxKeyLen+1), []byte("v"), client.ReplicateConfig{}), base.ErrInvalidKey)
+	_, err := c.Get(ctx, "missing")
+	is(err, base.ErrObjectNotFound)
+	is(c.Remove(ctx, "missing"), base.ErrObjectNotFound)
+	_, err = client.Connect(ctx, client.Config{MasterAddresses: []string{ip.master.Addr()}, ClusterID: "other"})
+	is(err, base.ErrClusterMismatch)
+}
+
+func TestServerRemoveAndBatch(t *testing.T) {
+	ip := startInproc(t, 2, 64<<20)
+	c := connect(t, ip)
+	ctx := context.Background()
+	keys := []string{"a/1", "a/2", "b/1", "b/2", "c"}
+	vals := make([][]byte, len(keys))
+	for i := range keys {
+		vals[i] = val(1000*(i+1), byte(i))
+	}
+	for i, err := range c.BatchPut(ctx, keys, vals, client.ReplicateConfig{Replicas: 2}) {
+		if err != nil {
+			t.Fatalf("batch put %s: %v", keys[i], err)
+		}
+	}
+	got, errs := c.BatchGet(ctx, append(keys, "nope"))
+	for i := range keys {
+		if errs[i] != nil || !bytes.Equal(got[i], vals[i]) {
+			t.Fatalf("batch get %s: %v", keys[i], errs[i])
+		}
+	}
+	if !errors.Is(errs[len(keys)], base.ErrObjectNotFound) {
+		t.Fatalf("missing key: %v", errs[len(keys)])
+	}
+	ex, err := c.BatchExists(ctx, []string{"a/1", "nope"})
+	if err != nil || !ex[0] || ex[1] {
+		t.Fatalf("%v %v", ex, err)
+	}
+	if errs := c.BatchRemove(ctx, []string{"c", "nope"}); errs[0] != nil || !errors.Is(errs[1], base.ErrObjectNotFound) {
+		t.Fatalf("%v", errs)
+	}
+	if n, err := c.RemoveByRegex(ctx, "^a/"); err != nil || n != 2 {
+		t.Fatalf("%d %v", n, err)
+	}
+	if err := c.Remove(ctx, "b/1"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.RemoveAll(ctx); err != nil || n != 1 {
+		t.Fatalf("%d %v", n, err)
+	}
+	if keys, err := c.List(ctx, ""); err != nil || len(keys) != 0 {
+		t.Fatalf("%v %v", keys, err)
+	}
+}
+
+// TestServerConcurrent: many goroutines put and get through one client.
+func TestServerConcurrent(t *testing.T) {
+	ip := startInproc(t, 2, 128<<20)
+	c := connect(t, ip)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				key := fmt.Sprintf("g%d/%d", g, i)
+				v := val(64<<10+i, byte(g))
+				if err := c.Put(ctx, key, v, client.ReplicateConfig{Replicas: 2}); err != nil {
+					errs <- err
+					return
+				}
+				got, err := c.Get(ctx, key)
+				if err != nil || !bytes.Equal(got, v) {
+					errs <- fmt.Errorf("%s: %v", key, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}

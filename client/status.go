@@ -1,0 +1,114 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/transfer"
+)
+
+// Status is the cluster status a master reports (the JSON of its /api/v1/status page and of
+// the Status call). Raw keeps the document as sent, so fields a newer master adds are not
+// lost; the CLI prints Raw for --json.
+type Status struct {
+	ClusterID string `json:"cluster_id"`
+	// Self is the id of the master that answered.
+	Self string `json:"self"`
+	// Leader is the leader's master id ("m2"); "" while there is none.
+	Leader        string `json:"leader"`
+	LeaderAddress string `json:"leader_address"`
+	// Masters lists every master of the raft configuration.
+	Masters []MasterStatus `json:"masters"`
+	// Workers lists every registered worker (segment).
+	Workers []WorkerStatus `json:"workers"`
+	// Keys and Bytes count the committed objects and their size (one copy each).
+	Keys           int64 `json:"keys"`
+	SoftPinnedKeys int64 `json:"soft_pinned_keys"`
+	Bytes          int64 `json:"bytes"`
+	ReplicaBytes   int64 `json:"replica_bytes"`
+	// CapacityBytes is the DRAM of the active workers.
+	CapacityBytes int64 `json:"capacity_bytes"`
+	PutsInFlight  int   `json:"puts_in_flight"`
+	// UsageReported is false on followers: per-worker usage is the leader's soft state.
+	UsageReported bool   `json:"usage_reported"`
+	RaftState     string `json:"raft_state"`
+	RaftTerm      uint64 `json:"raft_term"`
+	AppliedIndex  uint64 `json:"applied_index"`
+
+	Raw json.RawMessage `json:"-"`
+}
+
+// MasterStatus is one master in Status.
+type MasterStatus struct {
+	ID         string `json:"id"`
+	RPCAddress string `json:"rpc_address"`
+	Leader     bool   `json:"leader"`
+}
+
+// WorkerStatus is one worker in Status.
+type WorkerStatus struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	// State is "active" or "dead".
+	State string `json:"state"`
+	// Objects and ReplicaBytes are what the metadata places on this worker.
+	Objects           int64  `json:"objects"`
+	ReplicaBytes      int64  `json:"replica_bytes"`
+	DRAMUsedBytes     int64  `json:"dram_used_bytes"`
+	DRAMCapacityBytes int64  `json:"dram_capacity_bytes"`
+	DRAMObjects       int64  `json:"dram_objects"`
+	NVMeUsedBytes     int64  `json:"nvme_used_bytes"`
+	NVMeCapacityBytes int64  `json:"nvme_capacity_bytes"`
+	NVMeObjects       int64  `json:"nvme_objects"`
+	LastHeartbeat     string `json:"last_heartbeat,omitempty"`
+}
+
+// ParseStatus decodes a master's status JSON, keeping the raw bytes.
+func ParseStatus(p []byte) (Status, error) {
+	var s Status
+	if err := json.Unmarshal(p, &s); err != nil {
+		return Status{}, err
+	}
+	s.Raw = append(json.RawMessage(nil), p...)
+	return s, nil
+}
+
+// Status returns the cluster status as the leader sees it (with per-worker usage).
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	var resp transfer.StatusResponse
+	// A follower answers Status too; ask until the leader does, so usage is reported.
+	if err := c.masterCall(ctx, transfer.NewEmpty(transfer.OpStatus), &resp, nil); err != nil {
+		return Status{}, fmt.Errorf("status: %w", err)
+	}
+	st, err := ParseStatus(resp.JSON)
+	if err != nil {
+		return Status{}, fmt.Errorf("%w: status: the master sent bad JSON: %v", base.ErrInternal, err)
+	}
+	if st.Self != "" && st.Leader != "" && st.Self != st.Leader && st.LeaderAddress != "" {
+		if lst, err := c.MasterStatus(ctx, st.LeaderAddress); err == nil {
+			c.learnLeader(st.LeaderAddress)
+			return lst, nil
+		}
+	}
+	return st, nil
+}
+
+// MasterStatus asks one master (by its RPC address) for its own view, leader or not: a
+// follower reports its applied index and key count, which shows whether it has caught up.
+func (c *Client) MasterStatus(ctx context.Context, addr string) (Status, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	var resp transfer.StatusResponse
+	if err := c.rpc.Call(ctx, addr, transfer.NewEmpty(transfer.OpStatus), &resp); err != nil {
+		return Status{}, fmt.Errorf("status of %s: %w", addr, err)
+	}
+	st, err := ParseStatus(resp.JSON)
+	if err != nil {
+		return Status{}, fmt.Errorf("%w: status of %s: bad JSON: %v", base.ErrInternal, addr, err)
+	}
+	return st, nil
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mooncake-go/mooncake/benchmarks"
+	"github.com/mooncake-go/mooncake/client"
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+func newBenchCmd(e *env) *cobra.Command {
+	var (
+		f           clientFlags
+		op          string
+		size        = base.Bytes(1 << 20)
+		count       int
+		concurrency int
+		replicas    int
+		baseline    bool
+		keep        bool
+		rounds      int
+	)
+	cmd := &cobra.Command{
+		Use:   "bench --op put|get --size 1MiB --count N --concurrency C [--baseline]",
+		Short: "Measure put or get throughput and latency (and raw loopback TCP with --baseline)",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := benchmarks.ParseOp(op)
+			if err != nil {
+				return usageError{err}
+			}
+			w := benchmarks.Workload{Op: o, Size: int64(size), Count: count, Concurrency: concurrency}
+			if err := w.Validate(); err != nil {
+				return usageError{err}
+			}
+			if rounds < 1 || rounds > 100 {
+				return usagef("--rounds must be 1 to 100, got %d", rounds)
+			}
+			if replicas < 1 || replicas > 255 {
+				return usagef("--replicas must be 1 to 255, got %d", replicas)
+			}
+			ctx := cmd.Context()
+			c, err := f.connect(cmd, e)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			store := benchmarks.ClientStore{C: c, RC: client.ReplicateConfig{Replicas: replicas}}
+			keys := w.Keys()
+			if !keep {
+				defer cleanupBench(c, e, w.KeyPrefix)
+			}
+			if err := benchmarks.Prepare(ctx, store, w, keys); err != nil {
+				return fmt.Errorf("bench: storing the objects to get: %w", err)
+			}
+			fmt.Fprintf(e.stdout, "bench: %s %d x %s, concurrency %d, %d replica(s), %d round(s); GB/s = 10^9 bytes/s\n",
+				o, count, size, concurrency, replicas, rounds)
+			// Rounds alternate the store and the baseline, so both see the same machine load
+			// (on a shared machine it changes from second to second).
+			var ratios []float64
+			for round := range rounds {
+				if o == benchmarks.OpPut && round > 0 {
+					keys = roundKeys(keys, round) // a put needs fresh keys
+				}
+				r, err := benchmarks.Run(ctx, store, w, keys)
+				if err != nil {
+					return fmt.Errorf("bench: %w", err)
+				}
+				fmt.Fprintln(e.stdout, r)
+				if !baseline {
+					continue
+				}
+				b, err := benchmarks.LoopbackTCP(ctx, w)
+				if err != nil {
+					return fmt.Errorf("bench: baseline: %w", err)
+				}
+				fmt.Fprintln(e.stdout, b)
+				ratio := 0.0
+				if b.GBps() > 0 {
+					ratio = r.GBps() / b.GBps()
+				}
+				ratios = append(ratios, ratio)
+				fmt.Fprintf(e.stdout, "ratio          %8.3f (mooncake %s GB/s / raw loopback TCP GB/s, same run)\n", ratio, o)
+			}
+			if len(ratios) > 1 {
+				slices.Sort(ratios)
+				fmt.Fprintf(e.stdout, "median ratio   %8.3f of %d rounds (min %.3f, max %.3f)\n", ratios[len(ratios)/2], len(ratios), ratios[0], ratios[len(ratios)-1])
+			}
+			return nil
+		},
+	}
+	f.register(cmd.Flags())
+	fl := cmd.Flags()
+	fl.StringVar(&op, "op", "put", "put or get")
+	fl.Var(&size, "size", "object size, e.g. 1MiB")
+	fl.IntVar(&count, "count", 1000, "number of operations")
+	fl.IntVar(&concurrency, "concurrency", 8, "operations in flight")
+	fl.IntVar(&replicas, "replicas", 1, "replicas per put")
+	fl.BoolVar(&baseline, "baseline", false, "also measure raw loopback TCP with the same sizes and concurrency")
+	fl.BoolVar(&keep, "keep", false, "keep the objects (default: remove them at the end)")
+	fl.IntVar(&rounds, "rounds", 1, "repeat the measurement (alternating with the baseline) and print the median ratio")
+	return cmd
+}
+
+// roundKeys renames keys for another round of puts (same prefix, so cleanup finds them).
+func roundKeys(keys []string, round int) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = fmt.Sprintf("%s.r%d", k, round)
+	}
+	return out
+}
+
+// cleanupBench removes the run's objects, even after an interrupt.
+func cleanupBench(c *client.Client, e *env, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), defaultShutdownTimeout)
+	defer cancel()
+	if _, err := c.RemoveByRegex(ctx, "^"+regexp.QuoteMeta(prefix)); err != nil {
+		fmt.Fprintf(e.stderr, "mooncake: bench: removing the objects under %q: %v\n", prefix, err)
+	}
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyNoLeaks(m) }
+
+// runCLI runs one command line in-process with the given environment.
+func runCLI(t *testing.T, envv map[string]string, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	getenv := func(k string) string { return envv[k] }
+	code = run(context.Background(), append([]string{"mooncake"}, args...), strings.NewReader(stdin), &out, &errb, getenv)
+	return code, out.String(), errb.String()
+}
+
+// TestBadInput: every bad command line gets one line on stderr and a non-zero exit, before
+// anything is started or sent.
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	badJSON := filepath.Join(dir, "bad.json")
+	os.WriteFile(badJSON, []byte(`{"global_segment_size": "4GiB", "colour": "blue"}`), 0o644)
+	f := func(want int, wantSub string, envv map[string]string, args ...string) {
+		t.Helper()
+		code, _, stderr := runCLI(t, envv, "", args...)
+		if code != want {
+			t.Fatalf("%v: exit %d, want %d (stderr %q)", args, code, want, stderr)
+		}
+		if strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "mooncake: ") || !strings.Contains(stderr, wantSub) {
+			t.Fatalf("%v: stderr %q, want one line containing %q", args, stderr, wantSub)
+		}
+	}
+	f(exitUsage, "unknown flag: --bogus", nil, "standalone", "--bogus")
+	f(exitUsage, "unknown command", nil, "frobnicate")
+	f(exitUsage, `invalid size "12XB"`, nil, "standalone", "--global_segment_size", "12XB")
+	f(exitUsage, `invalid size "12XB"`, nil, "worker", "--global_segment_size", "12XB")
+	f(exitUsage, `invalid size "lots"`, nil, "bench", "--size", "lots")
+	f(exitUsage, "key is 4097 bytes", nil, "put", strings.Repeat("k", base.MaxKeyLen+1), "/dev/null")
+	f(exitUsage, "key is empty", nil, "get", "")
+	f(exitUsage, "want KEY FILE", nil, "put", "onlykey")
+	f(exitUsage, "--replicas must be", nil, "put", "--replicas", "0", "k", "-")
+	f(exitUsage, "unknown persistence", nil, "put", "--persistence", "sometimes", "k", "-")
+	f(exitUsage, "exactly one of", nil, "rm")
+	f(exitUsage, "exactly one of", nil, "rm", "k", "--all")
+	f(exitUsage, "--regex", nil, "rm", "--regex", "a(")
+	f(exitUsage, "unknown op", nil, "bench", "--op", "scan")
+	f(exitUsage, "concurrency must be", nil, "bench", "--concurrency", "0")
+	f(exitUsage, "--data_dir is required", nil, "master", "--id", "m1")
+	f(exitUsage, "--id is required", nil, "master")
+	f(exitUsage, "does not list this master", nil, "master", "--id", "m4", "--data_dir", dir, "--raft_address", "127.0.0.1:7004",
+		"--peers", "m1=127.0.0.1:7001,m2=127.0.0.1:7002")
+	f(exitUsage, "want id=host:port", nil, "master", "--id", "m1", "--data_dir", dir, "--raft_address", "127.0.0.1:7001", "--peers", "m1")
+	f(exitUsage, "which --peers does not list", nil, "master", "--id", "m1", "--data_dir", dir, "--raft_address", "127.0.0.1:7001",
+		"--peer_rpc_addresses", "m9=127.0.0.1:50059")
+	f(exitUsage, "but --rpc_address is", nil, "master", "--id", "m1", "--data_dir", dir, "--raft_address", "127.0.0.1:7001",
+		"--rpc_address", "127.0.0.1:50051", "--peer_rpc_addresses", "m1=127.0.0.1:50052")
+	f(exitUsage, "eviction_ratio", nil, "master", "--id", "m1", "--data_dir", dir, "--raft_address", "127.0.0.1:7001", "--eviction_ratio", "1.5")
+	f(exitUsage, "--persistence durable needs --root_fs_dir", nil, "worker", "--persistence", "durable")
+	f(exitUsage, "--huge_pages", nil, "worker", "--huge_pages", "sometimes")
+	f(exitUsage, "--warm_up needs --root_fs_dir", nil, "standalone", "--warm_up")
+	f(exitUsage, "--ssd_capacity needs --root_fs_dir", nil, "worker", "--ssd_capacity", "1GiB")
+	f(exitUsage, "--log_level", nil, "status", "--log_level", "loud")
+	f(exitUsage, `unknown field "colour"`, map[string]string{envConfigPath: badJSON}, "standalone")
+	f(exitUsage, "no such file", map[string]string{envConfigPath: filepath.Join(dir, "missing.json")}, "status")
+	f(exitUsage, "want host:port", map[string]string{envMaster: "nocolon"}, "status")
+	f(exitError, "no such file", nil, "put", "k", filepath.Join(dir, "missing"))
+}
+
+func TestFileConfig(t *testing.T) {
+	good := `{
+	  "local_hostname": "10.0.0.5",
+	  "metadata_server": "etcd://localhost:2379",
+	  "global_segment_size": 3355443200,
+	  "local_buffer_size": "1GiB",
+	  "protocol": "tcp",
+	  "device_name": "erdma_0",
+	  "master_server_address": "10.0.0.1:50051, 10.0.0.2:50051",
+	  "root_fs_dir": "/mnt/nvme",
+	  "cluster_id": "prod_1"
+	}`
+	fc, err := parseFileConfig(strings.NewReader(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *fc.GlobalSegmentSize != 3355443200 || *fc.LocalBufferSize != 1<<30 || len(fc.MasterServerAddress) != 2 ||
+		fc.MasterServerAddress[1] != "10.0.0.2:50051" || fc.RootFSDir != "/mnt/nvme" || fc.ClusterID != "prod_1" {
+		t.Fatalf("%+v", fc)
+	}
+	fc, err = parseFileConfig(strings.NewReader(`{"master_server_address": ["a:1", "b:2,c:3"]}`))
+	if err != nil || strings.Join(fc.MasterServerAddress, " ") != "a:1 b:2 c:3" {
+		t.Fatalf("%v %v", fc, err)
+	}
+	bad := func(s, sub string) {
+		t.Helper()
+		_, err := parseFileConfig(strings.NewReader(s))
+		if err == nil || !strings.Contains(err.Error(), sub) {
+			t.Fatalf("%s: %v, want %q", s, err, sub)
+		}
+		if !errors.Is(err, base.ErrInvalidParams) && !errors.Is(err, base.ErrNotSupported) {
+			t.Fatalf("%s: %v is not typed", s, err)
+		}
+	}
+	bad(`{"global_segment_size": "12XB"}`, "12XB")
+	bad(`{"global_segment_size": 0}`, "must be positive")
+	bad(`{"colour": 1}`, "unknown field")
+	bad(`{"master_server_address": 5}`, "want a string")
+	bad(`{"master_server_address": "etcd://x:2379"}`, "etcd discovery is not supported")
+	bad(`{"master_server_address": "host"}`, "host:port")
+	bad(`{"cluster_id": "a/b"}`, "cluster id")
+	bad(`{"local_hostname": "h:1"}`, "without a port")
+	bad(`{"protocol": 5}`, `key "protocol"`)
+	bad(`{} {}`, "data after")
+	bad(`[`, "invalid params")
+}
+
+// TestFlagsOverrideFile: a flag on the command line beats the file; the file beats defaults.
+func TestFlagsOverrideFile(t *testing.T) {
+	fc, err := parseFileConfig(strings.NewReader(`{"global_segment_size": "2GiB", "master_server_address": "10.0.0.1:50051",
+		"root_fs_dir": "/tmp/x", "cluster_id": "c1", "local_hostname": "10.0.0.9"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolve := func(args ...string) workerSettings {
+		t.Helper()
+		var f workerFlags
+		fs := pflag.NewFlagSet("worker", pflag.ContinueOnError)
+		f.register(fs, false)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		s, err := f.resolve(fs, fc, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := resolve()
+	if s.GlobalSegmentSize != 2<<30 || s.MasterAddresses[0] != "10.0.0.1:50051" || s.RootFSDir != "/tmp/x" ||
+		s.ClusterID != "c1" || s.Address != "10.0.0.9:12300" || s.WorkerID != "" || s.MetricsAddress != "10.0.0.9:0" {
+		t.Fatalf("file values not used: %+v", s)
+	}
+	s = resolve("--global_segment_size", "256MiB", "--master_server_address", "a:1,b:2", "--cluster_id", "c2",
+		"--worker_address", "127.0.0.1:12301", "--worker_id", "w1", "--persistence", "durable", "--ssd_capacity", "10GiB")
+	if s.GlobalSegmentSize != 256<<20 || len(s.MasterAddresses) != 2 || s.ClusterID != "c2" || s.Address != "127.0.0.1:12301" ||
+		s.WorkerID != "w1" || s.Persistence != base.PersistenceDurable || s.SSDCapacity != 10<<30 {
+		t.Fatalf("flags did not override: %+v", s)
+	}
+}
+
+func TestMasterSettings(t *testing.T) {
+	var f masterFlags
+	fs := pflag.NewFlagSet("master", pflag.ContinueOnError)
+	f.register(fs, false)
+	err := fs.Parse([]string{"--id", "m2", "--data_dir", "/d", "--rpc_address", "127.0.0.1:50052", "--raft_address", "127.0.0.1:7002",
+		"--peers", "m1=127.0.0.1:7001,m2=127.0.0.1:7002,m3=127.0.0.1:7003", "--metrics_port", "9004",
+		"--peer_rpc_addresses", "m1=127.0.0.1:50051,m2=127.0.0.1:50052"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := f.resolve(fs, &fileConfig{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ID != "m2" || len(s.Peers) != 3 || s.Peers[2] != (peer{"m3", "127.0.0.1:7003", ""}) || s.Peers[0].RPCAddr != "127.0.0.1:50051" || s.MetricsAddress != "127.0.0.1:9004" ||
+		s.ClusterID != base.DefaultClusterID || s.ClientTTL != defaultClientTTL || s.EvictionRatio != defaultEvictRatio {
+		t.Fatalf("%+v", s)
+	}
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mooncake-go/mooncake/client"
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/server"
+)
+
+func (e *env) masterConfig(s masterSettings) server.MasterConfig {
+	peers := make([]raftmeta.Peer, len(s.Peers))
+	for i, p := range s.Peers {
+		peers[i] = raftmeta.Peer{ID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr}
+	}
+	if len(peers) == 1 && peers[0].ID == s.ID {
+		peers = nil // this master alone: the server bootstraps a single voter
+	}
+	return server.MasterConfig{
+		ID: s.ID, DataDir: s.DataDir, RPCAddress: s.RPCAddress, RaftAddress: s.RaftAddress,
+		MetricsAddress: s.MetricsAddress, Peers: peers, ClusterID: s.ClusterID, ClientTTL: s.ClientTTL,
+		EvictionHighWatermarkRatio: s.EvictionHighWatermarkRatio, EvictionRatio: s.EvictionRatio,
+		PutTimeout: s.PutTimeout, MaxValueSize: s.MaxValueSize, Logger: e.logger(),
+	}
+}
+
+func (e *env) workerConfig(s workerSettings) server.WorkerConfig {
+	return server.WorkerConfig{
+		WorkerID: s.WorkerID, ClusterID: s.ClusterID, MasterAddresses: s.MasterAddresses, Address: s.Address,
+		MetricsAddress: s.MetricsAddress, GlobalSegmentSize: s.GlobalSegmentSize, RootFSDir: s.RootFSDir,
+		Persistence: s.Persistence, SSDCapacity: s.SSDCapacity, Protocol: s.Protocol, HugePages: s.HugePages,
+		WarmUp: s.WarmUp, Logger: e.logger(),
+	}
+}
+
+// runMaster serves until ctx ends (SIGTERM or SIGINT), then shuts down gracefully. The
+// server logs its effective configuration once at start.
+func runMaster(ctx context.Context, e *env, s masterSettings) error {
+	m, err := server.NewMaster(e.masterConfig(s))
+	if err != nil {
+		return fmt.Errorf("master %s: %w", s.ID, err)
+	}
+	fmt.Fprintf(e.stdout, "mooncake master %s ready: rpc %s, metrics %s\n", s.ID, m.Addr(), metricsURL(m.MetricsAddr()))
+	<-ctx.Done()
+	e.logger().Info("signal received, shutting down", "master", s.ID)
+	sctx, cancel := shutdownCtx(defaultShutdownTimeout)
+	defer cancel()
+	return m.Shutdown(sctx)
+}
+
+// runWorker serves until ctx ends; on SIGTERM the worker spills its DRAM objects to the NVMe
+// tier within --shutdown_timeout before it exits.
+func runWorker(ctx context.Context, e *env, s workerSettings) error {
+	w, err := server.NewWorker(e.workerConfig(s))
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	fmt.Fprintf(e.stdout, "mooncake worker %s ready: data %s, metrics %s, DRAM %s, NVMe %s\n", w.ID(), w.Addr(),
+		metricsURL(w.MetricsAddr()), base.Bytes(s.GlobalSegmentSize), nvmeDesc(s))
+	<-ctx.Done()
+	e.logger().Info("signal received, shutting down", "worker", w.ID(), "limit", s.ShutdownTimeout)
+	sctx, cancel := shutdownCtx(s.ShutdownTimeout)
+	defer cancel()
+	return w.Shutdown(sctx)
+}
+
+// runStandalone runs one master (a single raft voter) and one worker in this process.
+func runStandalone(ctx context.Context, e *env, ms masterSettings, ws workerSettings) error {
+	ms.DataDir = filepath.Join(ms.DataDir, "master")
+	m, err := server.NewMaster(e.masterConfig(ms))
+	if err != nil {
+		return fmt.Errorf("standalone master: %w", err)
+	}
+	ws.MasterAddresses = []string{m.Addr()}
+	w, err := server.NewWorker(e.workerConfig(ws))
+	if err != nil {
+		sctx, cancel := shutdownCtx(defaultShutdownTimeout)
+		defer cancel()
+		_ = m.Shutdown(sctx)
+		return fmt.Errorf("standalone worker: %w", err)
+	}
+	if err := waitRegistered(ctx, m.Addr(), ms.ClusterID, w.ID(), w.Addr()); err != nil {
+		sctx, cancel := shutdownCtx(defaultShutdownTimeout)
+		defer cancel()
+		_ = w.Shutdown(sctx)
+		_ = m.Shutdown(sctx)
+		return fmt.Errorf("standalone: %w", err)
+	}
+	printStandaloneHelp(e.stdout, e.argv0, m.Addr(), m.MetricsAddr(), w.Addr(), ws)
+	<-ctx.Done()
+	e.logger().Info("signal received, shutting down: worker first (spilling DRAM), then master")
+	sctx, cancel := shutdownCtx(ws.ShutdownTimeout)
+	defer cancel()
+	werr := w.Shutdown(sctx)
+	mctx, mcancel := shutdownCtx(defaultShutdownTimeout)
+	defer mcancel()
+	merr := m.Shutdown(mctx)
+	if werr != nil {
+		return fmt.Errorf("standalone worker shutdown: %w", werr)
+	}
+	return merr
+}
+
+// registerTimeout bounds how long standalone waits for its worker to register (the master
+// elects itself first, about a second).
+const registerTimeout = 30 * time.Second
+
+// waitRegistered waits until the master lists the worker as active at its address, so that
+// "ready" means a put works. (After a restart the metadata restored from raft already lists
+// the worker as active, at the address of its previous run.)
+func waitRegistered(ctx context.Context, masterAddr, clusterID string, id base.WorkerID, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, registerTimeout)
+	defer cancel()
+	c, err := client.Connect(ctx, client.Config{MasterAddresses: []string{masterAddr}, ClusterID: clusterID})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := c.Status(ctx)
+		if err == nil {
+			for _, w := range st.Workers {
+				if w.ID == string(id) && w.State == "active" && w.Address == addr {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: worker %s did not register with the master within %v (last error: %v)", base.ErrTimeout, id, registerTimeout, err)
+		case <-tick.C:
+		}
+	}
+}
+
+func metricsURL(addr string) string {
+	if addr == "" {
+		return "off"
+	}
+	return "http://" + addr + "/metrics"
+}
+
+func nvmeDesc(s workerSettings) string {
+	if s.RootFSDir == "" {
+		return "none (DRAM only, persistence cache)"
+	}
+	p := s.Persistence
+	if p == base.PersistenceDefault {
+		p = base.PersistenceSpill
+	}
+	return fmt.Sprintf("%s (persistence %s)", s.RootFSDir, p)
+}
+
+// cliName is how the user runs this binary: "go run ./cmd/mooncake" under `go run`, else the
+// command as typed.
+func cliName(argv0 string) string {
+	if argv0 == "" || strings.Contains(argv0, "go-build") {
+		return "go run ./cmd/mooncake"
+	}
+	return argv0
+}
+
+// printStandaloneHelp prints the exact lines to put and get from another terminal.
+func printStandaloneHelp(w io.Writer, argv0, masterAddr, metricsAddr, workerAddr string, ws workerSettings) {
+	cli := cliName(argv0)
+	export := ""
+	if masterAddr != client.DefaultMasterAddress {
+		export = "  export " + envMaster + "=" + masterAddr + "\n"
+	}
+	fmt.Fprintf(w, `mooncake standalone is ready
+  master   %s   (metrics %s)
+  worker   %s   (DRAM %s, NVMe %s)
+
+In another terminal:
+%s  echo hello > /tmp/hello.txt
+  %s put hello /tmp/hello.txt
+  %s get hello
+  %s ls
+  %s status
+  %s rm hello
+Stop with Ctrl-C.
+`, masterAddr, metricsURL(metricsAddr), workerAddr, base.Bytes(ws.GlobalSegmentSize), nvmeDesc(ws), export, cli, cli, cli, cli, cli)
+}
