@@ -48,6 +48,26 @@ type Workload struct {
 	Concurrency int
 	// KeyPrefix namespaces the run's keys; the default is "bench/<random>/".
 	KeyPrefix string
+	// Objects is how many distinct objects a get workload stores and then reads round-robin.
+	// The default is Count, capped so the objects fit in 256 MiB (but at least Concurrency of
+	// them): a get benchmark measures reads, and more objects than the store's DRAM would only
+	// measure eviction (in cache mode, reads of evicted objects fail).
+	Objects int
+}
+
+// defaultGetBytes bounds the bytes a get workload stores when Objects is zero.
+const defaultGetBytes = 256 << 20
+
+// distinct returns the number of distinct keys the workload uses.
+func (w *Workload) distinct() int {
+	if w.Op != OpGet {
+		return w.Count
+	}
+	n := w.Objects
+	if n <= 0 {
+		n = max(int(defaultGetBytes/max(w.Size, 1)), w.Concurrency)
+	}
+	return max(1, min(n, w.Count))
 }
 
 // Validate reports a bad workload as an error wrapping base.ErrInvalidParams.
@@ -63,11 +83,14 @@ func (w *Workload) Validate() error {
 		return fmt.Errorf("%w: concurrency must be 1 to 1024, got %d", base.ErrInvalidParams, w.Concurrency)
 	case int64(w.Concurrency)*w.Size > 16<<30:
 		return fmt.Errorf("%w: concurrency x size is over 16 GiB of buffers", base.ErrInvalidParams)
+	case w.Objects < 0:
+		return fmt.Errorf("%w: objects must not be negative, got %d", base.ErrInvalidParams, w.Objects)
 	}
 	return nil
 }
 
-// Keys returns the keys the workload uses, in order.
+// Keys returns the keys of the workload's operations, in order. A get workload cycles over
+// its distinct objects, so the first distinct() keys are the ones Prepare stores.
 func (w *Workload) Keys() []string {
 	prefix := w.KeyPrefix
 	if prefix == "" {
@@ -75,8 +98,9 @@ func (w *Workload) Keys() []string {
 		w.KeyPrefix = prefix
 	}
 	keys := make([]string, w.Count)
+	n := w.distinct()
 	for i := range keys {
-		keys[i] = fmt.Sprintf("%s%d", prefix, i)
+		keys[i] = fmt.Sprintf("%s%d", prefix, i%n)
 	}
 	return keys
 }
@@ -143,7 +167,16 @@ func Prepare(ctx context.Context, s Store, w Workload, keys []string) error {
 	if w.Op != OpGet {
 		return nil
 	}
-	_, err := runOps(ctx, w.Concurrency, w.Size, keys, func(ctx context.Context, key string, buf []byte) error {
+	// Keys repeat after the distinct ones (see Keys): store each once.
+	seen := make(map[string]bool, len(keys))
+	unique := keys[:0:0]
+	for _, k := range keys {
+		if !seen[k] {
+			seen[k] = true
+			unique = append(unique, k)
+		}
+	}
+	_, err := runOps(ctx, w.Concurrency, w.Size, unique, func(ctx context.Context, key string, buf []byte) error {
 		return s.Put(ctx, key, buf)
 	})
 	return err

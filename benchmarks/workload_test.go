@@ -90,3 +90,34 @@ func TestResultPercentile(t *testing.T) {
 		t.Fatalf("percentiles %v %v", r.Percentile(0.5), r.Percentile(0.99))
 	}
 }
+
+// A get workload stores a bounded set of distinct objects and reads them round-robin, so
+// --count can exceed what the store's DRAM holds.
+func TestGetWorkloadCyclesObjects(t *testing.T) {
+	ctx := context.Background()
+	f := func(w Workload, wantDistinct int) {
+		t.Helper()
+		s := NewMemStore()
+		keys := w.Keys()
+		if len(keys) != w.Count {
+			t.Fatalf("%+v: %d keys", w, len(keys))
+		}
+		if err := Prepare(ctx, s, w, keys); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(s.m); got != wantDistinct {
+			t.Fatalf("%+v: stored %d objects, want %d", w, got, wantDistinct)
+		}
+		r, err := Run(ctx, s, w, keys)
+		if err != nil || r.Ops != w.Count || r.Bytes != int64(w.Count)*w.Size {
+			t.Fatalf("%+v: %v %+v", w, err, r)
+		}
+	}
+	f(Workload{Op: OpGet, Size: 1 << 20, Count: 300, Concurrency: 4}, 256) // 256 MiB cap
+	f(Workload{Op: OpGet, Size: 64 << 20, Count: 20, Concurrency: 8}, 8)   // at least Concurrency
+	f(Workload{Op: OpGet, Size: 1000, Count: 30, Concurrency: 2}, 30)      // all fit
+	f(Workload{Op: OpGet, Size: 1 << 20, Count: 30, Concurrency: 2, Objects: 3}, 3)
+	if err := (&Workload{Op: OpGet, Size: 1, Count: 1, Concurrency: 1, Objects: -1}).Validate(); !errors.Is(err, base.ErrInvalidParams) {
+		t.Fatalf("negative objects: %v", err)
+	}
+}

@@ -20,6 +20,7 @@ func newBenchCmd(e *env) *cobra.Command {
 		size        = base.Bytes(1 << 20)
 		count       int
 		concurrency int
+		objects     int
 		replicas    int
 		baseline    bool
 		keep        bool
@@ -34,7 +35,7 @@ func newBenchCmd(e *env) *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
-			w := benchmarks.Workload{Op: o, Size: int64(size), Count: count, Concurrency: concurrency}
+			w := benchmarks.Workload{Op: o, Size: int64(size), Count: count, Concurrency: concurrency, Objects: objects}
 			if err := w.Validate(); err != nil {
 				return usageError{err}
 			}
@@ -100,6 +101,7 @@ func newBenchCmd(e *env) *cobra.Command {
 	fl.Var(&size, "size", "object size, e.g. 1MiB")
 	fl.IntVar(&count, "count", 1000, "number of operations")
 	fl.IntVar(&concurrency, "concurrency", 8, "operations in flight")
+	fl.IntVar(&objects, "objects", 0, "get: distinct objects stored and read round-robin (default: count, capped at 256 MiB of objects)")
 	fl.IntVar(&replicas, "replicas", 1, "replicas per put")
 	fl.BoolVar(&baseline, "baseline", false, "also measure raw loopback TCP with the same sizes and concurrency")
 	fl.BoolVar(&keep, "keep", false, "keep the objects (default: remove them at the end)")
