@@ -474,6 +474,12 @@ func TestServerErrors(t *testing.T) {
 	if err := c.Call(ctx, addr, &ReadRequest{Key: "k"}, nil); !errors.Is(err, base.ErrInvalidParams) {
 		t.Fatalf("Call with a read: %v", err)
 	}
+	// A key over base.MaxKeyLen is refused by the server's decoder as INVALID_KEY.
+	var ce *base.CodeError
+	err = c.Call(ctx, addr, &LookupRequest{Key: string(make([]byte, base.MaxKeyLen+1))}, &LookupResponse{})
+	if !errors.Is(err, base.ErrInvalidKey) || !errors.As(err, &ce) || ce.Code != base.CodeInvalidKey {
+		t.Fatalf("long key: %v", err)
+	}
 	// A panicking handler is an INTERNAL_ERROR, not a crash.
 	h.onCall = func(context.Context, Message) (Message, error) { panic("boom") }
 	if err := c.Call(ctx, addr, &RemoveRequest{Key: "k"}, nil); !errors.Is(err, base.ErrInternal) {
