@@ -236,6 +236,11 @@ type ServerOptions struct {
 	// MaxInFlightPerConn bounds the requests of one connection being handled at once; the
 	// connection's read loop waits for a slot (back-pressure on the client). Default 4096.
 	MaxInFlightPerConn int
+	// MaxBodyBytesPerConn bounds the message bodies held by the requests of one connection
+	// being handled at once (payloads go to handler destinations and do not count); the read
+	// loop waits before reading more. A single body (at most Limits.MaxBodyLen) is always
+	// admitted when nothing else is held. Default 256 MiB.
+	MaxBodyBytesPerConn int64
 	// HandshakeTimeout bounds the handshake of a new connection. Default 10s.
 	HandshakeTimeout time.Duration
 	// SocketBuffer sets SO_SNDBUF and SO_RCVBUF on accepted connections; 0 leaves the

@@ -474,6 +474,12 @@ func TestServerErrors(t *testing.T) {
 	if err := c.Call(ctx, addr, &ReadRequest{Key: "k"}, nil); !errors.Is(err, base.ErrInvalidParams) {
 		t.Fatalf("Call with a read: %v", err)
 	}
+	// A key over base.MaxKeyLen is refused by the server's decoder as INVALID_KEY.
+	var ce *base.CodeError
+	err = c.Call(ctx, addr, &LookupRequest{Key: string(make([]byte, base.MaxKeyLen+1))}, &LookupResponse{})
+	if !errors.Is(err, base.ErrInvalidKey) || !errors.As(err, &ce) || ce.Code != base.CodeInvalidKey {
+		t.Fatalf("long key: %v", err)
+	}
 	// A panicking handler is an INTERNAL_ERROR, not a crash.
 	h.onCall = func(context.Context, Message) (Message, error) { panic("boom") }
 	if err := c.Call(ctx, addr, &RemoveRequest{Key: "k"}, nil); !errors.Is(err, base.ErrInternal) {
@@ -507,5 +513,47 @@ func TestClientCloseInFlight(t *testing.T) {
 	}
 	if err := c.Ping(context.Background(), s.Addr().String()); !errors.Is(err, base.ErrClosed) {
 		t.Fatalf("call after Close: %v", err)
+	}
+}
+
+// TestBodyBytesBound: with MaxBodyBytesPerConn room for one body, a second request with a
+// large body is not read while the first is being handled.
+func TestBodyBytesBound(t *testing.T) {
+	h := newMemHandler()
+	entered := make(chan struct{}, 2)
+	release := make(chan struct{})
+	h.onCall = func(ctx context.Context, req Message) (Message, error) {
+		entered <- struct{}{}
+		<-release
+		return nil, nil
+	}
+	s, err := NewServer(h, ServerOptions{Logger: quietLogger, MaxBodyBytesPerConn: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan struct{}, 1)
+	s.testHookBodyWait = func() { waiting <- struct{}{} }
+	if err := s.Start(nil, "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := newClient(t, ClientOptions{ConnsPerPeer: 1})
+	errs := make(chan error, 2)
+	for i := range 2 {
+		key := fmt.Sprintf("%0600d", i) // a 604-byte body: two do not fit in 1000 bytes
+		go func() { errs <- c.Call(context.Background(), s.Addr().String(), &RemoveRequest{Key: key}, nil) }()
+	}
+	<-entered
+	select {
+	case <-waiting: // the read loop holds back the second body
+	case <-entered:
+		close(release)
+		t.Fatal("a second large body was admitted while the first request was being handled")
+	}
+	close(release)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

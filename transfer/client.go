@@ -142,7 +142,9 @@ func (c *Client) Ping(ctx context.Context, addr string) error {
 // over the peer's connections, then a Commit call makes them visible. src is only read, and
 // not retained after Write returns.
 //
-// Writes are not retried unless ctx is marked WithIdempotent.
+// Writes are not retried unless ctx is marked WithIdempotent. On an error some chunks may
+// have reached the worker, but nothing was committed there; the caller revokes the put
+// (PutRevoke), or the worker drops the pending object after its timeout.
 func (c *Client) Write(ctx context.Context, addr string, req WriteRequest, src []byte) error {
 	req.TotalSize = int64(len(src))
 	req.Offset = 0
@@ -176,6 +178,7 @@ func (c *Client) Read(ctx context.Context, addr string, req ReadRequest, dst []b
 		var rr ReadResponse
 		cl.resp = &rr
 		err := c.do(ctx, addr, cl)
+		rr.SetOp(cl.op)
 		return rr, int(cl.n), err
 	}
 	size := int64(len(dst))

@@ -43,6 +43,9 @@ type Server struct {
 	}
 	// connWG counts live connections (their read loop and handlers) and Serve loops.
 	connWG sync.WaitGroup
+
+	// testHookBodyWait is called when a read loop waits for body bytes. Nil in production.
+	testHookBodyWait func()
 }
 
 // NewServer returns a server of h. It serves nothing until Serve or Start.
@@ -59,6 +62,9 @@ func NewServer(h Handler, opts ServerOptions) (*Server, error) {
 	opts.Limits.EnsureDefaults()
 	if opts.MaxInFlightPerConn <= 0 {
 		opts.MaxInFlightPerConn = 4096
+	}
+	if opts.MaxBodyBytesPerConn <= 0 {
+		opts.MaxBodyBytesPerConn = 256 << 20
 	}
 	if opts.HandshakeTimeout <= 0 {
 		opts.HandshakeTimeout = 10 * time.Second
@@ -166,6 +172,8 @@ func (s *Server) newConn(c net.Conn) *serverConn {
 		return nil
 	}
 	sc := &serverConn{s: s, c: c, sem: make(chan struct{}, s.opts.MaxInFlightPerConn)}
+	sc.bodies.init(s.opts.MaxBodyBytesPerConn)
+	sc.bodies.onWait = s.testHookBodyWait
 	sc.ctx, sc.cancel = context.WithCancel(s.baseCtx)
 	sc.w = newFrameWriter(c)
 	sc.rd = shutdownReader{sc}
@@ -253,6 +261,7 @@ type serverConn struct {
 	idle atomic.Bool
 
 	sem      chan struct{}  // one slot per request being handled
+	bodies   byteSem        // body bytes held by the requests being handled
 	handlers sync.WaitGroup // requests being handled
 
 	w *frameWriter // serializes and coalesces frame writes
@@ -324,8 +333,12 @@ func (sc *serverConn) serve() {
 			sc.protocolError(&h, fmt.Errorf("%w: a response frame sent to a server", base.ErrInvalidParams))
 			return
 		}
+		// Bound the bodies held by this connection's requests before reading one more
+		// (back-pressure through TCP): bodies are read and decoded whole.
+		sc.bodies.acquire(int64(h.BodyLen))
 		body, pb, err := readBody(sc.br, h.BodyLen)
 		if err != nil {
+			sc.bodies.release(int64(h.BodyLen))
 			sc.cancel()
 			return
 		}
@@ -337,6 +350,7 @@ func (sc *serverConn) serve() {
 			if pb != nil {
 				putBuf(pb)
 			}
+			sc.bodies.release(int64(h.BodyLen))
 			if !ok {
 				sc.cancel()
 				return
@@ -394,6 +408,7 @@ func (sc *serverConn) protocolError(h *wire.Header, err error) {
 // handle serves one control or read request. It owns body/pb.
 func (sc *serverConn) handle(h wire.Header, body []byte, pb *[]byte) {
 	defer func() {
+		sc.bodies.release(int64(h.BodyLen))
 		<-sc.sem
 		sc.handlers.Done()
 	}()
@@ -623,4 +638,47 @@ func (sc *serverConn) writeFrame(hdrBody, payload []byte) {
 		sc.cancel()
 		sc.c.Close()
 	}
+}
+
+// byteSem bounds a number of bytes in use. A request larger than the bound is admitted alone
+// (when nothing else is in use), so any body within Limits.MaxBodyLen makes progress.
+type byteSem struct {
+	mu   sync.Mutex // protects used
+	cond sync.Cond
+	used int64
+	max  int64
+	// onWait is called (without mu) before acquire waits; a test hook, nil in production.
+	onWait func()
+}
+
+func (b *byteSem) init(max int64) {
+	b.max = max
+	b.cond.L = &b.mu
+}
+
+func (b *byteSem) acquire(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	if b.onWait != nil && b.used > 0 && b.used+n > b.max {
+		b.mu.Unlock()
+		b.onWait()
+		b.mu.Lock()
+	}
+	for b.used > 0 && b.used+n > b.max {
+		b.cond.Wait()
+	}
+	b.used += n
+	b.mu.Unlock()
+}
+
+func (b *byteSem) release(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+	b.cond.Broadcast()
 }

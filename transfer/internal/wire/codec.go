@@ -69,7 +69,8 @@ func NewDecoder(body []byte) *Decoder { return &Decoder{b: body} }
 func (d *Decoder) Reset(body []byte) { *d = Decoder{b: body} }
 
 // Err returns the first error, if any. Every error wraps base.ErrInvalidParams (and
-// base.ErrTooLarge or base.ErrInvalidKey where a bound or a key was the problem).
+// base.ErrTooLarge where a bound was the problem), except a bad key length, which wraps
+// base.ErrInvalidKey alone so that it travels as INVALID_KEY.
 func (d *Decoder) Err() error { return d.err }
 
 // Remaining returns the number of unread bytes.
@@ -201,7 +202,8 @@ func (d *Decoder) Key() string {
 		return ""
 	}
 	if n == 0 || n > base.MaxKeyLen {
-		d.Fail(fmt.Errorf("%w: %w: key length %d, want 1 to %d", base.ErrInvalidParams, base.ErrInvalidKey, n, base.MaxKeyLen))
+		// Only ErrInvalidKey, so the error travels as INVALID_KEY (what base.ValidateKey gives).
+		d.Fail(fmt.Errorf("%w: key length %d, want 1 to %d", base.ErrInvalidKey, n, base.MaxKeyLen))
 		return ""
 	}
 	if !d.need(int(n)) {

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -73,7 +74,7 @@ func FuzzServerHello(f *testing.F) {
 	})
 }
 
-// FuzzRequest: any body either fails to decode (with ErrInvalidParams) or decodes to a
+// FuzzRequest: any body either fails to decode (with ErrInvalidParams or ErrInvalidKey) or decodes to a
 // message that re-encodes to exactly the same bytes (the encoding is canonical).
 func FuzzRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, op byte, body []byte) {
@@ -124,7 +125,7 @@ func FuzzErrorBody(f *testing.F) {
 }
 
 func isInvalid(err error) bool {
-	return err != nil && strings.Contains(err.Error(), base.ErrInvalidParams.Error())
+	return errors.Is(err, base.ErrInvalidParams) || errors.Is(err, base.ErrInvalidKey)
 }
 
 // seeds returns the seed corpus of every fuzzer: file name -> values.
