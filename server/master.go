@@ -87,7 +87,9 @@ type workerSoft struct {
 	lastRegister time.Time
 }
 
-// WorkerUsage is what a worker reports in each heartbeat: bytes and objects per tier.
+// WorkerUsage is a worker's usage per tier: bytes used and objects from each heartbeat
+// (DRAMUsed is the arena's bytes in use; an object with a copy in both tiers counts in both
+// DRAMObjects and NVMeObjects), capacities from its registration.
 type WorkerUsage struct {
 	DRAMUsed, DRAMCapacity int64
 	DRAMObjects            int64
@@ -796,6 +798,8 @@ func (m *Master) heartbeat(id base.WorkerID, usage WorkerUsage) (HeartbeatReply,
 	}
 	now := m.now()
 	ws.lastSeen = now
+	// Heartbeats carry no capacities: keep the registration's.
+	usage.DRAMCapacity, usage.NVMeCapacity = ws.usage.DRAMCapacity, ws.usage.NVMeCapacity
 	ws.usage = usage
 	if !ws.resyncAfter.IsZero() && now.After(ws.resyncAfter) {
 		ws.resync, ws.resyncAfter = true, time.Time{}

@@ -275,7 +275,10 @@ func (h *masterHandler) call(ctx context.Context, req transfer.Message) (transfe
 		return &transfer.RegisterWorkerResponse{Drop: toWireKV(drops), HeartbeatInterval: DefaultHeartbeatInterval}, opRegisterWorker, nil
 
 	case *transfer.HeartbeatRequest:
-		rep, err := m.heartbeat(r.WorkerID, WorkerUsage{DRAMUsed: r.DRAMUsed, NVMeUsed: r.NVMeUsed, DRAMObjects: r.Objects})
+		// A worker built before HeartbeatRequest carried NVMeObjects sends none: its count
+		// stays 0 in Status (unknown), as it always was.
+		rep, err := m.heartbeat(r.WorkerID, WorkerUsage{DRAMUsed: r.DRAMUsed, NVMeUsed: r.NVMeUsed,
+			DRAMObjects: r.DRAMObjects, NVMeObjects: r.NVMeObjects})
 		if err != nil {
 			return nil, opHeartbeat, err
 		}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -305,5 +306,69 @@ func TestCacheEvictionDropsReplicas(t *testing.T) {
 	}
 	if held == 0 || held == len(vals) {
 		t.Fatalf("%d of %d objects held: want some evicted and some kept", held, len(vals))
+	}
+}
+
+// TestStatusReportsTiers: a worker whose DRAM arena holds a few of its objects spills the
+// rest to NVMe, and its heartbeats carry bytes and objects per tier to the leader's status
+// (the Status call and /api/v1/status): nvme_objects > 0 and, with no object in both tiers
+// (spill mode, nothing read), dram_objects + nvme_objects is the number of objects.
+func TestStatusReportsTiers(t *testing.T) {
+	c := startMasters(t, 1, nil)
+	w := c.addWorker(t.TempDir(), func(cfg *WorkerConfig) { cfg.GlobalSegmentSize = 4 << 20 })
+	d := newDriver(t, c.masterAddrs())
+	rng := rand.New(rand.NewPCG(7, 7))
+	const n = 16 // 16 x 512 KiB: twice the arena
+	for i := range n {
+		if err := d.put(fmt.Sprintf("t%02d", i), value(rng, 512<<10), 1, false); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	// Wait for the spills to finish, then for a heartbeat that reports the worker's own
+	// figures: after that nothing moves between the tiers (no reads, no puts).
+	eventually(t, "spills finish", func() bool {
+		m := w.eng.Metrics()
+		return m.Spilling.Objects == 0 && m.SpillQueueBytes == 0 && m.NVMe.Objects > 0
+	})
+	var ws WorkerStatus
+	for deadline := time.Now().Add(testWait); ; time.Sleep(10 * time.Millisecond) {
+		m := w.eng.Metrics()
+		st := d.status()
+		if len(st.Workers) != 1 {
+			t.Fatalf("workers in status: %+v", st.Workers)
+		}
+		ws = st.Workers[0]
+		if ws.DRAMObjects == m.DRAM.Objects && ws.NVMeObjects == m.NVMe.Objects &&
+			ws.NVMeUsedBytes == m.NVMe.Bytes && ws.DRAMUsedBytes == m.ArenaUsedBytes {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no heartbeat reported the worker's tiers: status %+v, worker DRAM %+v (arena %d), NVMe %+v",
+				ws, m.DRAM, m.ArenaUsedBytes, m.NVMe)
+		}
+	}
+	if ws.NVMeObjects == 0 || ws.DRAMObjects == 0 || ws.DRAMObjects+ws.NVMeObjects != n {
+		t.Fatalf("status of worker: dram_objects %d + nvme_objects %d, want %d objects, some in each tier",
+			ws.DRAMObjects, ws.NVMeObjects, n)
+	}
+	if ws.NVMeUsedBytes < ws.NVMeObjects*(512<<10) || ws.DRAMUsedBytes < ws.DRAMObjects*(512<<10) {
+		t.Fatalf("status of worker: bytes do not cover the objects: %+v", ws)
+	}
+	if ws.DRAMCapacityBytes != 4<<20 || ws.NVMeCapacityBytes <= 0 {
+		t.Fatalf("status of worker: capacities %+v", ws)
+	}
+
+	// The admin page serves the same document.
+	resp, err := http.Get("http://" + c.masters[0].MetricsAddr() + "/api/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page Status
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Workers) != 1 || page.Workers[0].NVMeObjects != ws.NVMeObjects || page.Workers[0].DRAMObjects != ws.DRAMObjects {
+		t.Fatalf("/api/v1/status workers: %+v, want %+v", page.Workers, ws)
 	}
 }

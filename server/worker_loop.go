@@ -205,9 +205,12 @@ func (w *Worker) heartbeat(addr string) error {
 		return fmt.Errorf("%w: no leader", base.ErrUnavailable)
 	}
 	m := w.eng.Metrics()
-	req := &transfer.HeartbeatRequest{WorkerID: w.id, DRAMUsed: m.ArenaUsedBytes, Objects: m.DRAM.Objects}
+	// Per tier: the arena's bytes in use (what placement needs) and the object counts; an
+	// object with a copy in both tiers counts in both. Without a store the NVMe figures are 0.
+	req := &transfer.HeartbeatRequest{WorkerID: w.id, DRAMUsed: m.ArenaUsedBytes, DRAMObjects: m.DRAM.Objects,
+		HasNVMeObjects: true}
 	if w.store != nil {
-		req.NVMeUsed = m.NVMe.Bytes
+		req.NVMeUsed, req.NVMeObjects = m.NVMe.Bytes, m.NVMe.Objects
 	}
 	ctx, cancel := context.WithTimeout(w.ctx, max(5*w.cfg.HeartbeatInterval, time.Second))
 	defer cancel()

@@ -9,7 +9,9 @@ import (
 )
 
 // ProtocolVersion is the version this build speaks. Peers with another version are refused at
-// the handshake with PROTOCOL_VERSION_MISMATCH. Bump it on any incompatible change.
+// the handshake with PROTOCOL_VERSION_MISMATCH. Bump it on any incompatible change; a trailing
+// optional field (HeartbeatRequest.NVMeObjects) is the one kind of growth allowed within a
+// version (docs/protocol.md, "Evolving a message within a version").
 const ProtocolVersion uint16 = 1
 
 // Magic opens every handshake, in both directions: "MCGO".

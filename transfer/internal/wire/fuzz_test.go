@@ -140,6 +140,11 @@ func seeds() map[string]map[string][]any {
 		PutHeader(h[:], &Header{Op: m.Op(), BodyLen: uint32(len(marshal(m))), RequestID: uint64(i)})
 		s["FuzzHeader"][fmt.Sprintf("req-%02d-%s", i, m.Op())] = []any{h[:]}
 	}
+	for _, m := range sampleRequests() {
+		if old, ok := earlierRevision(m); ok {
+			s["FuzzRequest"]["earlier-"+m.Op().String()] = []any{byte(old.Op()), marshal(old)}
+		}
+	}
 	for i, m := range sampleResponses() {
 		s["FuzzResponse"][fmt.Sprintf("%02d-%s", i, m.Op())] = []any{byte(m.Op()), marshal(m)}
 	}

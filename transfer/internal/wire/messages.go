@@ -648,12 +648,29 @@ func (m *RegisterWorkerResponse) Decode(d *Decoder) {
 	m.HeartbeatInterval = decodeDuration(d)
 }
 
-// HeartbeatRequest reports a worker alive with its usage.
+// HeartbeatRequest reports a worker alive with its usage per tier.
+//
+// NVMeObjects is a trailing optional field, added within protocol version 1 (docs/protocol.md,
+// "Evolving a message within a version"): a body that ends after DRAMObjects comes from a
+// sender that predates it and decodes with HasNVMeObjects false. Encode writes the field only
+// when HasNVMeObjects is set, so the encoding stays canonical (decode then encode gives back
+// the same bytes).
 type HeartbeatRequest struct {
 	WorkerID base.WorkerID
+	// DRAMUsed is the bytes of the worker's DRAM arena in use (committed objects, pending
+	// writes, alignment): what placement subtracts from the capacity.
 	DRAMUsed int64
+	// NVMeUsed is the bytes of the objects on the worker's NVMe tier; 0 without one.
 	NVMeUsed int64
-	Objects  int64
+	// DRAMObjects counts the objects with a copy in DRAM (the wire field `dram_objects`,
+	// called `objects` before NVMeObjects was added; it always counted DRAM copies).
+	DRAMObjects int64
+	// NVMeObjects counts the objects whose bytes are on NVMe. An object with a copy in both
+	// tiers (durable, or promoted after a hit) counts in both.
+	NVMeObjects int64
+	// HasNVMeObjects says NVMeObjects is on the wire. A sender sets it whenever it fills
+	// NVMeObjects (0 included).
+	HasNVMeObjects bool
 }
 
 func (m *HeartbeatRequest) Op() Op { return OpHeartbeat }
@@ -661,13 +678,22 @@ func (m *HeartbeatRequest) Encode(e *Encoder) {
 	e.Str(string(m.WorkerID))
 	e.I64(m.DRAMUsed)
 	e.I64(m.NVMeUsed)
-	e.I64(m.Objects)
+	e.I64(m.DRAMObjects)
+	if m.HasNVMeObjects {
+		e.I64(m.NVMeObjects)
+	}
 }
 func (m *HeartbeatRequest) Decode(d *Decoder) {
 	m.WorkerID = decodeWorkerID(d)
 	m.DRAMUsed = d.Size()
 	m.NVMeUsed = d.Size()
-	m.Objects = d.Size()
+	m.DRAMObjects = d.Size()
+	// The optional field is present when bytes remain; anything but exactly 8 of them is
+	// refused (a short field by Size, extra bytes by Finish).
+	if d.Err() == nil && d.Remaining() > 0 {
+		m.NVMeObjects = d.Size()
+		m.HasNVMeObjects = true
+	}
 }
 
 // HeartbeatResponse carries the replicas the worker must drop (removed objects, revoked or

@@ -33,7 +33,7 @@ func sampleRequests() []Message {
 		&ListRequest{Prefix: "model/", Cursor: "model/a", Limit: 100},
 		&RegisterWorkerRequest{WorkerID: "w-1", Address: "10.0.0.1:12345", DRAMCapacity: 4 << 30, NVMeCapacity: 1 << 40,
 			Inventory: []base.ObjectMeta{{Key: "a", Version: 1, Size: 10, Checksum: 5}, {Key: "b", Version: 2, Size: 0, Checksum: 0}}},
-		&HeartbeatRequest{WorkerID: "w-1", DRAMUsed: 100, NVMeUsed: 200, Objects: 3},
+		&HeartbeatRequest{WorkerID: "w-1", DRAMUsed: 100, NVMeUsed: 200, DRAMObjects: 3, NVMeObjects: 4, HasNVMeObjects: true},
 		NewEmpty(OpStatus),
 		&WriteRequest{Key: "k", Version: 3, TotalSize: 100, Offset: 50, Persistence: base.PersistenceSpill,
 			SoftPinTTL: time.Second, HardPin: false, Checksum: 42, Commit: true},
@@ -69,4 +69,15 @@ func sampleResponses() []Message {
 		&StatusResponse{JSON: []byte(`{"keys":3}`)},
 		rr,
 	}
+}
+
+// earlierRevision returns m as a sender that predates m's trailing optional fields encodes
+// it (see HeartbeatRequest), or false when m's op has no such fields.
+func earlierRevision(m Message) (Message, bool) {
+	if hb, ok := m.(*HeartbeatRequest); ok && hb.HasNVMeObjects {
+		old := *hb
+		old.NVMeObjects, old.HasNVMeObjects = 0, false
+		return &old, true
+	}
+	return nil, false
 }
