@@ -180,14 +180,14 @@ func (c *MasterConfig) Validate() error {
 	return nil
 }
 
-// logValue is the effective config as logged once at start.
+// logAttrs is the effective config as logged once at start; the id is on the logger itself.
 func (c *MasterConfig) logAttrs() []any {
 	peers := make([]string, len(c.Peers))
 	for i, p := range c.Peers {
 		peers[i] = p.ID + "=" + p.RaftAddr
 	}
 	return []any{
-		"id", c.ID, "data_dir", c.DataDir, "rpc_address", c.RPCAddress, "raft_address", c.RaftAddress,
+		"data_dir", c.DataDir, "rpc_address", c.RPCAddress, "raft_address", c.RaftAddress,
 		"metrics_address", c.MetricsAddress, "peers", strings.Join(peers, ","), "cluster_id", c.ClusterID,
 		"client_ttl", c.ClientTTL, "eviction_high_watermark_ratio", c.EvictionHighWatermarkRatio,
 		"eviction_ratio", c.EvictionRatio, "put_timeout", c.PutTimeout, "max_value_size", base.Bytes(c.MaxValueSize).String(),
@@ -320,7 +320,7 @@ func (c *WorkerConfig) Validate() error {
 
 func (c *WorkerConfig) logAttrs() []any {
 	return []any{
-		"worker_id", string(c.WorkerID), "cluster_id", c.ClusterID, "master_server_address", strings.Join(c.MasterAddresses, ","),
+		"cluster_id", c.ClusterID, "master_server_address", strings.Join(c.MasterAddresses, ","),
 		"address", c.Address, "metrics_address", c.MetricsAddress, "global_segment_size", base.Bytes(c.GlobalSegmentSize).String(),
 		"root_fs_dir", c.RootFSDir, "persistence", c.Persistence.String(), "ssd_capacity", base.Bytes(c.SSDCapacity).String(),
 		"protocol", c.Protocol, "hugepages", c.HugePages.String(), "heartbeat_interval", c.HeartbeatInterval,

@@ -602,6 +602,15 @@ func (sc *serverConn) writeError(id uint64, op wire.Op, err error) {
 	if errors.As(err, &nl) {
 		code = base.CodeNotLeader
 		eb.LeaderID, eb.LeaderAddr = clip(nl.LeaderID, wire.MaxAddrLen), clip(nl.LeaderAddr, wire.MaxAddrLen)
+		// The leader travels in its own fields and the receiver's NotLeaderError.Error adds
+		// "(leader X at Y)" again: send the bare message, or it would say it twice.
+		if err == error(nl) {
+			msg := nl.Msg
+			if msg == "" {
+				msg = base.ErrNotLeader.Error()
+			}
+			eb.Msg = clip(msg, wire.MaxErrorMsgLen)
+		}
 	}
 	rh := wire.Header{Op: op, Flags: wire.FlagResponse | wire.FlagError, Status: code, RequestID: id}
 	out := encodeFrame(&rh, errorBodyMsg{&eb})

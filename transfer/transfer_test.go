@@ -67,6 +67,17 @@ func TestNotLeaderCarriesLeader(t *testing.T) {
 	if !errors.Is(err, base.ErrNotLeader) || !errors.As(err, &nl) || nl.LeaderID != "m2" || nl.LeaderAddr != "10.0.0.2:50051" {
 		t.Fatalf("got %v", err)
 	}
+	// The leader is named once, not once by the server's text and again by the client's.
+	if got, want := err.Error(), "mooncake: not leader (leader m2 at 10.0.0.2:50051)"; got != want {
+		t.Fatalf("message %q, want %q", got, want)
+	}
+	h.onCall = func(context.Context, Message) (Message, error) {
+		return nil, &NotLeaderError{Msg: "mooncake: not leader"}
+	}
+	err = c.Call(context.Background(), s.Addr().String(), &PutStartRequest{Key: "k", Size: 1}, &PutStartResponse{})
+	if got, want := err.Error(), "mooncake: not leader (leader unknown)"; got != want {
+		t.Fatalf("message %q, want %q", got, want)
+	}
 }
 
 func TestHandshakeRefused(t *testing.T) {
