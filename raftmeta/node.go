@@ -130,17 +130,24 @@ func Open(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// Bootstrap makes peers the first configuration of a new cluster. It fails if this node has
-// raft state already. Open calls it for Config.Peers; call it directly when the addresses are
-// known only after every node listens (tests with port 0). Every peer may be bootstrapped with
-// the same list.
+// Bootstrap makes peers the first configuration of a new cluster. Open calls it for
+// Config.Peers; call it directly when the addresses are known only after every node listens
+// (tests with port 0). Every peer may be bootstrapped with the same list.
+//
+// A node that has raft state by the time Bootstrap runs is left as it is and Bootstrap returns
+// nil: when peers are bootstrapped one after another, the first ones can elect a leader that
+// replicates the configuration to this node before its own Bootstrap, which is the outcome
+// bootstrapping wanted. It never overwrites state (a restart never re-bootstraps).
 func (n *Node) Bootstrap(peers []Peer) error {
 	var conf raft.Configuration
 	for _, p := range peers {
 		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
 	}
 	if err := n.raft.BootstrapCluster(conf).Error(); err != nil {
-		return fmt.Errorf("raftmeta: bootstrap: %w", err)
+		if !errors.Is(err, raft.ErrCantBootstrap) {
+			return fmt.Errorf("raftmeta: bootstrap: %w", err)
+		}
+		n.log.Info("raftmeta: bootstrap skipped: the node already has raft state (a leader reached it first)")
 	}
 	n.cfg.Peers = peers
 	return nil
