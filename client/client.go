@@ -38,6 +38,9 @@ type Client struct {
 		Debug(msg string, args ...any)
 	}
 
+	// lookups caches Lookup answers for gets; nil when Config.LookupCacheTTL is negative.
+	lookups *lookupCache
+
 	mu struct {
 		sync.Mutex // protects the fields below
 		// masters lists every master address known: the configured ones, then those
@@ -69,7 +72,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 
 // connectWith builds a client over r and pings the masters until one answers.
 func connectWith(ctx context.Context, cfg Config, r rpc) (*Client, error) {
-	c := &Client{cfg: cfg, rpc: r, log: cfg.Logger}
+	c := &Client{cfg: cfg, rpc: r, log: cfg.Logger, lookups: newLookupCache(cfg.LookupCacheTTL, cfg.LookupCacheEntries)}
 	c.mu.masters = slices.Clone(cfg.MasterAddresses)
 	var errs []error
 	for _, addr := range cfg.MasterAddresses {
