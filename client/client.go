@@ -23,9 +23,10 @@ type rpc interface {
 	// Write sends p as the whole object req describes and commits it on the worker
 	// (striping a large p over several connections, then a Commit call).
 	Write(ctx context.Context, addr string, req *transfer.WriteRequest, p []byte) error
-	// Read reads the object (or range) req names into dst and returns the response and the
-	// number of payload bytes read.
-	Read(ctx context.Context, addr string, req *transfer.ReadRequest, dst []byte) (*transfer.ReadResponse, int, error)
+	// Read reads the object (or range) req names into dst and returns the response, the
+	// number of payload bytes read and, when sum is set, base.Checksum of those bytes
+	// (computed as they arrive, see transfer.Client.ReadSum).
+	Read(ctx context.Context, addr string, req *transfer.ReadRequest, dst []byte, sum bool) (*transfer.ReadResponse, int, uint64, error)
 	Close() error
 }
 

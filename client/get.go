@@ -119,7 +119,8 @@ func (c *Client) readReplicas(ctx context.Context, key string, lr *transfer.Look
 }
 
 func (c *Client) readOne(ctx context.Context, key string, r transfer.Replica, lr *transfer.LookupResponse, buf []byte) error {
-	resp, n, err := c.rpc.Read(ctx, r.Address, &transfer.ReadRequest{Key: key, Version: lr.Version}, buf)
+	verify := !c.cfg.SkipChecksumVerify
+	resp, n, got, err := c.rpc.Read(ctx, r.Address, &transfer.ReadRequest{Key: key, Version: lr.Version}, buf, verify)
 	if err != nil {
 		return err
 	}
@@ -129,10 +130,10 @@ func (c *Client) readOne(ctx context.Context, key string, r transfer.Replica, lr
 	case int64(n) != lr.Size || resp.Size != lr.Size:
 		return fmt.Errorf("%w: worker sent %d of %d bytes", base.ErrCorruption, n, lr.Size)
 	}
-	if c.cfg.SkipChecksumVerify {
+	if !verify {
 		return nil
 	}
-	if got := base.Checksum(buf); got != lr.Checksum {
+	if got != lr.Checksum {
 		return fmt.Errorf("%w: checksum %016x, want %016x", base.ErrCorruption, got, lr.Checksum)
 	}
 	return nil
