@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,7 +56,7 @@ func startStandalone(tb testing.TB, segment int64) *client.Client {
 // it reports both and their ratio ("x-loopback"). Numbers on a shared 2-core machine are noisy.
 func BenchmarkStandalone(b *testing.B) {
 	for _, op := range []Op{OpPut, OpGet} {
-		for _, size := range []int64{64 << 10, 2 << 20, 16 << 20} {
+		for _, size := range []int64{64 << 10, 1 << 20, 2 << 20, 16 << 20} {
 			b.Run(fmt.Sprintf("%s/%s", op, sizeName(size)), func(b *testing.B) {
 				// A fresh store per run: removed objects are freed by the worker only after
 				// its next heartbeat, and a full DRAM-only worker would evict what a get
@@ -81,15 +82,22 @@ func BenchmarkStandalone(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(size)
 				b.ResetTimer()
+				cpu0 := processCPU()
 				r, err := Run(ctx, s, w, keys)
+				cpu1 := processCPU()
 				b.StopTimer()
 				if err != nil {
 					b.Fatal(err)
 				}
 				base, err := LoopbackTCP(ctx, w)
+				cpu2 := processCPU()
 				if err != nil {
 					b.Fatal(err)
 				}
+				// CPU per operation (client, master and worker here; both ends of the
+				// loopback exchange): steadier than GB/s on a shared machine.
+				b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+				b.ReportMetric(float64((cpu2-cpu1).Microseconds())/float64(b.N), "loopback-cpu-µs/op")
 				b.ReportMetric(r.GBps(), "GB/s")
 				b.ReportMetric(base.GBps(), "loopback-GB/s")
 				b.ReportMetric(r.GBps()/base.GBps(), "x-loopback")
@@ -104,4 +112,13 @@ func sizeName(n int64) string {
 		return fmt.Sprintf("%dMiB", n>>20)
 	}
 	return fmt.Sprintf("%dKiB", n>>10)
+}
+
+// processCPU returns the CPU time (user and system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -59,6 +59,11 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 		return fill(len(keys), err)
 	}
 	errs := make([]error, len(keys))
+	defer func() {
+		for _, k := range keys {
+			c.lookups.drop(k)
+		}
+	}()
 	rc, err := rc.normalized()
 	if err != nil {
 		return fill(len(keys), err)
@@ -223,6 +228,11 @@ func (c *Client) BatchRemove(ctx context.Context, keys []string) []error {
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	defer func() {
+		for _, k := range keys {
+			c.lookups.drop(k)
+		}
+	}()
 	var st attemptState
 	resp := transfer.NewBatchResponse(transfer.OpBatchRemove, nil)
 	if err := c.masterCall(ctx, &transfer.BatchRemoveRequest{Keys: keys}, resp, &st); err != nil {

@@ -23,9 +23,10 @@ type rpc interface {
 	// Write sends p as the whole object req describes and commits it on the worker
 	// (striping a large p over several connections, then a Commit call).
 	Write(ctx context.Context, addr string, req *transfer.WriteRequest, p []byte) error
-	// Read reads the object (or range) req names into dst and returns the response and the
-	// number of payload bytes read.
-	Read(ctx context.Context, addr string, req *transfer.ReadRequest, dst []byte) (*transfer.ReadResponse, int, error)
+	// Read reads the object (or range) req names into dst and returns the response, the
+	// number of payload bytes read and, when sum is set, base.Checksum of those bytes
+	// (computed as they arrive, see transfer.Client.ReadSum).
+	Read(ctx context.Context, addr string, req *transfer.ReadRequest, dst []byte, sum bool) (*transfer.ReadResponse, int, uint64, error)
 	Close() error
 }
 
@@ -37,6 +38,9 @@ type Client struct {
 	log interface {
 		Debug(msg string, args ...any)
 	}
+
+	// lookups caches Lookup answers for gets; nil when Config.LookupCacheTTL is negative.
+	lookups *lookupCache
 
 	mu struct {
 		sync.Mutex // protects the fields below
@@ -69,7 +73,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 
 // connectWith builds a client over r and pings the masters until one answers.
 func connectWith(ctx context.Context, cfg Config, r rpc) (*Client, error) {
-	c := &Client{cfg: cfg, rpc: r, log: cfg.Logger}
+	c := &Client{cfg: cfg, rpc: r, log: cfg.Logger, lookups: newLookupCache(cfg.LookupCacheTTL, cfg.LookupCacheEntries)}
 	c.mu.masters = slices.Clone(cfg.MasterAddresses)
 	var errs []error
 	for _, addr := range cfg.MasterAddresses {

@@ -45,6 +45,17 @@ type Config struct {
 	// protected by TCP's checksums and by the worker's verification at commit and on NVMe reads;
 	// what is lost is the end-to-end check of DRAM and of the path. The default (false) verifies.
 	SkipChecksumVerify bool
+	// LookupCacheTTL is how long a Lookup answer is reused by later gets of the same key,
+	// which then skip the master round trip. A stale entry cannot return wrong bytes: the
+	// worker serves only the cached version, and a miss drops the entry and asks the master
+	// again. It does let a get read the previous version of an object another client
+	// replaced or removed within the TTL, while a worker still holds it (this client's own
+	// puts and removes drop their keys at once). The default is 1s (the workers' heartbeat
+	// interval, about as long as a removed object lingers on its worker anyway); a negative
+	// value turns the cache off, so every get asks the leader.
+	LookupCacheTTL time.Duration
+	// LookupCacheEntries bounds the keys the lookup cache holds. The default is 65536.
+	LookupCacheEntries int
 	// MaxBackoff bounds the wait between two attempts to find a leader. The default is 500ms.
 	MaxBackoff time.Duration
 	// Logger receives debug-level notes about redirects and failovers. The default discards.
@@ -74,6 +85,12 @@ func (c *Config) EnsureDefaults() {
 	if c.ConnsPerPeer == 0 {
 		c.ConnsPerPeer = 8
 	}
+	if c.LookupCacheTTL == 0 {
+		c.LookupCacheTTL = time.Second
+	}
+	if c.LookupCacheEntries == 0 {
+		c.LookupCacheEntries = 65536
+	}
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = 500 * time.Millisecond
 	}
@@ -97,6 +114,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: timeouts must not be negative", base.ErrInvalidParams)
 	case c.ConnsPerPeer < 0 || c.ConnsPerPeer > 256:
 		return fmt.Errorf("%w: conns per peer must be 1 to 256, got %d", base.ErrInvalidParams, c.ConnsPerPeer)
+	case c.LookupCacheEntries < 0:
+		return fmt.Errorf("%w: lookup cache entries must not be negative, got %d", base.ErrInvalidParams, c.LookupCacheEntries)
 	case c.StripeSize < 4<<10:
 		return fmt.Errorf("%w: stripe size %d is under 4 KiB", base.ErrInvalidParams, c.StripeSize)
 	}

@@ -11,9 +11,13 @@
 //     then PutEnd (one raft commit). Any failure before PutEnd commits revokes the put: nothing
 //     half-written becomes visible. PutFrom reads an io.Reader after placement.
 //   - Get/GetInto: Lookup at the leader (linearizable), then a read from the best replica
-//     (same host first, else random), verifying the object's HighwayHash checksum; any error
-//     or mismatch fails over to the next replica. A worker checks the version it is asked
-//     for, so a stale lookup can only miss (and is retried once), never return wrong bytes.
+//     (same host first, else random), verifying the object's HighwayHash checksum (hashed as
+//     the bytes arrive, transfer.Client.ReadSum); any error or mismatch fails over to the next
+//     replica. A worker checks the version it is asked for, so a stale lookup can only miss
+//     (and is retried once), never return wrong bytes. Lookups are cached for
+//     Config.LookupCacheTTL (1s): a hot get skips the master, and a cached lookup that misses
+//     is dropped and replaced by a fresh one. This client's own puts and removes drop their
+//     keys; another client's change is seen within the TTL (see Config.LookupCacheTTL).
 //   - Exists, Size, Remove, RemoveByRegex, RemoveAll, List, Status, MasterStatus and the
 //     batch forms BatchPut (one raft commit for the batch), BatchGet, BatchExists, BatchRemove.
 //

@@ -324,30 +324,35 @@ func (f *fakeCluster) Write(ctx context.Context, addr string, req *transfer.Writ
 	return w.commitLocked(req.Key, req.Version, req.Checksum)
 }
 
-func (f *fakeCluster) Read(ctx context.Context, addr string, req *transfer.ReadRequest, dst []byte) (*transfer.ReadResponse, int, error) {
+func (f *fakeCluster) Read(ctx context.Context, addr string, req *transfer.ReadRequest, dst []byte, sum bool) (*transfer.ReadResponse, int, uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	w := f.workers[addr]
 	if w == nil || f.down[addr] {
-		return nil, 0, errConnRefused
+		return nil, 0, 0, errConnRefused
 	}
 	f.calls[transfer.OpRead]++
 	d, ok := w.data[req.Key]
 	if !ok {
-		return nil, 0, codeErr(base.ErrObjectNotFound, "not here")
+		return nil, 0, 0, codeErr(base.ErrObjectNotFound, "not here")
 	}
 	if req.Version != 0 && d.version != req.Version {
-		return nil, 0, codeErr(base.ErrInvalidVersion, "have %d", d.version)
+		return nil, 0, 0, codeErr(base.ErrInvalidVersion, "have %d", d.version)
 	}
 	resp := transfer.NewReadResponse(transfer.OpRead)
 	resp.Version, resp.Size, resp.Checksum = d.version, int64(len(d.b)), base.Checksum(d.b)
 	if len(dst) < len(d.b) {
-		return nil, 0, codeErr(base.ErrInvalidParams, "short buffer")
+		return nil, 0, 0, codeErr(base.ErrInvalidParams, "short buffer")
 	}
-	return resp, copy(dst, d.b), nil
+	n := copy(dst, d.b)
+	var digest uint64
+	if sum {
+		digest = base.Checksum(dst[:n])
+	}
+	return resp, n, digest, nil
 }
 
 // corrupt flips a byte of key's copy on the worker at addr.

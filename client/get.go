@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"regexp"
+	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/transfer"
@@ -58,11 +59,28 @@ func (c *Client) GetInto(ctx context.Context, key string, buf []byte) (int, erro
 	})
 }
 
-// getInto looks the key up and reads it from the best replica, verifying the checksum and
-// failing over to the next replica on any error. When every replica says the object is gone
-// or has another version (it was replaced or removed since the lookup), it looks up once more.
+// getInto looks the key up (in the lookup cache, else at the leader) and reads it from the
+// best replica, verifying the checksum and failing over to the next replica on any error. A
+// cached lookup that fails in any way is dropped and the get starts over with a fresh one.
+// When every replica of a fresh lookup says the object is gone or has another version (it was
+// replaced or removed since the lookup), it looks up once more.
 func (c *Client) getInto(ctx context.Context, key string, dst func(size int64) ([]byte, error)) (int, error) {
+	if lr, ok := c.lookups.get(key); ok {
+		buf, err := dst(lr.Size)
+		if err == nil {
+			var n int
+			if n, err = c.readReplicas(ctx, key, lr, buf); err == nil {
+				return n, nil
+			}
+		}
+		c.lookups.drop(key)
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("get %q: %w", key, err)
+		}
+		c.log.Debug("client: get with a cached lookup failed; looking up again", "key", key, "err", err)
+	}
 	for attempt := 0; ; attempt++ {
+		gen, sent := c.lookups.generation(), time.Now()
 		lr, err := c.lookup(ctx, key)
 		if err != nil {
 			return 0, fmt.Errorf("get %q: %w", key, err)
@@ -73,6 +91,7 @@ func (c *Client) getInto(ctx context.Context, key string, dst func(size int64) (
 		}
 		n, err := c.readReplicas(ctx, key, lr, buf)
 		if err == nil {
+			c.lookups.put(key, lr, gen, sent)
 			return n, nil
 		}
 		stale := errors.Is(err, base.ErrObjectNotFound) || errors.Is(err, base.ErrInvalidVersion)
@@ -100,7 +119,8 @@ func (c *Client) readReplicas(ctx context.Context, key string, lr *transfer.Look
 }
 
 func (c *Client) readOne(ctx context.Context, key string, r transfer.Replica, lr *transfer.LookupResponse, buf []byte) error {
-	resp, n, err := c.rpc.Read(ctx, r.Address, &transfer.ReadRequest{Key: key, Version: lr.Version}, buf)
+	verify := !c.cfg.SkipChecksumVerify
+	resp, n, got, err := c.rpc.Read(ctx, r.Address, &transfer.ReadRequest{Key: key, Version: lr.Version}, buf, verify)
 	if err != nil {
 		return err
 	}
@@ -110,10 +130,10 @@ func (c *Client) readOne(ctx context.Context, key string, r transfer.Replica, lr
 	case int64(n) != lr.Size || resp.Size != lr.Size:
 		return fmt.Errorf("%w: worker sent %d of %d bytes", base.ErrCorruption, n, lr.Size)
 	}
-	if c.cfg.SkipChecksumVerify {
+	if !verify {
 		return nil
 	}
-	if got := base.Checksum(buf); got != lr.Checksum {
+	if got != lr.Checksum {
 		return fmt.Errorf("%w: checksum %016x, want %016x", base.ErrCorruption, got, lr.Checksum)
 	}
 	return nil
@@ -181,6 +201,7 @@ func (c *Client) Remove(ctx context.Context, key string) error {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	var st attemptState
+	defer c.lookups.drop(key)
 	err := c.masterCall(ctx, &transfer.RemoveRequest{Key: key}, transfer.NewEmpty(transfer.OpRemove), &st)
 	if err != nil && st.ambiguous && errors.Is(err, base.ErrObjectNotFound) {
 		return nil // an earlier attempt removed it before its answer was lost
@@ -199,6 +220,7 @@ func (c *Client) RemoveByRegex(ctx context.Context, re string) (int64, error) {
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	defer c.lookups.clear()
 	resp := transfer.NewCountResponse(transfer.OpRemoveByRegex, 0)
 	if err := c.masterCall(ctx, &transfer.RemoveByRegexRequest{Pattern: re}, resp, nil); err != nil {
 		return 0, fmt.Errorf("remove by regex %q: %w", re, err)
@@ -210,6 +232,7 @@ func (c *Client) RemoveByRegex(ctx context.Context, re string) (int64, error) {
 func (c *Client) RemoveAll(ctx context.Context) (int64, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	defer c.lookups.clear()
 	resp := transfer.NewCountResponse(transfer.OpRemoveAll, 0)
 	if err := c.masterCall(ctx, transfer.NewEmpty(transfer.OpRemoveAll), resp, nil); err != nil {
 		return 0, fmt.Errorf("remove all: %w", err)

@@ -79,6 +79,9 @@ func (c *Client) PutFrom(ctx context.Context, key string, r io.Reader, size int6
 // the put when the write or PutEnd fails.
 func (c *Client) put(ctx context.Context, key string, size int64, rc ReplicateConfig,
 	write func(ctx context.Context, pl *transfer.PutStartResponse) (uint64, error)) error {
+	// Whatever happens, this client's next get of key asks the leader (read your writes),
+	// and no lookup sent before the put ends is cached (see lookupCache.gen).
+	defer c.lookups.drop(key)
 	cfg := wireConfig(rc)
 	var pl transfer.PutStartResponse
 	if err := c.masterCall(ctx, &transfer.PutStartRequest{Key: key, Size: size, Config: cfg}, &pl, nil); err != nil {

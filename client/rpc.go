@@ -37,9 +37,13 @@ func (r transferRPC) Write(ctx context.Context, addr string, req *transfer.Write
 	return r.c.Write(ctx, addr, *req, p)
 }
 
-func (r transferRPC) Read(ctx context.Context, addr string, req *transfer.ReadRequest, dst []byte) (*transfer.ReadResponse, int, error) {
-	resp, n, err := r.c.Read(ctx, addr, *req, dst)
-	return &resp, n, err
+func (r transferRPC) Read(ctx context.Context, addr string, req *transfer.ReadRequest, dst []byte, sum bool) (*transfer.ReadResponse, int, uint64, error) {
+	if !sum {
+		resp, n, err := r.c.Read(ctx, addr, *req, dst)
+		return &resp, n, 0, err
+	}
+	resp, n, digest, err := r.c.ReadSum(ctx, addr, *req, dst)
+	return &resp, n, digest, err
 }
 
 func (r transferRPC) Close() error { return r.c.Close() }

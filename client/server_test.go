@@ -247,3 +247,84 @@ func TestServerConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestServerStaleLookupCache upserts and removes keys through one client while another holds
+// cached lookups of them: the cached version misses on the worker (which serves only the
+// version asked for), the reader looks up again and gets the new bytes, never the old ones
+// under the new name nor a mix.
+func TestServerStaleLookupCache(t *testing.T) {
+	ip := startInproc(t, 1, 64<<20)
+	reader := connect(t, ip) // the default config caches lookups for a second
+	writer := connect(t, ip)
+	ctx := context.Background()
+	for i, sizes := range [][2]int{{4096, 4096}, {1 << 20, 3000}, {3000, 5 << 20}} { // the last one striped
+		key := fmt.Sprintf("k%d", i)
+		v1, v2 := val(sizes[0], 1), val(sizes[1], 2)
+		if err := writer.Put(ctx, key, v1, client.ReplicateConfig{}); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // the second get uses the cached lookup
+			if got, err := reader.Get(ctx, key); err != nil || !bytes.Equal(got, v1) {
+				t.Fatalf("%s: get v1: %v", key, err)
+			}
+		}
+		if err := writer.Put(ctx, key, v2, client.ReplicateConfig{Upsert: true}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := reader.Get(ctx, key)
+		if err != nil || !bytes.Equal(got, v2) {
+			t.Fatalf("%s: get after upsert through a cached lookup: %v (%d bytes, want %d)", key, err, len(got), len(v2))
+		}
+		buf := make([]byte, 5<<20)
+		if n, err := reader.GetInto(ctx, key, buf); err != nil || !bytes.Equal(buf[:n], v2) {
+			t.Fatalf("%s: GetInto after upsert: %d %v", key, n, err)
+		}
+	}
+	// A client reads its own writes and removes at once, whatever it cached.
+	if err := reader.Put(ctx, "k0", val(10, 3), client.ReplicateConfig{Upsert: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := reader.Get(ctx, "k0"); err != nil || !bytes.Equal(got, val(10, 3)) {
+		t.Fatalf("own upsert: %v", err)
+	}
+	if err := reader.Remove(ctx, "k0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reader.Get(ctx, "k0"); !errors.Is(err, base.ErrObjectNotFound) {
+		t.Fatalf("own remove: %v", err)
+	}
+}
+
+// TestServerStaleLookupCacheOtherWorker replaces an object with a version placed on another
+// worker while a reader holds a cached lookup: the reader gets exactly one of the two
+// versions' bytes (the old one while its worker still holds it, the documented staleness),
+// and after a lookup-cache-free client confirms the new version, a reader with the cache off
+// reads the new one.
+func TestServerStaleLookupCacheOtherWorker(t *testing.T) {
+	ip := startInproc(t, 2, 64<<20)
+	reader := connect(t, ip)
+	writer := connect(t, ip)
+	ctx := context.Background()
+	v1, v2 := val(100_000, 1), val(70_000, 2)
+	if err := writer.Put(ctx, "k", v1, client.ReplicateConfig{PreferredWorker: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := reader.Get(ctx, "k"); err != nil || !bytes.Equal(got, v1) {
+		t.Fatalf("get v1: %v", err)
+	}
+	if err := writer.Put(ctx, "k", v2, client.ReplicateConfig{PreferredWorker: "w2", Upsert: true}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := reader.Get(ctx, "k")
+	if err != nil || !(bytes.Equal(got, v1) || bytes.Equal(got, v2)) {
+		t.Fatalf("get through a stale lookup: %v (%d bytes): neither version", err, len(got))
+	}
+	uncached, err := client.Connect(ctx, client.Config{MasterAddresses: []string{ip.master.Addr()}, LookupCacheTTL: -1, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uncached.Close()
+	if got, err := uncached.Get(ctx, "k"); err != nil || !bytes.Equal(got, v2) {
+		t.Fatalf("get without the cache: %v", err)
+	}
+}

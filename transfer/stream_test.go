@@ -65,9 +65,12 @@ func TestReadFromFile(t *testing.T) {
 	if _, _, err := c.Read(ctx, s.Addr().String(), ReadRequest{Key: "k"}, big); !errors.Is(err, base.ErrUnavailable) {
 		t.Fatalf("short source: %v", err)
 	}
+	if _, _, _, err := c.ReadSum(ctx, s.Addr().String(), ReadRequest{Key: "k"}, big); !errors.Is(err, base.ErrUnavailable) {
+		t.Fatalf("short source, hashed read: %v", err)
+	}
 	s.Close()
-	if h.released.Load() != 3 {
-		t.Fatalf("%d releases, want 3", h.released.Load())
+	if h.released.Load() != 4 {
+		t.Fatalf("%d releases, want 4", h.released.Load())
 	}
 }
 

@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 )
@@ -59,7 +61,7 @@ func BenchmarkTransfer(b *testing.B) {
 		for _, sz := range benchSizes {
 			for _, streams := range []int{1, 8} {
 				name := fmt.Sprintf("%s/%s/streams=%d", dir, sz.name, streams)
-				b.Run(name+"/mooncake", func(b *testing.B) { benchMooncake(b, dir == "PUT", sz.n, streams, 0) })
+				b.Run(name+"/mooncake", func(b *testing.B) { benchMooncake(b, dir == "PUT", sz.n, streams, 0, verifyNone) })
 				b.Run(name+"/raw", func(b *testing.B) { benchRaw(b, dir == "PUT", sz.n, streams, false) })
 				b.Run(name+"/rawwrite", func(b *testing.B) { benchRaw(b, dir == "PUT", sz.n, streams, true) })
 			}
@@ -103,12 +105,36 @@ func split(b *testing.B, streams int, fn func(stream int) error) {
 func BenchmarkSocketBuffer(b *testing.B) {
 	for _, dir := range []string{"PUT", "GET"} {
 		for _, sb := range []int{0, 4 << 20} {
-			b.Run(fmt.Sprintf("%s/16MiB/sockbuf=%d", dir, sb), func(b *testing.B) { benchMooncake(b, dir == "PUT", 16<<20, 1, sb) })
+			b.Run(fmt.Sprintf("%s/16MiB/sockbuf=%d", dir, sb), func(b *testing.B) { benchMooncake(b, dir == "PUT", 16<<20, 1, sb, verifyNone) })
 		}
 	}
 }
 
-func benchMooncake(b *testing.B, put bool, size, streams, sockBuf int) {
+// BenchmarkReadVerify compares the two ways a client verifies a GET against the object's
+// checksum: Read then base.Checksum over the buffer (a second pass) and ReadSum (each piece
+// hashed as it lands). "none" is the unverified read, for scale.
+func BenchmarkReadVerify(b *testing.B) {
+	for _, streams := range []int{1, 8} {
+		for _, v := range []struct {
+			name string
+			mode verifyMode
+		}{{"none", verifyNone}, {"after", verifyAfter}, {"readsum", verifyReadSum}} {
+			b.Run(fmt.Sprintf("GET/1MiB/streams=%d/%s", streams, v.name), func(b *testing.B) {
+				benchMooncake(b, false, 1<<20, streams, 0, v.mode)
+			})
+		}
+	}
+}
+
+type verifyMode int
+
+const (
+	verifyNone verifyMode = iota
+	verifyAfter
+	verifyReadSum
+)
+
+func benchMooncake(b *testing.B, put bool, size, streams, sockBuf int, verify verifyMode) {
 	h := &benchHandler{bufs: map[string][]byte{}}
 	for s := range streams {
 		h.bufs[fmt.Sprint("k", s)] = make([]byte, size)
@@ -144,10 +170,26 @@ func benchMooncake(b *testing.B, put bool, size, streams, sockBuf int) {
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU()
+	defer func() { b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op") }()
 	split(b, streams, func(s int) error {
 		key := fmt.Sprint("k", s)
 		if put {
 			return c.Write(ctx, addr, WriteRequest{Key: key, Version: 1}, src)
+		}
+		switch verify {
+		case verifyAfter:
+			_, _, err := c.Read(ctx, addr, ReadRequest{Key: key, Version: 1}, dsts[s])
+			if err == nil && base.Checksum(dsts[s]) == 1 {
+				err = fmt.Errorf("unlikely checksum")
+			}
+			return err
+		case verifyReadSum:
+			_, _, sum, err := c.ReadSum(ctx, addr, ReadRequest{Key: key, Version: 1}, dsts[s])
+			if err == nil && sum == 1 {
+				err = fmt.Errorf("unlikely checksum")
+			}
+			return err
 		}
 		_, _, err := c.Read(ctx, addr, ReadRequest{Key: key, Version: 1}, dsts[s])
 		return err
@@ -278,4 +320,14 @@ func BenchmarkLookup(b *testing.B) {
 			})
 		})
 	}
+}
+
+// processCPU returns the CPU time (user and system) this process has used: on a shared
+// machine it measures the work per operation more steadily than the wall clock does.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

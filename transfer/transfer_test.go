@@ -44,6 +44,20 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil || n != size || rr.Size != int64(size) || rr.Version != v || !bytes.Equal(dst, data) {
 				t.Fatalf("read %d: n=%d %+v %v", size, n, rr, err)
 			}
+			// ReadSum: the same bytes and their checksum, hashed as they arrive (unstriped)
+			// or after the striped chunks landed.
+			clear(dst)
+			rr, n, sum, err := c.ReadSum(ctx, addr, ReadRequest{Key: key, Version: v}, dst)
+			if err != nil || n != size || rr.Size != int64(size) || !bytes.Equal(dst, data) || sum != base.Checksum(data) {
+				t.Fatalf("read sum %d: n=%d sum %#x want %#x %v", size, n, sum, base.Checksum(data), err)
+			}
+			if size > 10 {
+				part := make([]byte, 7)
+				_, n, sum, err := c.ReadSum(ctx, addr, ReadRequest{Key: key, Offset: 3, Length: 7}, part)
+				if err != nil || n != 7 || !bytes.Equal(part, data[3:10]) || sum != base.Checksum(data[3:10]) {
+					t.Fatalf("read sum range: %d %v", n, err)
+				}
+			}
 			if size > 10 {
 				part := make([]byte, 7)
 				_, n, err := c.Read(ctx, addr, ReadRequest{Key: key, Offset: 3, Length: 7}, part)

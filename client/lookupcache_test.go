@@ -1,0 +1,55 @@
+package client
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/mooncake-go/mooncake/transfer"
+)
+
+func TestLookupCache(t *testing.T) {
+	if newLookupCache(-1, 10) != nil || newLookupCache(time.Second, 0) != nil {
+		t.Fatal("a disabled cache must be nil")
+	}
+	var off *lookupCache // a nil cache is a no-op
+	off.put("k", &transfer.LookupResponse{}, off.generation(), time.Now())
+	if _, ok := off.get("k"); ok {
+		t.Fatal("nil cache hit")
+	}
+	off.drop("k")
+	off.clear()
+
+	lc := newLookupCache(time.Hour, 3)
+	lr := &transfer.LookupResponse{Version: 7}
+	lc.put("a", lr, lc.generation(), time.Now())
+	if got, ok := lc.get("a"); !ok || got != lr {
+		t.Fatal("miss after put")
+	}
+	// Expired: sent two hours ago.
+	lc.put("old", lr, lc.generation(), time.Now().Add(-2*time.Hour))
+	if _, ok := lc.get("old"); ok {
+		t.Fatal("expired entry hit")
+	}
+	// A lookup sent before an invalidation is not cached.
+	gen := lc.generation()
+	lc.drop("a")
+	lc.put("a", lr, gen, time.Now())
+	if _, ok := lc.get("a"); ok {
+		t.Fatal("a lookup older than the invalidation was cached")
+	}
+	// Bounded.
+	for i := range 10 {
+		lc.put(fmt.Sprint(i), lr, lc.generation(), time.Now())
+		if n := len(lc.mu.m); n > 3 {
+			t.Fatalf("%d entries, bound 3", n)
+		}
+	}
+	if _, ok := lc.get("9"); !ok {
+		t.Fatal("the newest entry was evicted")
+	}
+	lc.clear()
+	if _, ok := lc.get("9"); ok || len(lc.mu.m) != 0 {
+		t.Fatal("clear left entries")
+	}
+}
