@@ -303,10 +303,10 @@ func isAligned(b []byte) bool {
 	return len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))&(blockSize-1) == 0
 }
 
-// writeRecord writes the record of hdr and src at [off, off+hdr.recordLen()): src's stored
-// bytes at off+hdr.dataOff() (zero-padded to a block boundary), then the header block(s) at
-// off. With streamSum, hdr.checksum is computed from src while src is being written; the
-// header goes last, once the checksum is known. Nothing is written after an error.
+// writeRecord writes the record of hdr and src at [off, off+hdr.recordLen()): the header
+// block(s) at off, src's stored bytes at off+hdr.dataOff(), zero-padded to a block boundary.
+// With streamSum, hdr.checksum is computed from src while src is being written; the header is
+// written once the checksum is known.
 //
 // src is written straight from the caller's memory when it can be (buffered writes, or
 // O_DIRECT with src block-aligned, as Go's large allocations and dram's arenas are): only its
@@ -315,34 +315,38 @@ func isAligned(b []byte) bool {
 // CPU per byte as the disk takes to write it on 2 cores; without the copy, and with the
 // checksum computed while the device writes, a Put is one large pwrite plus one 4 KiB one.
 func (s *Store) writeRecord(w vfs.File, off int64, hdr *recordHeader, src []byte, streamSum bool) error {
-	dataOff := off + hdr.dataOff()
-	var err error
-	if !s.direct || isAligned(src) {
-		err = s.writeFrom(w, dataOff, hdr, src, streamSum)
-	} else {
-		err = s.writeCopied(w, dataOff, hdr, src, streamSum)
+	if s.direct && !isAligned(src) {
+		if err := s.writeCopied(w, off+hdr.dataOff(), hdr, src, streamSum); err != nil {
+			return err
+		}
+		return writeHeader(w, off, hdr)
 	}
-	if err != nil {
-		return err
-	}
+	return s.writeFrom(w, off, hdr, src, streamSum)
+}
+
+// writeHeader writes hdr's header block(s) at off.
+func writeHeader(w vfs.File, off int64, hdr *recordHeader) error {
 	hb := getBuf(int(hdr.dataOff()))
 	defer putBuf(hb)
 	clear(hb)
 	hdr.encode(hb)
-	_, err = w.WriteAt(hb, off)
+	_, err := w.WriteAt(hb, off)
 	return err
 }
 
-// writeFrom writes src at off (block-aligned) without copying its whole blocks: one pwrite
-// from src's own memory runs on another goroutine while this one checksums src (streamSum)
-// and writes the last partial block from a zero-padded aligned buffer.
+// writeFrom writes the record at off without copying src's whole blocks: one pwrite from
+// src's own memory runs on another goroutine while this one checksums src (streamSum), then
+// writes the header and the last partial block of src (from a zero-padded aligned buffer)
+// while the device is still busy with the first pwrite. Nothing needs an order between these
+// writes: the index commit that makes the record visible comes after all of them.
 func (s *Store) writeFrom(w vfs.File, off int64, hdr *recordHeader, src []byte, streamSum bool) error {
+	dataOff := off + hdr.dataOff()
 	body := src[:len(src)&^(blockSize-1)]
 	tail := src[len(body):]
 	done := make(chan error, 1)
 	if len(body) > 0 {
 		go func() {
-			_, err := w.WriteAt(body, off)
+			_, err := w.WriteAt(body, dataOff)
 			done <- err
 		}()
 	} else {
@@ -351,18 +355,18 @@ func (s *Store) writeFrom(w vfs.File, off int64, hdr *recordHeader, src []byte, 
 	if streamSum {
 		hdr.checksum = base.Checksum(src) // overlaps the pwrite of body
 	}
-	var terr error
-	if len(tail) > 0 {
+	err := writeHeader(w, off, hdr)
+	if err == nil && len(tail) > 0 {
 		tb := getBuf(blockSize)
 		copy(tb, tail)
 		clear(tb[len(tail):])
-		_, terr = w.WriteAt(tb, off+int64(len(body)))
+		_, err = w.WriteAt(tb, dataOff+int64(len(body)))
 		putBuf(tb)
 	}
-	if err := <-done; err != nil { // always wait: body must not be in use when Put returns
-		return err
+	if berr := <-done; berr != nil { // always wait: body must not be in use when Put returns
+		return berr
 	}
-	return terr
+	return err
 }
 
 // writeCopied writes src at off (block-aligned) through aligned chunk buffers: fill a buffer
@@ -655,6 +659,54 @@ func (s *Store) readRecord(e *extent, key string, ent indexEntry, dst []byte) er
 	}
 	if err := s.decodeInto(ent, buf, dst); err != nil {
 		return fmt.Errorf("extent %d offset %d: %w", e.id, ent.offset, err)
+	}
+	return nil
+}
+
+// readChunk is the unit in which readVerified reads an uncompressed object, so that the
+// checksum of one chunk overlaps the read of the next. Objects of up to 4 chunks are read in
+// quarters, so that they overlap too.
+const readChunk = 1 << 20
+
+// readVerified reads key's uncompressed object (at dataOff in e) into dst and verifies its
+// record header and checksum. Reads run on a second goroutine, chunk after chunk, while this
+// one checks the header and checksums the chunks already read: with a single pread followed by
+// the checksum, the device idled during the checksum (~20% of a read, docs/persistence.md).
+func (s *Store) readVerified(e *extent, key string, ent indexEntry, dst []byte, dataOff int64) error {
+	chunk := readChunk
+	if len(dst) < 4*readChunk {
+		chunk = max(blockSize, int(alignUp(int64(len(dst)/4))))
+	}
+	n := (len(dst) + chunk - 1) / chunk
+	read := make(chan error, n) // one result per chunk, in order; the reader never blocks
+	go func() {
+		for i := 0; i < n; i++ {
+			lo, hi := i*chunk, min(len(dst), (i+1)*chunk)
+			err := readFull(e.r, dst[lo:hi], dataOff+int64(lo))
+			read <- err
+			if err != nil {
+				return
+			}
+		}
+	}()
+	_, herr := s.readHeader(e, key, ent)
+	sum := base.NewChecksum()
+	var rerr error
+	for i := 0; i < n && rerr == nil; i++ {
+		// Every chunk's result is received (or the reader stopped) before returning, so
+		// nothing writes into dst after ReadInto returns.
+		if rerr = <-read; rerr == nil && herr == nil {
+			sum.Write(dst[i*chunk : min(len(dst), (i+1)*chunk)])
+		}
+	}
+	switch {
+	case herr != nil:
+		return herr
+	case rerr != nil:
+		return fmt.Errorf("extent %d offset %d: %w", e.id, ent.offset, rerr)
+	}
+	if got := sum.Sum64(); got != ent.checksum {
+		return corruptf("extent %d offset %d: checksum %#x, want %#x", e.id, ent.offset, got, ent.checksum)
 	}
 	return nil
 }
