@@ -639,18 +639,12 @@ func (s *Store) decodeInto(ent indexEntry, stored, dst []byte) error {
 
 // readRecord reads and verifies key's record from e into dst.
 func (s *Store) readRecord(e *extent, key string, ent indexEntry, dst []byte) error {
-	if _, err := s.readHeader(e, key, ent); err != nil {
-		return err
-	}
 	dataOff := ent.offset + recordDataOff(key)
 	if ent.flags&flagLZ4 == 0 {
-		if err := readFull(e.r, dst, dataOff); err != nil {
-			return fmt.Errorf("extent %d offset %d: %w", e.id, ent.offset, err)
-		}
-		if got := base.Checksum(dst); got != ent.checksum {
-			return corruptf("extent %d offset %d: checksum %#x, want %#x", e.id, ent.offset, got, ent.checksum)
-		}
-		return nil
+		return s.readVerified(e, key, ent, dst, dataOff)
+	}
+	if _, err := s.readHeader(e, key, ent); err != nil {
+		return err
 	}
 	buf := getBuf(int(ent.storedLen))
 	defer putBuf(buf)
