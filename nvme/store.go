@@ -184,7 +184,8 @@ func (s *Store) lz4Limit(n int) int { return int(float64(n) * (1 - s.opts.LZ4Min
 
 // Put stores data as key's object with version v, replacing any older object of key. With
 // sync (or SyncAlways) the object is durable when Put returns. The caller keeps data; Put
-// does not retain it.
+// does not retain it, but may write it to disk straight from its memory, so the caller must
+// not modify it until Put returns (the checksum would not match what reached the disk).
 //
 // Errors: base.ErrInvalidKey, base.ErrTooLarge, base.ErrNoSpace (capacity or disk full;
 // nothing is changed), base.ErrClosed, or an I/O error.
