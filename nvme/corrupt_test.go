@@ -63,8 +63,8 @@ func TestCorruption(t *testing.T) {
 	if e1.isInline() || e2.isInline() || e1.flags&flagLZ4 != 0 || e2.flags&flagLZ4 == 0 {
 		t.Fatalf("test setup: obj1 %+v obj2 %+v", e1.flags, e2.flags)
 	}
-	flipByte(t, extPath(e1), e1.offset+recordHeaderLen+int64(len("obj1"))+5000)
-	flipByte(t, extPath(e2), e2.offset+recordHeaderLen+int64(len("obj2"))+e2.storedLen/2)
+	flipByte(t, extPath(e1), e1.offset+recordDataOff("obj1")+5000)
+	flipByte(t, extPath(e2), e2.offset+recordDataOff("obj2")+e2.storedLen/2)
 	e3 := entryOf("obj3")
 	e3.inline[7] ^= 1
 	if err := s.db.Set(encodeIndexKey("obj3"), e3.encode(), pebble.Sync); err != nil {

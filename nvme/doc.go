@@ -17,7 +17,7 @@
 // Keys are a one-byte namespace followed by the rest:
 //
 //	'o' + object key   -> index entry (below)
-//	"mformat"          -> "1", the index format version; Open refuses any other
+//	"mformat"          -> "2", the index format version; Open refuses any other
 //
 // An index entry (all integers little-endian):
 //
@@ -51,15 +51,22 @@
 //	offset 4096, then every record at a multiple of 4096:
 //	+-----------+-----------+------------+-----------+------------+-----------+
 //	| magic (4B)| hcrc (4B) | format (1B)| flags (1B)| keylen (2B)| zero (4B) |
-//	| "MCR1"    |           | = 1        | bit0 LZ4  | 1..4096    |           |
+//	| "MCR1"    |           | = 2        | bit0 LZ4  | 1..4096    |           |
 //	+-----------+-----------+------------+-----------+------------+-----------+
 //	| version (8B)          | size (8B)              | stored (8B)            |
 //	+-----------------------+------------------------+------------------------+
-//	| checksum (8B)         | key (keylen B)  | stored bytes (stored B) | zero padding to 4 KiB
-//	+-----------------------+-----------------+-------------------------+----------------------
+//	| checksum (8B)         | key (keylen B)  | zero padding to 4 KiB |
+//	+-----------------------+-----------------+-----------------------+
+//	at record offset + align4K(48+keylen) (4096, or 8192 for keys over 4048 bytes):
+//	| stored bytes (stored B)                | zero padding to 4 KiB  |
+//	+----------------------------------------+------------------------+
 //	hcrc = low 32 bits of base.Checksum(bytes 8 .. 48+keylen): the header checksum covers every
 //	field after it and the key, so a torn or overwritten header is detected before the data
 //	is read. checksum covers the object (after decompression).
+//
+//	Format 2 starts the stored bytes on a block boundary so that Put can write them with
+//	O_DIRECT straight from the caller's (block-aligned) memory; format 1, which had them right
+//	after the key, is not read (its stores have index format "1", which Open refuses).
 //
 // A record is live when the index entry of its key points at (extent id, offset); everything
 // else (overwritten, deleted, a torn tail after a crash, a write whose index commit never
@@ -70,11 +77,13 @@
 // # Writes and durability
 //
 // Put reserves the record's aligned length at the end of the active extent (concurrent Puts
-// write in parallel), assembles it in 4 KiB-aligned buffers of up to 4 MiB (header, key,
-// stored bytes, zero padding) and writes them with pwrite, up to 4 chunks in flight while the
-// next is copied and checksummed (the header chunk last, once the checksum is known), then - for a
-// durable write - waits for a group fdatasync of the extent, and only then commits the index
-// entry (pebble, synced for durable writes). The index never points at bytes that were not
+// write in parallel) and writes it: the stored bytes with one pwrite from the caller's memory
+// (when it is block-aligned, or the extent is buffered) while the calling goroutine computes
+// the checksum, then the header block(s) and the zero-padded last partial block of the data;
+// an unaligned source under O_DIRECT is copied into 4 KiB-aligned buffers of up to 4 MiB,
+// up to 4 in flight while the next is copied and checksummed, and the header written last.
+// Then - for a durable write - Put waits for a group fdatasync of the extent, and only then
+// commits the index entry (pebble, synced for durable writes). The index never points at bytes that were not
 // written, so a failed or refused write (disk full, capacity, I/O error) changes nothing
 // visible. See SyncPolicy for what each policy syncs and when.
 //
@@ -87,7 +96,9 @@
 //
 // ReadInto looks the key up, checks version and length, reads the record header (checked
 // against the index entry) and the stored bytes (straight into the caller's buffer when not
-// compressed), decompresses if needed and verifies the checksum. A mismatch quarantines the
+// compressed, in chunks of 1 MiB read on a second goroutine while the caller's goroutine
+// checks the header and checksums the chunks already read), decompresses if needed and
+// verifies the checksum. A mismatch quarantines the
 // record: the error wraps base.ErrCorruption, Metrics.Corruptions and Metrics.Quarantined
 // count it, and from then on Stat, Scan and ReadInto behave as if the object were absent.
 //

@@ -162,7 +162,7 @@ func (s *Store) readStored(e *extent, key string, ent indexEntry, stored []byte)
 	if _, err := s.readHeader(e, key, ent); err != nil {
 		return err
 	}
-	if err := readFull(e.r, stored, ent.offset+recordHeaderLen+int64(len(key))); err != nil {
+	if err := readFull(e.r, stored, ent.offset+recordDataOff(key)); err != nil {
 		return err
 	}
 	if ent.flags&flagLZ4 == 0 {

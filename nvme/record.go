@@ -54,9 +54,12 @@ func decodeExtentHeader(b []byte) (uint64, error) {
 
 // Extent record header.
 const (
-	recordMagic         = 0x3152434d // "MCR1" read little-endian
-	recordFormatVersion = 1
-	recordHeaderLen     = 48 // fixed part; the key follows, then the stored bytes
+	recordMagic = 0x3152434d // "MCR1" read little-endian
+	// recordFormatVersion 2 starts the stored bytes on a block boundary (format 1 had them
+	// right after the key), so a Put can write the caller's bytes with O_DIRECT without
+	// copying them into an aligned buffer first.
+	recordFormatVersion = 2
+	recordHeaderLen     = 48 // fixed part; the key follows, then zero padding to a block boundary, then the stored bytes
 )
 
 // Record and index flags.
@@ -81,8 +84,15 @@ type recordHeader struct {
 // headerLen is the bytes of the header with its key.
 func (h *recordHeader) headerLen() int64 { return recordHeaderLen + int64(len(h.key)) }
 
+// dataOff is the offset of the stored bytes from the start of the record: the header and key
+// padded to a block boundary.
+func (h *recordHeader) dataOff() int64 { return recordDataOff(h.key) }
+
 // recordLen is the aligned length the record takes in its extent.
-func (h *recordHeader) recordLen() int64 { return alignUp(h.headerLen() + h.storedLen) }
+func (h *recordHeader) recordLen() int64 { return h.dataOff() + alignUp(h.storedLen) }
+
+// recordDataOff is the offset of the stored bytes in key's record.
+func recordDataOff(key string) int64 { return alignUp(recordHeaderLen + int64(len(key))) }
 
 // encode writes the header and key into b[:h.headerLen()]. The header checksum covers the
 // bytes from offset 8 to the end of the key.
@@ -157,7 +167,9 @@ const (
 var metaFormatKey = []byte("mformat")
 
 // indexFormatVersion is stored under metaFormatKey; Open refuses a store of another version.
-const indexFormatVersion = "1"
+// "2": extent records of format 2 (stored bytes block-aligned). A store of format "1" is
+// refused (base.ErrNotSupported) rather than read with the wrong data offsets.
+const indexFormatVersion = "2"
 
 func encodeIndexKey(key string) []byte {
 	b := make([]byte, 1+len(key))

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -183,7 +184,8 @@ func (s *Store) lz4Limit(n int) int { return int(float64(n) * (1 - s.opts.LZ4Min
 
 // Put stores data as key's object with version v, replacing any older object of key. With
 // sync (or SyncAlways) the object is durable when Put returns. The caller keeps data; Put
-// does not retain it.
+// does not retain it, but may write it to disk straight from its memory, so the caller must
+// not modify it until Put returns (the checksum would not match what reached the disk).
 //
 // Errors: base.ErrInvalidKey, base.ErrTooLarge, base.ErrNoSpace (capacity or disk full;
 // nothing is changed), base.ErrClosed, or an I/O error.
@@ -286,86 +288,140 @@ func (s *Store) put(key string, ent indexEntry, data []byte, onlyIfAt *indexEntr
 	return nil
 }
 
-// recordChunk is the unit of extent writes. A record is written in chunks so that copying
-// (and checksumming) one chunk into an aligned buffer overlaps the write of the previous one,
-// and so a writer holds at most 1+recordChunksInFlight chunk buffers whatever the object size.
-// Several chunks are written at once: one 4 MiB pwrite at a time left the device idle between
-// requests (0.3-0.6 of a single 16 MiB pwrite here).
+// recordChunk is the unit of extent writes when the stored bytes must be copied into aligned
+// buffers (O_DIRECT and a source that is not block-aligned in memory): copying (and
+// checksumming) one chunk overlaps the write of the previous ones, and a writer holds at most
+// recordChunksInFlight chunk buffers whatever the object size. Several chunks are written at
+// once: one 4 MiB pwrite at a time left the device idle between requests (0.3-0.6 of a single
+// 16 MiB pwrite here).
 const recordChunk = 4 << 20
 
 // recordChunksInFlight bounds the chunk writes of one record in flight (and its buffers).
 const recordChunksInFlight = 4
 
-// writeRecord writes hdr, src and zero padding at [off, off+hdr.recordLen()). With
-// streamSum, hdr.checksum is computed from src on the way; the first chunk (the header) is
-// then written last, once the checksum is known.
+// isAligned reports whether b starts on a blockSize boundary in memory (O_DIRECT needs it).
+func isAligned(b []byte) bool {
+	return len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))&(blockSize-1) == 0
+}
+
+// writeRecord writes the record of hdr and src at [off, off+hdr.recordLen()): the header
+// block(s) at off, src's stored bytes at off+hdr.dataOff(), zero-padded to a block boundary.
+// With streamSum, hdr.checksum is computed from src while src is being written; the header is
+// written once the checksum is known.
+//
+// src is written straight from the caller's memory when it can be (buffered writes, or
+// O_DIRECT with src block-aligned, as Go's large allocations and dram's arenas are): only its
+// last partial block is copied. Otherwise it is copied chunk by chunk (writeCopied).
+// Measured (BenchmarkSpillWrite, docs/persistence.md): the copy and the checksum cost as much
+// CPU per byte as the disk takes to write it on 2 cores; without the copy, and with the
+// checksum computed while the device writes, a Put is one large pwrite plus one 4 KiB one.
 func (s *Store) writeRecord(w vfs.File, off int64, hdr *recordHeader, src []byte, streamSum bool) error {
-	hl := int(hdr.headerLen())
-	recLen := int(hdr.recordLen())
+	if s.direct && !isAligned(src) {
+		if err := s.writeCopied(w, off+hdr.dataOff(), hdr, src, streamSum); err != nil {
+			return err
+		}
+		return writeHeader(w, off, hdr)
+	}
+	return s.writeFrom(w, off, hdr, src, streamSum)
+}
+
+// writeHeader writes hdr's header block(s) at off.
+func writeHeader(w vfs.File, off int64, hdr *recordHeader) error {
+	hb := getBuf(int(hdr.dataOff()))
+	defer putBuf(hb)
+	clear(hb)
+	hdr.encode(hb)
+	_, err := w.WriteAt(hb, off)
+	return err
+}
+
+// writeFrom writes the record at off without copying src's whole blocks: one pwrite from
+// src's own memory runs on another goroutine while this one checksums src (streamSum), then
+// writes the header and the last partial block of src (from a zero-padded aligned buffer)
+// while the device is still busy with the first pwrite. Nothing needs an order between these
+// writes: the index commit that makes the record visible comes after all of them.
+func (s *Store) writeFrom(w vfs.File, off int64, hdr *recordHeader, src []byte, streamSum bool) error {
+	dataOff := off + hdr.dataOff()
+	body := src[:len(src)&^(blockSize-1)]
+	tail := src[len(body):]
+	done := make(chan error, 1)
+	if len(body) > 0 {
+		go func() {
+			_, err := w.WriteAt(body, dataOff)
+			done <- err
+		}()
+	} else {
+		done <- nil
+	}
+	if streamSum {
+		hdr.checksum = base.Checksum(src) // overlaps the pwrite of body
+	}
+	err := writeHeader(w, off, hdr)
+	if err == nil && len(tail) > 0 {
+		tb := getBuf(blockSize)
+		copy(tb, tail)
+		clear(tb[len(tail):])
+		_, err = w.WriteAt(tb, dataOff+int64(len(body)))
+		putBuf(tb)
+	}
+	if berr := <-done; berr != nil { // always wait: body must not be in use when Put returns
+		return berr
+	}
+	return err
+}
+
+// writeCopied writes src at off (block-aligned) through aligned chunk buffers: fill a buffer
+// (copy, checksum) while up to recordChunksInFlight earlier chunks are being written, by one
+// goroutine each, so the device sees a queue.
+func (s *Store) writeCopied(w vfs.File, off int64, hdr *recordHeader, src []byte, streamSum bool) error {
 	var sum hash.Hash64
 	if streamSum {
 		sum = base.NewChecksum()
 	}
-	// First chunk: header, key and the start of src.
-	firstLen := min(recLen, recordChunk)
-	first := getBuf(firstLen)
-	defer putBuf(first)
-	n0 := min(len(src), firstLen-hl)
-	copy(first[hl:], src[:n0])
-	clear(first[hl+n0:])
-	if sum != nil {
-		sum.Write(src[:n0])
+	free := make(chan []byte, recordChunksInFlight)
+	for range recordChunksInFlight {
+		free <- nil
 	}
-	if n0 < len(src) {
-		// The rest, chunk by chunk: fill a buffer while up to recordChunksInFlight earlier
-		// chunks are being written (by one goroutine each, so the device sees a queue).
-		free := make(chan []byte, recordChunksInFlight)
-		for range recordChunksInFlight {
-			free <- nil
+	var werr error
+	var werrMu sync.Mutex
+	pos := 0
+	woff := off
+	for pos < len(src) {
+		buf := <-free
+		if buf == nil {
+			buf = getBuf(recordChunk)
 		}
-		var werr error
-		var werrMu sync.Mutex
-		pos := n0
-		woff := off + int64(firstLen)
-		for pos < len(src) {
-			buf := <-free
-			if buf == nil {
-				buf = getBuf(recordChunk)
+		n := min(len(src)-pos, recordChunk)
+		l := int(alignUp(int64(n)))
+		buf = buf[:l]
+		copy(buf, src[pos:pos+n])
+		clear(buf[n:])
+		if sum != nil {
+			sum.Write(src[pos : pos+n])
+		}
+		go func(buf []byte, off int64) {
+			if _, err := w.WriteAt(buf, off); err != nil {
+				werrMu.Lock()
+				werr = err
+				werrMu.Unlock()
 			}
-			n := min(len(src)-pos, recordChunk)
-			l := int(alignUp(int64(n)))
-			buf = buf[:l]
-			copy(buf, src[pos:pos+n])
-			clear(buf[n:])
-			if sum != nil {
-				sum.Write(src[pos : pos+n])
-			}
-			go func(buf []byte, off int64) {
-				if _, err := w.WriteAt(buf, off); err != nil {
-					werrMu.Lock()
-					werr = err
-					werrMu.Unlock()
-				}
-				free <- buf
-			}(buf, woff)
-			pos += n
-			woff += int64(l)
+			free <- buf
+		}(buf, woff)
+		pos += n
+		woff += int64(l)
+	}
+	for range recordChunksInFlight {
+		if buf := <-free; buf != nil {
+			putBuf(buf[:recordChunk])
 		}
-		for range recordChunksInFlight {
-			if buf := <-free; buf != nil {
-				putBuf(buf[:recordChunk])
-			}
-		}
-		if werr != nil {
-			return werr
-		}
+	}
+	if werr != nil {
+		return werr
 	}
 	if sum != nil {
 		hdr.checksum = sum.Sum64()
 	}
-	hdr.encode(first)
-	_, err := w.WriteAt(first, off)
-	return err
+	return nil
 }
 
 // inlineCost is what an inline entry counts against capacity.
@@ -375,7 +431,7 @@ func inlineCost(key string, ent indexEntry) int64 {
 
 // recordLenOf is the aligned length of key's record described by ent.
 func recordLenOf(key string, ent indexEntry) int64 {
-	return alignUp(recordHeaderLen + int64(len(key)) + ent.storedLen)
+	return recordDataOff(key) + alignUp(ent.storedLen)
 }
 
 // reserve counts n more bytes against capacity, or fails with ErrNoSpace and kicks GC.
@@ -584,18 +640,12 @@ func (s *Store) decodeInto(ent indexEntry, stored, dst []byte) error {
 
 // readRecord reads and verifies key's record from e into dst.
 func (s *Store) readRecord(e *extent, key string, ent indexEntry, dst []byte) error {
+	dataOff := ent.offset + recordDataOff(key)
+	if ent.flags&flagLZ4 == 0 {
+		return s.readVerified(e, key, ent, dst, dataOff)
+	}
 	if _, err := s.readHeader(e, key, ent); err != nil {
 		return err
-	}
-	dataOff := ent.offset + recordHeaderLen + int64(len(key))
-	if ent.flags&flagLZ4 == 0 {
-		if err := readFull(e.r, dst, dataOff); err != nil {
-			return fmt.Errorf("extent %d offset %d: %w", e.id, ent.offset, err)
-		}
-		if got := base.Checksum(dst); got != ent.checksum {
-			return corruptf("extent %d offset %d: checksum %#x, want %#x", e.id, ent.offset, got, ent.checksum)
-		}
-		return nil
 	}
 	buf := getBuf(int(ent.storedLen))
 	defer putBuf(buf)
@@ -604,6 +654,54 @@ func (s *Store) readRecord(e *extent, key string, ent indexEntry, dst []byte) er
 	}
 	if err := s.decodeInto(ent, buf, dst); err != nil {
 		return fmt.Errorf("extent %d offset %d: %w", e.id, ent.offset, err)
+	}
+	return nil
+}
+
+// readChunk is the unit in which readVerified reads an uncompressed object, so that the
+// checksum of one chunk overlaps the read of the next. Objects of up to 4 chunks are read in
+// quarters, so that they overlap too.
+const readChunk = 1 << 20
+
+// readVerified reads key's uncompressed object (at dataOff in e) into dst and verifies its
+// record header and checksum. Reads run on a second goroutine, chunk after chunk, while this
+// one checks the header and checksums the chunks already read: with a single pread followed by
+// the checksum, the device idled during the checksum (~20% of a read, docs/persistence.md).
+func (s *Store) readVerified(e *extent, key string, ent indexEntry, dst []byte, dataOff int64) error {
+	chunk := readChunk
+	if len(dst) < 4*readChunk {
+		chunk = max(blockSize, int(alignUp(int64(len(dst)/4))))
+	}
+	n := (len(dst) + chunk - 1) / chunk
+	read := make(chan error, n) // one result per chunk, in order; the reader never blocks
+	go func() {
+		for i := 0; i < n; i++ {
+			lo, hi := i*chunk, min(len(dst), (i+1)*chunk)
+			err := readFull(e.r, dst[lo:hi], dataOff+int64(lo))
+			read <- err
+			if err != nil {
+				return
+			}
+		}
+	}()
+	_, herr := s.readHeader(e, key, ent)
+	sum := base.NewChecksum()
+	var rerr error
+	for i := 0; i < n && rerr == nil; i++ {
+		// Every chunk's result is received (or the reader stopped) before returning, so
+		// nothing writes into dst after ReadInto returns.
+		if rerr = <-read; rerr == nil && herr == nil {
+			sum.Write(dst[i*chunk : min(len(dst), (i+1)*chunk)])
+		}
+	}
+	switch {
+	case herr != nil:
+		return herr
+	case rerr != nil:
+		return fmt.Errorf("extent %d offset %d: %w", e.id, ent.offset, rerr)
+	}
+	if got := sum.Sum64(); got != ent.checksum {
+		return corruptf("extent %d offset %d: checksum %#x, want %#x", e.id, ent.offset, got, ent.checksum)
 	}
 	return nil
 }
