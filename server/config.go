@@ -17,6 +17,14 @@ const (
 	// DefaultClientTTL is how long a worker may stay silent before the leader marks it dead
 	// (Mooncake --client_ttl, 10 s there too). Ten missed heartbeats at DefaultHeartbeatInterval.
 	DefaultClientTTL = 10 * time.Second
+	// DefaultWorkerRestartGrace is how long the leader keeps a worker that announced a graceful
+	// shutdown (its final heartbeat says it is leaving to restart) before marking it dead. Two
+	// minutes covers a spill of a large DRAM arena, the process restart and the reopening of a
+	// large NVMe index (about 10 s for a million objects), with room to spare; it is short
+	// enough that the replicas of a worker that was decommissioned rather than restarted are
+	// dropped soon. During the grace lookups still list the worker: clients fail over to other
+	// replicas, or get an error for objects held only there, until it is back.
+	DefaultWorkerRestartGrace = 2 * time.Minute
 	// DefaultHeartbeatInterval is how often a worker heartbeats the leader.
 	DefaultHeartbeatInterval = time.Second
 	// DefaultPutTimeout bounds a put between PutStart and PutEnd. After it the leader forgets the
@@ -63,6 +71,13 @@ type MasterConfig struct {
 	ClusterID string
 	// ClientTTL: a worker silent this long is marked dead and its replicas dropped. Default 10 s.
 	ClientTTL time.Duration
+	// WorkerRestartGrace: a worker whose last heartbeat announced a graceful shutdown (leaving
+	// to restart) is marked dead only once this long has passed since that heartbeat (or
+	// ClientTTL, whichever ends later); its re-registration ends the grace. Leader soft state:
+	// a new leader gives every worker a fresh ClientTTL from its election instead. A value at
+	// or under ClientTTL gives no grace. Default DefaultWorkerRestartGrace (2 min); see there
+	// why.
+	WorkerRestartGrace time.Duration
 	// EvictionHighWatermarkRatio: a worker whose DRAM is fuller than this ratio gets no new
 	// replicas while another worker has free room under it (the worker's own tier engine
 	// evicts). Default 0.95. Range (0, 1].
@@ -110,6 +125,9 @@ func (c *MasterConfig) EnsureDefaults() {
 	if c.ClientTTL == 0 {
 		c.ClientTTL = DefaultClientTTL
 	}
+	if c.WorkerRestartGrace == 0 {
+		c.WorkerRestartGrace = DefaultWorkerRestartGrace
+	}
 	if c.EvictionHighWatermarkRatio == 0 {
 		c.EvictionHighWatermarkRatio = DefaultEvictionHighWatermarkRatio
 	}
@@ -147,6 +165,8 @@ func (c *MasterConfig) Validate() error {
 		return bad("metrics address %q is not host:port", c.MetricsAddress)
 	case c.ClientTTL < 0:
 		return bad("client_ttl %v is negative", c.ClientTTL)
+	case c.WorkerRestartGrace < 0:
+		return bad("worker_restart_grace %v is negative", c.WorkerRestartGrace)
 	case c.EvictionHighWatermarkRatio <= 0 || c.EvictionHighWatermarkRatio > 1:
 		return bad("eviction_high_watermark_ratio %v is not in (0, 1]", c.EvictionHighWatermarkRatio)
 	case c.EvictionRatio <= 0 || c.EvictionRatio >= 1:
@@ -189,7 +209,7 @@ func (c *MasterConfig) logAttrs() []any {
 	return []any{
 		"data_dir", c.DataDir, "rpc_address", c.RPCAddress, "raft_address", c.RaftAddress,
 		"metrics_address", c.MetricsAddress, "peers", strings.Join(peers, ","), "cluster_id", c.ClusterID,
-		"client_ttl", c.ClientTTL, "eviction_high_watermark_ratio", c.EvictionHighWatermarkRatio,
+		"client_ttl", c.ClientTTL, "worker_restart_grace", c.WorkerRestartGrace, "eviction_high_watermark_ratio", c.EvictionHighWatermarkRatio,
 		"eviction_ratio", c.EvictionRatio, "put_timeout", c.PutTimeout, "max_value_size", base.Bytes(c.MaxValueSize).String(),
 		"summary_interval", c.SummaryInterval,
 	}
@@ -240,6 +260,9 @@ type WorkerConfig struct {
 
 	// testResyncInterval overrides minResyncInterval (test hook; 0 in production).
 	testResyncInterval time.Duration
+	// testNoLeavingBeat makes Shutdown skip its final (leaving) heartbeat, as a crashed worker
+	// would (test hook; false in production).
+	testNoLeavingBeat bool
 }
 
 // EnsureDefaults fills every zero field with its documented default (WorkerID is resolved

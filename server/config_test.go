@@ -13,7 +13,7 @@ func TestMasterConfigDefaults(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c.ID != "m1" || c.ClientTTL != DefaultClientTTL || c.PutTimeout != DefaultPutTimeout ||
+	if c.ID != "m1" || c.ClientTTL != DefaultClientTTL || c.WorkerRestartGrace != DefaultWorkerRestartGrace || c.PutTimeout != DefaultPutTimeout ||
 		c.RaftAddress != "127.0.0.1:7001" || c.ClusterID != base.DefaultClusterID {
 		t.Fatalf("defaults: %+v", c)
 	}
@@ -36,6 +36,7 @@ func TestMasterConfigDefaults(t *testing.T) {
 	bad(func(c *MasterConfig) { c.EvictionRatio = 1.5 })
 	bad(func(c *MasterConfig) { c.EvictionHighWatermarkRatio = -1 })
 	bad(func(c *MasterConfig) { c.ClientTTL = -1 })
+	bad(func(c *MasterConfig) { c.WorkerRestartGrace = -1 })
 	bad(func(c *MasterConfig) { c.MetricsAddress = "9003" })
 }
 

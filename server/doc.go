@@ -11,8 +11,10 @@
 // # Master
 //
 // A master is a raftmeta.Node plus the leader's soft state, which is never committed:
-// reservations (puts between PutStart and PutEnd), worker liveness and usage (heartbeats), and
-// the drop lists owed to workers (sent in heartbeat replies). Only conclusions are committed:
+// reservations (puts between PutStart and PutEnd), worker liveness and usage (heartbeats; a
+// worker whose final heartbeat announced a graceful shutdown gets WorkerRestartGrace instead
+// of ClientTTL before it is marked dead), and the drop lists owed to workers (sent in
+// heartbeat replies). Only conclusions are committed:
 // PutEnd (one raft entry per call or batch), Remove*, RegisterWorker, DropReplicas,
 // MarkWorkerDead. Followers answer writes with NOT_LEADER naming the leader's id and RPC
 // address; Lookup, Exists and List are linearizable on the leader (VerifyLeader) and served

@@ -85,6 +85,23 @@ type workerSoft struct {
 	resyncAfter time.Time
 	// lastRegister is when this leader received the worker's last registration.
 	lastRegister time.Time
+	// leavingAt is when the worker announced a graceful shutdown (a heartbeat with Leaving);
+	// zero otherwise. It extends the worker's silence allowance to WorkerRestartGrace (see
+	// silenceDeadline) and keeps new puts off the worker; its next registration clears it.
+	leavingAt time.Time
+}
+
+// silenceDeadline is when the leader marks ws dead if it hears nothing more: ClientTTL after
+// its last message, or, when the worker announced that it is leaving to restart,
+// WorkerRestartGrace after that announcement if that is later. REQUIRES: m.mu.
+func (m *Master) silenceDeadlineLocked(ws *workerSoft) time.Time {
+	d := ws.lastSeen.Add(m.cfg.ClientTTL)
+	if !ws.leavingAt.IsZero() {
+		if g := ws.leavingAt.Add(m.cfg.WorkerRestartGrace); g.After(d) {
+			d = g
+		}
+	}
+	return d
 }
 
 // WorkerUsage is a worker's usage per tier: bytes used and objects from each heartbeat
@@ -211,6 +228,9 @@ func (m *Master) putStart(a PutStartArgs) (PutStartReply, error) {
 		ws := m.mu.workers[s.ID]
 		if ws == nil {
 			continue // not heard from during this leadership: not known to be alive
+		}
+		if !ws.leavingAt.IsZero() {
+			continue // shutting down to restart: it refuses writes until it registers again
 		}
 		used := ws.usage.DRAMUsed
 		free := s.DRAMCapacity - used - ws.reserved
@@ -691,6 +711,11 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	}
 	prev := ws.lastRegister
 	ws.lastSeen = recv
+	if !ws.leavingAt.IsZero() {
+		m.log.Info("worker back after a graceful shutdown; its restart grace ends", "worker", a.WorkerID,
+			"away", recv.Sub(ws.leavingAt))
+		ws.leavingAt = time.Time{}
+	}
 	ws.drops, ws.resync, ws.resyncAfter = nil, false, time.Time{} // the reconciliation below supersedes them
 	ws.usage.DRAMCapacity, ws.usage.NVMeCapacity = a.DRAMCapacity, a.NVMeCapacity
 	inGrace := m.leaderGraceLocked(recv)
@@ -780,7 +805,11 @@ type HeartbeatReply struct {
 // heartbeat records a worker's liveness and usage and hands it the drops it is owed.
 // A worker the leader does not know (new leader, or marked dead) gets ErrSegmentNotFound and
 // must register again (with its inventory, which reconciles anything this leader missed).
-func (m *Master) heartbeat(id base.WorkerID, usage WorkerUsage) (HeartbeatReply, error) {
+//
+// leaving is the worker's announcement that it is shutting down to restart (the final
+// heartbeat of a graceful shutdown): from now the leader waits WorkerRestartGrace (not
+// ClientTTL) before it marks the worker dead, and places no new puts on it.
+func (m *Master) heartbeat(id base.WorkerID, usage WorkerUsage, leaving bool) (HeartbeatReply, error) {
 	if !m.ensureLeader() {
 		return HeartbeatReply{}, m.notLeader()
 	}
@@ -798,6 +827,11 @@ func (m *Master) heartbeat(id base.WorkerID, usage WorkerUsage) (HeartbeatReply,
 	}
 	now := m.now()
 	ws.lastSeen = now
+	if leaving {
+		ws.leavingAt = now
+		m.log.Info("worker leaving to restart; keeping its replicas for the restart grace", "worker", id,
+			"worker_restart_grace", m.cfg.WorkerRestartGrace, "until", m.silenceDeadlineLocked(ws).UTC().Format(time.RFC3339))
+	}
 	// Heartbeats carry no capacities: keep the registration's.
 	usage.DRAMCapacity, usage.NVMeCapacity = ws.usage.DRAMCapacity, ws.usage.NVMeCapacity
 	ws.usage = usage
@@ -981,7 +1015,9 @@ func (m *Master) leaderLoop() {
 
 // setLeader moves the soft state into or out of leadership. On becoming leader every active
 // worker gets a full ClientTTL from now to heartbeat, and is asked to re-register (resync) so
-// its inventory reconciles anything the previous leader owed it.
+// its inventory reconciles anything the previous leader owed it. Restart graces are soft
+// state too: a worker that announced leaving to the previous leader gets ClientTTL from this
+// election like every other.
 func (m *Master) setLeader(leader bool) {
 	m.mu.Lock()
 	if m.mu.leader == leader {
@@ -1010,14 +1046,17 @@ func (m *Master) setLeader(leader bool) {
 }
 
 // checkLiveness marks workers silent for ClientTTL dead through raft (their replicas are
-// dropped; objects left with none are removed).
+// dropped; objects left with none are removed). A worker that announced a graceful shutdown
+// gets WorkerRestartGrace from that announcement instead (silenceDeadlineLocked).
 func (m *Master) checkLiveness() {
 	now := m.now()
 	var dead []base.WorkerID
+	leaving := map[base.WorkerID]bool{}
 	m.mu.Lock()
 	for id, ws := range m.mu.workers {
-		if now.Sub(ws.lastSeen) > m.cfg.ClientTTL {
+		if now.After(m.silenceDeadlineLocked(ws)) {
 			dead = append(dead, id)
+			leaving[id] = !ws.leavingAt.IsZero()
 		}
 	}
 	m.mu.Unlock()
@@ -1030,7 +1069,7 @@ func (m *Master) checkLiveness() {
 			continue
 		}
 		m.mu.Lock()
-		if ws := m.mu.workers[id]; ws != nil && now.Sub(ws.lastSeen) > m.cfg.ClientTTL {
+		if ws := m.mu.workers[id]; ws != nil && now.After(m.silenceDeadlineLocked(ws)) {
 			for key, r := range m.mu.reservations {
 				if slices.Contains(r.workers, id) {
 					m.releaseReservationLocked(key, r)
@@ -1041,6 +1080,11 @@ func (m *Master) checkLiveness() {
 		m.mu.Unlock()
 		if m.cfg.onWorkerDead != nil {
 			m.cfg.onWorkerDead(id)
+		}
+		if leaving[id] {
+			m.log.Warn("worker marked dead: not back within its restart grace after a graceful shutdown", "worker", id,
+				"worker_restart_grace", m.cfg.WorkerRestartGrace, "replicas_dropped", res.Dropped, "objects_removed", res.Removed)
+			continue
 		}
 		m.log.Warn("worker marked dead: no heartbeat", "worker", id, "client_ttl", m.cfg.ClientTTL,
 			"replicas_dropped", res.Dropped, "objects_removed", res.Removed)
@@ -1125,6 +1169,9 @@ type WorkerStatus struct {
 	NVMeCapacityBytes int64  `json:"nvme_capacity_bytes"`
 	NVMeObjects       int64  `json:"nvme_objects"`
 	LastHeartbeat     string `json:"last_heartbeat,omitempty"` // RFC 3339, leader only
+	// RestartGraceUntil is set while the worker is away after a graceful shutdown: the leader
+	// marks it dead at this time (RFC 3339) unless it registers again first. Leader only.
+	RestartGraceUntil string `json:"restart_grace_until,omitempty"`
 }
 
 func (m *Master) status() Status {
@@ -1158,6 +1205,9 @@ func (m *Master) status() Status {
 				w.NVMeCapacityBytes = u.NVMeCapacity
 			}
 			w.LastHeartbeat = ws.lastSeen.UTC().Format(time.RFC3339Nano)
+			if !ws.leavingAt.IsZero() {
+				w.RestartGraceUntil = m.silenceDeadlineLocked(ws).UTC().Format(time.RFC3339Nano)
+			}
 		}
 		s.Workers = append(s.Workers, w)
 	}

@@ -276,9 +276,10 @@ func (h *masterHandler) call(ctx context.Context, req transfer.Message) (transfe
 
 	case *transfer.HeartbeatRequest:
 		// A worker built before HeartbeatRequest carried NVMeObjects sends none: its count
-		// stays 0 in Status (unknown), as it always was.
+		// stays 0 in Status (unknown), as it always was. Leaving is set on a worker's final
+		// heartbeat of a graceful shutdown only.
 		rep, err := m.heartbeat(r.WorkerID, WorkerUsage{DRAMUsed: r.DRAMUsed, NVMeUsed: r.NVMeUsed,
-			DRAMObjects: r.DRAMObjects, NVMeObjects: r.NVMeObjects})
+			DRAMObjects: r.DRAMObjects, NVMeObjects: r.NVMeObjects}, r.Leaving)
 		if err != nil {
 			return nil, opHeartbeat, err
 		}

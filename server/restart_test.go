@@ -16,17 +16,20 @@ import (
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
-// TestWorkerDeadAfterTTL stops a worker's heartbeats and checks that the leader marks it dead
-// through raft: its replicas are dropped, objects that had another replica stay readable, and
-// objects it held alone are gone.
+// TestWorkerDeadAfterTTL stops a worker's heartbeats without the final "leaving" heartbeat of
+// a graceful shutdown (as a crash or SIGKILL would) and checks that the leader marks it dead
+// through raft after ClientTTL, although the master has a long WorkerRestartGrace: its
+// replicas are dropped, objects that had another replica stay readable, and objects it held
+// alone are gone.
 func TestWorkerDeadAfterTTL(t *testing.T) {
 	dead := make(chan base.WorkerID, 4)
 	c := startMasters(t, 1, func(cfg *MasterConfig) {
 		cfg.ClientTTL = 300 * time.Millisecond
+		cfg.WorkerRestartGrace = time.Hour // never reached: the test fails at testWait instead
 		cfg.onWorkerDead = func(id base.WorkerID) { dead <- id }
 	})
 	w1 := c.addWorker("", nil)
-	w2 := c.addWorker("", nil)
+	w2 := c.addWorker("", func(cfg *WorkerConfig) { cfg.testNoLeavingBeat = true })
 	d := newDriver(t, c.masterAddrs())
 	if err := d.put("both", []byte("on two workers"), 2, false); err != nil {
 		t.Fatal(err)
@@ -371,4 +374,118 @@ func TestStatusReportsTiers(t *testing.T) {
 	if len(page.Workers) != 1 || page.Workers[0].NVMeObjects != ws.NVMeObjects || page.Workers[0].DRAMObjects != ws.DRAMObjects {
 		t.Fatalf("/api/v1/status workers: %+v, want %+v", page.Workers, ws)
 	}
+}
+
+// TestWorkerRestartGrace: a worker stopped gracefully (Shutdown: it spills DRAM to NVMe and
+// announces that it is leaving) is not marked dead when it stays away longer than ClientTTL:
+// the leader keeps it, and its replicas, for WorkerRestartGrace. Restarted on the same
+// root_fs_dir, it re-registers and every object reads back.
+func TestWorkerRestartGrace(t *testing.T) {
+	const ttl = 300 * time.Millisecond
+	dead := make(chan base.WorkerID, 4)
+	c := startMasters(t, 1, func(cfg *MasterConfig) {
+		cfg.ClientTTL = ttl
+		cfg.WorkerRestartGrace = 30 * time.Second
+		cfg.onWorkerDead = func(id base.WorkerID) { dead <- id }
+	})
+	root := t.TempDir()
+	w := c.addWorker(root, func(cfg *WorkerConfig) { cfg.GlobalSegmentSize = 4 << 20 })
+	id := w.ID()
+	d := newDriver(t, c.masterAddrs())
+	rng := rand.New(rand.NewPCG(9, 9))
+	vals := map[string][]byte{}
+	for i := range 12 { // 12 x 512 KiB: more than the arena, so some are spilled before Shutdown
+		k := fmt.Sprintf("g%02d", i)
+		vals[k] = value(rng, 512<<10)
+		if err := d.put(k, vals[k], 1, false); err != nil {
+			t.Fatalf("put %s: %v", k, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := w.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	c.workers[0] = nil
+
+	// Silent for well over ClientTTL: still listed, active, and its objects still there.
+	for deadline := time.Now().Add(testWait); time.Since(stopped) < 3*ttl; time.Sleep(ttl / 10) {
+		if time.Now().After(deadline) {
+			t.Fatal("status polling did not finish")
+		}
+		select {
+		case got := <-dead:
+			t.Fatalf("worker %s marked dead %v after a graceful shutdown", got, time.Since(stopped))
+		default:
+		}
+		st := d.status()
+		if len(st.Workers) != 1 || st.Workers[0].ID != string(id) || st.Workers[0].State != "active" {
+			t.Fatalf("%v after a graceful shutdown, workers in status: %+v", time.Since(stopped), st.Workers)
+		}
+	}
+	for k := range vals {
+		if _, err := d.lookup(k); err != nil {
+			t.Fatalf("lookup %s while the worker restarts: %v", k, err)
+		}
+	}
+
+	w = c.addWorker(root, func(cfg *WorkerConfig) { cfg.GlobalSegmentSize = 4 << 20 })
+	if w.ID() != id {
+		t.Fatalf("restarted worker id %s, want %s", w.ID(), id)
+	}
+	for k, v := range vals {
+		d.mustGet(k, v, 1)
+	}
+	select {
+	case got := <-dead:
+		t.Fatalf("worker %s marked dead", got)
+	default:
+	}
+}
+
+// TestWorkerRestartGraceExpires: a worker that announced leaving but does not come back is
+// marked dead once WorkerRestartGrace has passed (its objects held nowhere else are removed),
+// and while it is away no new put is placed on it.
+func TestWorkerRestartGraceExpires(t *testing.T) {
+	dead := make(chan base.WorkerID, 4)
+	c := startMasters(t, 1, func(cfg *MasterConfig) {
+		cfg.ClientTTL = 100 * time.Millisecond
+		cfg.WorkerRestartGrace = time.Second
+		cfg.onWorkerDead = func(id base.WorkerID) { dead <- id }
+	})
+	c.addWorker("", nil)
+	w2 := c.addWorker(t.TempDir(), nil)
+	d := newDriver(t, c.masterAddrs())
+	if err := d.put("two", []byte("two"), 2, false); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := w2.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.workers[1] = nil
+	st := d.status()
+	if len(st.Workers) != 2 {
+		t.Fatalf("workers in status: %+v", st.Workers)
+	}
+	for _, ws := range st.Workers {
+		if leaving := ws.ID == string(w2.ID()); ws.State != "active" || leaving != (ws.RestartGraceUntil != "") {
+			t.Fatalf("status during the grace: %+v", ws)
+		}
+	}
+	// Only the first worker takes new puts: two replicas cannot be placed.
+	if err := d.put("x", []byte("x"), 2, false); !errors.Is(err, base.ErrNoSpace) {
+		t.Fatalf("2 replicas while one of 2 workers is restarting: %v", err)
+	}
+	select {
+	case id := <-dead:
+		if id != w2.ID() {
+			t.Fatalf("marked dead: %s, want %s", id, w2.ID())
+		}
+	case <-ctx.Done():
+		t.Fatal("worker not marked dead after its restart grace")
+	}
+	d.mustGet("two", []byte("two"), 1)
 }

@@ -262,9 +262,13 @@ func (w *Worker) ID() base.WorkerID { return w.id }
 
 // Shutdown is the SIGTERM path. The rough workflow:
 //
-//  1. refuse new Writes (ErrUnavailable) and stop the control loop (no more heartbeats; the
-//     worker is not unregistered, so its replicas stay listed through a quick restart: the
-//     leader marks it dead only after ClientTTL of silence);
+//  1. refuse new Writes (ErrUnavailable), stop the control loop (no more regular heartbeats
+//     or registrations), then send the leader one final heartbeat with Leaving set (bounded
+//     by ctx and a heartbeat timeout; a failure is logged, not returned). The worker is not
+//     unregistered: the leader keeps it, and its replicas, listed for the master's
+//     WorkerRestartGrace (default 2 min) instead of ClientTTL, places no new puts on it, and
+//     ends the grace when it registers again; without the final heartbeat (an unreachable
+//     leader, a master that predates the field) it is marked dead after ClientTTL;
 //  2. stop accepting connections and drain the calls in flight (reads finish their sends)
 //     until ctx ends, then close the connections;
 //  3. abort pending writes (never committed, so never acknowledged);
@@ -280,6 +284,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		close(w.stop)
 		w.cancel()
 		w.loops.Wait()
+		w.announceLeaving(ctx)
 		var errs []error
 		if err := w.rpc.shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("rpc: %w", err))

@@ -199,23 +199,31 @@ func (w *Worker) callMaster(ctx context.Context, addr string, req, resp transfer
 	return w.cli.Call(ctx, addr, req, resp)
 }
 
-// heartbeat sends one heartbeat to addr and applies the reply.
-func (w *Worker) heartbeat(addr string) error {
-	if addr == "" {
-		return fmt.Errorf("%w: no leader", base.ErrUnavailable)
-	}
+// heartbeatTimeout bounds one heartbeat call.
+func (w *Worker) heartbeatTimeout() time.Duration { return max(5*w.cfg.HeartbeatInterval, time.Second) }
+
+// heartbeatRequest is the worker's heartbeat: per tier, the arena's bytes in use (what
+// placement needs) and the object counts; an object with a copy in both tiers counts in
+// both. Without a store the NVMe figures are 0.
+func (w *Worker) heartbeatRequest() *transfer.HeartbeatRequest {
 	m := w.eng.Metrics()
-	// Per tier: the arena's bytes in use (what placement needs) and the object counts; an
-	// object with a copy in both tiers counts in both. Without a store the NVMe figures are 0.
 	req := &transfer.HeartbeatRequest{WorkerID: w.id, DRAMUsed: m.ArenaUsedBytes, DRAMObjects: m.DRAM.Objects,
 		HasNVMeObjects: true}
 	if w.store != nil {
 		req.NVMeUsed, req.NVMeObjects = m.NVMe.Bytes, m.NVMe.Objects
 	}
-	ctx, cancel := context.WithTimeout(w.ctx, max(5*w.cfg.HeartbeatInterval, time.Second))
+	return req
+}
+
+// heartbeat sends one heartbeat to addr and applies the reply.
+func (w *Worker) heartbeat(addr string) error {
+	if addr == "" {
+		return fmt.Errorf("%w: no leader", base.ErrUnavailable)
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, w.heartbeatTimeout())
 	defer cancel()
 	resp := &transfer.HeartbeatResponse{}
-	if err := w.callMaster(ctx, addr, req, resp); err != nil {
+	if err := w.callMaster(ctx, addr, w.heartbeatRequest(), resp); err != nil {
 		return err
 	}
 	w.applyDrops(resp.Drop)
@@ -223,6 +231,45 @@ func (w *Worker) heartbeat(addr string) error {
 		w.reregister.Store(true)
 	}
 	return nil
+}
+
+// announceLeaving sends the final heartbeat of a graceful shutdown, with Leaving set, to the
+// leader the control loop last talked to (following NOT_LEADER redirects), so the leader
+// keeps this worker and its replicas for its restart grace instead of ClientTTL. It must run
+// after the control loop has stopped: a later heartbeat or registration from this process
+// would be taken as the worker being back. Bounded by ctx and one heartbeat timeout; the
+// result is only logged (without it the worker is marked dead after ClientTTL, as before).
+func (w *Worker) announceLeaving(ctx context.Context) {
+	addr, _ := w.leader.Load().(string)
+	if addr == "" || w.cfg.testNoLeavingBeat {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.heartbeatTimeout())
+	defer cancel()
+	req := w.heartbeatRequest()
+	req.Leaving, req.HasLeaving = true, true
+	var err error
+	for hop := 0; hop < maxRedirects; hop++ {
+		resp := &transfer.HeartbeatResponse{}
+		err = w.callMaster(ctx, addr, req, resp)
+		var nl *transfer.NotLeaderError
+		if errors.As(err, &nl) && nl.LeaderAddr != "" && nl.LeaderAddr != addr {
+			addr = nl.LeaderAddr
+			continue
+		}
+		if err == nil {
+			// The tier is still open: drops owed are applied now rather than at the next
+			// registration's reconciliation.
+			w.applyDrops(resp.Drop)
+		}
+		break
+	}
+	if err != nil {
+		w.log.Warn("could not tell the leader this worker is restarting; it will be marked dead after the master's client_ttl",
+			"leader", addr, "err", err)
+		return
+	}
+	w.log.Info("told the leader this worker is leaving to restart", "leader", addr)
 }
 
 // applyDrops removes what the master says this worker must not hold: pending writes of a

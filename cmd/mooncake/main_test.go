@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/internal/testutil"
+	"github.com/mooncake-go/mooncake/server"
 )
 
 func TestMain(m *testing.M) { testutil.VerifyNoLeaks(m) }
@@ -174,7 +177,41 @@ func TestMasterSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.ID != "m2" || len(s.Peers) != 3 || s.Peers[2] != (peer{"m3", "127.0.0.1:7003", ""}) || s.Peers[0].RPCAddr != "127.0.0.1:50051" || s.MetricsAddress != "127.0.0.1:9004" ||
-		s.ClusterID != base.DefaultClusterID || s.ClientTTL != defaultClientTTL || s.EvictionRatio != defaultEvictRatio {
+		s.ClusterID != base.DefaultClusterID || s.ClientTTL != defaultClientTTL || s.EvictionRatio != defaultEvictRatio ||
+		s.WorkerRestartGrace != defaultRestartGrace {
 		t.Fatalf("%+v", s)
+	}
+	if defaultRestartGrace != server.DefaultWorkerRestartGrace {
+		t.Fatalf("--worker_restart_grace default %v, the server's %v", defaultRestartGrace, server.DefaultWorkerRestartGrace)
+	}
+	// --worker_restart_grace 0 gives no grace: the master gets a grace of client_ttl (a zero
+	// would take the server's default); a negative one is refused.
+	e := env{stderr: io.Discard}
+	for _, tc := range []struct {
+		arg  string
+		want time.Duration
+	}{{"0", defaultClientTTL}, {"5m", 5 * time.Minute}} {
+		f := masterFlags{}
+		fs := pflag.NewFlagSet("master", pflag.ContinueOnError)
+		f.register(fs, true)
+		if err := fs.Parse([]string{"--worker_restart_grace", tc.arg}); err != nil {
+			t.Fatal(err)
+		}
+		s, err := f.resolve(fs, &fileConfig{}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := e.masterConfig(s).WorkerRestartGrace; got != tc.want {
+			t.Fatalf("--worker_restart_grace %s: master config %v, want %v", tc.arg, got, tc.want)
+		}
+	}
+	f = masterFlags{}
+	fs = pflag.NewFlagSet("master", pflag.ContinueOnError)
+	f.register(fs, true)
+	if err := fs.Parse([]string{"--worker_restart_grace", "-1s"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.resolve(fs, &fileConfig{}, true); !errors.Is(err, base.ErrInvalidParams) {
+		t.Fatalf("negative --worker_restart_grace: %v", err)
 	}
 }

@@ -22,11 +22,17 @@ func (e *env) masterConfig(s masterSettings) server.MasterConfig {
 	if len(peers) == 1 && peers[0].ID == s.ID {
 		peers = nil // this master alone: the server bootstraps a single voter
 	}
+	grace := s.WorkerRestartGrace
+	if grace == 0 {
+		// No grace: the server takes 0 as "the default", and a grace at or under ClientTTL
+		// gives none.
+		grace = s.ClientTTL
+	}
 	return server.MasterConfig{
 		ID: s.ID, DataDir: s.DataDir, RPCAddress: s.RPCAddress, RaftAddress: s.RaftAddress,
 		MetricsAddress: s.MetricsAddress, Peers: peers, ClusterID: s.ClusterID, ClientTTL: s.ClientTTL,
 		EvictionHighWatermarkRatio: s.EvictionHighWatermarkRatio, EvictionRatio: s.EvictionRatio,
-		PutTimeout: s.PutTimeout, MaxValueSize: s.MaxValueSize, Logger: e.logger(),
+		PutTimeout: s.PutTimeout, MaxValueSize: s.MaxValueSize, WorkerRestartGrace: grace, Logger: e.logger(),
 	}
 }
 

@@ -25,8 +25,9 @@ const (
 	defaultWorkerPort       = 12300
 	defaultSegmentSize      = base.Bytes(1 << 30)
 	defaultClientTTL        = 10 * time.Second
-	defaultEvictHigh        = 0.95 // Mooncake's eviction_high_watermark_ratio
-	defaultEvictRatio       = 0.05 // Mooncake's eviction_ratio
+	defaultRestartGrace     = 2 * time.Minute // server.DefaultWorkerRestartGrace
+	defaultEvictHigh        = 0.95            // Mooncake's eviction_high_watermark_ratio
+	defaultEvictRatio       = 0.05            // Mooncake's eviction_ratio
 	defaultShutdownTimeout  = 30 * time.Second
 	defaultStandaloneDir    = "./mooncake-data"
 	defaultStandaloneWorker = "standalone"
@@ -41,8 +42,10 @@ type masterSettings struct {
 	ID, DataDir, RPCAddress, RaftAddress, MetricsAddress, ClusterID string
 	Peers                                                           []peer
 	ClientTTL, PutTimeout                                           time.Duration
-	EvictionHighWatermarkRatio, EvictionRatio                       float64
-	MaxValueSize                                                    int64
+	// WorkerRestartGrace: 0 means none (a worker that announced leaving gets ClientTTL).
+	WorkerRestartGrace                        time.Duration
+	EvictionHighWatermarkRatio, EvictionRatio float64
+	MaxValueSize                              int64
 }
 
 // workerSettings is the effective configuration of a worker; it maps onto server.WorkerConfig.
@@ -65,7 +68,7 @@ type workerSettings struct {
 type masterFlags struct {
 	id, dataDir, rpcAddress, raftAddress, peers, peerRPC, clusterID, localHostname string
 	rpcPort, metricsPort                                                           int
-	clientTTL, putTimeout                                                          time.Duration
+	clientTTL, putTimeout, restartGrace                                            time.Duration
 	evictHigh, evictRatio                                                          float64
 	maxValueSize                                                                   base.Bytes
 }
@@ -86,6 +89,7 @@ func (f *masterFlags) register(fs *pflag.FlagSet, standalone bool) {
 	fs.StringVar(&f.clusterID, "cluster_id", "", "cluster id; masters, workers and clients must agree (default "+base.DefaultClusterID+")")
 	fs.StringVar(&f.localHostname, "local_hostname", "", "host to bind and advertise (default: the config file's, else 127.0.0.1)")
 	fs.DurationVar(&f.clientTTL, "client_ttl", defaultClientTTL, "a worker silent this long is marked dead and its replicas dropped")
+	fs.DurationVar(&f.restartGrace, "worker_restart_grace", defaultRestartGrace, "a worker stopped with SIGTERM (which tells the leader it is restarting) keeps its replicas this long instead of client_ttl (0: no grace)")
 	fs.DurationVar(&f.putTimeout, "put_timeout", 0, "a put not ended within this time is dropped (default: the server's)")
 	fs.Float64Var(&f.evictHigh, "eviction_high_watermark_ratio", defaultEvictHigh, "DRAM fill ratio at which workers start evicting")
 	fs.Float64Var(&f.evictRatio, "eviction_ratio", defaultEvictRatio, "fraction of DRAM an eviction round frees")
@@ -102,6 +106,7 @@ func (f *masterFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		RaftAddress:                f.raftAddress,
 		ClusterID:                  pick(fs, "cluster_id", f.clusterID, fc.ClusterID, base.DefaultClusterID),
 		ClientTTL:                  f.clientTTL,
+		WorkerRestartGrace:         f.restartGrace,
 		PutTimeout:                 f.putTimeout,
 		EvictionHighWatermarkRatio: f.evictHigh,
 		EvictionRatio:              f.evictRatio,
@@ -154,6 +159,8 @@ func (f *masterFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 	switch {
 	case s.ClientTTL <= 0:
 		return s, fmt.Errorf("%w: --client_ttl must be positive", base.ErrInvalidParams)
+	case s.WorkerRestartGrace < 0:
+		return s, fmt.Errorf("%w: --worker_restart_grace must not be negative", base.ErrInvalidParams)
 	case s.PutTimeout < 0:
 		return s, fmt.Errorf("%w: --put_timeout must not be negative", base.ErrInvalidParams)
 	case !(s.EvictionHighWatermarkRatio > 0 && s.EvictionHighWatermarkRatio <= 1):

@@ -10,7 +10,7 @@ import (
 
 // ProtocolVersion is the version this build speaks. Peers with another version are refused at
 // the handshake with PROTOCOL_VERSION_MISMATCH. Bump it on any incompatible change; a trailing
-// optional field (HeartbeatRequest.NVMeObjects) is the one kind of growth allowed within a
+// optional field (HeartbeatRequest.NVMeObjects, .Leaving) is the one kind of growth allowed within a
 // version (docs/protocol.md, "Evolving a message within a version").
 const ProtocolVersion uint16 = 1
 

@@ -141,8 +141,12 @@ func seeds() map[string]map[string][]any {
 		s["FuzzHeader"][fmt.Sprintf("req-%02d-%s", i, m.Op())] = []any{h[:]}
 	}
 	for _, m := range sampleRequests() {
-		if old, ok := earlierRevision(m); ok {
-			s["FuzzRequest"]["earlier-"+m.Op().String()] = []any{byte(old.Op()), marshal(old)}
+		for i, old := range earlierRevisions(m) {
+			name := "earlier-" + m.Op().String()
+			if i > 0 {
+				name += fmt.Sprintf("-%d", i+1)
+			}
+			s["FuzzRequest"][name] = []any{byte(old.Op()), marshal(old)}
 		}
 	}
 	for i, m := range sampleResponses() {

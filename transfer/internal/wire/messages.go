@@ -650,11 +650,13 @@ func (m *RegisterWorkerResponse) Decode(d *Decoder) {
 
 // HeartbeatRequest reports a worker alive with its usage per tier.
 //
-// NVMeObjects is a trailing optional field, added within protocol version 1 (docs/protocol.md,
-// "Evolving a message within a version"): a body that ends after DRAMObjects comes from a
-// sender that predates it and decodes with HasNVMeObjects false. Encode writes the field only
-// when HasNVMeObjects is set, so the encoding stays canonical (decode then encode gives back
-// the same bytes).
+// NVMeObjects and then Leaving are trailing optional fields, added within protocol version 1
+// (docs/protocol.md, "Evolving a message within a version"): a body that ends after
+// DRAMObjects comes from a sender that predates both and decodes with HasNVMeObjects false; one
+// that ends after NVMeObjects decodes with HasLeaving false. Encode writes each field only when
+// its Has flag is set (NVMeObjects also when HasLeaving is: a later field needs the earlier
+// ones on the wire), so the encoding stays canonical (decode then encode gives back the same
+// bytes).
 type HeartbeatRequest struct {
 	WorkerID base.WorkerID
 	// DRAMUsed is the bytes of the worker's DRAM arena in use (committed objects, pending
@@ -671,6 +673,13 @@ type HeartbeatRequest struct {
 	// HasNVMeObjects says NVMeObjects is on the wire. A sender sets it whenever it fills
 	// NVMeObjects (0 included).
 	HasNVMeObjects bool
+	// Leaving says the worker is shutting down to restart (its last heartbeat, sent by a
+	// graceful shutdown): the leader keeps it and its replicas for its restart grace instead of
+	// the usual ClientTTL of silence. Only the final heartbeat sets it.
+	Leaving bool
+	// HasLeaving says Leaving is on the wire. The Go worker sets it on its final heartbeat
+	// only, so a master that predates the field refuses only that one.
+	HasLeaving bool
 }
 
 func (m *HeartbeatRequest) Op() Op { return OpHeartbeat }
@@ -679,8 +688,11 @@ func (m *HeartbeatRequest) Encode(e *Encoder) {
 	e.I64(m.DRAMUsed)
 	e.I64(m.NVMeUsed)
 	e.I64(m.DRAMObjects)
-	if m.HasNVMeObjects {
+	if m.HasNVMeObjects || m.HasLeaving {
 		e.I64(m.NVMeObjects)
+	}
+	if m.HasLeaving {
+		e.Bool(m.Leaving)
 	}
 }
 func (m *HeartbeatRequest) Decode(d *Decoder) {
@@ -693,6 +705,11 @@ func (m *HeartbeatRequest) Decode(d *Decoder) {
 	if d.Err() == nil && d.Remaining() > 0 {
 		m.NVMeObjects = d.Size()
 		m.HasNVMeObjects = true
+	}
+	// Likewise leaving: exactly one byte, 0 or 1 (Bool refuses anything else).
+	if d.Err() == nil && d.Remaining() > 0 {
+		m.Leaving = d.Bool()
+		m.HasLeaving = true
 	}
 }
 

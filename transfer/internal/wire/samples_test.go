@@ -33,7 +33,8 @@ func sampleRequests() []Message {
 		&ListRequest{Prefix: "model/", Cursor: "model/a", Limit: 100},
 		&RegisterWorkerRequest{WorkerID: "w-1", Address: "10.0.0.1:12345", DRAMCapacity: 4 << 30, NVMeCapacity: 1 << 40,
 			Inventory: []base.ObjectMeta{{Key: "a", Version: 1, Size: 10, Checksum: 5}, {Key: "b", Version: 2, Size: 0, Checksum: 0}}},
-		&HeartbeatRequest{WorkerID: "w-1", DRAMUsed: 100, NVMeUsed: 200, DRAMObjects: 3, NVMeObjects: 4, HasNVMeObjects: true},
+		&HeartbeatRequest{WorkerID: "w-1", DRAMUsed: 100, NVMeUsed: 200, DRAMObjects: 3, NVMeObjects: 4, HasNVMeObjects: true,
+			Leaving: true, HasLeaving: true},
 		NewEmpty(OpStatus),
 		&WriteRequest{Key: "k", Version: 3, TotalSize: 100, Offset: 50, Persistence: base.PersistenceSpill,
 			SoftPinTTL: time.Second, HardPin: false, Checksum: 42, Commit: true},
@@ -71,13 +72,24 @@ func sampleResponses() []Message {
 	}
 }
 
-// earlierRevision returns m as a sender that predates m's trailing optional fields encodes
-// it (see HeartbeatRequest), or false when m's op has no such fields.
-func earlierRevision(m Message) (Message, bool) {
-	if hb, ok := m.(*HeartbeatRequest); ok && hb.HasNVMeObjects {
-		old := *hb
-		old.NVMeObjects, old.HasNVMeObjects = 0, false
-		return &old, true
+// earlierRevisions returns m as each earlier sender encodes it, newest first: each drops one
+// more of m's trailing optional fields (see HeartbeatRequest). Empty when m's op has none.
+func earlierRevisions(m Message) []Message {
+	hb, ok := m.(*HeartbeatRequest)
+	if !ok {
+		return nil
 	}
-	return nil, false
+	var out []Message
+	if hb.HasLeaving {
+		old := *hb
+		old.Leaving, old.HasLeaving = false, false
+		out = append(out, &old)
+	}
+	if hb.HasNVMeObjects {
+		old := *hb
+		old.Leaving, old.HasLeaving = false, false
+		old.NVMeObjects, old.HasNVMeObjects = 0, false
+		out = append(out, &old)
+	}
+	return out
 }

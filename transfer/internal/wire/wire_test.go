@@ -30,19 +30,20 @@ func TestMessagesRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, m) {
 			t.Fatalf("%s request: got %+v, want %+v", m.Op(), got, m)
 		}
-		// Every strict prefix is a truncated body and must be refused, except the body of the
-		// message's earlier revision (its trailing optional fields left out), which decodes
+		// Every strict prefix is a truncated body and must be refused, except the bodies of
+		// the message's earlier revisions (trailing optional fields left out), which decode
 		// to the message without them.
-		oldLen := -1
-		if old, ok := earlierRevision(m); ok {
-			oldLen = len(marshal(old))
+		oldLens := map[int]bool{}
+		for _, old := range earlierRevisions(m) {
+			oldLen := len(marshal(old))
+			oldLens[oldLen] = true
 			got, err := DecodeRequest(m.Op(), body[:oldLen])
 			if err != nil || !reflect.DeepEqual(got, old) {
-				t.Fatalf("%s request of the earlier revision: got %+v, %v; want %+v", m.Op(), got, err, old)
+				t.Fatalf("%s request of an earlier revision: got %+v, %v; want %+v", m.Op(), got, err, old)
 			}
 		}
 		for i := 0; i < len(body); i++ {
-			if i == oldLen {
+			if oldLens[i] {
 				continue
 			}
 			if _, err := DecodeRequest(m.Op(), body[:i]); !errors.Is(err, base.ErrInvalidParams) {
