@@ -40,8 +40,16 @@ type testCluster struct {
 	wcfgs   []WorkerConfig
 }
 
-// startMasters starts n masters on port 0 and bootstraps them as one cluster.
+// startMasters starts n masters on port 0 and bootstraps them as one cluster (the bootstrap
+// peers carry their RPC addresses, as --peer_rpc_addresses gives them).
 func startMasters(t *testing.T, n int, mut func(*MasterConfig)) *testCluster {
+	t.Helper()
+	return startMastersPeers(t, n, mut, true)
+}
+
+// startMastersPeers is startMasters; withRPC false bootstraps peers with raft addresses only
+// (no --peer_rpc_addresses), so each master's RPC address is known only to itself.
+func startMastersPeers(t *testing.T, n int, mut func(*MasterConfig), withRPC bool) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t}
 	t.Cleanup(c.shutdown) // before anything can fail: a half-started cluster is stopped too
@@ -62,7 +70,11 @@ func startMasters(t *testing.T, n int, mut func(*MasterConfig)) *testCluster {
 	}
 	var peers []raftmeta.Peer
 	for _, m := range c.masters {
-		peers = append(peers, raftmeta.Peer{ID: m.cfg.ID, RaftAddr: m.node.RaftAddr(), RPCAddr: m.Addr()})
+		p := raftmeta.Peer{ID: m.cfg.ID, RaftAddr: m.node.RaftAddr()}
+		if withRPC {
+			p.RPCAddr = m.Addr()
+		}
+		peers = append(peers, p)
 	}
 	for _, m := range c.masters {
 		// A node that already heard from a bootstrapped peer (a vote request) has raft state

@@ -30,6 +30,9 @@ const (
 	maxReservations = 1 << 20
 	// applyTimeout bounds one raft commit made by the leader's own loops.
 	applyTimeout = 10 * time.Second
+	// registerMasterTimeout bounds a follower's RegisterMaster call to the leader (one per
+	// leader-loop tick until its address is in the masters table).
+	registerMasterTimeout = 2 * time.Second
 )
 
 // Master is one master: a raftmeta.Node holding the metadata, a transfer server answering
@@ -41,7 +44,10 @@ type Master struct {
 	node *raftmeta.Node
 	rpc  rpcServer
 	adm  *adminServer
-	met  *masterMetrics
+	// cli calls the leader from a follower (RegisterMaster); used only by the leader loop,
+	// closed by Shutdown after the loop has stopped.
+	cli *transfer.Client
+	met *masterMetrics
 
 	// now is the clock; time.Now except in tests.
 	now func() time.Time
@@ -905,6 +911,12 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 		node.Close()
 		return nil, err
 	}
+	m.cli, err = transfer.NewClient(transfer.ClientOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger, ConnsPerPeer: 1})
+	if err != nil {
+		ln.Close()
+		node.Close()
+		return nil, err
+	}
 	m.rpc = rpcServer{srv: srv, ln: ln, done: make(chan struct{})}
 	go m.rpc.serve()
 	m.adm, err = startAdmin(cfg.MetricsAddress, adminHandlers{
@@ -915,6 +927,7 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	}, log)
 	if err != nil {
 		_ = m.rpc.shutdown(context.Background())
+		m.cli.Close()
 		node.Close()
 		return nil, fmt.Errorf("server: metrics listen on %s: %w", cfg.MetricsAddress, err)
 	}
@@ -951,6 +964,9 @@ func (m *Master) Shutdown(ctx context.Context) error {
 		close(m.stop)
 		<-m.loopDone
 		var errs []error
+		if err := m.cli.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("leader client: %w", err))
+		}
 		if err := m.rpc.shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("rpc: %w", err))
 		}
@@ -982,8 +998,9 @@ func (m *Master) health() error {
 }
 
 // leaderLoop is the master's one background goroutine (docs/threads.md). It owns the
-// transitions of the leader soft state, worker liveness (MarkWorkerDead), reservation expiry
-// and the periodic summary line.
+// transitions of the leader soft state, worker liveness (MarkWorkerDead), reservation expiry,
+// the periodic summary line and, on a follower, registering this master's RPC address with
+// the leader (registerSelf).
 func (m *Master) leaderLoop() {
 	defer close(m.loopDone)
 	tickEvery := min(time.Second, max(m.cfg.ClientTTL/4, 10*time.Millisecond), max(m.cfg.PutTimeout/4, 10*time.Millisecond))
@@ -1000,6 +1017,7 @@ func (m *Master) leaderLoop() {
 		case <-tick.C:
 			if !m.node.IsLeader() {
 				m.setLeader(false)
+				m.registerSelf()
 				continue
 			}
 			m.setLeader(true)
@@ -1011,6 +1029,68 @@ func (m *Master) leaderLoop() {
 			}
 		}
 	}
+}
+
+// registerSelf, on a follower, asks the leader to record this master's RPC address in the
+// masters table (RegisterMaster) while the table, as replicated here, lacks it: raftmeta only
+// registers a leader's own address (and peers configured with one), so without this a master
+// that never led would be missing from every status. It makes at most one call per tick,
+// bounded by registerMasterTimeout; it does nothing while no leader (or no leader address) is
+// known, and stops once the entry has reached this node. Failures (an election in progress, a
+// leader that predates the call) are retried next tick and logged at debug only.
+func (m *Master) registerSelf() {
+	self := m.Addr()
+	for _, ms := range m.node.Masters() {
+		if ms.ID == m.cfg.ID && ms.RPCAddr == self {
+			return
+		}
+	}
+	lid, laddr := m.node.Leader()
+	if lid == "" || laddr == "" || lid == m.cfg.ID {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), registerMasterTimeout)
+	defer cancel()
+	err := m.cli.Call(ctx, laddr, &transfer.RegisterMasterRequest{MasterID: m.cfg.ID, RPCAddr: self}, nil)
+	if err != nil {
+		m.log.Debug("register master address with the leader failed; retrying next tick",
+			"leader", lid, "leader_addr", laddr, "rpc_address", self, "err", err)
+		return
+	}
+	m.log.Info("registered master address with the leader", "leader", lid, "rpc_address", self)
+}
+
+// registerMaster records a master's RPC address in the masters table on the leader. The id
+// must be a member of the raft configuration and the address non-empty (removal is what
+// membership changes do). It commits nothing when the table already holds that address, so
+// a follower's retries are cheap.
+func (m *Master) registerMaster(ctx context.Context, id, rpcAddr string) error {
+	cmd := raftmeta.RegisterMaster{ID: id, RPCAddr: rpcAddr}
+	if rpcAddr == "" {
+		return fmt.Errorf("%w: RegisterMaster needs an rpc address", base.ErrInvalidParams)
+	}
+	if err := cmd.Validate(); err != nil {
+		return err
+	}
+	if !m.ensureLeader() {
+		return m.notLeader()
+	}
+	servers, err := m.node.Servers()
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(servers, func(p raftmeta.Peer) bool { return p.ID == id }) {
+		return fmt.Errorf("%w: master %q is not a member of the raft configuration", base.ErrInvalidParams, id)
+	}
+	for _, ms := range m.node.Masters() {
+		if ms.ID == id && ms.RPCAddr == rpcAddr {
+			return nil
+		}
+	}
+	actx, cancel := context.WithTimeout(ctx, applyTimeout)
+	defer cancel()
+	_, err = m.node.Apply(actx, cmd)
+	return err
 }
 
 // setLeader moves the soft state into or out of leadership. On becoming leader every active

@@ -164,6 +164,10 @@ func (h *masterHandler) call(ctx context.Context, req transfer.Message) (transfe
 	case *transfer.PutRevokeRequest:
 		return nil, opPutRevoke, m.putRevoke(r.Key, r.Version)
 
+	case *transfer.RegisterMasterRequest:
+		// Internal master-to-master call: no Mooncake counter (op -1).
+		return nil, -1, m.registerMaster(ctx, r.MasterID, r.RPCAddr)
+
 	case *transfer.BatchPutRevokeRequest:
 		errs := make([]error, len(r.Items))
 		for i, it := range r.Items {

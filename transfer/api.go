@@ -30,6 +30,7 @@ type (
 	PutEndRequest          = wire.PutEndRequest
 	PutRevokeRequest       = wire.PutRevokeRequest
 	BatchPutRevokeRequest  = wire.BatchPutRevokeRequest
+	RegisterMasterRequest  = wire.RegisterMasterRequest
 	LookupRequest          = wire.LookupRequest
 	LookupResponse         = wire.LookupResponse
 	ExistsRequest          = wire.ExistsRequest
@@ -86,6 +87,7 @@ const (
 	OpHeartbeat      = wire.OpHeartbeat
 	OpStatus         = wire.OpStatus
 	OpBatchPutRevoke = wire.OpBatchPutRevoke
+	OpRegisterMaster = wire.OpRegisterMaster
 	OpWrite          = wire.OpWrite
 	OpCommit         = wire.OpCommit
 	OpRead           = wire.OpRead
@@ -99,7 +101,7 @@ const ProtocolVersion = wire.ProtocolVersion
 // Constructors of the messages whose type serves several ops.
 var (
 	// NewEmpty returns the empty message of op: the request of Ping, RemoveAll and Status,
-	// the response of PutEnd, PutRevoke, Remove, Write, Commit, Drop and Ping.
+	// the response of PutEnd, PutRevoke, RegisterMaster, Remove, Write, Commit, Drop and Ping.
 	NewEmpty = wire.NewEmpty
 	// NewCountResponse returns the response of RemoveByRegex or RemoveAll.
 	NewCountResponse = wire.NewCountResponse

@@ -74,7 +74,7 @@ func decodePersistence(d *Decoder) base.Persistence {
 }
 
 // Empty is the body of calls that carry nothing (requests of RemoveAll, Status, Ping;
-// responses of PutEnd, PutRevoke, Remove, Write, Commit, Drop, Ping).
+// responses of PutEnd, PutRevoke, RegisterMaster, Remove, Write, Commit, Drop, Ping).
 type Empty struct{ op Op }
 
 // NewEmpty returns an Empty message for op.
@@ -258,6 +258,25 @@ type BatchPutRevokeRequest struct{ Items []KeyVersion }
 func (m *BatchPutRevokeRequest) Op() Op            { return OpBatchPutRevoke }
 func (m *BatchPutRevokeRequest) Encode(e *Encoder) { encodeKeyVersions(e, m.Items) }
 func (m *BatchPutRevokeRequest) Decode(d *Decoder) { m.Items = decodeKeyVersions(d) }
+
+// RegisterMasterRequest asks the leader to record a master's client RPC address in the
+// masters table (raftmeta.RegisterMaster), so every master's status lists it. A follower
+// sends it for itself; the leader skips the raft commit when the table already holds that
+// address. Its response is Empty; a follower answers NOT_LEADER.
+type RegisterMasterRequest struct {
+	MasterID string
+	RPCAddr  string
+}
+
+func (m *RegisterMasterRequest) Op() Op { return OpRegisterMaster }
+func (m *RegisterMasterRequest) Encode(e *Encoder) {
+	e.Str(m.MasterID)
+	e.Str(m.RPCAddr)
+}
+func (m *RegisterMasterRequest) Decode(d *Decoder) {
+	m.MasterID = d.Str(MaxAddrLen, "master id")
+	m.RPCAddr = d.Str(MaxAddrLen, "master RPC address")
+}
 
 // LookupRequest asks where an object is. AllowStale lets a follower answer from its local
 // state; otherwise the leader answers (linearizable) and followers refuse with NOT_LEADER.
@@ -880,6 +899,8 @@ func NewRequest(op Op) Message {
 		return new(PutRevokeRequest)
 	case OpBatchPutRevoke:
 		return new(BatchPutRevokeRequest)
+	case OpRegisterMaster:
+		return new(RegisterMasterRequest)
 	case OpLookup:
 		return new(LookupRequest)
 	case OpExists:
@@ -919,7 +940,7 @@ func NewRequest(op Op) Message {
 // NewResponse returns an empty response message for op, ready to Decode; nil for an unknown op.
 func NewResponse(op Op) Message {
 	switch op {
-	case OpPing, OpPutEnd, OpPutRevoke, OpRemove, OpWrite, OpCommit, OpDrop:
+	case OpPing, OpPutEnd, OpPutRevoke, OpRemove, OpWrite, OpCommit, OpDrop, OpRegisterMaster:
 		return NewEmpty(op)
 	case OpPutStart:
 		return new(PutStartResponse)

@@ -29,6 +29,7 @@ const (
 	OpHeartbeat      Op = 25
 	OpStatus         Op = 26
 	OpBatchPutRevoke Op = 27
+	OpRegisterMaster Op = 28
 
 	// Worker data calls.
 	OpWrite     Op = 40
@@ -65,6 +66,7 @@ var ops = [256]opInfo{
 	OpHeartbeat:      {name: "Heartbeat"},
 	OpStatus:         {name: "Status", idempotent: true},
 	OpBatchPutRevoke: {name: "BatchPutRevoke"},
+	OpRegisterMaster: {name: "RegisterMaster", idempotent: true},
 	OpWrite:          {name: "Write", reqPayload: true},
 	OpCommit:         {name: "Commit"},
 	OpRead:           {name: "Read", idempotent: true, respPaylod: true},

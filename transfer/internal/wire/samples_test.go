@@ -42,6 +42,7 @@ func sampleRequests() []Message {
 		&ReadRequest{Key: "k", Version: 3},
 		&ReadRequest{Key: "k", Version: 3, Offset: 10, Length: 20},
 		&DropRequest{Key: "k", Version: 3},
+		&RegisterMasterRequest{MasterID: "m2", RPCAddr: "10.0.0.2:50051"},
 	}
 }
 
