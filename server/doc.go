@@ -18,7 +18,10 @@
 // PutEnd (one raft entry per call or batch), Remove*, RegisterWorker, DropReplicas,
 // MarkWorkerDead. Followers answer writes with NOT_LEADER naming the leader's id and RPC
 // address; Lookup, Exists and List are linearizable on the leader (VerifyLeader) and served
-// from a follower's state only when the request allows staleness.
+// from a follower's state only when the request allows staleness. A follower also registers
+// its own RPC address with the leader (the RegisterMaster call, once per leader-loop tick until
+// the masters table replicated to it holds that address), so every master is listed in status
+// without --peer_rpc_addresses even if it never led.
 //
 // # Placement
 //

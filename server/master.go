@@ -44,10 +44,15 @@ type Master struct {
 	node *raftmeta.Node
 	rpc  rpcServer
 	adm  *adminServer
+	met  *masterMetrics
 	// cli calls the leader from a follower (RegisterMaster); used only by the leader loop,
 	// closed by Shutdown after the loop has stopped.
 	cli *transfer.Client
-	met *masterMetrics
+	// regRefusedBy is the RPC address of a leader that refused RegisterMaster with
+	// INVALID_PARAMS (one that predates the call closes the connection and logs a warning
+	// each time): registerSelf does not call it again until another master leads. Leader
+	// loop only.
+	regRefusedBy string
 
 	// now is the clock; time.Now except in tests.
 	now func() time.Time
@@ -1046,12 +1051,18 @@ func (m *Master) registerSelf() {
 		}
 	}
 	lid, laddr := m.node.Leader()
-	if lid == "" || laddr == "" || lid == m.cfg.ID {
+	if lid == "" || laddr == "" || lid == m.cfg.ID || laddr == m.regRefusedBy {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), registerMasterTimeout)
 	defer cancel()
 	err := m.cli.Call(ctx, laddr, &transfer.RegisterMasterRequest{MasterID: m.cfg.ID, RPCAddr: self}, nil)
+	if errors.Is(err, base.ErrInvalidParams) {
+		m.regRefusedBy = laddr
+		m.log.Info("the leader refused RegisterMaster (it may predate the call); not asking it again until another master leads",
+			"leader", lid, "leader_addr", laddr, "err", err)
+		return
+	}
 	if err != nil {
 		m.log.Debug("register master address with the leader failed; retrying next tick",
 			"leader", lid, "leader_addr", laddr, "rpc_address", self, "err", err)
