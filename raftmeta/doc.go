@@ -29,6 +29,8 @@
 // in the FSM (RegisterMaster). Each node, whenever it wins an election, proposes
 // RegisterMaster for itself (Config.RPCAddr) unless the table already has that address, and
 // for every Config.Peers entry that carries an RPCAddr; RemoveServer also removes the entry.
+// (The server's followers also ask the leader to propose RegisterMaster for them, so the table
+// lists every master without Peers carrying RPC addresses.)
 // A follower therefore knows the leader's address once that leader's registration (or an
 // earlier one, from a previous term) has replicated to it; until then NotLeaderError has the
 // leader id with an empty address and the client tries another master. A new leader runs a

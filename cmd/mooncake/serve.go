@@ -79,7 +79,7 @@ func (f *masterFlags) register(fs *pflag.FlagSet, standalone bool) {
 		fs.StringVar(&f.rpcAddress, "rpc_address", "", "client RPC address host:port (default <local_hostname>:<rpc_port>)")
 		fs.StringVar(&f.raftAddress, "raft_address", "", "raft address host:port of this master (required)")
 		fs.StringVar(&f.peers, "peers", "", "the initial masters, id=raft_host:port,... (default: this master alone)")
-		fs.StringVar(&f.peerRPC, "peer_rpc_addresses", "", "optional: the masters' client RPC addresses, id=host:port,..., so every master is listed (and redirected to) before it has led once")
+		fs.StringVar(&f.peerRPC, "peer_rpc_addresses", "", "optional: the masters' client RPC addresses, id=host:port,... (followers register their own address with the leader, so this is rarely needed)")
 		fs.StringVar(&f.dataDir, "data_dir", "", "directory of the raft log, stable store and snapshots (required)")
 	} else {
 		fs.StringVar(&f.dataDir, "data_dir", defaultStandaloneDir, "directory of the metadata (raft log and snapshots)")
