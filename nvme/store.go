@@ -190,6 +190,16 @@ func (s *Store) lz4Limit(n int) int { return int(float64(n) * (1 - s.opts.LZ4Min
 // Errors: base.ErrInvalidKey, base.ErrTooLarge, base.ErrNoSpace (capacity or disk full;
 // nothing is changed), base.ErrClosed, or an I/O error.
 func (s *Store) Put(key string, v base.Version, data []byte, sync bool) error {
+	return s.PutChecked(key, v, data, 0, sync)
+}
+
+// PutChecked is Put for a caller that already knows the object's checksum, base.Checksum(data)
+// (the tier verified it when the bytes arrived): the store records sum instead of hashing
+// data again, which saves a pass over the object on every spill, and keeps the checksum taken
+// when the bytes were first written, so a later read also detects any change to data since
+// then. A sum of 0 means "unknown": PutChecked then computes it, as Put does. A wrong sum is
+// stored as given and every read of the object reports base.ErrCorruption.
+func (s *Store) PutChecked(key string, v base.Version, data []byte, sum uint64, sync bool) error {
 	if err := base.ValidateKey(key); err != nil {
 		return fmt.Errorf("nvme: put: %w", err)
 	}
@@ -201,12 +211,13 @@ func (s *Store) Put(key string, v base.Version, data []byte, sync bool) error {
 	}
 	defer s.exit()
 	durable := sync || s.opts.Sync == SyncAlways
-	ent := indexEntry{version: v, size: int64(len(data)), storedLen: int64(len(data))}
+	ent := indexEntry{version: v, size: int64(len(data)), storedLen: int64(len(data)), checksum: sum}
 	return s.put(key, ent, data, nil, durable)
 }
 
 // put writes one object. Either data (the object's bytes) or stored (already in its stored
-// form, with ent.flags and ent.storedLen describing it: GC's rewrites) is given. If
+// form, with ent.flags and ent.storedLen describing it: GC's rewrites) is given. A non-zero
+// ent.checksum is the object's known checksum and is not recomputed. If
 // onlyIfAt is non-nil the index is updated only if it still holds *onlyIfAt (GC must not
 // resurrect an object deleted or replaced while it copied it).
 func (s *Store) put(key string, ent indexEntry, data []byte, onlyIfAt *indexEntry, durable bool) error {
@@ -225,10 +236,12 @@ func (s *Store) put(key string, ent indexEntry, data []byte, onlyIfAt *indexEntr
 			ent.storedLen = int64(n)
 		}
 	}
-	// The checksum: known for GC copies; computed here for inline and compressed values;
-	// computed while the record is written (overlapping the disk) for raw extent values.
-	streamSum := onlyIfAt == nil && ent.flags&flagLZ4 == 0 && int64(len(stored)) > s.opts.InlineThreshold
-	if onlyIfAt == nil && !streamSum {
+	// The checksum: known for GC copies and PutChecked; else computed here for inline and
+	// compressed values, and while the record is written (overlapping the disk) for raw
+	// extent values.
+	known := onlyIfAt != nil || ent.checksum != 0
+	streamSum := !known && ent.flags&flagLZ4 == 0 && int64(len(stored)) > s.opts.InlineThreshold
+	if !known && !streamSum {
 		ent.checksum = base.Checksum(data)
 	}
 	if int64(len(stored)) <= s.opts.InlineThreshold {

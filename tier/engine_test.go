@@ -693,12 +693,12 @@ type blockingLower struct {
 	release chan struct{}
 }
 
-func (l *blockingLower) Put(key string, v base.Version, data []byte, sync bool) error {
+func (l *blockingLower) PutChecked(key string, v base.Version, data []byte, checksum uint64, sync bool) error {
 	if v == l.v {
 		close(l.entered)
 		<-l.release
 	}
-	return l.MemLower.Put(key, v, data, sync)
+	return l.MemLower.PutChecked(key, v, data, checksum, sync)
 }
 
 // TestSlowSpillNeverOverwritesNewerVersion: a spill of version 1 still being written when a

@@ -13,8 +13,11 @@ import (
 // method is goroutine-safe. The engine writes one key at a time (see Engine's key locks), so a
 // Lower never sees two concurrent Puts or a Put and a Delete of the same key from one Engine.
 type Lower interface {
-	// Put stores a whole object, replacing any version of the key. sync: durable before return.
-	Put(key string, v base.Version, data []byte, sync bool) error
+	// PutChecked stores a whole object, replacing any version of the key. checksum is
+	// base.Checksum(data) as the engine verified it at Commit (0: unknown, the tier computes
+	// it); the tier stores it rather than hashing data again, so a read detects any change
+	// since. sync: durable before return.
+	PutChecked(key string, v base.Version, data []byte, checksum uint64, sync bool) error
 	// Stat returns the object's meta; base.ErrObjectNotFound if absent.
 	Stat(key string) (base.ObjectMeta, error)
 	// ReadInto reads the object into dst (len(dst) == Size). v == 0: any version; another

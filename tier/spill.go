@@ -236,7 +236,7 @@ func (e *Engine) spill(j *spillJob) {
 	if current() {
 		e.mu.Unlock()
 		// j holds a reference to the range: it cannot be freed under this write.
-		err = e.lower.Put(o.meta.Key, o.meta.Version, j.c.h.Bytes(), false)
+		err = e.lower.PutChecked(o.meta.Key, o.meta.Version, j.c.h.Bytes(), o.meta.Checksum, false)
 		wrote = err == nil
 		e.mu.Lock()
 	}
@@ -375,7 +375,7 @@ func (e *Engine) spillOne(o *object) (wrote bool, err error) {
 	c.holders++
 	e.mu.Unlock()
 
-	err = e.lower.Put(o.meta.Key, o.meta.Version, c.h.Bytes(), true)
+	err = e.lower.PutChecked(o.meta.Key, o.meta.Version, c.h.Bytes(), o.meta.Checksum, true)
 
 	e.mu.Lock()
 	if err == nil && e.mu.byID[o.id] == o && e.mu.pol.Location(o.id) == policy.LocDRAM {

@@ -162,7 +162,7 @@ func (w *Writer) commit(sum uint64) (err error) {
 	}
 	meta := base.ObjectMeta{Key: w.key, Version: w.v, Size: w.size, Checksum: sum}
 	if w.persist == base.PersistenceDurable {
-		if err := e.lower.Put(w.key, w.v, w.h.Bytes(), true); err != nil {
+		if err := e.lower.PutChecked(w.key, w.v, w.h.Bytes(), sum, true); err != nil {
 			e.mu.Lock()
 			e.mu.m.lowerErrors++
 			e.mu.Unlock()

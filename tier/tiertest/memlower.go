@@ -86,8 +86,13 @@ func (l *MemLower) check(op Op, key string) error {
 	return nil
 }
 
-// Put implements tier.Lower.
+// Put stores data with its checksum computed (PutChecked with an unknown checksum).
 func (l *MemLower) Put(key string, v base.Version, data []byte, sync bool) error {
+	return l.PutChecked(key, v, data, 0, sync)
+}
+
+// PutChecked implements tier.Lower. A non-zero checksum is stored as given, as nvme does.
+func (l *MemLower) PutChecked(key string, v base.Version, data []byte, checksum uint64, sync bool) error {
 	l.mu.Lock()
 	gate := l.gate
 	l.mu.Unlock()
@@ -99,8 +104,11 @@ func (l *MemLower) Put(key string, v base.Version, data []byte, sync bool) error
 	if err := l.check(OpPut, key); err != nil {
 		return err
 	}
+	if checksum == 0 {
+		checksum = base.Checksum(data)
+	}
 	l.m[key] = memObject{
-		meta: base.ObjectMeta{Key: key, Version: v, Size: int64(len(data)), Checksum: base.Checksum(data)},
+		meta: base.ObjectMeta{Key: key, Version: v, Size: int64(len(data)), Checksum: checksum},
 		data: append([]byte(nil), data...),
 	}
 	delete(l.corrupt, key)
