@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -41,6 +42,10 @@ type Client struct {
 
 	// lookups caches Lookup answers for gets; nil when Config.LookupCacheTTL is negative.
 	lookups *lookupCache
+	// shm maps the arenas of workers on this host (shm.go); unused with DisableSharedMemory.
+	shm shmPeers
+	// reads counts completed object reads by path (ReadStats).
+	reads struct{ shm, tcp atomic.Int64 }
 
 	mu struct {
 		sync.Mutex // protects the fields below
@@ -96,7 +101,10 @@ func connectWith(ctx context.Context, cfg Config, r rpc) (*Client, error) {
 }
 
 // Close releases the client's connections. Calls in flight fail.
-func (c *Client) Close() error { return c.rpc.Close() }
+func (c *Client) Close() error {
+	c.shm.close()
+	return c.rpc.Close()
+}
 
 // withTimeout applies cfg.Timeout when ctx has no earlier deadline.
 func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -119,6 +119,35 @@ func (c *Client) readReplicas(ctx context.Context, key string, lr *transfer.Look
 }
 
 func (c *Client) readOne(ctx context.Context, key string, r transfer.Replica, lr *transfer.LookupResponse, buf []byte) error {
+	if !c.cfg.DisableSharedMemory {
+		if err := c.readShm(ctx, key, r, lr, buf); err != errShmFallback {
+			if err == nil {
+				c.reads.shm.Add(1)
+			}
+			return err
+		}
+	}
+	if err := c.readTCP(ctx, key, r, lr, buf); err != nil {
+		return err
+	}
+	c.reads.tcp.Add(1)
+	return nil
+}
+
+// ReadStats counts the object reads a client completed, by path.
+type ReadStats struct {
+	// SharedMemory counts reads copied out of a worker's shared arena on this host.
+	SharedMemory int64
+	// TCP counts reads transferred over TCP.
+	TCP int64
+}
+
+// ReadStats returns how many reads took each path since Connect.
+func (c *Client) ReadStats() ReadStats {
+	return ReadStats{SharedMemory: c.reads.shm.Load(), TCP: c.reads.tcp.Load()}
+}
+
+func (c *Client) readTCP(ctx context.Context, key string, r transfer.Replica, lr *transfer.LookupResponse, buf []byte) error {
 	verify := !c.cfg.SkipChecksumVerify
 	resp, n, got, err := c.rpc.Read(ctx, r.Address, &transfer.ReadRequest{Key: key, Version: lr.Version}, buf, verify)
 	if err != nil {

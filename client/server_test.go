@@ -32,6 +32,12 @@ type inproc struct {
 // startInproc starts one master (a single raft voter) and n DRAM-only workers of segment bytes.
 func startInproc(t *testing.T, n int, segment int64) *inproc {
 	t.Helper()
+	return startInprocWith(t, n, segment, nil)
+}
+
+// startInprocWith is startInproc with mut applied to each worker's configuration.
+func startInprocWith(t *testing.T, n int, segment int64, mut func(*server.WorkerConfig)) *inproc {
+	t.Helper()
 	m, err := server.NewMaster(server.MasterConfig{DataDir: t.TempDir(), RPCAddress: "127.0.0.1:0", Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -46,8 +52,12 @@ func startInproc(t *testing.T, n int, segment int64) *inproc {
 		m.Shutdown(ctx)
 	})
 	for i := range n {
-		w, err := server.NewWorker(server.WorkerConfig{WorkerID: base.WorkerID(fmt.Sprintf("w%d", i+1)),
-			MasterAddresses: []string{m.Addr()}, Address: "127.0.0.1:0", GlobalSegmentSize: segment, Logger: quietLogger()})
+		cfg := server.WorkerConfig{WorkerID: base.WorkerID(fmt.Sprintf("w%d", i+1)),
+			MasterAddresses: []string{m.Addr()}, Address: "127.0.0.1:0", GlobalSegmentSize: segment, Logger: quietLogger()}
+		if mut != nil {
+			mut(&cfg)
+		}
+		w, err := server.NewWorker(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,12 +68,25 @@ func startInproc(t *testing.T, n int, segment int64) *inproc {
 
 func connect(t *testing.T, ip *inproc) *client.Client {
 	t.Helper()
-	c, err := client.Connect(context.Background(), client.Config{MasterAddresses: []string{ip.master.Addr()}, Logger: quietLogger()})
+	return connectWith(t, ip, client.Config{})
+}
+
+// connectWith connects with cfg (its masters and logger filled in) once every worker is active.
+func connectWith(t *testing.T, ip *inproc, cfg client.Config) *client.Client {
+	t.Helper()
+	cfg.MasterAddresses, cfg.Logger = []string{ip.master.Addr()}, quietLogger()
+	c, err := client.Connect(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	// Wait until every worker is registered (bounded: registration is asynchronous).
+	waitActive(t, c, len(ip.workers))
+	return c
+}
+
+// waitActive waits until n workers are active (bounded: registration is asynchronous).
+func waitActive(t *testing.T, c *client.Client, n int) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		st, err := c.Status(context.Background())
@@ -74,8 +97,8 @@ func connect(t *testing.T, ip *inproc) *client.Client {
 					active++
 				}
 			}
-			if active == len(ip.workers) {
-				return c
+			if active == n {
+				return
 			}
 		}
 		if time.Now().After(deadline) {

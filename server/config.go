@@ -255,6 +255,13 @@ type WorkerConfig struct {
 	// background (in key order, up to the tier's low watermark, never evicting), so a restart
 	// serves from DRAM again sooner. Default false: objects are promoted when they are read.
 	WarmUp bool
+	// PrivateArena keeps the DRAM arena private to the worker process. By default it is
+	// a memfd that clients on the same host (same uid, or root) map read-only and copy
+	// objects out of (ShmOpen/ShmPin: one copy, no TCP); with PrivateArena they read over TCP.
+	PrivateArena bool
+	// ShmLeaseTTL bounds how long a client on this host may keep an object pinned with ShmPin
+	// without releasing it (a lease also ends with its connection). Default 30 s.
+	ShmLeaseTTL time.Duration
 	// Logger receives every log line. Default slog.Default().
 	Logger *slog.Logger
 
@@ -293,10 +300,16 @@ func (c *WorkerConfig) EnsureDefaults() {
 	if c.PendingWriteTimeout == 0 {
 		c.PendingWriteTimeout = DefaultPutTimeout
 	}
+	if c.ShmLeaseTTL == 0 {
+		c.ShmLeaseTTL = DefaultShmLeaseTTL
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 }
+
+// DefaultShmLeaseTTL is WorkerConfig.ShmLeaseTTL's default.
+const DefaultShmLeaseTTL = 30 * time.Second
 
 // Validate reports the first invalid field as an error wrapping base.ErrInvalidParams (or
 // base.ErrNotSupported for a protocol this build lacks). It presumes EnsureDefaults.
@@ -323,7 +336,7 @@ func (c *WorkerConfig) Validate() error {
 		return bad("global_segment_size %d is negative", c.GlobalSegmentSize)
 	case c.SSDCapacity < 0:
 		return bad("ssd_capacity %d is negative", c.SSDCapacity)
-	case c.HeartbeatInterval < 0, c.PendingWriteTimeout < 0:
+	case c.HeartbeatInterval < 0, c.PendingWriteTimeout < 0, c.ShmLeaseTTL < 0:
 		return bad("negative interval")
 	case c.Persistence > base.PersistenceDurable:
 		return bad("unknown persistence %d", c.Persistence)
@@ -348,6 +361,7 @@ func (c *WorkerConfig) logAttrs() []any {
 		"root_fs_dir", c.RootFSDir, "persistence", c.Persistence.String(), "ssd_capacity", base.Bytes(c.SSDCapacity).String(),
 		"protocol", c.Protocol, "hugepages", c.HugePages.String(), "heartbeat_interval", c.HeartbeatInterval,
 		"pending_write_timeout", c.PendingWriteTimeout, "warm_up", c.WarmUp,
+		"shared_arena", !c.PrivateArena, "shm_lease_ttl", c.ShmLeaseTTL,
 	}
 }
 

@@ -225,7 +225,7 @@ var (
 	workerStatsDescs                      = []*prometheus.Desc{descArenaUsed, descArenaCap, descArenaFrag, descHugePages, descTierBytes, descTierObjects, descNVMeCap, descEvictions, descSpills, descPromotions, descCorruptions, descPending}
 	descWorkerReqs                        = prometheus.NewDesc("worker_requests_total", "Worker calls received, by call.", []string{"op"}, nil)
 	descWorkerFails                       = prometheus.NewDesc("worker_failures_total", "Worker calls that failed, by call.", []string{"op"}, nil)
-	workerOpNames                         = [...]string{"write", "commit", "read", "drop"}
+	workerOpNames                         = [...]string{"write", "commit", "read", "drop", "shm_pin", "shm_release"}
 	_                prometheus.Collector = (*workerStatsCollector)(nil)
 )
 
@@ -236,6 +236,8 @@ const (
 	wopCommit
 	wopRead
 	wopDrop
+	wopShmPin
+	wopShmRelease
 	numWorkerOps
 )
 

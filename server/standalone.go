@@ -39,6 +39,9 @@ type StandaloneConfig struct {
 	ClusterID string
 	// HugePages chooses the arena's page mode. Default dram.HugePagesAuto.
 	HugePages dram.HugePages
+	// PrivateArena keeps the worker's arena private (WorkerConfig.PrivateArena): clients on
+	// this host then read over TCP instead of shared memory.
+	PrivateArena bool
 	// WorkerID names the worker. Default "standalone-worker": the same across restarts, so the
 	// NVMe directory and the replicas survive a restart whatever port the worker gets.
 	WorkerID base.WorkerID
@@ -73,7 +76,7 @@ func NewStandalone(cfg StandaloneConfig) (*Standalone, error) {
 	wc := WorkerConfig{WorkerID: cfg.WorkerID, ClusterID: cfg.ClusterID, MasterAddresses: []string{m.Addr()},
 		Address: cfg.WorkerAddress, MetricsAddress: cfg.WorkerMetricsAddress, GlobalSegmentSize: cfg.GlobalSegmentSize,
 		RootFSDir: cfg.RootFSDir, Persistence: cfg.Persistence, SSDCapacity: cfg.SSDCapacity, HugePages: cfg.HugePages,
-		Logger: cfg.Logger}
+		PrivateArena: cfg.PrivateArena, Logger: cfg.Logger}
 	w, err := NewWorker(wc)
 	if err != nil {
 		_ = m.Shutdown(context.Background())

@@ -56,6 +56,12 @@ type Worker struct {
 		sync.Mutex // protects m and every pending's fields
 		m          map[pendKey]*pending
 	}
+	// shm holds the pins of ShmPin calls (worker_shm.go).
+	shm shmLeases
+	// share describes the arena to clients on this host when shared (immutable after
+	// NewWorker; the arena's fd stays open until the arena closes, after the RPC server).
+	share  dram.ShareInfo
+	shared bool
 
 	stop chan struct{} // closed by Shutdown: stops the control and sweeper loops
 	// ctx is cancelled by Shutdown: it ends master calls in flight.
@@ -119,10 +125,12 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	w.log = cfg.Logger.With("component", "worker", "worker_id", string(w.id))
 	w.log.Info("worker starting", w.cfg.logAttrs()...)
 
-	w.arena, err = dram.NewArena(dram.Options{Size: cfg.GlobalSegmentSize, HugePages: cfg.HugePages, Logger: cfg.Logger})
+	w.arena, err = dram.NewArena(dram.Options{Size: cfg.GlobalSegmentSize, HugePages: cfg.HugePages,
+		Shared: !cfg.PrivateArena, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("server: worker arena of %s: %w", base.Bytes(cfg.GlobalSegmentSize), err)
 	}
+	w.share, w.shared = w.arena.Share()
 	var lower tier.Lower
 	if cfg.RootFSDir != "" {
 		w.dir = filepath.Join(cfg.RootFSDir, cfg.ClusterID, string(w.id))
@@ -299,6 +307,9 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 			}
 		}
 		w.pend.Unlock()
+		// The transfer server is shut down: its connections' ends already ended their leases;
+		// this ends any left (and refuses new ones) before SpillAll and the engine's Close.
+		w.shm.closeAll()
 		if w.store != nil {
 			start := time.Now()
 			before := w.eng.Metrics()

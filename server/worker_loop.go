@@ -308,8 +308,8 @@ func (w *Worker) drop(key string, v base.Version) error {
 	return err
 }
 
-// sweepLoop drops pending writes never committed within PendingWriteTimeout
-// (docs/threads.md: "pending-write sweeper").
+// sweepLoop drops pending writes never committed within PendingWriteTimeout and ends
+// shared-memory leases held past ShmLeaseTTL (docs/threads.md: "pending-write sweeper").
 func (w *Worker) sweepLoop() {
 	defer w.loops.Done()
 	every := min(time.Second, max(w.cfg.PendingWriteTimeout/4, 10*time.Millisecond))
@@ -335,6 +335,9 @@ func (w *Worker) sweepLoop() {
 		w.pend.Unlock()
 		for _, p := range abort {
 			p.w.Abort()
+		}
+		if n := w.shm.expire(now); n > 0 {
+			w.log.Warn("ended shared-memory leases never released", "count", n, "ttl", w.cfg.ShmLeaseTTL)
 		}
 		if len(keys) > 0 {
 			slices.SortFunc(keys, func(a, b pendKey) int { return cmpStr(a.key, b.key) })

@@ -143,9 +143,17 @@ func (w *Worker) commit(req *transfer.CommitRequest) error {
 	return p.w.Commit(req.Checksum)
 }
 
-func (h *workerHandler) HandleCall(_ context.Context, req transfer.Message) (transfer.Message, error) {
+func (h *workerHandler) HandleCall(ctx context.Context, req transfer.Message) (transfer.Message, error) {
 	w := h.w
 	switch r := req.(type) {
+	case *transfer.ShmPinRequest:
+		resp, err := w.shmPin(ctx, r)
+		w.met.observe(wopShmPin, err)
+		return resp, err
+	case *transfer.ShmReleaseRequest:
+		n := w.shm.release(r.Leases)
+		w.met.observe(wopShmRelease, nil)
+		return transfer.NewCountResponse(transfer.OpShmRelease, n), nil
 	case *transfer.CommitRequest:
 		err := w.commit(r)
 		w.met.observe(wopCommit, err)
@@ -158,8 +166,11 @@ func (h *workerHandler) HandleCall(_ context.Context, req transfer.Message) (tra
 		w.met.observe(wopDrop, err)
 		return nil, err
 	case *transfer.Empty:
-		if r.Op() == transfer.OpPing {
+		switch r.Op() {
+		case transfer.OpPing:
 			return nil, nil
+		case transfer.OpShmOpen:
+			return w.shmOpen()
 		}
 	}
 	return nil, fmt.Errorf("%w: %s is not a worker call", base.ErrNotSupported, req.Op())

@@ -62,6 +62,10 @@ type (
 	ReadRequest            = wire.ReadRequest
 	ReadResponse           = wire.ReadResponse
 	DropRequest            = wire.DropRequest
+	ShmOpenResponse        = wire.ShmOpenResponse
+	ShmPinRequest          = wire.ShmPinRequest
+	ShmPinResponse         = wire.ShmPinResponse
+	ShmReleaseRequest      = wire.ShmReleaseRequest
 	// Limits bound what a peer may declare (body and payload lengths).
 	Limits = wire.Limits
 )
@@ -93,17 +97,23 @@ const (
 	OpRead           = wire.OpRead
 	OpReadRange      = wire.OpReadRange
 	OpDrop           = wire.OpDrop
+	OpShmOpen        = wire.OpShmOpen
+	OpShmPin         = wire.OpShmPin
+	OpShmRelease     = wire.OpShmRelease
 )
+
+// MaxShmRelease bounds the leases of one ShmRelease request.
+const MaxShmRelease = wire.MaxShmRelease
 
 // ProtocolVersion is the protocol version this build speaks.
 const ProtocolVersion = wire.ProtocolVersion
 
 // Constructors of the messages whose type serves several ops.
 var (
-	// NewEmpty returns the empty message of op: the request of Ping, RemoveAll and Status,
+	// NewEmpty returns the empty message of op: the request of Ping, RemoveAll, Status and ShmOpen,
 	// the response of PutEnd, PutRevoke, RegisterMaster, Remove, Write, Commit, Drop and Ping.
 	NewEmpty = wire.NewEmpty
-	// NewCountResponse returns the response of RemoveByRegex or RemoveAll.
+	// NewCountResponse returns the response of RemoveByRegex, RemoveAll or ShmRelease.
 	NewCountResponse = wire.NewCountResponse
 	// NewBatchResponse returns the response of BatchPutEnd, BatchRemove or BatchPutRevoke.
 	NewBatchResponse = wire.NewBatchResponse

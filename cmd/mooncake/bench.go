@@ -88,6 +88,10 @@ func newBenchCmd(e *env) *cobra.Command {
 				ratios = append(ratios, ratio)
 				fmt.Fprintf(e.stdout, "ratio          %8.3f (mooncake %s GB/s / raw loopback TCP GB/s, same run)\n", ratio, o)
 			}
+			if o == benchmarks.OpGet {
+				rs := c.ReadStats()
+				fmt.Fprintf(e.stdout, "read path      %d gets through shared memory, %d over TCP\n", rs.SharedMemory, rs.TCP)
+			}
 			if len(ratios) > 1 {
 				slices.Sort(ratios)
 				fmt.Fprintf(e.stdout, "median ratio   %8.3f of %d rounds (min %.3f, max %.3f)\n", ratios[len(ratios)/2], len(ratios), ratios[0], ratios[len(ratios)-1])

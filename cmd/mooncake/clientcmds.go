@@ -30,6 +30,7 @@ type clientFlags struct {
 	timeout            time.Duration
 	dialTimeout        time.Duration
 	noVerify           bool
+	sharedMemory       bool
 }
 
 func (f *clientFlags) register(fs *pflag.FlagSet) {
@@ -38,18 +39,20 @@ func (f *clientFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "time limit of each operation")
 	fs.DurationVar(&f.dialTimeout, "dial_timeout", 2*time.Second, "time limit to reach a master or worker")
 	fs.BoolVar(&f.noVerify, "skip_checksum_verify", false, "do not check objects read against their checksum (saves ~100 µs of CPU per MiB)")
+	fs.BoolVar(&f.sharedMemory, "shared_memory", true, "read from workers on this host through their shared arena (false: always over TCP)")
 }
 
 // config resolves the client configuration: flag, then $MOONCAKE_MASTER, then the config
 // file, then 127.0.0.1:50051.
 func (f *clientFlags) config(fs *pflag.FlagSet, e *env) (client.Config, error) {
 	cfg := client.Config{
-		ClusterID:          pick(fs, "cluster_id", f.clusterID, e.file.ClusterID, base.DefaultClusterID),
-		Protocol:           e.file.Protocol,
-		Timeout:            f.timeout,
-		DialTimeout:        f.dialTimeout,
-		SkipChecksumVerify: f.noVerify,
-		Logger:             e.logger(),
+		ClusterID:           pick(fs, "cluster_id", f.clusterID, e.file.ClusterID, base.DefaultClusterID),
+		Protocol:            e.file.Protocol,
+		Timeout:             f.timeout,
+		DialTimeout:         f.dialTimeout,
+		SkipChecksumVerify:  f.noVerify,
+		DisableSharedMemory: !f.sharedMemory,
+		Logger:              e.logger(),
 	}
 	switch {
 	case changed(fs, "master_server_address"):

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -153,6 +154,17 @@ func TestCLIStandalone(t *testing.T) {
 			}
 		}
 		t.Logf("bench --op %s (noisy, shared machine):\n%s", op, r.stdout)
+	}
+	// A get from another process on this host copies out of the worker's shared arena
+	// (gets racing the first one, which maps it, may go over TCP); with
+	// --shared_memory=false every get goes over TCP.
+	r := ok(cli(nil, "bench", "--op", "get", "--size", "64KiB", "--count", "40", "--concurrency", "1"))
+	if m := regexp.MustCompile(`read path +(\d+) gets through shared memory, (\d+) over TCP`).FindStringSubmatch(r.stdout); m == nil || m[1] != "40" || m[2] != "0" {
+		t.Fatalf("bench get with shared memory: want 40 gets through shared memory:\n%s", r.stdout)
+	}
+	r = ok(cli(nil, "bench", "--op", "get", "--size", "64KiB", "--count", "40", "--concurrency", "4", "--shared_memory=false"))
+	if !strings.Contains(r.stdout, "read path      0 gets through shared memory, 40 over TCP") {
+		t.Fatalf("bench get --shared_memory=false:\n%s", r.stdout)
 	}
 	if r := ok(cli(nil, "ls")); r.stdout != "" {
 		t.Fatalf("bench left objects: %q", r.stdout)

@@ -62,6 +62,7 @@ type workerSettings struct {
 	HugePages               dram.HugePages
 	ShutdownTimeout         time.Duration
 	WarmUp                  bool
+	PrivateArena            bool
 }
 
 // masterFlags are the flags of `mooncake master` (and the master half of standalone).
@@ -247,7 +248,7 @@ type workerFlags struct {
 	metricsPort                                                                                       int
 	segmentSize, ssdCapacity                                                                          base.Bytes
 	shutdownTimeout                                                                                   time.Duration
-	warmUp                                                                                            bool
+	warmUp, sharedMemory                                                                              bool
 }
 
 func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
@@ -259,6 +260,7 @@ func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
 	fs.StringVar(&f.hugePages, "huge_pages", "auto", "DRAM arena pages: auto (hugetlb, else THP, else plain), off, or require")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown_timeout", defaultShutdownTimeout, "on SIGTERM, time allowed to spill DRAM to the NVMe tier before exit")
 	fs.BoolVar(&f.warmUp, "warm_up", false, "with --root_fs_dir: at start, copy objects found on NVMe back into DRAM (in the background)")
+	fs.BoolVar(&f.sharedMemory, "shared_memory", true, "let clients on this host (same uid, or root) map the DRAM arena read-only and copy objects out of it instead of reading over TCP")
 	if standalone {
 		fs.StringVar(&f.address, "worker_address", "", "worker data address host:port (default: a free port on 127.0.0.1)")
 		return
@@ -280,6 +282,7 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		SSDCapacity:       int64(f.ssdCapacity),
 		ShutdownTimeout:   f.shutdownTimeout,
 		WarmUp:            f.warmUp,
+		PrivateArena:      !f.sharedMemory,
 		Protocol:          pick(fs, "protocol", f.protocol, fc.Protocol, "tcp"),
 		ClusterID:         pick(fs, "cluster_id", f.clusterID, fc.ClusterID, base.DefaultClusterID),
 	}

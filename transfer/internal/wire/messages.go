@@ -886,6 +886,129 @@ func (m *DropRequest) Op() Op            { return OpDrop }
 func (m *DropRequest) Encode(e *Encoder) { (*KeyVersion)(m).encode(e) }
 func (m *DropRequest) Decode(d *Decoder) { (*KeyVersion)(m).decode(d) }
 
+// MaxBootIDLen bounds ShmOpenResponse.BootID (a kernel boot id is 36 bytes).
+const MaxBootIDLen = 64
+
+// MaxShmRelease bounds the leases of one ShmRelease request.
+const MaxShmRelease = 4096
+
+// ShmOpenResponse describes a worker's shared DRAM arena, so a client on the same host can map
+// it read-only: open /proc/<PID>/fd/<FD>, check that the file is Inode on Dev and Size bytes
+// long, and that BootID is its own kernel's boot id. The request is Empty; a worker without a
+// shared arena answers NOT_SUPPORTED. ArenaID is drawn at random when the arena is created:
+// ShmPin answers carry it, so a client notices a worker that restarted behind the same
+// address (a new arena) and maps again.
+type ShmOpenResponse struct {
+	BootID  string
+	PID     int64
+	FD      int64
+	Inode   uint64
+	Dev     uint64
+	Size    int64
+	ArenaID uint64
+	// LeaseTTL is the longest a ShmPin lease lives without a ShmRelease.
+	LeaseTTL time.Duration
+}
+
+func (m *ShmOpenResponse) Op() Op { return OpShmOpen }
+func (m *ShmOpenResponse) Encode(e *Encoder) {
+	e.Str(m.BootID)
+	e.I64(m.PID)
+	e.I64(m.FD)
+	e.U64(m.Inode)
+	e.U64(m.Dev)
+	e.I64(m.Size)
+	e.U64(m.ArenaID)
+	e.I64(int64(m.LeaseTTL))
+}
+func (m *ShmOpenResponse) Decode(d *Decoder) {
+	m.BootID = d.Str(MaxBootIDLen, "boot id")
+	m.PID = d.Size()
+	m.FD = d.Size()
+	m.Inode = d.U64()
+	m.Dev = d.U64()
+	m.Size = d.Size()
+	m.ArenaID = d.U64()
+	m.LeaseTTL = decodeDuration(d)
+}
+
+// ShmPinRequest pins an object (Offset and Length 0: the whole object; Length 0 with an
+// Offset: to the end) in the worker's shared arena for a client on the same host to copy.
+// Version 0 pins whatever version the worker holds. An object whose bytes are not in the
+// shared arena gets NOT_SUPPORTED (the client reads it over TCP instead).
+type ShmPinRequest struct {
+	Key     string
+	Version base.Version
+	Offset  int64
+	Length  int64
+}
+
+func (m *ShmPinRequest) Op() Op { return OpShmPin }
+func (m *ShmPinRequest) Encode(e *Encoder) {
+	(*ReadRequest)(m).Encode(e)
+}
+func (m *ShmPinRequest) Decode(d *Decoder) {
+	(*ReadRequest)(m).Decode(d)
+}
+
+// ShmPinResponse says where the pinned bytes are: Length bytes at ArenaOffset of the arena
+// ArenaID. Version, Size, Checksum and Tier are those of a ReadResponse (Size and Checksum
+// of the whole object). Lease names the pin for ShmRelease; the worker also drops it when
+// the connection that made it closes or after the LeaseTTL of ShmOpen.
+type ShmPinResponse struct {
+	Lease       uint64
+	ArenaID     uint64
+	ArenaOffset int64
+	Length      int64
+	Version     base.Version
+	Size        int64
+	Checksum    uint64
+	Tier        base.Tier
+}
+
+func (m *ShmPinResponse) Op() Op { return OpShmPin }
+func (m *ShmPinResponse) Encode(e *Encoder) {
+	e.U64(m.Lease)
+	e.U64(m.ArenaID)
+	e.I64(m.ArenaOffset)
+	e.I64(m.Length)
+	e.U64(uint64(m.Version))
+	e.I64(m.Size)
+	e.U64(m.Checksum)
+	e.U8(uint8(m.Tier))
+}
+func (m *ShmPinResponse) Decode(d *Decoder) {
+	m.Lease = d.U64()
+	m.ArenaID = d.U64()
+	m.ArenaOffset = d.Size()
+	m.Length = d.Size()
+	m.Version = base.Version(d.U64())
+	m.Size = d.Size()
+	m.Checksum = d.U64()
+	m.Tier = base.Tier(d.U8())
+}
+
+// ShmReleaseRequest ends leases of ShmPin. Unknown leases (expired, already released, or
+// dropped with their connection) are not an error: the response counts the leases that were
+// still held, so a client that copied under a lease knows whether the bytes stayed pinned
+// for the whole copy.
+type ShmReleaseRequest struct{ Leases []uint64 }
+
+func (m *ShmReleaseRequest) Op() Op { return OpShmRelease }
+func (m *ShmReleaseRequest) Encode(e *Encoder) {
+	encodeList(e, m.Leases, func(e *Encoder, l *uint64) { e.U64(*l) })
+}
+func (m *ShmReleaseRequest) Decode(d *Decoder) {
+	n := d.Count(8, MaxShmRelease, "leases")
+	if n == 0 {
+		return
+	}
+	m.Leases = make([]uint64, n)
+	for i := range m.Leases {
+		m.Leases[i] = d.U64()
+	}
+}
+
 // NewRequest returns an empty request message for op, ready to Decode; nil for an unknown op.
 func NewRequest(op Op) Message {
 	switch op {
@@ -933,6 +1056,12 @@ func NewRequest(op Op) Message {
 		return new(ReadRequest)
 	case OpDrop:
 		return new(DropRequest)
+	case OpShmOpen:
+		return NewEmpty(op)
+	case OpShmPin:
+		return new(ShmPinRequest)
+	case OpShmRelease:
+		return new(ShmReleaseRequest)
 	}
 	return nil
 }
@@ -968,6 +1097,12 @@ func NewResponse(op Op) Message {
 		return new(StatusResponse)
 	case OpRead, OpReadRange:
 		return NewReadResponse(op)
+	case OpShmOpen:
+		return new(ShmOpenResponse)
+	case OpShmPin:
+		return new(ShmPinResponse)
+	case OpShmRelease:
+		return NewCountResponse(op, 0)
 	}
 	return nil
 }

@@ -37,6 +37,11 @@ const (
 	OpRead      Op = 42
 	OpReadRange Op = 43
 	OpDrop      Op = 44
+
+	// Worker calls of the shared-memory path (a client on the worker's host).
+	OpShmOpen    Op = 45
+	OpShmPin     Op = 46
+	OpShmRelease Op = 47
 )
 
 type opInfo struct {
@@ -72,6 +77,9 @@ var ops = [256]opInfo{
 	OpRead:           {name: "Read", idempotent: true, respPaylod: true},
 	OpReadRange:      {name: "ReadRange", idempotent: true, respPaylod: true},
 	OpDrop:           {name: "Drop"},
+	OpShmOpen:        {name: "ShmOpen", idempotent: true},
+	OpShmPin:         {name: "ShmPin"},
+	OpShmRelease:     {name: "ShmRelease", idempotent: true},
 }
 
 // Known reports whether this build defines op.

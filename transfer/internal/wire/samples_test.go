@@ -43,6 +43,10 @@ func sampleRequests() []Message {
 		&ReadRequest{Key: "k", Version: 3, Offset: 10, Length: 20},
 		&DropRequest{Key: "k", Version: 3},
 		&RegisterMasterRequest{MasterID: "m2", RPCAddr: "10.0.0.2:50051"},
+		NewEmpty(OpShmOpen),
+		&ShmPinRequest{Key: "k", Version: 3},
+		&ShmPinRequest{Key: "k", Version: 3, Offset: 4096, Length: 100},
+		&ShmReleaseRequest{Leases: []uint64{1, 1 << 63}},
 	}
 }
 
@@ -70,6 +74,11 @@ func sampleResponses() []Message {
 		&HeartbeatResponse{Drop: []KeyVersion{{Key: "gone", Version: 0}}, Reregister: true},
 		&StatusResponse{JSON: []byte(`{"keys":3}`)},
 		rr,
+		&ShmOpenResponse{BootID: "350a5823-aa02-4ead-8e24-88d308efba0e", PID: 4242, FD: 7, Inode: 1234, Dev: 5,
+			Size: 1 << 30, ArenaID: 0xfeedface, LeaseTTL: 30 * time.Second},
+		&ShmPinResponse{Lease: 9, ArenaID: 0xfeedface, ArenaOffset: 2 << 20, Length: 1 << 20, Version: 5,
+			Size: 1 << 20, Checksum: 77, Tier: base.TierDRAM},
+		NewCountResponse(OpShmRelease, 1),
 	}
 }
 

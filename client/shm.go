@@ -1,0 +1,189 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/transfer"
+)
+
+// shmRetry is how long a worker whose arena could not be mapped (another host, another uid,
+// an older worker, shared memory off) is read over TCP before the client asks again.
+const shmRetry = time.Minute
+
+// shmChunk is the unit of the fused copy-and-hash: small enough that the hash reads the bytes
+// the copy just wrote from the CPU cache.
+const shmChunk = 64 << 10
+
+// shmPeers is the client's shared-memory path: per worker address, a read-only mapping of
+// that worker's arena when it runs on this host (design.md section 5). A get then costs two
+// small calls (ShmPin, ShmRelease) and one memory copy instead of a TCP transfer.
+//
+// Ownership: a shmPeer owns its mapping's first reference; readers Acquire one for the length
+// of a copy. forget and close drop the peer's reference, so a mapping is unmapped only after
+// the last copy from it ended.
+type shmPeers struct {
+	mu     sync.Mutex // protects m, every shmPeer's fields and closed
+	m      map[string]*shmPeer
+	closed bool
+}
+
+type shmPeer struct {
+	arena   *transfer.SharedArena // nil: none mapped (see retryAt)
+	opening bool                  // one goroutine is asking ShmOpen; others use TCP meanwhile
+	retryAt time.Time             // with arena nil: do not ask again before
+}
+
+// acquire returns the mapped arena of the worker at addr with a reference the caller must
+// Release, mapping it first when due; nil when the worker is to be read over TCP.
+func (s *shmPeers) acquire(ctx context.Context, c *Client, addr string) *transfer.SharedArena {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.m == nil {
+		s.m = make(map[string]*shmPeer)
+	}
+	p := s.m[addr]
+	if p == nil {
+		p = &shmPeer{}
+		s.m[addr] = p
+	}
+	if p.arena != nil && p.arena.Acquire() {
+		a := p.arena
+		s.mu.Unlock()
+		return a
+	}
+	if p.opening || time.Now().Before(p.retryAt) {
+		s.mu.Unlock()
+		return nil
+	}
+	p.opening = true
+	s.mu.Unlock()
+
+	var info transfer.ShmOpenResponse
+	err := c.rpc.Call(ctx, addr, transfer.NewEmpty(transfer.OpShmOpen), &info)
+	var a *transfer.SharedArena
+	if err == nil {
+		a, err = transfer.MapSharedArena(&info)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p.opening = false
+	if err != nil || s.closed {
+		if a != nil {
+			a.Close()
+		}
+		p.retryAt = time.Now().Add(shmRetry)
+		c.log.Debug("client: reading over TCP, not shared memory", "worker", addr, "err", err)
+		return nil
+	}
+	p.arena = a
+	a.Acquire()
+	return a
+}
+
+// forget drops the mapping a of addr (the worker restarted with a new arena): the next get
+// maps the new one.
+func (s *shmPeers) forget(addr string, a *transfer.SharedArena) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.m[addr]; p != nil && p.arena == a {
+		p.arena = nil
+		p.retryAt = time.Time{}
+		a.Close()
+	}
+}
+
+// close unmaps every arena (as soon as its copies in flight end).
+func (s *shmPeers) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for _, p := range s.m {
+		if p.arena != nil {
+			p.arena.Close()
+			p.arena = nil
+		}
+	}
+}
+
+// errShmFallback says a shared-memory read did not happen and the get should go over TCP.
+var errShmFallback = errors.New("client: read over TCP")
+
+// readShm reads the object from the replica's worker through shared memory. It returns
+// errShmFallback when that path is not available for this worker or object (nothing read;
+// buf may hold partial bytes that the TCP read overwrites), nil when buf holds the object
+// (verified unless SkipChecksumVerify), or the error of the read.
+func (c *Client) readShm(ctx context.Context, key string, r transfer.Replica, lr *transfer.LookupResponse, buf []byte) error {
+	a := c.shm.acquire(ctx, c, r.Address)
+	if a == nil {
+		return errShmFallback
+	}
+	defer a.Release()
+	var pin transfer.ShmPinResponse
+	if err := c.rpc.Call(ctx, r.Address, &transfer.ShmPinRequest{Key: key, Version: lr.Version}, &pin); err != nil {
+		if errors.Is(err, base.ErrNotSupported) {
+			return errShmFallback // not in the shared arena (e.g. an NVMe read into a heap buffer)
+		}
+		return err
+	}
+	// The lease is ours from here: release it on every path.
+	copied, err := c.copyPinned(a, &pin, lr, buf)
+	var held transfer.CountResponse
+	rerr := c.rpc.Call(ctx, r.Address, &transfer.ShmReleaseRequest{Leases: []uint64{pin.Lease}}, &held)
+	switch {
+	case errors.Is(err, errShmArenaChanged):
+		c.shm.forget(r.Address, a)
+		return errShmFallback
+	case err != nil:
+		return err
+	case rerr != nil:
+		// Without the worker's word that the lease held through the copy, the bytes are
+		// not trusted.
+		return errShmFallback
+	case held.Count != 1:
+		// The lease ended during the copy (its connection broke, or its TTL passed): the range
+		// may have been reused under us. Read again over TCP.
+		return errShmFallback
+	case !c.cfg.SkipChecksumVerify && copied != lr.Checksum:
+		return fmt.Errorf("%w: checksum %016x, want %016x (shared memory)", base.ErrCorruption, copied, lr.Checksum)
+	}
+	return nil
+}
+
+var errShmArenaChanged = errors.New("client: the worker's shared arena changed")
+
+// copyPinned copies the leased range into buf, hashing each chunk after it lands (unless
+// SkipChecksumVerify), and returns the checksum.
+func (c *Client) copyPinned(a *transfer.SharedArena, pin *transfer.ShmPinResponse, lr *transfer.LookupResponse, buf []byte) (uint64, error) {
+	switch {
+	case pin.ArenaID != a.ArenaID():
+		return 0, errShmArenaChanged
+	case pin.Version != lr.Version:
+		return 0, fmt.Errorf("%w: worker pinned version %d, want %d", base.ErrInvalidVersion, pin.Version, lr.Version)
+	case pin.Size != lr.Size || pin.Length != lr.Size || int64(len(buf)) != lr.Size:
+		return 0, fmt.Errorf("%w: worker pinned %d bytes of %d, want %d", base.ErrCorruption, pin.Length, pin.Size, lr.Size)
+	}
+	src, err := a.Bytes(pin.ArenaOffset, pin.Length)
+	if err != nil {
+		return 0, err
+	}
+	if c.cfg.SkipChecksumVerify {
+		copy(buf, src)
+		return 0, nil
+	}
+	h := base.NewChecksum()
+	for off := 0; off < len(src); off += shmChunk {
+		end := min(off+shmChunk, len(src))
+		copy(buf[off:end], src[off:end])
+		h.Write(buf[off:end]) // hash what the caller gets, from the cache
+	}
+	return h.Sum64(), nil
+}

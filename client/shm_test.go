@@ -1,0 +1,142 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mooncake-go/mooncake/client"
+	"github.com/mooncake-go/mooncake/server"
+)
+
+// TestSharedMemoryGet: a client on the worker's host reads through the shared arena by
+// default, over TCP when asked to, and over TCP from a worker whose arena is private; the
+// bytes are the same every way.
+func TestSharedMemoryGet(t *testing.T) {
+	ip := startInproc(t, 1, 64<<20)
+	shm := connect(t, ip)
+	tcp := connectWith(t, ip, client.Config{DisableSharedMemory: true})
+	ctx := context.Background()
+	sizes := []int{1, 4096, 1 << 20, 9 << 20} // the last one written striped
+	for i, n := range sizes {
+		key := fmt.Sprintf("k%d", i)
+		v := val(n, byte(i))
+		if err := shm.Put(ctx, key, v, client.ReplicateConfig{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []*client.Client{shm, tcp} {
+			got, err := c.Get(ctx, key)
+			if err != nil || !bytes.Equal(got, v) {
+				t.Fatalf("get %d bytes: %v", n, err)
+			}
+			buf := make([]byte, n+10)
+			if m, err := c.GetInto(ctx, key, buf); err != nil || m != n || !bytes.Equal(buf[:m], v) {
+				t.Fatalf("GetInto %d bytes: %d %v", n, m, err)
+			}
+		}
+	}
+	want := int64(2 * len(sizes))
+	if rs := shm.ReadStats(); rs.SharedMemory != want || rs.TCP != 0 {
+		t.Fatalf("default client read paths %+v, want %d through shared memory", rs, want)
+	}
+	if rs := tcp.ReadStats(); rs.SharedMemory != 0 || rs.TCP != want {
+		t.Fatalf("DisableSharedMemory client read paths %+v, want %d over TCP", rs, want)
+	}
+
+	// Concurrent gets of the same objects through one mapping.
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 20 {
+				i := (g + j) % len(sizes)
+				got, err := shm.Get(ctx, fmt.Sprintf("k%d", i))
+				if err != nil || !bytes.Equal(got, val(sizes[i], byte(i))) {
+					errs <- fmt.Errorf("concurrent get k%d: %v", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+func TestSharedMemoryPrivateArena(t *testing.T) {
+	ip := startInprocWith(t, 1, 16<<20, func(cfg *server.WorkerConfig) { cfg.PrivateArena = true })
+	c := connect(t, ip)
+	ctx := context.Background()
+	v := val(100_000, 7)
+	if err := c.Put(ctx, "k", v, client.ReplicateConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if got, err := c.Get(ctx, "k"); err != nil || !bytes.Equal(got, v) {
+			t.Fatalf("get: %v", err)
+		}
+	}
+	if rs := c.ReadStats(); rs.SharedMemory != 0 || rs.TCP != 3 {
+		t.Fatalf("read paths %+v, want 3 over TCP", rs)
+	}
+}
+
+// TestSharedMemoryWorkerRestart restarts the worker behind the same address with a new arena
+// (its objects come back from its NVMe tier): the client notices the arena changed, reads
+// over TCP once, maps the new arena, and never returns bytes of the old mapping.
+func TestSharedMemoryWorkerRestart(t *testing.T) {
+	root := t.TempDir()
+	ip := startInprocWith(t, 1, 16<<20, func(cfg *server.WorkerConfig) { cfg.RootFSDir = root })
+	c := connect(t, ip)
+	ctx := context.Background()
+	vals := map[string][]byte{"a": val(300_000, 1), "b": val(70_000, 2)}
+	for k, v := range vals {
+		if err := c.Put(ctx, k, v, client.ReplicateConfig{}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := c.Get(ctx, k); err != nil || !bytes.Equal(got, v) {
+			t.Fatalf("get %s: %v", k, err)
+		}
+	}
+	before := c.ReadStats()
+	if before.SharedMemory != 2 {
+		t.Fatalf("read paths before the restart %+v", before)
+	}
+
+	old := ip.workers[0]
+	addr := old.Addr()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := old.Shutdown(sctx); err != nil { // spills both objects to NVMe
+		t.Fatal(err)
+	}
+	w, err := server.NewWorker(server.WorkerConfig{WorkerID: "w1", MasterAddresses: []string{ip.master.Addr()},
+		Address: addr, GlobalSegmentSize: 16 << 20, RootFSDir: root, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip.workers[0] = w
+	waitActive(t, c, 1)
+
+	for round := range 3 {
+		for k, v := range vals {
+			if got, err := c.Get(ctx, k); err != nil || !bytes.Equal(got, v) {
+				t.Fatalf("round %d: get %s after the restart: %v", round, k, err)
+			}
+		}
+	}
+	after := c.ReadStats()
+	if after.SharedMemory <= before.SharedMemory {
+		t.Fatalf("no read through the new arena: before %+v, after %+v", before, after)
+	}
+	if after.SharedMemory+after.TCP != before.SharedMemory+6 {
+		t.Fatalf("read paths %+v after 6 gets from %+v", after, before)
+	}
+}

@@ -1,0 +1,193 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/transfer"
+)
+
+// startShm runs one master and one worker (its arena shared unless private) and returns
+// them with a transfer client for calls straight to the worker.
+type shmSetup struct {
+	worker *Worker
+	addr   string // the master's
+}
+
+func (s *shmSetup) Addr() string { return s.addr }
+
+func startShm(t *testing.T, private bool, ttl time.Duration) (*shmSetup, *transfer.Client) {
+	t.Helper()
+	c := startMasters(t, 1, nil)
+	w := c.addWorker("", func(cfg *WorkerConfig) {
+		cfg.GlobalSegmentSize = 16 << 20
+		cfg.PrivateArena = private
+		cfg.ShmLeaseTTL = ttl
+	})
+	cli, err := transfer.NewClient(transfer.ClientOptions{Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return &shmSetup{worker: w, addr: c.masters[0].Addr()}, cli
+}
+
+// TestShmPinRelease maps the worker's arena the way a client on this host does, pins an
+// object, reads it from the mapping, and checks how each kind of lease end is reported.
+func TestShmPinRelease(t *testing.T) {
+	s, cli := startShm(t, false, 0)
+	d := newDriver(t, []string{s.Addr()})
+	val := bytes.Repeat([]byte("0123456789abcdef"), 1<<14) // 256 KiB
+	if err := d.put("k", val, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	waddr := s.worker.Addr()
+	var info transfer.ShmOpenResponse
+	if err := cli.Call(ctx, waddr, transfer.NewEmpty(transfer.OpShmOpen), &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.BootID != transfer.BootID() || info.ArenaID == 0 || info.LeaseTTL != DefaultShmLeaseTTL {
+		t.Fatalf("ShmOpen: %+v", info)
+	}
+	a, err := transfer.MapSharedArena(&info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+
+	pin := func(req *transfer.ShmPinRequest) *transfer.ShmPinResponse {
+		t.Helper()
+		var resp transfer.ShmPinResponse
+		if err := cli.Call(ctx, waddr, req, &resp); err != nil {
+			t.Fatalf("pin %+v: %v", req, err)
+		}
+		return &resp
+	}
+	release := func(leases ...uint64) int64 {
+		t.Helper()
+		resp := transfer.NewCountResponse(transfer.OpShmRelease, 0)
+		if err := cli.Call(ctx, waddr, &transfer.ShmReleaseRequest{Leases: leases}, resp); err != nil {
+			t.Fatal(err)
+		}
+		return resp.Count
+	}
+
+	// The whole object, then a range: the bytes at the offsets are the object's.
+	p := pin(&transfer.ShmPinRequest{Key: "k"})
+	if p.ArenaID != info.ArenaID || p.Length != int64(len(val)) || p.Size != int64(len(val)) || p.Checksum != base.Checksum(val) || p.Tier != base.TierDRAM {
+		t.Fatalf("pin: %+v", p)
+	}
+	b, err := a.Bytes(p.ArenaOffset, p.Length)
+	if err != nil || !bytes.Equal(b, val) {
+		t.Fatalf("mapped bytes differ: %v", err)
+	}
+	r := pin(&transfer.ShmPinRequest{Key: "k", Version: p.Version, Offset: 1000, Length: 24})
+	if b, _ := a.Bytes(r.ArenaOffset, r.Length); !bytes.Equal(b, val[1000:1024]) || r.ArenaOffset != p.ArenaOffset+1000 {
+		t.Fatalf("range: %+v", r)
+	}
+	if got := s.worker.shm.count(); got != 2 {
+		t.Fatalf("%d leases held, want 2", got)
+	}
+	// Released once: counted; twice, or unknown: not.
+	if n := release(p.Lease, r.Lease, 12345); n != 2 {
+		t.Fatalf("release counted %d, want 2", n)
+	}
+	if n := release(p.Lease); n != 0 {
+		t.Fatalf("second release counted %d", n)
+	}
+
+	// Errors: another version, a key that is not there, a range outside the object.
+	var resp transfer.ShmPinResponse
+	for _, c := range []struct {
+		req  transfer.ShmPinRequest
+		want error
+	}{
+		{transfer.ShmPinRequest{Key: "k", Version: p.Version + 1}, base.ErrInvalidVersion},
+		{transfer.ShmPinRequest{Key: "nope"}, base.ErrObjectNotFound},
+		{transfer.ShmPinRequest{Key: "k", Offset: int64(len(val)) + 1}, base.ErrInvalidParams},
+		{transfer.ShmPinRequest{Key: "k", Offset: 10, Length: int64(len(val))}, base.ErrInvalidParams},
+	} {
+		if err := cli.Call(ctx, waddr, &c.req, &resp); !errors.Is(err, c.want) {
+			t.Fatalf("pin %+v: %v, want %v", c.req, err, c.want)
+		}
+	}
+
+	// A lease ends with the connection that made it: the client died or gave up.
+	p = pin(&transfer.ShmPinRequest{Key: "k"})
+	cli.ClosePeer(waddr)
+	eventually(t, "lease ended with its connection", func() bool { return s.worker.shm.count() == 0 })
+	if n := release(p.Lease); n != 0 {
+		t.Fatalf("release after the connection ended counted %d", n)
+	}
+
+	// Removing the object while it is pinned does not free its bytes until the release.
+	p = pin(&transfer.ShmPinRequest{Key: "k"})
+	var rm transfer.Empty
+	if err := d.call(&transfer.RemoveRequest{Key: "k"}, &rm); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "worker dropped the removed object", func() bool {
+		r, err := s.worker.eng.Get("k", 0)
+		if err == nil {
+			r.Release()
+		}
+		return errors.Is(err, base.ErrObjectNotFound)
+	})
+	other := bytes.Repeat([]byte{0xEE}, len(val))
+	for i := range 8 { // would reuse the freed range if it were freed
+		if err := d.put("other"+string(rune('a'+i)), other, 1, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, _ := a.Bytes(p.ArenaOffset, p.Length); !bytes.Equal(b, val) {
+		t.Fatal("a pinned range was reused while its lease was held")
+	}
+	if n := release(p.Lease); n != 1 {
+		t.Fatalf("release counted %d, want 1", n)
+	}
+}
+
+// TestShmLeaseTTL: a lease never released ends after the TTL (the sweeper), and the release
+// that comes too late says so.
+func TestShmLeaseTTL(t *testing.T) {
+	s, cli := startShm(t, false, 50*time.Millisecond)
+	d := newDriver(t, []string{s.Addr()})
+	if err := d.put("k", []byte("value"), 1, false); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var p transfer.ShmPinResponse
+	if err := cli.Call(ctx, s.worker.Addr(), &transfer.ShmPinRequest{Key: "k"}, &p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "lease expired", func() bool { return s.worker.shm.count() == 0 })
+	resp := transfer.NewCountResponse(transfer.OpShmRelease, 0)
+	if err := cli.Call(ctx, s.worker.Addr(), &transfer.ShmReleaseRequest{Leases: []uint64{p.Lease}}, resp); err != nil || resp.Count != 0 {
+		t.Fatalf("late release: %d %v", resp.Count, err)
+	}
+}
+
+// TestShmPrivateArena: a worker with a private arena refuses the shared-memory calls with
+// NOT_SUPPORTED (clients then read over TCP).
+func TestShmPrivateArena(t *testing.T) {
+	s, cli := startShm(t, true, 0)
+	d := newDriver(t, []string{s.Addr()})
+	if err := d.put("k", []byte("value"), 1, false); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var info transfer.ShmOpenResponse
+	if err := cli.Call(ctx, s.worker.Addr(), transfer.NewEmpty(transfer.OpShmOpen), &info); !errors.Is(err, base.ErrNotSupported) {
+		t.Fatalf("ShmOpen: %v", err)
+	}
+	var p transfer.ShmPinResponse
+	if err := cli.Call(ctx, s.worker.Addr(), &transfer.ShmPinRequest{Key: "k"}, &p); !errors.Is(err, base.ErrNotSupported) {
+		t.Fatalf("ShmPin: %v", err)
+	}
+	d.mustGet("k", []byte("value"), 1)
+}
