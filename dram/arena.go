@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 
@@ -24,6 +25,8 @@ type Arena struct {
 	mode     Mode
 	capacity int64
 	logger   *slog.Logger
+	// share is what Share reports; share.FD is region.FD (-1 when not shared).
+	share ShareInfo
 
 	// leaks counts handles collected while their range was still allocated (invariants
 	// builds only; see leak.go).
@@ -39,8 +42,8 @@ type Arena struct {
 	}
 }
 
-// NewArena maps an arena of opts.Size bytes (rounded up as Options.Size says) and logs the
-// mode it got once at Info. Errors wrap base.ErrInvalidParams for bad options and
+// NewArena maps an arena of opts.Size bytes (rounded up as Options.Size says), anonymous or,
+// with opts.Shared, a memfd (see Share), and logs the mode it got once at Info. Errors wrap base.ErrInvalidParams for bad options and
 // ErrHugePagesUnavailable for HugePagesRequire without enough reserved huge pages.
 func NewArena(opts Options) (*Arena, error) {
 	opts.EnsureDefaults()
@@ -64,12 +67,72 @@ func NewArena(opts Options) (*Arena, error) {
 		mode:     modeOf(region.Kind),
 		capacity: capacity,
 		logger:   opts.Logger,
+		share:    ShareInfo{FD: region.FD, Size: int64(len(region.Mem)), ID: newArenaID()},
+	}
+	if opts.Shared {
+		ino, dev, err := hugepage.FileID(region.FD)
+		if err != nil {
+			_ = hugepage.Unmap(region)
+			return nil, fmt.Errorf("dram: shared arena: %w", err)
+		}
+		a.share.Inode, a.share.Dev = ino, dev
 	}
 	a.mu.alloc = newAllocator(capacity, opts.Alignment)
 	a.logger.Info("dram arena mapped",
-		"mode", a.mode.String(), "capacity_bytes", capacity, "requested_bytes", opts.Size,
+		"mode", a.mode.String(), "shared", opts.Shared, "capacity_bytes", capacity, "requested_bytes", opts.Size,
 		"alignment", opts.Alignment, "huge_pages", opts.HugePages.String(), "reason", reason)
 	return a, nil
+}
+
+// newArenaID draws a random non-zero arena ID. math/rand/v2's global source is seeded by
+// the runtime from OS randomness, which is enough: the ID only has to differ between
+// arenas (a client tells a restarted worker's new arena from the old one by it), it is not
+// a secret.
+func newArenaID() uint64 {
+	for {
+		if id := rand.Uint64(); id != 0 {
+			return id
+		}
+	}
+}
+
+// ShareInfo is what a process on the same host needs to map a shared arena: open
+// /proc/<pid>/fd/<FD> read-only, check that fstat's st_ino and st_dev equal Inode and Dev
+// (the fd number may have been reused by another file), mmap Size bytes PROT_READ,
+// MAP_SHARED, and read a Handle's bytes at its Offset.
+type ShareInfo struct {
+	// FD is the arena's memfd in this process. It is owned by the Arena and closed by Close;
+	// callers never close it.
+	FD int
+	// Size is the whole mapping's length in bytes: >= Capacity (the mapping is rounded to
+	// its page size, the capacity further down to the alignment). Handle offsets are below
+	// Capacity.
+	Size int64
+	// Inode and Dev are st_ino and st_dev of the memfd.
+	Inode, Dev uint64
+	// ID is a random non-zero number drawn by NewArena: a different arena (a restarted
+	// worker) has a different ID, even at the same FD.
+	ID uint64
+}
+
+// Share returns how another process on this host can map the arena, and true, for an arena
+// made with Options.Shared; false for an anonymous one and after Close. The fd in it stays
+// open until Close.
+//
+// The bytes at a Handle's Offset are valid for a peer exactly as long as for this process:
+// while a reference to the Handle is held. The peer's mapping is read-only: the memfd is
+// sealed against writes and resizing through any other fd (see internal/hugepage).
+func (a *Arena) Share() (ShareInfo, bool) {
+	if a.share.FD < 0 {
+		return ShareInfo{}, false
+	}
+	a.mu.Lock()
+	closed := a.mu.closed
+	a.mu.Unlock()
+	if closed {
+		return ShareInfo{}, false
+	}
+	return a.share, true
 }
 
 func modeOf(k hugepage.Kind) Mode {
@@ -91,39 +154,59 @@ func roundSize(size, page, align int64) (int64, error) {
 	return r, nil
 }
 
-// mapArena maps the region opts ask for and says why it got the kind it got.
+// mapArena maps the region opts ask for and says why it got the kind it got. The fallback
+// order is the same with and without Shared: hugetlb, then THP, then plain pages.
 func mapArena(opts Options) (hugepage.Region, string, error) {
+	prefix := ""
+	hugeTLB := hugepage.MapHugeTLB
+	thp := func(size int64) (hugepage.Region, error) { return hugepage.MapAnon(size, true) }
+	plain := func(size int64) (hugepage.Region, error) { return hugepage.MapAnon(size, false) }
+	thpEnabled := hugepage.THPEnabled()
+	if opts.Shared {
+		prefix = "shared; "
+		hugeTLB = func(size int64) (hugepage.Region, error) { return hugepage.MapShared(size, true) }
+		thp = func(size int64) (hugepage.Region, error) { return hugepage.MapShared(size, false) }
+		plain = hugepage.MapSharedPlain
+		thpEnabled = hugepage.ShmemTHPEnabled()
+	}
 	if opts.HugePages != HugePagesOff {
 		size, err := roundSize(opts.Size, hugepage.HugePageSize, opts.Alignment)
 		if err != nil {
 			return hugepage.Region{}, "", err
 		}
-		r, err := hugepage.MapHugeTLB(size)
+		r, err := hugeTLB(size)
 		if err == nil {
-			return r, "huge pages reserved", nil
+			return r, prefix + "huge pages reserved", nil
 		}
 		if opts.HugePages == HugePagesRequire {
 			return hugepage.Region{}, "", fmt.Errorf("%w: %w (reserve them with: echo %d > /proc/sys/vm/nr_hugepages)",
 				ErrHugePagesUnavailable, err, size/hugepage.HugePageSize)
 		}
-		r, err = hugepage.MapAnon(size, true)
+		r, err = thp(size)
 		if err != nil {
 			return hugepage.Region{}, "", fmt.Errorf("dram: mapping %d bytes: %w", size, err)
 		}
-		if r.Kind == hugepage.KindTHP {
-			return r, "no huge pages reserved; transparent huge pages enabled", nil
+		what := "transparent huge pages"
+		if opts.Shared {
+			what = "shmem transparent huge pages"
 		}
-		return r, "no huge pages reserved; transparent huge pages disabled", nil
+		if r.Kind == hugepage.KindTHP {
+			return r, prefix + "no huge pages reserved; " + what + " enabled", nil
+		}
+		if thpEnabled { // enabled, but the madvise failed
+			return r, prefix + "no huge pages reserved; madvise(MADV_HUGEPAGE) failed", nil
+		}
+		return r, prefix + "no huge pages reserved; " + what + " disabled", nil
 	}
 	size, err := roundSize(opts.Size, hugepage.PageSize(), opts.Alignment)
 	if err != nil {
 		return hugepage.Region{}, "", err
 	}
-	r, err := hugepage.MapAnon(size, false)
+	r, err := plain(size)
 	if err != nil {
 		return hugepage.Region{}, "", fmt.Errorf("dram: mapping %d bytes: %w", size, err)
 	}
-	return r, "huge pages off", nil
+	return r, prefix + "huge pages off", nil
 }
 
 // Mode returns the kind of pages the arena got.
@@ -261,7 +344,8 @@ type Residency struct {
 	HugePages int64 // of which on 2 MiB pages
 }
 
-// Close unmaps the arena. If handles are still live it returns an error wrapping
+// Close unmaps the arena and, for a shared arena, closes its memfd (processes that mapped it
+// keep their mappings, and the memory, until they unmap). If handles are still live it returns an error wrapping
 // ErrLiveHandles (an assertion in invariants builds) and leaves the arena open, so no live
 // handle ever points at unmapped memory; release them and Close again. Closing twice returns
 // nil.

@@ -3,6 +3,7 @@ package dram
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"runtime"
@@ -13,6 +14,24 @@ import (
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/internal/invariants"
 )
+
+// sharings runs f once on anonymous arenas and once on shared (memfd) ones: a shared arena
+// must behave exactly like an anonymous one.
+func sharings(t *testing.T, f func(t *testing.T, shared bool)) {
+	t.Helper()
+	for _, shared := range []bool{false, true} {
+		name := "anon"
+		if shared {
+			name = "shared"
+		}
+		t.Run(name, func(t *testing.T) {
+			if shared && runtime.GOOS != "linux" {
+				t.Skip("shared arenas are memfds: Linux only")
+			}
+			f(t, shared)
+		})
+	}
+}
 
 func newTestArena(t *testing.T, opts Options) *Arena {
 	t.Helper()
@@ -53,9 +72,11 @@ func misuse(t *testing.T, want error, fn func() error) {
 	}
 }
 
-func TestArenaPlain(t *testing.T) {
+func TestArenaPlain(t *testing.T) { sharings(t, testArenaPlain) }
+
+func testArenaPlain(t *testing.T, shared bool) {
 	var logBuf bytes.Buffer
-	a := newTestArena(t, Options{Size: 1<<20 + 1, HugePages: HugePagesOff,
+	a := newTestArena(t, Options{Size: 1<<20 + 1, HugePages: HugePagesOff, Shared: shared,
 		Logger: slog.New(slog.NewTextHandler(&logBuf, nil))})
 	if a.Mode() != ModePlain {
 		t.Fatalf("mode %v, want plain", a.Mode())
@@ -64,8 +85,11 @@ func TestArenaPlain(t *testing.T) {
 	if want := (1<<20 + page) &^ (page - 1); a.Capacity() != want {
 		t.Fatalf("capacity %d, want %d", a.Capacity(), want)
 	}
-	if !strings.Contains(logBuf.String(), "mode=plain") {
+	if !strings.Contains(logBuf.String(), "mode=plain") || !strings.Contains(logBuf.String(), fmt.Sprintf("shared=%v", shared)) {
 		t.Fatalf("mode not logged: %q", logBuf.String())
+	}
+	if _, ok := a.Share(); ok != shared {
+		t.Fatalf("Share ok %v, want %v", ok, shared)
 	}
 	h, err := a.Alloc(1000)
 	if err != nil {
@@ -93,13 +117,15 @@ func TestArenaPlain(t *testing.T) {
 	}
 }
 
-func TestArenaAutoWithoutReservedPages(t *testing.T) {
+func TestArenaAutoWithoutReservedPages(t *testing.T) { sharings(t, testArenaAutoWithoutReservedPages) }
+
+func testArenaAutoWithoutReservedPages(t *testing.T, shared bool) {
 	if hugepage.FreeHugePages() > 0 {
 		t.Skip("huge pages are reserved on this machine: Auto would pick hugetlb (TestArenaHugeTLB covers it)")
 	}
-	a := newTestArena(t, Options{Size: 3 << 20})
+	a := newTestArena(t, Options{Size: 3 << 20, Shared: shared})
 	want := ModePlain
-	if hugepage.THPEnabled() {
+	if thp := hugepage.THPEnabled(); (!shared && thp) || (shared && hugepage.ShmemTHPEnabled()) {
 		want = ModeTHP
 	}
 	if a.Mode() != want {
@@ -123,20 +149,22 @@ func TestArenaAutoWithoutReservedPages(t *testing.T) {
 	if err != nil || r.Resident != a.Capacity() {
 		t.Fatalf("residency after touching every page: %+v, %v", r, err)
 	}
-	if a.Mode() == ModePlain && r.HugePages != 0 && !hugepage.THPEnabled() {
+	if a.Mode() == ModePlain && r.HugePages != 0 && !hugepage.THPEnabled() && !hugepage.ShmemTHPEnabled() {
 		t.Fatalf("plain arena on huge pages: %+v", r)
 	}
 	t.Logf("mode %v residency %+v", a.Mode(), r)
 	if err := h.Release(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewArena(Options{Size: 3 << 20, HugePages: HugePagesRequire}); !errors.Is(err, ErrHugePagesUnavailable) || !errors.Is(err, base.ErrNotSupported) {
+	if _, err := NewArena(Options{Size: 3 << 20, HugePages: HugePagesRequire, Shared: shared}); !errors.Is(err, ErrHugePagesUnavailable) || !errors.Is(err, base.ErrNotSupported) {
 		t.Fatalf("Require without reserved pages: %v", err)
 	}
 }
 
-func TestArenaErrors(t *testing.T) {
-	a := newTestArena(t, Options{Size: 64 << 10, HugePages: HugePagesOff})
+func TestArenaErrors(t *testing.T) { sharings(t, testArenaErrors) }
+
+func testArenaErrors(t *testing.T, shared bool) {
+	a := newTestArena(t, Options{Size: 64 << 10, HugePages: HugePagesOff, Shared: shared})
 	for _, sz := range []int64{0, -1, -1 << 62} {
 		if _, err := a.Alloc(sz); !errors.Is(err, ErrInvalidSize) || !errors.Is(err, base.ErrInvalidParams) {
 			t.Fatalf("Alloc(%d): %v", sz, err)
@@ -171,14 +199,17 @@ func TestArenaErrors(t *testing.T) {
 	}
 
 	for _, o := range []Options{{}, {Size: -5}, {Size: 1 << 20, Alignment: 48}, {Size: 1 << 20, HugePages: 9}} {
+		o.Shared = shared
 		if _, err := NewArena(o); !errors.Is(err, base.ErrInvalidParams) {
 			t.Fatalf("NewArena(%+v): %v", o, err)
 		}
 	}
 }
 
-func TestArenaCloseLive(t *testing.T) {
-	a, err := NewArena(Options{Size: 64 << 10, HugePages: HugePagesOff})
+func TestArenaCloseLive(t *testing.T) { sharings(t, testArenaCloseLive) }
+
+func testArenaCloseLive(t *testing.T, shared bool) {
+	a, err := NewArena(Options{Size: 64 << 10, HugePages: HugePagesOff, Shared: shared})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,8 +29,10 @@ func checkFill(b []byte, tag byte) error {
 // handles concurrently. A handle's bytes must keep their pattern as long as anyone holds a
 // reference, whoever allocated it and whoever released first; the race detector checks the
 // handles' refcounts and the arena's lock.
-func TestConcurrentAllocRetainRelease(t *testing.T) {
-	a := newTestArena(t, Options{Size: 4 << 20, HugePages: HugePagesOff})
+func TestConcurrentAllocRetainRelease(t *testing.T) { sharings(t, testConcurrentAllocRetainRelease) }
+
+func testConcurrentAllocRetainRelease(t *testing.T, memfd bool) {
+	a := newTestArena(t, Options{Size: 4 << 20, HugePages: HugePagesOff, Shared: memfd})
 	const workers = 4
 	const opsPerWorker = 3000
 	shared := make(chan *Handle, 64) // each handle sent carries one reference, owned by the receiver
@@ -159,8 +161,10 @@ func TestConcurrentAllocRetainRelease(t *testing.T) {
 // TestReaderHoldsRange: a reader Retains a handle, the owner Releases its reference and
 // keeps allocating (pressing on the freed space), and the reader's bytes must not change
 // until it releases; only then is the range handed out again.
-func TestReaderHoldsRange(t *testing.T) {
-	a := newTestArena(t, Options{Size: 1 << 20, HugePages: HugePagesOff})
+func TestReaderHoldsRange(t *testing.T) { sharings(t, testReaderHoldsRange) }
+
+func testReaderHoldsRange(t *testing.T, shared bool) {
+	a := newTestArena(t, Options{Size: 1 << 20, HugePages: HugePagesOff, Shared: shared})
 	const size = 256 << 10
 	h, err := a.Alloc(size)
 	if err != nil {

@@ -8,7 +8,9 @@
 //
 // # Pieces
 //
-//   - Arena (arena.go): the mapping, its Mode, a mutex around the allocator, Stats.
+//   - Arena (arena.go): the mapping, its Mode, a mutex around the allocator, Stats. With
+//     Options.Shared the mapping is a sealed memfd that a process on the same host can map
+//     read-only (Arena.Share says how): the same-host path of transfer/.
 //   - allocator (allocator.go): a two-level segregated fit offset allocator with O(1) alloc
 //     and free, immediate coalescing, a bounded good-fit search in the request's own bin and
 //     a size quantum for near-equal sizes. It knows nothing about memory and is tested alone.

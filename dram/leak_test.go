@@ -13,7 +13,11 @@ func TestLeakDetection(t *testing.T) {
 	if !invariants.Enabled {
 		t.Skip("leak detection runs in invariants builds only: go test -tags invariants")
 	}
-	a := newTestArena(t, Options{Size: 1 << 20, HugePages: HugePagesOff})
+	sharings(t, testLeakDetection)
+}
+
+func testLeakDetection(t *testing.T, shared bool) {
+	a := newTestArena(t, Options{Size: 1 << 20, HugePages: HugePagesOff, Shared: shared})
 	func() {
 		h, err := a.Alloc(4096)
 		if err != nil {

@@ -14,10 +14,11 @@ type Mode uint8
 const (
 	// ModePlain is ordinary pages of the system page size (4 KiB on x86-64).
 	ModePlain Mode = iota
-	// ModeTHP is an anonymous mapping advised MADV_HUGEPAGE: transparent 2 MiB pages where
-	// the kernel finds them, base pages elsewhere.
+	// ModeTHP is a mapping (anonymous, or a shared memfd) advised MADV_HUGEPAGE: transparent
+	// 2 MiB pages where the kernel finds them, base pages elsewhere.
 	ModeTHP
-	// ModeHugeTLB is a MAP_HUGETLB mapping of 2 MiB pages from the reserved pool.
+	// ModeHugeTLB is a mapping of 2 MiB pages from the reserved pool: MAP_HUGETLB, or an
+	// MFD_HUGETLB memfd for a shared arena.
 	ModeHugeTLB
 )
 
@@ -112,6 +113,12 @@ type Options struct {
 	Alignment int64
 	// HugePages chooses the pages; the default is HugePagesAuto.
 	HugePages HugePages
+	// Shared backs the arena with a memfd so a process on this host can map it (see
+	// Arena.Share); the default is false (an anonymous mapping). The page choice is the same
+	// as without it: a hugetlb memfd when huge pages are reserved (and HugePages allows), else
+	// a memfd advised MADV_HUGEPAGE when shmem THP allows
+	// (/sys/kernel/mm/transparent_hugepage/shmem_enabled), else a plain memfd.
+	Shared bool
 	// Logger receives one Info line per arena saying which mode was mapped and why. The
 	// default discards.
 	Logger *slog.Logger

@@ -43,6 +43,22 @@ func (r *Reader) Bytes() []byte {
 	return r.heap
 }
 
+// ArenaOffset returns where Bytes lie in the engine's DRAM arena, and true, when they are a
+// range of it: a DRAM hit (the object's DRAM copy) or a lower-tier hit read into a DRAM range.
+// It returns false when the bytes are in a Go buffer (a lower-tier hit while the arena was
+// full). The offset is valid exactly as long as Bytes: until Release. With a shared arena
+// (dram.Options.Shared) a process that maps the arena (dram.Arena.Share) finds the object's
+// Meta().Size bytes at this offset.
+func (r *Reader) ArenaOffset() (off int64, ok bool) {
+	switch {
+	case r.c != nil:
+		return r.c.h.Offset(), true
+	case r.tmp != nil:
+		return r.tmp.Offset(), true
+	}
+	return 0, false
+}
+
 // Release ends the read; the bytes must not be used afterwards. A second Release is a bug (an
 // assertion in invariants builds) and otherwise does nothing.
 func (r *Reader) Release() {

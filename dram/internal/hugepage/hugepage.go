@@ -28,6 +28,10 @@ var ErrUnavailable = errors.New("hugepage: unavailable")
 type Region struct {
 	Mem  []byte
 	Kind Kind
+	// FD is the memfd behind a MapShared region, owned by the Region (Unmap closes it), and
+	// -1 for anonymous mappings. NB: the zero Region has FD 0; only regions returned by this
+	// package have a meaningful FD, and Unmap ignores the zero Region.
+	FD int
 }
 
 // RoundUp rounds size up to a multiple of page (a power of two). It returns -1 on overflow.

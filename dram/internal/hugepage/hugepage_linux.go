@@ -5,6 +5,7 @@ package hugepage
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -30,7 +31,7 @@ func MapHugeTLB(size int64) (Region, error) {
 		return Region{}, fmt.Errorf("%w: mmap MAP_HUGETLB of %d bytes (%d huge pages free): %v",
 			ErrUnavailable, size, FreeHugePages(), err)
 	}
-	return Region{Mem: unsafe.Slice((*byte)(p), size), Kind: KindHugeTLB}, nil
+	return Region{Mem: unsafe.Slice((*byte)(p), size), Kind: KindHugeTLB, FD: -1}, nil
 }
 
 // MapAnon maps size bytes (a multiple of PageSize()) of ordinary anonymous memory. With thp
@@ -48,48 +49,192 @@ func MapAnon(size int64, thp bool) (Region, error) {
 		if err != nil {
 			return Region{}, fmt.Errorf("hugepage: mmap of %d bytes: %w", size, err)
 		}
-		return Region{Mem: unsafe.Slice((*byte)(p), size), Kind: KindPlain}, nil
+		return Region{Mem: unsafe.Slice((*byte)(p), size), Kind: KindPlain, FD: -1}, nil
 	}
-	// Over-map by one huge page, then trim both ends to a 2 MiB-aligned window. The Ptr
-	// variants are used because unix.Munmap only unmaps whole mappings made by unix.Mmap.
-	full := uintptr(size + HugePageSize)
-	base, err := unix.MmapPtr(-1, 0, nil, full, prot, flags)
+	mem, err := mapAligned(-1, size, flags)
 	if err != nil {
-		return Region{}, fmt.Errorf("hugepage: mmap of %d bytes: %w", full, err)
+		return Region{}, err
 	}
-	head := HugePageSize - uintptr(base)%HugePageSize
-	if head == HugePageSize {
-		head = 0
-	}
-	start := unsafe.Add(base, head)
-	if head > 0 {
-		if err := unix.MunmapPtr(base, head); err != nil {
-			return Region{}, fmt.Errorf("hugepage: trimming head: %w", err)
-		}
-	}
-	if tail := full - head - uintptr(size); tail > 0 {
-		if err := unix.MunmapPtr(unsafe.Add(start, size), tail); err != nil {
-			return Region{}, fmt.Errorf("hugepage: trimming tail: %w", err)
-		}
-	}
-	mem := unsafe.Slice((*byte)(start), size)
 	kind := KindTHP
 	if err := unix.Madvise(mem, unix.MADV_HUGEPAGE); err != nil {
 		kind = KindPlain
 	}
-	return Region{Mem: mem, Kind: kind}, nil
+	return Region{Mem: mem, Kind: kind, FD: -1}, nil
 }
 
-// Unmap releases a region returned by MapHugeTLB or MapAnon. The region must not be used
-// afterwards: any access faults.
+// mapAligned maps size bytes of fd (or anonymous memory when fd is -1) read-write with
+// flags, at an address that is a multiple of HugePageSize: THP only backs aligned 2 MiB
+// ranges. It reserves size + 2 MiB of address space (PROT_NONE, no memory), maps the real
+// mapping with MAP_FIXED over the aligned window inside it, and unmaps both ends. MAP_FIXED
+// is safe here because the window belongs to our own reservation. The Ptr variants are used
+// because unix.Munmap only unmaps whole mappings made by unix.Mmap.
+func mapAligned(fd int, size int64, flags int) ([]byte, error) {
+	full := uintptr(size + HugePageSize)
+	base, err := unix.MmapPtr(-1, 0, nil, full, unix.PROT_NONE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, fmt.Errorf("hugepage: reserving %d bytes of address space: %w", full, err)
+	}
+	head := (HugePageSize - uintptr(base)%HugePageSize) % HugePageSize
+	start := unsafe.Add(base, head)
+	p, err := unix.MmapPtr(fd, 0, start, uintptr(size), unix.PROT_READ|unix.PROT_WRITE, flags|unix.MAP_FIXED)
+	if err != nil {
+		_ = unix.MunmapPtr(base, full)
+		return nil, fmt.Errorf("hugepage: mmap of %d bytes: %w", size, err)
+	}
+	if p != start {
+		// MAP_FIXED either maps at start or fails; anything else is a kernel contract breach.
+		_ = unix.MunmapPtr(base, full)
+		return nil, fmt.Errorf("hugepage: MAP_FIXED mapped at %p, asked %p", p, start)
+	}
+	if head > 0 {
+		if err := unix.MunmapPtr(base, head); err != nil {
+			_ = unix.MunmapPtr(start, full-head)
+			return nil, fmt.Errorf("hugepage: trimming head: %w", err)
+		}
+	}
+	if tail := full - head - uintptr(size); tail > 0 {
+		if err := unix.MunmapPtr(unsafe.Add(start, size), tail); err != nil {
+			_ = unix.MunmapPtr(start, full-head)
+			return nil, fmt.Errorf("hugepage: trimming tail: %w", err)
+		}
+	}
+	return unsafe.Slice((*byte)(start), size), nil
+}
+
+// MapShared maps size bytes of a new memfd ("mooncake-arena") MAP_SHARED, read-write, so
+// that another process of the same user can map the same pages through
+// /proc/<pid>/fd/<Region.FD>. The Region owns the fd; Unmap closes it.
+//
+// With hugetlb the memfd is MFD_HUGETLB (a hugetlbfs file of 2 MiB pages from the reserved
+// pool) and size must be a multiple of HugePageSize. hugetlbfs reserves the pages of a
+// MAP_SHARED mapping in mmap (hugetlb_reserve_pages, as for MAP_HUGETLB without
+// MAP_NORESERVE), so a shortage is an error wrapping ErrUnavailable now, never a SIGBUS on
+// first touch. Without hugetlb size must be a multiple of PageSize(); the mapping is then
+// placed on a 2 MiB boundary and madvised MADV_HUGEPAGE when shmem THP can honour it
+// (ShmemTHPEnabled), giving KindTHP, else KindPlain.
+//
+// The memfd is sealed (F_SEAL_SHRINK|F_SEAL_GROW, and F_SEAL_FUTURE_WRITE where the kernel
+// has it, 5.1+): nobody who opens it through /proc can resize it under the mapping (which
+// would SIGBUS this process) or, with FUTURE_WRITE, write to it or map it writable; this
+// mapping, made before the seal, stays writable.
+func MapShared(size int64, hugetlb bool) (Region, error) {
+	return mapShared(size, hugetlb, true)
+}
+
+// MapSharedPlain is MapShared without huge pages of any kind: a memfd of base pages, never
+// madvised (KindPlain).
+func MapSharedPlain(size int64) (Region, error) {
+	return mapShared(size, false, false)
+}
+
+func mapShared(size int64, hugetlb, thp bool) (r Region, err error) {
+	page := PageSize()
+	if hugetlb {
+		page = HugePageSize
+	}
+	if size <= 0 || size%page != 0 {
+		return Region{}, fmt.Errorf("hugepage: shared size %d is not a positive multiple of %d", size, page)
+	}
+	flags := unix.MFD_CLOEXEC | unix.MFD_ALLOW_SEALING
+	if hugetlb {
+		flags |= unix.MFD_HUGETLB
+	}
+	// MFD_NOEXEC_SEAL (6.3+) keeps vm.memfd_noexec=2 systems from refusing the memfd; older
+	// kernels reject the flag with EINVAL, so retry without it.
+	fd, err := unix.MemfdCreate("mooncake-arena", flags|unix.MFD_NOEXEC_SEAL)
+	if errors.Is(err, unix.EINVAL) {
+		fd, err = unix.MemfdCreate("mooncake-arena", flags)
+	}
+	if err != nil {
+		if hugetlb {
+			return Region{}, fmt.Errorf("%w: memfd_create(MFD_HUGETLB): %v", ErrUnavailable, err)
+		}
+		return Region{}, fmt.Errorf("hugepage: memfd_create: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = unix.Close(fd)
+		}
+	}()
+	if err := unix.Ftruncate(fd, size); err != nil {
+		return Region{}, fmt.Errorf("hugepage: ftruncate memfd to %d bytes: %w", size, err)
+	}
+	kind := KindPlain
+	var mem []byte
+	switch {
+	case hugetlb:
+		// No MAP_NORESERVE: the mmap reserves every huge page of the file now.
+		p, merr := unix.MmapPtr(fd, 0, nil, uintptr(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if merr != nil {
+			return Region{}, fmt.Errorf("%w: mmap of a %d-byte hugetlb memfd (%d huge pages free): %v",
+				ErrUnavailable, size, FreeHugePages(), merr)
+		}
+		mem, kind = unsafe.Slice((*byte)(p), size), KindHugeTLB
+	case thp && ShmemTHPEnabled() && size >= HugePageSize:
+		if mem, err = mapAligned(fd, size, unix.MAP_SHARED); err != nil {
+			return Region{}, err
+		}
+		if unix.Madvise(mem, unix.MADV_HUGEPAGE) == nil {
+			kind = KindTHP
+		}
+	default:
+		p, merr := unix.MmapPtr(fd, 0, nil, uintptr(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if merr != nil {
+			return Region{}, fmt.Errorf("hugepage: mmap of a %d-byte memfd: %w", size, merr)
+		}
+		mem = unsafe.Slice((*byte)(p), size)
+	}
+	if err := seal(fd); err != nil {
+		_ = unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(mem)), uintptr(size))
+		return Region{}, err
+	}
+	return Region{Mem: mem, Kind: kind, FD: fd}, nil
+}
+
+// seal forbids resizing fd and, where the kernel supports F_SEAL_FUTURE_WRITE, new writes and
+// writable mappings through any fd of the file. It must run after this process's writable
+// mapping is made (FUTURE_WRITE refuses later ones).
+func seal(fd int) error {
+	const base = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
+	_, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, base|unix.F_SEAL_FUTURE_WRITE)
+	if errors.Is(err, unix.EINVAL) { // before 5.1: no F_SEAL_FUTURE_WRITE
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, base)
+	}
+	if err != nil {
+		return fmt.Errorf("hugepage: sealing the memfd: %w", err)
+	}
+	return nil
+}
+
+// FileID returns the inode number and device of fd (fstat st_ino, st_dev): what a process
+// that opens /proc/<pid>/fd/<fd> compares to be sure it opened the same file.
+func FileID(fd int) (ino, dev uint64, err error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, 0, fmt.Errorf("hugepage: fstat fd %d: %w", fd, err)
+	}
+	return uint64(st.Ino), uint64(st.Dev), nil
+}
+
+// Unmap releases a region returned by MapHugeTLB, MapAnon or MapShared, and closes its fd
+// (FD >= 0). The region must not be used afterwards: any access faults. Unmap of the zero
+// Region does nothing.
 func Unmap(r Region) error {
 	if len(r.Mem) == 0 {
 		return nil
 	}
+	var errs []error
 	if err := unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(r.Mem)), uintptr(len(r.Mem))); err != nil {
-		return fmt.Errorf("hugepage: munmap of %d bytes: %w", len(r.Mem), err)
+		errs = append(errs, fmt.Errorf("hugepage: munmap of %d bytes: %w", len(r.Mem), err))
 	}
-	return nil
+	if r.FD >= 0 {
+		// Closing is independent of the munmap: a mapping keeps its file alive on its own.
+		if err := unix.Close(r.FD); err != nil {
+			errs = append(errs, fmt.Errorf("hugepage: closing memfd %d: %w", r.FD, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // THPEnabled reports whether transparent huge pages can back a MADV_HUGEPAGE mapping:
@@ -100,6 +245,29 @@ func THPEnabled() bool {
 		return false
 	}
 	return bytes.Contains(b, []byte("[always]")) || bytes.Contains(b, []byte("[madvise]"))
+}
+
+// ShmemTHPEnabled reports whether transparent huge pages can back a shmem (memfd) mapping
+// advised MADV_HUGEPAGE. The per-size control
+// /sys/kernel/mm/transparent_hugepage/hugepages-2048kB/shmem_enabled (6.11+) decides when it
+// is not [inherit]; otherwise /sys/kernel/mm/transparent_hugepage/shmem_enabled does:
+// [always], [within_size], [advise] or [force] can, [never] and [deny] cannot.
+func ShmemTHPEnabled() bool {
+	const dir = "/sys/kernel/mm/transparent_hugepage/"
+	if b, err := os.ReadFile(dir + "hugepages-2048kB/shmem_enabled"); err == nil && !bytes.Contains(b, []byte("[inherit]")) {
+		return shmemAllows(b)
+	}
+	b, err := os.ReadFile(dir + "shmem_enabled")
+	return err == nil && shmemAllows(b)
+}
+
+func shmemAllows(b []byte) bool {
+	for _, v := range []string{"[always]", "[within_size]", "[advise]", "[force]"} {
+		if bytes.Contains(b, []byte(v)) {
+			return true
+		}
+	}
+	return false
 }
 
 // FreeHugePages returns HugePages_Free of /proc/meminfo (huge pages of the default size that
@@ -134,7 +302,9 @@ func meminfo(field string) int64 {
 }
 
 // ResidencyOf reads /proc/self/smaps and sums, over the mappings inside mem, the resident
-// bytes and the bytes backed by huge pages (AnonHugePages, and Private_/Shared_Hugetlb). It
+// bytes and the bytes backed by huge pages (AnonHugePages, ShmemPmdMapped and FilePmdMapped
+// for THP, Private_/Shared_Hugetlb for hugetlb). Rss counts the shmem pages of a memfd
+// mapping that this process has mapped (touched through this mapping). It
 // reads a file the size of the process's mapping list: call it for diagnostics and
 // metrics, not on a hot path.
 func ResidencyOf(mem []byte) (Residency, error) {
@@ -172,7 +342,9 @@ func ResidencyOf(mem []byte) (Residency, error) {
 		switch fields[0] {
 		case "Rss:":
 			r.Resident += kb << 10
-		case "AnonHugePages:":
+		case "AnonHugePages:", "ShmemPmdMapped:", "FilePmdMapped:":
+			// THP mapped by PMD: anonymous, shmem (memfd) and page-cache file pages; all
+			// three are also in Rss.
 			r.HugePages += kb << 10
 		case "Private_Hugetlb:", "Shared_Hugetlb:":
 			// hugetlb pages are not counted in Rss.

@@ -21,8 +21,26 @@ func MapAnon(size int64, thp bool) (Region, error) {
 	if size <= 0 || size%PageSize() != 0 {
 		return Region{}, fmt.Errorf("hugepage: size %d is not a positive multiple of the page size %d", size, PageSize())
 	}
-	return Region{Mem: make([]byte, size), Kind: KindPlain}, nil
+	return Region{Mem: make([]byte, size), Kind: KindPlain, FD: -1}, nil
 }
+
+// MapShared is unavailable outside Linux: memfd_create is Linux-only.
+func MapShared(size int64, hugetlb bool) (Region, error) {
+	return Region{}, fmt.Errorf("%w: memfd_create is Linux-only", ErrUnavailable)
+}
+
+// MapSharedPlain is unavailable outside Linux: memfd_create is Linux-only.
+func MapSharedPlain(size int64) (Region, error) {
+	return Region{}, fmt.Errorf("%w: memfd_create is Linux-only", ErrUnavailable)
+}
+
+// FileID is unavailable outside Linux (no shared regions).
+func FileID(fd int) (ino, dev uint64, err error) {
+	return 0, 0, fmt.Errorf("%w: no shared regions outside Linux", ErrUnavailable)
+}
+
+// ShmemTHPEnabled is false outside Linux.
+func ShmemTHPEnabled() bool { return false }
 
 // Unmap drops the region; the GC reclaims it.
 func Unmap(r Region) error { return nil }

@@ -99,3 +99,5 @@ func TestResidency(t *testing.T) {
 		t.Fatalf("plain mapping reports huge pages: %+v", after)
 	}
 }
+
+func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
