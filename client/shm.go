@@ -27,15 +27,24 @@ const shmChunk = 64 << 10
 // of a copy. forget and close drop the peer's reference, so a mapping is unmapped only after
 // the last copy from it ended.
 type shmPeers struct {
-	mu     sync.Mutex // protects m, every shmPeer's fields and closed
+	mu     sync.Mutex // protects m, every shmPeer's fields, closed and ctx/cancel
 	m      map[string]*shmPeer
 	closed bool
+	// ctx ends the release flushers when the client closes; flushers counts them.
+	ctx      context.Context
+	cancel   context.CancelFunc
+	flushers sync.WaitGroup
 }
 
 type shmPeer struct {
 	arena   *transfer.SharedArena // nil: none mapped (see retryAt)
 	opening bool                  // one goroutine is asking ShmOpen; others use TCP meanwhile
 	retryAt time.Time             // with arena nil: do not ask again before
+	// release holds leases to end with the next ShmRelease; flushing says a flusher
+	// goroutine is sending them (it sends until release is empty, so leases that arrive
+	// while a call is in flight go in the next one: batching grows with the load).
+	release  []uint64
+	flushing bool
 }
 
 // acquire returns the mapped arena of the worker at addr with a reference the caller must
@@ -101,15 +110,67 @@ func (s *shmPeers) forget(addr string, a *transfer.SharedArena) {
 	}
 }
 
-// close unmaps every arena (as soon as its copies in flight end).
+// close unmaps every arena (as soon as its copies in flight end) and stops the release
+// flushers (leases they did not send end on the worker with the client's connections).
 func (s *shmPeers) close() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.closed = true
 	for _, p := range s.m {
 		if p.arena != nil {
 			p.arena.Close()
 			p.arena = nil
+		}
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.mu.Unlock()
+	s.flushers.Wait()
+}
+
+// releaseLater queues lease for a batched ShmRelease to addr, sent by a flusher goroutine.
+func (s *shmPeers) releaseLater(c *Client, addr string, lease uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.m[addr]
+	if p == nil || s.closed {
+		return // closing: the worker ends the lease with the connection
+	}
+	p.release = append(p.release, lease)
+	if p.flushing {
+		return
+	}
+	p.flushing = true
+	if s.ctx == nil {
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+	}
+	ctx := s.ctx
+	s.flushers.Add(1)
+	go s.flush(ctx, c, addr, p)
+}
+
+// flush sends p's queued leases until none is left.
+func (s *shmPeers) flush(ctx context.Context, c *Client, addr string, p *shmPeer) {
+	defer s.flushers.Done()
+	for {
+		s.mu.Lock()
+		n := min(len(p.release), transfer.MaxShmRelease)
+		if n == 0 || ctx.Err() != nil {
+			p.flushing = false
+			p.release = p.release[:0]
+			s.mu.Unlock()
+			return
+		}
+		batch := make([]uint64, n)
+		copy(batch, p.release)
+		p.release = append(p.release[:0], p.release[n:]...)
+		s.mu.Unlock()
+		cctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+		err := c.rpc.Call(cctx, addr, &transfer.ShmReleaseRequest{Leases: batch}, transfer.NewCountResponse(transfer.OpShmRelease, 0))
+		cancel()
+		if err != nil {
+			// The leases end anyway: with their connection, or after the worker's lease TTL.
+			c.log.Debug("client: releasing shared-memory leases", "worker", addr, "leases", n, "err", err)
 		}
 	}
 }
@@ -136,24 +197,38 @@ func (c *Client) readShm(ctx context.Context, key string, r transfer.Replica, lr
 	}
 	// The lease is ours from here: release it on every path.
 	copied, err := c.copyPinned(a, &pin, lr, buf)
-	var held transfer.CountResponse
-	rerr := c.rpc.Call(ctx, r.Address, &transfer.ShmReleaseRequest{Leases: []uint64{pin.Lease}}, &held)
-	switch {
-	case errors.Is(err, errShmArenaChanged):
+	if errors.Is(err, errShmArenaChanged) {
 		c.shm.forget(r.Address, a)
-		return errShmFallback
+		err = errShmFallback
+	}
+	if !c.cfg.SkipChecksumVerify {
+		// The checksum is the proof that buf holds the object's bytes, whatever happened to
+		// the lease during the copy, so the release need not be waited for: it is batched
+		// with other gets' and sent by a flusher.
+		c.shm.releaseLater(c, r.Address, pin.Lease)
+		switch {
+		case err != nil:
+			return err
+		case copied != lr.Checksum:
+			// Not a corruption verdict: the lease may have ended during the copy (its
+			// connection broke) and the range been reused. TCP reads the object again, and
+			// its own check decides.
+			c.log.Debug("client: shared-memory copy failed its checksum; reading over TCP", "key", key, "worker", r.WorkerID)
+			return errShmFallback
+		}
+		return nil
+	}
+	// Unverified: only the worker's word that the lease held through the copy makes the
+	// bytes trustworthy.
+	held := transfer.NewCountResponse(transfer.OpShmRelease, 0)
+	rerr := c.rpc.Call(ctx, r.Address, &transfer.ShmReleaseRequest{Leases: []uint64{pin.Lease}}, held)
+	switch {
 	case err != nil:
 		return err
-	case rerr != nil:
-		// Without the worker's word that the lease held through the copy, the bytes are
-		// not trusted.
+	case rerr != nil, held.Count != 1:
+		// No answer, or the lease had ended during the copy (its connection broke, or its
+		// TTL passed): the range may have been reused under us. Read again over TCP.
 		return errShmFallback
-	case held.Count != 1:
-		// The lease ended during the copy (its connection broke, or its TTL passed): the range
-		// may have been reused under us. Read again over TCP.
-		return errShmFallback
-	case !c.cfg.SkipChecksumVerify && copied != lr.Checksum:
-		return fmt.Errorf("%w: checksum %016x, want %016x (shared memory)", base.ErrCorruption, copied, lr.Checksum)
 	}
 	return nil
 }

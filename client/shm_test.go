@@ -140,3 +140,41 @@ func TestSharedMemoryWorkerRestart(t *testing.T) {
 		t.Fatalf("read paths %+v after 6 gets from %+v", after, before)
 	}
 }
+
+// TestSharedMemoryReleasesPins: gets through shared memory (verified: batched releases sent
+// in the background; unverified: a confirmed release each) leave nothing pinned on the worker.
+func TestSharedMemoryReleasesPins(t *testing.T) {
+	for _, skip := range []bool{false, true} {
+		t.Run(fmt.Sprintf("skip_verify=%v", skip), func(t *testing.T) {
+			ip := startInproc(t, 1, 16<<20)
+			c := connectWith(t, ip, client.Config{SkipChecksumVerify: skip})
+			ctx := context.Background()
+			for i := range 12 {
+				key := fmt.Sprintf("a%d", i)
+				v := val(100_000+i, byte(i))
+				if err := c.Put(ctx, key, v, client.ReplicateConfig{}); err != nil {
+					t.Fatal(err)
+				}
+				for range 3 {
+					if got, err := c.Get(ctx, key); err != nil || !bytes.Equal(got, v) {
+						t.Fatalf("get %s: %v", key, err)
+					}
+				}
+			}
+			if rs := c.ReadStats(); rs.SharedMemory != 36 {
+				t.Fatalf("read paths %+v", rs)
+			}
+			w := ip.workers[0]
+			if skip && w.ShmLeases() != 0 {
+				t.Fatalf("%d leases held after confirmed releases", w.ShmLeases())
+			}
+			deadline := time.Now().Add(10 * time.Second) // releases are batched in the background
+			for w.ShmLeases() != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d leases still held (never released?)", w.ShmLeases())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+}

@@ -207,6 +207,7 @@ type workerStats struct {
 	Spills, Promotions       int64
 	NVMeCorruptions          int64
 	PendingWrites            int64
+	ShmLeases                int64
 }
 
 var (
@@ -222,7 +223,8 @@ var (
 	descPromotions                        = prometheus.NewDesc("worker_promotions_total", "Objects promoted from NVMe to DRAM.", nil, nil)
 	descCorruptions                       = prometheus.NewDesc("worker_nvme_corruptions_total", "NVMe records whose checksum did not match (quarantined, never served).", nil, nil)
 	descPending                           = prometheus.NewDesc("worker_pending_writes", "Writes received but not committed yet.", nil, nil)
-	workerStatsDescs                      = []*prometheus.Desc{descArenaUsed, descArenaCap, descArenaFrag, descHugePages, descTierBytes, descTierObjects, descNVMeCap, descEvictions, descSpills, descPromotions, descCorruptions, descPending}
+	descShmLeases                         = prometheus.NewDesc("worker_shm_leases", "Objects pinned by clients on this host copying them out of the shared arena (ShmPin leases not yet released).", nil, nil)
+	workerStatsDescs                      = []*prometheus.Desc{descArenaUsed, descArenaCap, descArenaFrag, descHugePages, descTierBytes, descTierObjects, descNVMeCap, descEvictions, descSpills, descPromotions, descCorruptions, descPending, descShmLeases}
 	descWorkerReqs                        = prometheus.NewDesc("worker_requests_total", "Worker calls received, by call.", []string{"op"}, nil)
 	descWorkerFails                       = prometheus.NewDesc("worker_failures_total", "Worker calls that failed, by call.", []string{"op"}, nil)
 	workerOpNames                         = [...]string{"write", "commit", "read", "drop", "shm_pin", "shm_release"}
@@ -304,6 +306,7 @@ func (c *workerStatsCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt(descPromotions, float64(s.Promotions))
 	cnt(descCorruptions, float64(s.NVMeCorruptions))
 	g(descPending, float64(s.PendingWrites))
+	g(descShmLeases, float64(s.ShmLeases))
 	for op := range numWorkerOps {
 		cnt(descWorkerReqs, float64(c.ops[op].requests.Load()), workerOpNames[op])
 		cnt(descWorkerFails, float64(c.ops[op].failures.Load()), workerOpNames[op])

@@ -333,6 +333,10 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	return w.shutErr
 }
 
+// ShmLeases returns how many objects clients on this host hold pinned for shared-memory
+// reads (leases not yet released; the worker_shm_leases gauge).
+func (w *Worker) ShmLeases() int { return w.shm.count() }
+
 // stats is the snapshot the worker's gauges read.
 func (w *Worker) stats() workerStats {
 	m := w.eng.Metrics()
@@ -343,6 +347,7 @@ func (w *Worker) stats() workerStats {
 		DRAMBytes:    m.DRAM.Bytes, DRAMObjects: m.DRAM.Objects, NVMeBytes: m.NVMe.Bytes, NVMeObjects: m.NVMe.Objects,
 		Evictions: map[string]int64{"watermark": m.EvictionsWatermark, "pressure": m.EvictionsPressure},
 		Spills:    m.Spills, Promotions: m.Promotions, PendingWrites: m.PendingWrites.Objects,
+		ShmLeases: int64(w.shm.count()),
 	}
 	if w.store != nil {
 		nm := w.store.Metrics()
@@ -369,6 +374,8 @@ type WorkerLocalStatus struct {
 	NVMeObjects       int64   `json:"nvme_objects"`
 	PendingWrites     int64   `json:"pending_writes"`
 	Fragmentation     float64 `json:"fragmentation"`
+	// ShmLeases counts objects pinned by clients on this host (shared-memory reads).
+	ShmLeases int64 `json:"shm_leases"`
 }
 
 func (w *Worker) status() WorkerLocalStatus {
@@ -377,7 +384,7 @@ func (w *Worker) status() WorkerLocalStatus {
 		Persistence: w.cfg.Persistence.String(), ArenaMode: s.HugePageMode,
 		DRAMUsedBytes: s.DRAMBytes, DRAMCapacityBytes: s.ArenaCapacity, DRAMObjects: s.DRAMObjects,
 		NVMeUsedBytes: s.NVMeBytes, NVMeCapacityBytes: s.NVMeCapacity, NVMeObjects: s.NVMeObjects,
-		PendingWrites: s.PendingWrites, Fragmentation: s.Fragmentation}
+		PendingWrites: s.PendingWrites, Fragmentation: s.Fragmentation, ShmLeases: s.ShmLeases}
 	if l, ok := w.leader.Load().(string); ok {
 		st.Leader = l
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -139,8 +140,8 @@ func TestShmPinRelease(t *testing.T) {
 		return errors.Is(err, base.ErrObjectNotFound)
 	})
 	other := bytes.Repeat([]byte{0xEE}, len(val))
-	for i := range 8 { // would reuse the freed range if it were freed
-		if err := d.put("other"+string(rune('a'+i)), other, 1, false); err != nil {
+	for i := range 80 { // 20 MiB through a 16 MiB arena: evictions reuse every range not pinned
+		if err := d.put(fmt.Sprintf("other%d", i), other, 1, false); err != nil {
 			t.Fatal(err)
 		}
 	}

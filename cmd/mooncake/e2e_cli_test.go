@@ -158,7 +158,7 @@ func TestCLIStandalone(t *testing.T) {
 	// A get from another process on this host copies out of the worker's shared arena
 	// (gets racing the first one, which maps it, may go over TCP); with
 	// --shared_memory=false every get goes over TCP.
-	r := ok(cli(nil, "bench", "--op", "get", "--size", "64KiB", "--count", "40", "--concurrency", "1"))
+	r = ok(cli(nil, "bench", "--op", "get", "--size", "64KiB", "--count", "40", "--concurrency", "1"))
 	if m := regexp.MustCompile(`read path +(\d+) gets through shared memory, (\d+) over TCP`).FindStringSubmatch(r.stdout); m == nil || m[1] != "40" || m[2] != "0" {
 		t.Fatalf("bench get with shared memory: want 40 gets through shared memory:\n%s", r.stdout)
 	}
