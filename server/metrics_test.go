@@ -89,9 +89,11 @@ segment_allocated_bytes{segment="w1"} 10
 func TestWorkerMetrics(t *testing.T) {
 	m := newWorkerMetrics(func() workerStats {
 		return workerStats{ArenaUsed: 5, ArenaCapacity: 10, HugePageMode: "thp", DRAMObjects: 2, NVMeObjects: 3,
-			Evictions: map[string]int64{"watermark": 4}}
+			Evictions: map[string]int64{"watermark": 4}, ShmLeases: 6}
 	})
 	m.observe(wopRead, errors.New("x"))
+	m.observe(wopShmPin, errors.New("x"))
+	m.observe(wopShmRelease, nil)
 	const want = `
 # HELP worker_arena_hugepage_mode 1 for the page mode the arena got (plain, thp or hugetlb).
 # TYPE worker_arena_hugepage_mode gauge
@@ -110,10 +112,15 @@ worker_evictions_total{reason="watermark"} 4
 worker_failures_total{op="commit"} 0
 worker_failures_total{op="drop"} 0
 worker_failures_total{op="read"} 1
+worker_failures_total{op="shm_pin"} 1
+worker_failures_total{op="shm_release"} 0
 worker_failures_total{op="write"} 0
+# HELP worker_shm_leases Objects pinned by clients on this host copying them out of the shared arena (ShmPin leases not yet released).
+# TYPE worker_shm_leases gauge
+worker_shm_leases 6
 `
 	if err := testutil.GatherAndCompare(m.reg, strings.NewReader(want), "worker_arena_hugepage_mode",
-		"worker_tier_objects", "worker_evictions_total", "worker_failures_total"); err != nil {
+		"worker_tier_objects", "worker_evictions_total", "worker_failures_total", "worker_shm_leases"); err != nil {
 		t.Fatal(err)
 	}
 }
