@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,7 +19,8 @@ import (
 var dashboardHTML []byte
 
 // adminServer serves the metrics port: /metrics (Prometheus text), /health, /api/v1/status
-// (JSON) and, on masters, a static dashboard at / that fetches /api/v1/status.
+// (JSON), /debug/pprof/ (the Go profiler) and, on masters, a static dashboard at / that
+// fetches /api/v1/status.
 //
 // It owns its listener and one serving goroutine (docs/threads.md: "admin HTTP").
 type adminServer struct {
@@ -68,6 +70,14 @@ func startAdmin(addr string, h adminHandlers, logger *slog.Logger) (*adminServer
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(v)
 	})
+	// The Go profiler, as on every Go infrastructure server (Prometheus, etcd): CPU, heap,
+	// goroutines, mutex contention. It is read-only and on the metrics port, which is not the
+	// data port; keep that port off untrusted networks like the rest of it.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	if h.dashboard {
 		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")

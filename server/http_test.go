@@ -53,6 +53,12 @@ func TestAdminServer(t *testing.T) {
 	if code, body := get("/"); code != 200 || !strings.Contains(body, "/api/v1/status") {
 		t.Fatalf("/: %d %s", code, body)
 	}
+	if code, body := get("/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
+		t.Fatalf("/debug/pprof/: %d %s", code, body)
+	}
+	if code, body := get("/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(body, "startAdmin") {
+		t.Fatalf("/debug/pprof/goroutine: %d %.200s", code, body)
+	}
 	if code, _ := get("/nope"); code != 404 {
 		t.Fatalf("/nope: %d", code)
 	}
