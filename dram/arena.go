@@ -43,8 +43,9 @@ type Arena struct {
 }
 
 // NewArena maps an arena of opts.Size bytes (rounded up as Options.Size says), anonymous or,
-// with opts.Shared, a memfd (see Share), and logs the mode it got once at Info. Errors wrap base.ErrInvalidParams for bad options and
-// ErrHugePagesUnavailable for HugePagesRequire without enough reserved huge pages.
+// with opts.Shared, a memfd (see Share), and logs the mode it got once at Info. Errors wrap
+// base.ErrInvalidParams for bad options and ErrHugePagesUnavailable for HugePagesRequire
+// without enough reserved huge pages.
 func NewArena(opts Options) (*Arena, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
@@ -345,10 +346,10 @@ type Residency struct {
 }
 
 // Close unmaps the arena and, for a shared arena, closes its memfd (processes that mapped it
-// keep their mappings, and the memory, until they unmap). If handles are still live it returns an error wrapping
-// ErrLiveHandles (an assertion in invariants builds) and leaves the arena open, so no live
-// handle ever points at unmapped memory; release them and Close again. Closing twice returns
-// nil.
+// keep their mappings, and the memory, until they unmap). If handles are still live it
+// returns an error wrapping ErrLiveHandles (an assertion in invariants builds) and leaves the
+// arena open, so no live handle ever points at unmapped memory; release them and Close
+// again. Closing twice returns nil.
 func (a *Arena) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -10,10 +10,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// peerMap maps a shared arena the way a client on the same host does: open
-// /proc/<pid>/fd/<FD> read-only, check st_ino/st_dev, mmap PROT_READ, MAP_SHARED. The
+// peerMap maps a shared arena the way a client on the same host does (see mapPeer); the
 // mapping is unmapped at the end of the test.
-func peerMap(t *testing.T, si ShareInfo) []byte {
+func peerMap(t testing.TB, si ShareInfo) []byte {
+	t.Helper()
+	m, unmap := mapPeer(t, si)
+	t.Cleanup(unmap)
+	return m
+}
+
+// mapPeer opens /proc/<pid>/fd/<FD> read-only, checks st_ino/st_dev/st_size against si and
+// mmaps it PROT_READ, MAP_SHARED, as a client does. It returns the mapping and its unmapping.
+func mapPeer(t testing.TB, si ShareInfo) ([]byte, func()) {
 	t.Helper()
 	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), si.FD), os.O_RDONLY, 0)
 	if err != nil {
@@ -31,12 +39,11 @@ func peerMap(t *testing.T, si ShareInfo) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	return m, func() {
 		if err := unix.Munmap(m); err != nil {
 			t.Error(err)
 		}
-	})
-	return m
+	}
 }
 
 func TestShare(t *testing.T) {
