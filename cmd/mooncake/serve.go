@@ -43,8 +43,8 @@ type masterSettings struct {
 	Peers                                                           []peer
 	// Join: bootstrap nothing, wait to be added by the leader (`mooncake master add`); Peers
 	// is then empty.
-	Join bool
-	ClientTTL, PutTimeout                                           time.Duration
+	Join                  bool
+	ClientTTL, PutTimeout time.Duration
 	// WorkerRestartGrace: 0 means none (a worker that announced leaving gets ClientTTL).
 	WorkerRestartGrace                        time.Duration
 	EvictionHighWatermarkRatio, EvictionRatio float64
@@ -434,7 +434,7 @@ func newMasterCmd(e *env) *cobra.Command {
 running cluster (a replacement): start it with --join instead of --peers, then run
 "mooncake master add" against the cluster. The subcommands add, remove and list are client
 commands that change and show the masters of a running cluster.`,
-		Args:  exactArgs(0, "no arguments"),
+		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := f.resolve(cmd.Flags(), e.file, false)
 			if err != nil {
