@@ -331,8 +331,8 @@ func toWireKV(kvs []raftmeta.KeyVersion) []transfer.KeyVersion {
 	return out
 }
 
-// raftProbeTimeout bounds AddMaster's check that something listens at the new master's raft
-// address (one TCP connect on the leader).
+// raftProbeTimeout bounds AddMaster's checks of the new master (probeNewMaster): a TCP
+// connect to its raft address, and a Status call to its RPC address when one is given.
 const raftProbeTimeout = 2 * time.Second
 
 // validateMasterID applies the worker id rules to a master id (1 to 255 bytes of letters,
@@ -387,11 +387,11 @@ func (m *Master) leaderServers() ([]raftmeta.Peer, error) {
 // at another raft address, or a raft address held by another member, is refused with
 // ErrObjectAlreadyExists: a master that moves is removed and added again (docs/raftmeta.md).
 //
-// Before the change the leader makes one TCP connection to raftAddr (bounded by
+// Before the change the leader probes the new master (probeNewMaster, bounded by
 // raftProbeTimeout): a voter that is not running counts against the quorum from the moment the
 // configuration entry is appended, so adding one while another member is down would stall
-// every write. It answers ErrInvalidParams instead, telling the operator to start the new
-// master with --join first.
+// every write; and a master with raft state of its own must never join. Either is refused
+// with ErrInvalidParams telling the operator to start the new master with --join first.
 func (m *Master) addMaster(ctx context.Context, id, raftAddr, rpcAddr string) error {
 	if err := validateMasterID(id); err != nil {
 		return err
@@ -422,15 +422,9 @@ func (m *Master) addMaster(ctx context.Context, id, raftAddr, rpcAddr string) er
 		}
 	}
 	if !member {
-		d := net.Dialer{Timeout: raftProbeTimeout}
-		conn, err := d.DialContext(ctx, "tcp", raftAddr)
-		if err != nil {
-			// NB: ErrInvalidParams, not ErrUnavailable: clients retry the latter on other
-			// masters until their timeout, and no other master would answer differently.
-			return fmt.Errorf("%w: nothing accepts connections at raft address %s (%v); start the new master there with --join first",
-				base.ErrInvalidParams, raftAddr, err)
+		if err := m.probeNewMaster(ctx, id, raftAddr, rpcAddr); err != nil {
+			return err
 		}
-		conn.Close()
 		actx, cancel := context.WithTimeout(ctx, applyTimeout)
 		err = m.node.AddVoter(actx, id, raftAddr)
 		cancel()
@@ -444,6 +438,59 @@ func (m *Master) addMaster(ctx context.Context, id, raftAddr, rpcAddr string) er
 		return nil
 	}
 	return m.registerMaster(ctx, id, rpcAddr)
+}
+
+// probeNewMaster checks, before AddMaster changes the configuration, that the new master is
+// running and empty. Its errors wrap ErrInvalidParams, not ErrUnavailable: clients retry the
+// latter on other masters until their timeout, and no other master would answer differently.
+//
+//  1. Something must accept a TCP connection at raftAddr (one connect, closed at once).
+//  2. With rpcAddr, the master there must answer Status (so its cluster id matches: the
+//     handshake checks it) as master id, with no raft configuration and nothing applied. A
+//     master started without --join has bootstrapped a cluster of its own, and one restarted
+//     on an old data dir has an old log; joining either would merge two histories whose
+//     entries share indexes and terms, which raft cannot detect. Without rpcAddr this check
+//     is skipped (documented: give --rpc_address).
+func (m *Master) probeNewMaster(ctx context.Context, id, raftAddr, rpcAddr string) error {
+	pctx, cancel := context.WithTimeout(ctx, raftProbeTimeout)
+	defer cancel()
+	d := net.Dialer{}
+	conn, err := d.DialContext(pctx, "tcp", raftAddr)
+	if err != nil {
+		return fmt.Errorf("%w: nothing accepts connections at raft address %s (%v); start the new master there with --join first",
+			base.ErrInvalidParams, raftAddr, err)
+	}
+	conn.Close()
+	if rpcAddr == "" {
+		return nil
+	}
+	cli, err := transfer.NewClient(transfer.ClientOptions{ClusterID: m.cfg.ClusterID, Logger: m.log,
+		ConnsPerPeer: 1, DialTimeout: raftProbeTimeout})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	sr := &transfer.StatusResponse{}
+	if err := cli.Call(pctx, rpcAddr, transfer.NewEmpty(transfer.OpStatus), sr); err != nil {
+		return fmt.Errorf("%w: the new master does not answer at rpc address %s (%v); start it there with --join (and this cluster's --cluster_id) first",
+			base.ErrInvalidParams, rpcAddr, err)
+	}
+	var st Status
+	if err := json.Unmarshal(sr.JSON, &st); err != nil {
+		return fmt.Errorf("%w: the master at %s sent a bad status: %v", base.ErrInvalidParams, rpcAddr, err)
+	}
+	switch {
+	case st.Self != id:
+		return fmt.Errorf("%w: the master at rpc address %s is %q, not %q", base.ErrInvalidParams, rpcAddr, st.Self, id)
+	case len(st.Masters) > 0 || st.AppliedIndex > 0:
+		ids := make([]string, len(st.Masters))
+		for i, ms := range st.Masters {
+			ids[i] = ms.ID
+		}
+		return fmt.Errorf("%w: master %q at %s already has raft state (configuration [%s], applied index %d): it was started without --join or on an old data dir; stop it, empty its --data_dir and start it with --join",
+			base.ErrInvalidParams, id, rpcAddr, strings.Join(ids, " "), st.AppliedIndex)
+	}
+	return nil
 }
 
 // removeMaster removes a member from the raft configuration and its masters-table entry (the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -35,7 +36,8 @@ func statusMembers(d *driver) map[string]MasterStatus {
 }
 
 // TestReplaceMaster: three masters and a worker; a fourth master starts with Join (no
-// bootstrap: it has no configuration and waits), the leader adds it with AddMaster and it
+// bootstrap: it has no configuration and waits; one started without Join is refused), the
+// leader adds it with AddMaster and it
 // catches up; one of the original three is removed with RemoveMaster and the cluster keeps
 // committing; then the leader itself is removed (it hands leadership over and the driver
 // follows the redirect), and finally the last voter is refused. Bad input, non-members and
@@ -119,6 +121,28 @@ func TestReplaceMaster(t *testing.T) {
 			t.Fatalf("%s %+v: %v, want %v", tc.req.Op(), tc.req, err, tc.want)
 		}
 	}
+
+	// The leader probes the new master at its RPC address: the id must match, and a master
+	// that bootstrapped a cluster of its own (started without Join) is refused.
+	if err := d.call(&transfer.AddMasterRequest{MasterID: "m9", RaftAddr: add.RaftAddr, RPCAddr: add.RPCAddr}, nil); !errors.Is(err, base.ErrInvalidParams) ||
+		!strings.Contains(err.Error(), `is "m4", not "m9"`) {
+		t.Fatalf("AddMaster naming another master's RPC address: %v", err)
+	}
+	m5cfg := MasterConfig{ID: "m5", DataDir: t.TempDir(), RPCAddress: "127.0.0.1:0", RaftAddress: "127.0.0.1:0",
+		Logger: testLogger(), testRaft: raftmetatest.FastTimeouts}
+	m5, err := NewMaster(m5cfg) // no Join, no Peers: a single-voter cluster of its own
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.masters, c.mcfgs = append(c.masters, m5), append(c.mcfgs, m5cfg)
+	err = d.call(&transfer.AddMasterRequest{MasterID: "m5", RaftAddr: m5.node.RaftAddr(), RPCAddr: m5.Addr()}, nil)
+	if !errors.Is(err, base.ErrInvalidParams) || !strings.Contains(err.Error(), "already has raft state") {
+		t.Fatalf("AddMaster of a master with a cluster of its own: %v", err)
+	}
+	if err := m5.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.masters[len(c.masters)-1] = nil
 
 	// Add m4: it catches up with the leader (same applied index and key count).
 	if err := d.call(add, nil); err != nil {

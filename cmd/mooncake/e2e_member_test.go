@@ -61,6 +61,9 @@ func TestReplaceDeadMaster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if out := cli(exitUsage, "master", "add", "--id", "m9", "--raft_address", raft4, "--rpc_address", rpc4); !strings.Contains(out, `is "m4", not "m9"`) {
+		t.Fatalf("adding m4's process under another id: %s", out)
+	}
 	cli(0, "master", "add", "--id", "m4", "--raft_address", raft4, "--rpc_address", rpc4)
 	cli(0, "master", "add", "--id", "m4", "--raft_address", raft4) // repeating it changes nothing
 

@@ -76,7 +76,7 @@ quorum from the moment it is added.`,
 	f.register(cmd.Flags())
 	cmd.Flags().StringVar(&id, "id", "", "the new master's id (its --id)")
 	cmd.Flags().StringVar(&raftAddr, "raft_address", "", "the new master's raft address (its --raft_address)")
-	cmd.Flags().StringVar(&rpcAddr, "rpc_address", "", "optional: the new master's client RPC address (it registers it itself once it follows)")
+	cmd.Flags().StringVar(&rpcAddr, "rpc_address", "", "the new master's client RPC address (its --rpc_address); optional but recommended: with it the leader checks that the new master is empty and has this id")
 	return cmd
 }
 
