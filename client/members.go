@@ -12,9 +12,10 @@ import (
 // AddMaster adds a master to the cluster's raft configuration as a voter (the AddMaster call,
 // served by the leader; redirects and elections are followed as for every master call). The
 // new master must already be running with nothing bootstrapped (`mooncake master --join`):
-// the leader refuses a raft address where nothing accepts connections. rpcAddr (may be "")
-// records its client address at once; without it the new master registers its own address
-// when it first hears from the leader.
+// the leader refuses a raft address where nothing accepts connections. rpcAddr (may be "",
+// better not) records its client address at once and lets the leader check that the master
+// there has this id and no raft state of its own (base.ErrInvalidParams otherwise); without
+// it the new master registers its own address when it first hears from the leader.
 //
 // It is safe to repeat: a master already a member at raftAddr is left as it is. A member id
 // at another raft address, or a raft address held by another member, fails with an error
