@@ -20,6 +20,9 @@
 //     keys; another client's change is seen within the TTL (see Config.LookupCacheTTL).
 //   - Exists, Size, Remove, RemoveByRegex, RemoveAll, List, Status, MasterStatus and the
 //     batch forms BatchPut (one raft commit for the batch), BatchGet, BatchExists, BatchRemove.
+//   - AddMaster and RemoveMaster change the masters' raft configuration (operators; the CLI's
+//     `mooncake master add|remove`). A RemoveMaster retried after an ambiguous failure and
+//     answered "not found" is a success, as for Remove.
 //
 // # Leaders and failover
 //

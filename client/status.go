@@ -40,11 +40,13 @@ type Status struct {
 	Raw json.RawMessage `json:"-"`
 }
 
-// MasterStatus is one master in Status.
+// MasterStatus is one master in Status: a member of the raft configuration.
 type MasterStatus struct {
 	ID         string `json:"id"`
-	RPCAddress string `json:"rpc_address"`
-	Leader     bool   `json:"leader"`
+	RPCAddress string `json:"rpc_address"` // "" until the master registered it
+	// RaftAddress is its raft address ("" from a master that predates the field).
+	RaftAddress string `json:"raft_address"`
+	Leader      bool   `json:"leader"`
 }
 
 // WorkerStatus is one worker in Status.

@@ -67,6 +67,12 @@ type MasterConfig struct {
 	// Peers are the initial voters, this master included, used only to bootstrap a new
 	// DataDir. Default: this master alone (a single-voter cluster, as in standalone).
 	Peers []raftmeta.Peer
+	// Join starts the master without bootstrapping anything: with an empty DataDir it waits,
+	// with no leader, until the leader of an existing cluster adds it (the AddMaster call,
+	// `mooncake master add`); with raft state it resumes like any restart. It must not be
+	// combined with Peers. Default false: an empty DataDir bootstraps Peers (or this master
+	// alone), which for a replacement master would start a second, separate cluster.
+	Join bool
 	// ClusterID must match the workers'. Default base.DefaultClusterID ("mooncake_cluster").
 	ClusterID string
 	// ClientTTL: a worker silent this long is marked dead and its replicas dropped. Default 10 s.
@@ -178,6 +184,9 @@ func (c *MasterConfig) Validate() error {
 	case c.SummaryInterval < 0:
 		return bad("summary interval %v is negative", c.SummaryInterval)
 	}
+	if c.Join && len(c.Peers) > 0 {
+		return bad("join and peers exclude each other: a joining master is added by the leader, it bootstraps nothing")
+	}
 	if peers := c.Peers; len(peers) > 0 {
 		self := false
 		seen := map[string]bool{}
@@ -208,7 +217,7 @@ func (c *MasterConfig) logAttrs() []any {
 	}
 	return []any{
 		"data_dir", c.DataDir, "rpc_address", c.RPCAddress, "raft_address", c.RaftAddress,
-		"metrics_address", c.MetricsAddress, "peers", strings.Join(peers, ","), "cluster_id", c.ClusterID,
+		"metrics_address", c.MetricsAddress, "peers", strings.Join(peers, ","), "join", c.Join, "cluster_id", c.ClusterID,
 		"client_ttl", c.ClientTTL, "worker_restart_grace", c.WorkerRestartGrace, "eviction_high_watermark_ratio", c.EvictionHighWatermarkRatio,
 		"eviction_ratio", c.EvictionRatio, "put_timeout", c.PutTimeout, "max_value_size", base.Bytes(c.MaxValueSize).String(),
 		"summary_interval", c.SummaryInterval,

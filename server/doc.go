@@ -21,7 +21,10 @@
 // from a follower's state only when the request allows staleness. A follower also registers
 // its own RPC address with the leader (the RegisterMaster call, once per leader-loop tick until
 // the masters table replicated to it holds that address), so every master is listed in status
-// without --peer_rpc_addresses even if it never led.
+// without --peer_rpc_addresses even if it never led. The leader also serves the operator's
+// membership calls, AddMaster and RemoveMaster (master_rpc.go: validation, the checks around
+// raftmeta's AddVoter and RemoveServer, a leadership transfer before removing itself); a
+// master started with MasterConfig.Join bootstraps nothing and waits to be added.
 //
 // # Placement
 //

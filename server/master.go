@@ -867,7 +867,8 @@ func (m *Master) heartbeat(id base.WorkerID, usage WorkerUsage, leaving bool) (H
 
 // NewMaster starts a master: it listens on cfg.RPCAddress, opens (or bootstraps) raft under
 // cfg.DataDir, serves the master calls, and starts the leader loop and the admin HTTP server.
-// With no Peers the master bootstraps a single-voter cluster of itself (standalone).
+// With no Peers the master bootstraps a single-voter cluster of itself (standalone); with
+// Join it bootstraps nothing and waits to be added by a leader.
 func NewMaster(cfg MasterConfig) (*Master, error) {
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -900,7 +901,7 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 		return nil, err
 	}
 	m.node = node
-	if len(cfg.Peers) == 0 && !cfg.noBootstrap {
+	if len(cfg.Peers) == 0 && !cfg.noBootstrap && !cfg.Join {
 		// A single-voter cluster of this master. Bootstrap fails harmlessly when the data dir
 		// already holds raft state (a restart).
 		err := node.Bootstrap([]raftmeta.Peer{{ID: cfg.ID, RaftAddr: node.RaftAddr(), RPCAddr: rpcAddr}})
@@ -1239,11 +1240,13 @@ type Status struct {
 	AppliedIndex               uint64  `json:"applied_index"`
 }
 
-// MasterStatus is one master in Status.
+// MasterStatus is one member of the raft configuration in Status.
 type MasterStatus struct {
 	ID         string `json:"id"`
-	RPCAddress string `json:"rpc_address"`
-	Leader     bool   `json:"leader"`
+	RPCAddress string `json:"rpc_address"` // "" until the master registered it
+	// RaftAddress is the member's raft address in the configuration this master holds.
+	RaftAddress string `json:"raft_address"`
+	Leader      bool   `json:"leader"`
 }
 
 // WorkerStatus is one worker in Status: FSM facts plus the leader's last heartbeat.
@@ -1272,9 +1275,7 @@ func (m *Master) status() Status {
 		Keys: st.Keys, SoftPinnedKeys: st.SoftPinned, Bytes: st.Bytes, RaftState: st.State, RaftTerm: st.Term,
 		AppliedIndex: st.AppliedIndex, Masters: []MasterStatus{}, Workers: []WorkerStatus{},
 		EvictionHighWatermarkRatio: m.cfg.EvictionHighWatermarkRatio, EvictionRatio: m.cfg.EvictionRatio}
-	for _, ms := range m.node.Masters() {
-		s.Masters = append(s.Masters, MasterStatus{ID: ms.ID, RPCAddress: ms.RPCAddr, Leader: ms.ID == lid})
-	}
+	s.Masters = masterStatuses(m.node, lid)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s.UsageReported = m.mu.leader

@@ -31,6 +31,8 @@ type (
 	PutRevokeRequest       = wire.PutRevokeRequest
 	BatchPutRevokeRequest  = wire.BatchPutRevokeRequest
 	RegisterMasterRequest  = wire.RegisterMasterRequest
+	AddMasterRequest       = wire.AddMasterRequest
+	RemoveMasterRequest    = wire.RemoveMasterRequest
 	LookupRequest          = wire.LookupRequest
 	LookupResponse         = wire.LookupResponse
 	ExistsRequest          = wire.ExistsRequest
@@ -92,6 +94,8 @@ const (
 	OpStatus         = wire.OpStatus
 	OpBatchPutRevoke = wire.OpBatchPutRevoke
 	OpRegisterMaster = wire.OpRegisterMaster
+	OpAddMaster      = wire.OpAddMaster
+	OpRemoveMaster   = wire.OpRemoveMaster
 	OpWrite          = wire.OpWrite
 	OpCommit         = wire.OpCommit
 	OpRead           = wire.OpRead
@@ -111,7 +115,8 @@ const ProtocolVersion = wire.ProtocolVersion
 // Constructors of the messages whose type serves several ops.
 var (
 	// NewEmpty returns the empty message of op: the request of Ping, RemoveAll, Status and ShmOpen,
-	// the response of PutEnd, PutRevoke, RegisterMaster, Remove, Write, Commit, Drop and Ping.
+	// the response of PutEnd, PutRevoke, RegisterMaster, AddMaster, RemoveMaster, Remove, Write,
+	// Commit, Drop and Ping.
 	NewEmpty = wire.NewEmpty
 	// NewCountResponse returns the response of RemoveByRegex, RemoveAll or ShmRelease.
 	NewCountResponse = wire.NewCountResponse

@@ -394,14 +394,8 @@ func printStatus(out io.Writer, st client.Status) error {
 	fmt.Fprintf(w, "leader\t%s %s\n", leader, st.LeaderAddress)
 	fmt.Fprintf(w, "keys\t%d (soft-pinned %d)\n", st.Keys, st.SoftPinnedKeys)
 	fmt.Fprintf(w, "bytes\t%s (replicas %s, DRAM capacity %s)\n", base.Bytes(st.Bytes), base.Bytes(st.ReplicaBytes), base.Bytes(st.CapacityBytes))
-	fmt.Fprintf(w, "\nMASTER\tRPC ADDRESS\tROLE\n")
-	for _, m := range st.Masters {
-		role := "follower"
-		if m.Leader {
-			role = "leader"
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\n", m.ID, m.RPCAddress, role)
-	}
+	fmt.Fprintln(w)
+	writeMasters(w, st.Masters)
 	fmt.Fprintf(w, "\nWORKER\tADDRESS\tSTATE\tOBJECTS\tDRAM USED / CAPACITY (OBJECTS)\tNVME USED / CAPACITY (OBJECTS)\n")
 	for _, wk := range st.Workers {
 		nvme := "-"

@@ -1,5 +1,6 @@
 // Command mooncake is the one binary of mooncake-go: `mooncake master`, `mooncake worker`,
-// `mooncake standalone`, and the client commands put, get, rm, ls, status and bench.
+// `mooncake standalone`, and the client commands put, get, rm, ls, status, bench and
+// `mooncake master add|remove|list` (membership of the masters' raft group).
 //
 // It is the only package that parses flags, environment variables and config files; it turns
 // them into server.MasterConfig / server.WorkerConfig and client.Config, and handles signals
@@ -8,7 +9,8 @@
 //
 // Files: main.go (root command, error printing, exit codes), config.go (mooncake.json from
 // MOONCAKE_CONFIG_PATH), serve.go (server flags and their validation), run_servers.go (starting
-// and stopping the servers), clientcmds.go (put, get, rm, ls, status), bench.go. The
+// and stopping the servers), clientcmds.go (put, get, rm, ls, status), members.go (master add,
+// remove, list), bench.go. The
 // end-to-end tests (e2e_*_test.go) build this binary and run clusters of it as processes.
 //
 // Precedence: a flag given on the command line, then (client commands) $MOONCAKE_MASTER, then

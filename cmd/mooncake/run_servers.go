@@ -32,7 +32,7 @@ func (e *env) masterConfig(s masterSettings) server.MasterConfig {
 		ID: s.ID, DataDir: s.DataDir, RPCAddress: s.RPCAddress, RaftAddress: s.RaftAddress,
 		MetricsAddress: s.MetricsAddress, Peers: peers, ClusterID: s.ClusterID, ClientTTL: s.ClientTTL,
 		EvictionHighWatermarkRatio: s.EvictionHighWatermarkRatio, EvictionRatio: s.EvictionRatio,
-		PutTimeout: s.PutTimeout, MaxValueSize: s.MaxValueSize, WorkerRestartGrace: grace, Logger: e.logger(),
+		PutTimeout: s.PutTimeout, MaxValueSize: s.MaxValueSize, WorkerRestartGrace: grace, Join: s.Join, Logger: e.logger(),
 	}
 }
 
@@ -53,6 +53,10 @@ func runMaster(ctx context.Context, e *env, s masterSettings) error {
 		return fmt.Errorf("master %s: %w", s.ID, err)
 	}
 	fmt.Fprintf(e.stdout, "mooncake master %s ready: rpc %s, metrics %s\n", s.ID, m.Addr(), metricsURL(m.MetricsAddr()))
+	if s.Join {
+		fmt.Fprintf(e.stdout, "joining: unless it is a member already, add it from any host with\n  %s master add --id %s --raft_address %s --rpc_address %s --master_server_address <a master>\n",
+			e.argv0, s.ID, s.RaftAddress, m.Addr())
+	}
 	<-ctx.Done()
 	e.logger().Info("signal received, shutting down", "master", s.ID)
 	sctx, cancel := shutdownCtx(defaultShutdownTimeout)

@@ -41,7 +41,10 @@ type peer struct{ ID, RaftAddr, RPCAddr string }
 type masterSettings struct {
 	ID, DataDir, RPCAddress, RaftAddress, MetricsAddress, ClusterID string
 	Peers                                                           []peer
-	ClientTTL, PutTimeout                                           time.Duration
+	// Join: bootstrap nothing, wait to be added by the leader (`mooncake master add`); Peers
+	// is then empty.
+	Join                  bool
+	ClientTTL, PutTimeout time.Duration
 	// WorkerRestartGrace: 0 means none (a worker that announced leaving gets ClientTTL).
 	WorkerRestartGrace                        time.Duration
 	EvictionHighWatermarkRatio, EvictionRatio float64
@@ -72,6 +75,7 @@ type masterFlags struct {
 	clientTTL, putTimeout, restartGrace                                            time.Duration
 	evictHigh, evictRatio                                                          float64
 	maxValueSize                                                                   base.Bytes
+	join                                                                           bool
 }
 
 func (f *masterFlags) register(fs *pflag.FlagSet, standalone bool) {
@@ -82,6 +86,7 @@ func (f *masterFlags) register(fs *pflag.FlagSet, standalone bool) {
 		fs.StringVar(&f.peers, "peers", "", "the initial masters, id=raft_host:port,... (default: this master alone)")
 		fs.StringVar(&f.peerRPC, "peer_rpc_addresses", "", "optional: the masters' client RPC addresses, id=host:port,... (followers register their own address with the leader, so this is rarely needed)")
 		fs.StringVar(&f.dataDir, "data_dir", "", "directory of the raft log, stable store and snapshots (required)")
+		fs.BoolVar(&f.join, "join", false, "start without bootstrapping a cluster and wait to be added with `mooncake master add` (a new or replacement master; not with --peers)")
 	} else {
 		fs.StringVar(&f.dataDir, "data_dir", defaultStandaloneDir, "directory of the metadata (raft log and snapshots)")
 	}
@@ -145,14 +150,23 @@ func (f *masterFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		if err := checkHostPort(s.RaftAddress, true); err != nil {
 			return s, fmt.Errorf("--raft_address: %w", err)
 		}
-		peers, err := parsePeers(f.peers, s.ID, s.RaftAddress)
-		if err != nil {
-			return s, err
+		if f.join {
+			// A joining master must not bootstrap: with --peers (even naming only itself) an
+			// empty data dir would start a second cluster instead of joining this one.
+			if changed(fs, "peers") || changed(fs, "peer_rpc_addresses") {
+				return s, usagef("master: --join and --peers (or --peer_rpc_addresses) exclude each other: a joining master is added by the leader with `mooncake master add`")
+			}
+			s.Join = true
+		} else {
+			peers, err := parsePeers(f.peers, s.ID, s.RaftAddress)
+			if err != nil {
+				return s, err
+			}
+			if err := addPeerRPC(peers, f.peerRPC, s.ID, s.RPCAddress); err != nil {
+				return s, err
+			}
+			s.Peers = peers
 		}
-		if err := addPeerRPC(peers, f.peerRPC, s.ID, s.RPCAddress); err != nil {
-			return s, err
-		}
-		s.Peers = peers
 	}
 	if err := validateClusterID(s.ClusterID); err != nil {
 		return s, err
@@ -414,9 +428,13 @@ func (e *env) fileNotices(cmd string) {
 func newMasterCmd(e *env) *cobra.Command {
 	var f masterFlags
 	cmd := &cobra.Command{
-		Use:   "master --id m1 --data_dir DIR --rpc_address HOST:PORT --raft_address HOST:PORT --peers m1=HOST:PORT,...",
-		Short: "Run one master (metadata replicated with raft)",
-		Args:  exactArgs(0, "no arguments"),
+		Use:   "master --id m1 --data_dir DIR --rpc_address HOST:PORT --raft_address HOST:PORT --peers m1=HOST:PORT,... | --join",
+		Short: "Run one master (metadata replicated with raft); master add|remove|list change and show the masters",
+		Long: `master runs one master. A new cluster: give every master the same --peers. A master added to a
+running cluster (a replacement): start it with --join instead of --peers, then run
+"mooncake master add" against the cluster. The subcommands add, remove and list are client
+commands that change and show the masters of a running cluster.`,
+		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := f.resolve(cmd.Flags(), e.file, false)
 			if err != nil {
@@ -427,6 +445,7 @@ func newMasterCmd(e *env) *cobra.Command {
 		},
 	}
 	f.register(cmd.Flags(), false)
+	addMasterCmds(cmd, e)
 	return cmd
 }
 

@@ -74,7 +74,8 @@ func decodePersistence(d *Decoder) base.Persistence {
 }
 
 // Empty is the body of calls that carry nothing (requests of RemoveAll, Status, Ping;
-// responses of PutEnd, PutRevoke, RegisterMaster, Remove, Write, Commit, Drop, Ping).
+// responses of PutEnd, PutRevoke, RegisterMaster, AddMaster, RemoveMaster, Remove, Write,
+// Commit, Drop, Ping).
 type Empty struct{ op Op }
 
 // NewEmpty returns an Empty message for op.
@@ -277,6 +278,40 @@ func (m *RegisterMasterRequest) Decode(d *Decoder) {
 	m.MasterID = d.Str(MaxAddrLen, "master id")
 	m.RPCAddr = d.Str(MaxAddrLen, "master RPC address")
 }
+
+// AddMasterRequest asks the leader to add a master to the raft configuration as a voter
+// (raftmeta.Node.AddVoter) and, when RPCAddr is set, to record its client address in the
+// masters table. The new master must already run without a cluster of its own (`mooncake
+// master --join`). Its response is Empty; a follower answers NOT_LEADER. Adding a member
+// already in the configuration at RaftAddr is OK (nothing changes).
+type AddMasterRequest struct {
+	MasterID string
+	RaftAddr string
+	RPCAddr  string // "" when unknown: the new master registers its own address once it follows
+}
+
+func (m *AddMasterRequest) Op() Op { return OpAddMaster }
+func (m *AddMasterRequest) Encode(e *Encoder) {
+	e.Str(m.MasterID)
+	e.Str(m.RaftAddr)
+	e.Str(m.RPCAddr)
+}
+func (m *AddMasterRequest) Decode(d *Decoder) {
+	m.MasterID = d.Str(MaxAddrLen, "master id")
+	m.RaftAddr = d.Str(MaxAddrLen, "master raft address")
+	m.RPCAddr = d.Str(MaxAddrLen, "master RPC address")
+}
+
+// RemoveMasterRequest asks the leader to remove a master from the raft configuration (and
+// its entry in the masters table). Its response is Empty; a follower answers NOT_LEADER, and
+// a master id that is not in the configuration OBJECT_NOT_FOUND.
+type RemoveMasterRequest struct {
+	MasterID string
+}
+
+func (m *RemoveMasterRequest) Op() Op            { return OpRemoveMaster }
+func (m *RemoveMasterRequest) Encode(e *Encoder) { e.Str(m.MasterID) }
+func (m *RemoveMasterRequest) Decode(d *Decoder) { m.MasterID = d.Str(MaxAddrLen, "master id") }
 
 // LookupRequest asks where an object is. AllowStale lets a follower answer from its local
 // state; otherwise the leader answers (linearizable) and followers refuse with NOT_LEADER.
@@ -1024,6 +1059,10 @@ func NewRequest(op Op) Message {
 		return new(BatchPutRevokeRequest)
 	case OpRegisterMaster:
 		return new(RegisterMasterRequest)
+	case OpAddMaster:
+		return new(AddMasterRequest)
+	case OpRemoveMaster:
+		return new(RemoveMasterRequest)
 	case OpLookup:
 		return new(LookupRequest)
 	case OpExists:
@@ -1069,7 +1108,7 @@ func NewRequest(op Op) Message {
 // NewResponse returns an empty response message for op, ready to Decode; nil for an unknown op.
 func NewResponse(op Op) Message {
 	switch op {
-	case OpPing, OpPutEnd, OpPutRevoke, OpRemove, OpWrite, OpCommit, OpDrop, OpRegisterMaster:
+	case OpPing, OpPutEnd, OpPutRevoke, OpRemove, OpWrite, OpCommit, OpDrop, OpRegisterMaster, OpAddMaster, OpRemoveMaster:
 		return NewEmpty(op)
 	case OpPutStart:
 		return new(PutStartResponse)

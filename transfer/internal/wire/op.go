@@ -30,6 +30,14 @@ const (
 	OpStatus         Op = 26
 	OpBatchPutRevoke Op = 27
 	OpRegisterMaster Op = 28
+	// Membership changes (an operator's `mooncake master add|remove`), leader only. Neither is
+	// idempotent in the resend sense: a resend after a broken connection could repeat a change
+	// whose first answer was lost (and a RemoveMaster resent after it committed answers
+	// OBJECT_NOT_FOUND). Both are safe to repeat on purpose: adding a voter already in the
+	// configuration at the same raft address is OK, and callers that saw an ambiguous failure
+	// treat a second RemoveMaster's OBJECT_NOT_FOUND as done.
+	OpAddMaster    Op = 29
+	OpRemoveMaster Op = 30
 
 	// Worker data calls.
 	OpWrite     Op = 40
@@ -72,6 +80,8 @@ var ops = [256]opInfo{
 	OpStatus:         {name: "Status", idempotent: true},
 	OpBatchPutRevoke: {name: "BatchPutRevoke"},
 	OpRegisterMaster: {name: "RegisterMaster", idempotent: true},
+	OpAddMaster:      {name: "AddMaster"},
+	OpRemoveMaster:   {name: "RemoveMaster"},
 	OpWrite:          {name: "Write", reqPayload: true},
 	OpCommit:         {name: "Commit"},
 	OpRead:           {name: "Read", idempotent: true, respPaylod: true},

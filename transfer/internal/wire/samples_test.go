@@ -47,6 +47,8 @@ func sampleRequests() []Message {
 		&ShmPinRequest{Key: "k", Version: 3},
 		&ShmPinRequest{Key: "k", Version: 3, Offset: 4096, Length: 100},
 		&ShmReleaseRequest{Leases: []uint64{1, 1 << 63}},
+		&AddMasterRequest{MasterID: "m4", RaftAddr: "10.0.0.4:7001", RPCAddr: "10.0.0.4:50051"},
+		&RemoveMasterRequest{MasterID: "m3"},
 	}
 }
 
@@ -79,6 +81,8 @@ func sampleResponses() []Message {
 		&ShmPinResponse{Lease: 9, ArenaID: 0xfeedface, ArenaOffset: 2 << 20, Length: 1 << 20, Version: 5,
 			Size: 1 << 20, Checksum: 77, Tier: base.TierDRAM},
 		NewCountResponse(OpShmRelease, 1),
+		NewEmpty(OpAddMaster),
+		NewEmpty(OpRemoveMaster),
 	}
 }
 
