@@ -276,6 +276,65 @@ func TestClusterMembership(t *testing.T) {
 	c.WaitApplied(idx)
 }
 
+// TestClusterRemovedPeerStaysRemoved: a bootstrap peer removed at run time is not put back in
+// the masters table by the next leader (Config.Peers is only the initial membership).
+func TestClusterRemovedPeerStaysRemoved(t *testing.T) {
+	c := raftmetatest.MakeCluster(t, 3)
+	li := c.Leader()
+	// Leadership is reported after the leader registered the masters of Config.Peers: wait
+	// for it, so that registration cannot race with the removal below.
+	select {
+	case <-c.Node(li).LeaderCh():
+	case <-ctxT(t).Done():
+		t.Fatal("leader never reported")
+	}
+	var gone, stay int = -1, -1
+	for _, i := range c.Live() {
+		switch {
+		case i == li:
+		case gone < 0:
+			gone = i
+		default:
+			stay = i
+		}
+	}
+	goneID := c.Config(gone).ID
+	if err := c.Node(li).RemoveServer(ctxT(t), goneID); err != nil {
+		t.Fatal(err)
+	}
+	c.Shutdown(gone)
+	listed := func(n *raftmeta.Node) bool {
+		for _, m := range n.Masters() {
+			if m.ID == goneID {
+				return true
+			}
+		}
+		return false
+	}
+	if listed(c.Node(li)) {
+		t.Fatalf("%s still listed after its removal: %v", goneID, c.Node(li).Masters())
+	}
+	select { // drop what stay reported so far
+	case <-c.Node(stay).LeaderCh():
+	default:
+	}
+	if err := c.Node(li).LeadershipTransfer(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case v := <-c.Node(stay).LeaderCh():
+		if !v {
+			t.Fatal("the other voter reported false")
+		}
+	case <-ctxT(t).Done():
+		t.Fatal("no new leader")
+	}
+	// The new leader registers masters before it reports leadership.
+	if listed(c.Node(stay)) {
+		t.Fatalf("the new leader put %s back: %v", goneID, c.Node(stay).Masters())
+	}
+}
+
 // TestClusterLeaderCh: the node that takes over after the leader goes reports true on its
 // LeaderCh, after which its FSM already holds every committed entry.
 func TestClusterLeaderCh(t *testing.T) {

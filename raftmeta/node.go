@@ -568,22 +568,29 @@ func (n *Node) watchLeadership() {
 				if err != nil {
 					n.log.Warn("raftmeta: barrier after election", "err", err)
 				}
-			}
-			n.leaderCh <- leader
-			if leader {
+				// Before telling the server: its first Status as leader lists every master
+				// with its current address (usually nothing to commit).
 				n.registerMasters()
 			}
+			n.leaderCh <- leader
 		}
 	}
 }
 
 // registerMasters proposes RegisterMaster for this node and configured peers whose address
-// in the FSM differs. It gives up when leadership is lost (the next leader does it) and retries
-// other failures a few times.
+// in the FSM differs. Bootstrap peers no longer in the raft configuration (removed at run
+// time) are skipped: Config.Peers is only the initial membership. It gives up when leadership
+// is lost (the next leader does it) and retries other failures a few times.
 func (n *Node) registerMasters() {
+	members := map[string]bool{}
+	if servers, err := n.Servers(); err == nil {
+		for _, s := range servers {
+			members[s.ID] = true
+		}
+	}
 	want := map[string]string{}
 	for _, p := range n.cfg.Peers {
-		if p.RPCAddr != "" {
+		if p.RPCAddr != "" && members[p.ID] {
 			want[p.ID] = p.RPCAddr
 		}
 	}

@@ -171,9 +171,15 @@ func jsonError(err error) error {
 }
 
 // validateClusterID allows what a directory name under root_fs_dir can hold.
-func validateClusterID(id string) error {
+func validateClusterID(id string) error { return validateName("cluster id", id) }
+
+// validateMasterID allows the same characters as a cluster id (a master id names a raft
+// server and appears in paths and status output).
+func validateMasterID(id string) error { return validateName("master id", id) }
+
+func validateName(what, id string) error {
 	if err := base.ValidateWorkerID(base.WorkerID(id)); err != nil {
-		return fmt.Errorf("%w: cluster id %q: only letters, digits, '.', '_' and '-' are allowed", base.ErrInvalidParams, id)
+		return fmt.Errorf("%w: %s %q: only letters, digits, '.', '_' and '-' are allowed", base.ErrInvalidParams, what, id)
 	}
 	return nil
 }

@@ -65,6 +65,7 @@ func TestBadInput(t *testing.T) {
 	f(exitUsage, "does not list this master", nil, "master", "--id", "m4", "--data_dir", dir, "--raft_address", "127.0.0.1:7004",
 		"--peers", "m1=127.0.0.1:7001,m2=127.0.0.1:7002")
 	f(exitUsage, "want id=host:port", nil, "master", "--id", "m1", "--data_dir", dir, "--raft_address", "127.0.0.1:7001", "--peers", "m1")
+	f(exitUsage, `--id: invalid params: master id "m 1"`, nil, "master", "--id", "m 1", "--data_dir", dir, "--raft_address", "127.0.0.1:7001")
 	f(exitUsage, "which --peers does not list", nil, "master", "--id", "m1", "--data_dir", dir, "--raft_address", "127.0.0.1:7001",
 		"--peer_rpc_addresses", "m9=127.0.0.1:50059")
 	f(exitUsage, "but --rpc_address is", nil, "master", "--id", "m1", "--data_dir", dir, "--raft_address", "127.0.0.1:7001",

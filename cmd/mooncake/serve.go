@@ -144,7 +144,7 @@ func (f *masterFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		case s.RaftAddress == "":
 			return s, usagef("master: --raft_address is required (e.g. --raft_address 127.0.0.1:7001)")
 		}
-		if err := validateClusterID(s.ID); err != nil {
+		if err := validateMasterID(s.ID); err != nil {
 			return s, fmt.Errorf("--id: %w", err)
 		}
 		if err := checkHostPort(s.RaftAddress, true); err != nil {
@@ -203,8 +203,8 @@ func parsePeers(s, self, selfRaft string) ([]peer, error) {
 		if !ok || id == "" || addr == "" {
 			return nil, fmt.Errorf("%w: --peers entry %q: want id=host:port", base.ErrInvalidParams, item)
 		}
-		if err := validateClusterID(id); err != nil {
-			return nil, fmt.Errorf("--peers: master id: %w", err)
+		if err := validateMasterID(id); err != nil {
+			return nil, fmt.Errorf("--peers: %w", err)
 		}
 		if err := checkHostPort(addr, true); err != nil {
 			return nil, fmt.Errorf("--peers entry %q: %w", item, err)
