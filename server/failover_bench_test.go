@@ -59,6 +59,22 @@ func BenchmarkFailover(b *testing.B) {
 	b.Run("graceful", func(b *testing.B) { benchFailover(b, failoverSetup{graceful: true}) })
 }
 
+// TestFailoverCrash runs one iteration of BenchmarkFailover with the tests' raft timeouts, so
+// the crash path stays working between benchmark runs: after the leader's crash a Put
+// succeeds, a new leader is elected, every object put before reads back, and the timeline is
+// in order. It asserts no durations (speed is the benchmark's).
+func TestFailoverCrash(t *testing.T) {
+	s := failoverOnce(t, 0, failoverSetup{raft: raftmetatest.FastTimeouts})
+	const unseen = 30 * time.Second
+	if s.detect >= unseen || s.elect >= unseen || s.served >= unseen || s.workers >= unseen {
+		t.Fatalf("a step of the failover was not seen: %+v", s)
+	}
+	if s.detect > s.elect || s.elect > s.put || s.served > s.put {
+		t.Fatalf("timeline out of order (detect <= elected <= put ok, PutStart served <= put ok): %+v", s)
+	}
+	t.Logf("detect %v, elected %v, PutStart served %v, put ok %v, workers re-registered %v", s.detect, s.elect, s.served, s.put, s.workers)
+}
+
 // failoverSetup is what a sub-benchmark changes from the binary's configuration.
 type failoverSetup struct {
 	raft             func(*raftmeta.Config) // nil: raftmeta's defaults
@@ -113,17 +129,23 @@ func benchFailover(b *testing.B, setup failoverSetup) {
 	}
 }
 
-// failoverOnce runs one iteration (see BenchmarkFailover); the timer runs only from the crash
-// to the first successful Put.
-func failoverOnce(b *testing.B, iter int, setup failoverSetup) failoverSample {
+// failoverOnce runs one iteration (see BenchmarkFailover); under a benchmark the timer runs
+// only from the crash to the first successful Put. TestFailoverCrash runs it as a test.
+func failoverOnce(b testing.TB, iter int, setup failoverSetup) failoverSample {
+	timer, _ := b.(interface {
+		StartTimer()
+		StopTimer()
+	})
 	c := startMasters(b, 3, func(cfg *MasterConfig) { cfg.testRaft = setup.raft })
 	for range 2 {
 		// The binary's heartbeat interval (the test helper's default is 50 ms).
 		c.addWorker("", func(cfg *WorkerConfig) { cfg.HeartbeatInterval = DefaultHeartbeatInterval })
 	}
 	defer c.shutdown() // idempotent: the cleanup registered by startMasters runs it again
+	// The lookup cache is off so that the reads at the end ask the new leader; puts never use
+	// it, so the measured path is the binary's.
 	cl, err := client.Connect(context.Background(), client.Config{MasterAddresses: c.masterAddrs(),
-		MaxBackoff: setup.clientMaxBackoff, Logger: testLogger()})
+		MaxBackoff: setup.clientMaxBackoff, LookupCacheTTL: -1, Logger: testLogger()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -151,7 +173,9 @@ func failoverOnce(b *testing.B, iter int, setup failoverSetup) failoverSample {
 	}
 
 	w := startFailoverWatch(c, old)
-	b.StartTimer()
+	if timer != nil {
+		timer.StartTimer()
+	}
 	w.crashed(time.Now())
 	stopped := make(chan error, 1)
 	if setup.graceful {
@@ -165,13 +189,12 @@ func failoverOnce(b *testing.B, iter int, setup failoverSetup) failoverSample {
 	} else {
 		stopped <- crash(c.masters[old])
 	}
-	var key string
 	for i := 0; ; i++ {
-		key = fmt.Sprintf("after/%d", i)
+		key := fmt.Sprintf("after/%d", i)
 		v := value(rng, 64<<10)
 		// One call, as an application makes it: the client retries inside it, within its
-		// Timeout (30 s), with its own backoff. (cmd/mooncake's test bounds each attempt by
-		// 2 s instead; every new attempt restarts the backoff at 20 ms, which can hide it.)
+		// Timeout (30 s), with its own backoff. A caller that bounds each attempt more tightly
+		// and calls again restarts that backoff at 20 ms, which can hide it.
 		err := cl.Put(context.Background(), key, v, rc)
 		if err == nil {
 			sums[key] = base.Checksum(v)
@@ -180,16 +203,19 @@ func failoverOnce(b *testing.B, iter int, setup failoverSetup) failoverSample {
 		if time.Since(w.t0) > 60*time.Second {
 			b.Fatalf("no put succeeded within 60s of the crash: %v", err)
 		}
+		b.Logf("put %s after the crash failed, calling again: %v", key, err)
 	}
 	putOK := time.Now()
-	b.StopTimer()
+	if timer != nil {
+		timer.StopTimer()
+	}
 	if err := <-stopped; err != nil {
 		b.Logf("stop of m%d: %v", old+1, err)
 	}
 	s := w.wait(b)
 	s.put = putOK.Sub(w.t0)
 
-	// Nothing acknowledged is lost: every object reads back from the new leader's metadata.
+	// Nothing acknowledged is lost: every object reads back, looked up on the new leader.
 	for k, sum := range sums {
 		v, err := cl.Get(context.Background(), k)
 		if err != nil || base.Checksum(v) != sum {
@@ -246,7 +272,7 @@ func (w *failoverWatch) crashed(t time.Time) {
 
 // wait returns the sample once every step was seen, or what was seen after 30 s (a step not
 // seen is then reported as 30 s and logged).
-func (w *failoverWatch) wait(b *testing.B) failoverSample {
+func (w *failoverWatch) wait(b testing.TB) failoverSample {
 	select {
 	case s := <-w.done:
 		return s
