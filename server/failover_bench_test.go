@@ -65,8 +65,7 @@ func BenchmarkFailover(b *testing.B) {
 // in order. It asserts no durations (speed is the benchmark's).
 func TestFailoverCrash(t *testing.T) {
 	s := failoverOnce(t, 0, failoverSetup{raft: raftmetatest.FastTimeouts})
-	const unseen = 30 * time.Second
-	if s.detect >= unseen || s.elect >= unseen || s.served >= unseen || s.workers >= unseen {
+	if s.detect >= failoverUnseen || s.elect >= failoverUnseen || s.served >= failoverUnseen || s.workers >= failoverUnseen {
 		t.Fatalf("a step of the failover was not seen: %+v", s)
 	}
 	if s.detect > s.elect || s.elect > s.put || s.served > s.put {
@@ -83,6 +82,9 @@ type failoverSetup struct {
 	// over) instead of crash, for comparison.
 	graceful bool
 }
+
+// failoverUnseen stands for a step the watch did not see within its 30 s.
+const failoverUnseen = 30 * time.Second
 
 // failoverSample is one iteration's timeline, each offset from the crash.
 type failoverSample struct {
@@ -271,7 +273,7 @@ func (w *failoverWatch) crashed(t time.Time) {
 }
 
 // wait returns the sample once every step was seen, or what was seen after 30 s (a step not
-// seen is then reported as 30 s and logged).
+// seen is then failoverUnseen, and logged).
 func (w *failoverWatch) wait(b testing.TB) failoverSample {
 	select {
 	case s := <-w.done:
@@ -288,8 +290,7 @@ func (w *failoverWatch) run(base0 map[int]uint64) {
 	t0 := <-w.tick
 	oldID := w.c.masters[w.old].ID()
 	var s failoverSample
-	const unseen = 30 * time.Second
-	s.detect, s.elect, s.served, s.workers = unseen, unseen, unseen, unseen
+	s.detect, s.elect, s.served, s.workers = failoverUnseen, failoverUnseen, failoverUnseen, failoverUnseen
 	newLeader := -1
 	t := time.NewTicker(time.Millisecond)
 	defer t.Stop()
@@ -298,20 +299,20 @@ func (w *failoverWatch) run(base0 map[int]uint64) {
 		for i, m := range w.c.masters {
 			// Any master's counter: a leader stopped gracefully may serve one more PutStart
 			// before it steps down (a crashed one closed its RPC server before the put).
-			if s.served == unseen && putStartOK(m) > base0[i] {
+			if s.served == failoverUnseen && putStartOK(m) > base0[i] {
 				s.served = now.Sub(t0)
 			}
 			if i == w.old {
 				continue
 			}
-			if id, _ := m.node.Leader(); id != oldID && s.detect == unseen {
+			if id, _ := m.node.Leader(); id != oldID && s.detect == failoverUnseen {
 				s.detect = now.Sub(t0)
 			}
 			if newLeader < 0 && m.IsLeader() {
 				newLeader, s.elect = i, now.Sub(t0)
 			}
 		}
-		if newLeader >= 0 && s.workers == unseen {
+		if newLeader >= 0 && s.workers == failoverUnseen {
 			addr := w.c.masters[newLeader].Addr()
 			back := true
 			for _, wk := range w.c.workers {
@@ -323,7 +324,7 @@ func (w *failoverWatch) run(base0 map[int]uint64) {
 				s.workers = now.Sub(t0)
 			}
 		}
-		if s.detect != unseen && s.elect != unseen && s.served != unseen && s.workers != unseen {
+		if s.detect != failoverUnseen && s.elect != failoverUnseen && s.served != failoverUnseen && s.workers != failoverUnseen {
 			w.done <- s
 			return
 		}
