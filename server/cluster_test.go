@@ -33,7 +33,7 @@ func testLogger() *slog.Logger {
 const testWait = 30 * time.Second
 
 type testCluster struct {
-	t       *testing.T
+	t       testing.TB
 	masters []*Master
 	mcfgs   []MasterConfig
 	workers []*Worker
@@ -42,14 +42,14 @@ type testCluster struct {
 
 // startMasters starts n masters on port 0 and bootstraps them as one cluster (the bootstrap
 // peers carry their RPC addresses, as --peer_rpc_addresses gives them).
-func startMasters(t *testing.T, n int, mut func(*MasterConfig)) *testCluster {
+func startMasters(t testing.TB, n int, mut func(*MasterConfig)) *testCluster {
 	t.Helper()
 	return startMastersPeers(t, n, mut, true)
 }
 
 // startMastersPeers is startMasters; withRPC false bootstraps peers with raft addresses only
 // (no --peer_rpc_addresses), so each master's RPC address is known only to itself.
-func startMastersPeers(t *testing.T, n int, mut func(*MasterConfig), withRPC bool) *testCluster {
+func startMastersPeers(t testing.TB, n int, mut func(*MasterConfig), withRPC bool) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t}
 	t.Cleanup(c.shutdown) // before anything can fail: a half-started cluster is stopped too

@@ -243,12 +243,17 @@ func TestClusterFailover(t *testing.T) {
 	}
 	t.Logf("put 500 objects, %s, 2 replicas, in %v", base.Bytes(total), time.Since(start).Round(time.Millisecond))
 
-	// SIGKILL the leader; puts succeed again once a new leader is elected.
+	// SIGKILL the leader; puts succeed again once a new leader is elected. This is a
+	// correctness check with a generous bound: a put must eventually succeed. How fast is
+	// measured by server.BenchmarkFailover (docs/benchmarks.md, "Failover"), not asserted here;
+	// the gap is logged. The put is one call, as an application makes it: the client retries
+	// inside it (within its Timeout) until a new leader answers; it is called again only if it
+	// gives up.
 	old := c.leader(cl)
 	c.masters[old].kill()
 	killed := time.Now()
 	for i := 0; ; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithDeadline(context.Background(), killed.Add(60*time.Second))
 		key := fmt.Sprintf("after-failover/%d", i)
 		v := objectValue(2, i, 64<<10)
 		err := cl.Put(ctx, key, v, rc)
@@ -260,8 +265,10 @@ func TestClusterFailover(t *testing.T) {
 		if time.Since(killed) > 60*time.Second {
 			t.Fatalf("no put succeeded within 60s of killing the leader: %v", err)
 		}
+		t.Logf("put %d after the SIGKILL failed, retrying: %v", i, err)
 	}
-	t.Logf("first put after SIGKILL of leader m%d succeeded after %v (issue 5 asks for under 5s)", old+1, time.Since(killed).Round(time.Millisecond))
+	t.Logf("failover: first put after leader SIGKILL succeeded after %.3f s (issue target 5 s); killed m%d",
+		time.Since(killed).Seconds(), old+1)
 	newLeader := c.leader(cl)
 	if newLeader == old {
 		t.Fatalf("m%d still leads after SIGKILL", old+1)
