@@ -1131,8 +1131,12 @@ func (m *Master) setLeader(leader bool) {
 	}
 	m.mu.leaderSince = now
 	for _, s := range segs {
+		// Until its first heartbeat to this leader, a worker's DRAM use is estimated from the
+		// replicas the FSM lists on it (capped at its capacity; NVMe-resident ones count too,
+		// so the estimate errs on the full side): a new leader must not place puts as if
+		// every worker were empty.
 		m.mu.workers[s.ID] = &workerSoft{lastSeen: now, resync: true,
-			usage: WorkerUsage{DRAMCapacity: s.DRAMCapacity, NVMeCapacity: s.NVMeCapacity}}
+			usage: WorkerUsage{DRAMUsed: min(s.Bytes, s.DRAMCapacity), DRAMCapacity: s.DRAMCapacity, NVMeCapacity: s.NVMeCapacity}}
 	}
 	m.log.Info("became leader", "workers", len(segs))
 }
