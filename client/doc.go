@@ -18,6 +18,13 @@
 //     Config.LookupCacheTTL (1s): a hot get skips the master, and a cached lookup that misses
 //     is dropped and replaced by a fresh one. This client's own puts and removes drop their
 //     keys; another client's change is seen within the TTL (see Config.LookupCacheTTL).
+//     A replica on a worker of this host is read through shared memory (shm.go): the client
+//     maps the worker's arena read-only once (ShmOpen), then per get asks the worker to pin
+//     the object (ShmPin), copies and hashes it, and releases the pin (ShmRelease: batched in
+//     the background when the checksum is verified, since the checksum proves the copy; waited
+//     for when it is not, since then only the worker's word proves the pin held). A worker it
+//     cannot map (another host, another uid, a private arena) is read over TCP, and
+//     ReadStats counts both paths. Config.DisableSharedMemory turns the path off.
 //   - Exists, Size, Remove, RemoveByRegex, RemoveAll, List, Status, MasterStatus and the
 //     batch forms BatchPut (one raft commit for the batch), BatchGet, BatchExists, BatchRemove.
 //   - AddMaster and RemoveMaster change the masters' raft configuration (operators; the CLI's

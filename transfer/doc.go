@@ -12,6 +12,11 @@
 //   - Client: ConnsPerPeer connections per peer address, requests pipelined on each (matched
 //     by request id), deadlines from context.Context, reconnection, retries of idempotent calls
 //     only, striping of payloads over StripeThreshold into chunks sent in parallel.
+//   - SharedArena (MapSharedArena): a client's read-only mapping of a worker's shared DRAM
+//     arena on the same host, checked against the worker's ShmOpen answer (boot id, inode,
+//     device, size) before it is mapped, and unmapped only after its last reader released it.
+//     The calls that pin and release ranges of it are ordinary worker calls (ShmPin,
+//     ShmRelease); the bytes never cross a socket.
 //   - The message types of every call (defined in transfer/internal/wire, aliased here).
 //
 // # Goroutines
