@@ -190,8 +190,15 @@ func (c *Client) readShm(ctx context.Context, key string, r transfer.Replica, lr
 	defer a.Release()
 	var pin transfer.ShmPinResponse
 	if err := c.rpc.Call(ctx, r.Address, &transfer.ShmPinRequest{Key: key, Version: lr.Version}, &pin); err != nil {
-		if errors.Is(err, base.ErrNotSupported) {
+		var answer *base.CodeError
+		switch {
+		case errors.Is(err, base.ErrNotSupported):
 			return errShmFallback // not in the shared arena (e.g. an NVMe read into a heap buffer)
+		case !errors.As(err, &answer) && ctx.Err() == nil:
+			// No answer at all: the worker may be gone for good. Unmap now rather than keep
+			// its whole arena alive in this process (a mapping outlives the worker); the
+			// next get that reaches it maps it again.
+			c.shm.forget(r.Address, a)
 		}
 		return err
 	}

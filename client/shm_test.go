@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -176,5 +178,61 @@ func TestSharedMemoryReleasesPins(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 		})
+	}
+}
+
+// clientArenaMappings counts this process's read-only shared mappings of worker arenas (what
+// a client maps; a worker's own mapping is writable).
+func clientArenaMappings(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 6 && f[1] == "r--s" && strings.Contains(line, "mooncake-arena") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSharedMemoryDeadWorkerUnmapped: a client does not keep the arena of a worker that died
+// mapped (which would keep all of that memory allocated): the first get that cannot reach the
+// worker unmaps it, and the get fails over to the other replica.
+func TestSharedMemoryDeadWorkerUnmapped(t *testing.T) {
+	ip := startInproc(t, 2, 16<<20)
+	c := connect(t, ip)
+	ctx := context.Background()
+	before := clientArenaMappings(t)
+	v := val(200_000, 5)
+	if err := c.Put(ctx, "k", v, client.ReplicateConfig{Replicas: 2}); err != nil {
+		t.Fatal(err)
+	}
+	// Read until both workers' arenas are mapped (the replica order is random).
+	for i := 0; clientArenaMappings(t) < before+2; i++ {
+		if i == 200 {
+			t.Fatalf("after %d gets only %d arenas mapped", i, clientArenaMappings(t)-before)
+		}
+		if got, err := c.Get(ctx, "k"); err != nil || !bytes.Equal(got, v) {
+			t.Fatalf("get: %v", err)
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	dead := ip.workers[0]
+	if err := dead.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	// Until a get tries the dead worker, its arena stays mapped; gets keep succeeding from the
+	// other replica while they do.
+	for i := 0; clientArenaMappings(t) > before+1; i++ {
+		if i == 200 {
+			t.Fatalf("the dead worker's arena is still mapped after %d gets", i)
+		}
+		if got, err := c.Get(ctx, "k"); err != nil || !bytes.Equal(got, v) {
+			t.Fatalf("get with a dead replica: %v", err)
+		}
 	}
 }
