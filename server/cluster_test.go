@@ -140,8 +140,10 @@ func (c *testCluster) shutdown() {
 	}
 }
 
-// driver is a test-only client over transfer (server must not import client/): it finds the
-// leader, follows NOT_LEADER, and runs the put/get protocol of design.md section 2.
+// driver is a test-only client over transfer: it exercises the wire directly, with no client/
+// retries hiding anything (only the failover benchmark uses client/, to time its
+// rediscovery). It finds the leader, follows NOT_LEADER, and runs the put/get protocol of
+// design.md section 2.
 type driver struct {
 	t       *testing.T
 	cli     *transfer.Client
