@@ -107,6 +107,9 @@ type MasterConfig struct {
 	onWorkerDead func(base.WorkerID)    // called after MarkWorkerDead committed
 	// testRegisterLimits adjusts the bounds of paged registrations (registerLimits).
 	testRegisterLimits func(*registerLimits)
+	// testBeforeRegisterPage is called as each page of a paged registration arrives, before
+	// the master looks at it.
+	testBeforeRegisterPage func(m *Master, id base.WorkerID, session uint64, page uint32)
 }
 
 // EnsureDefaults fills every zero field with its documented default.

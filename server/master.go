@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -94,6 +95,8 @@ type Master struct {
 	}
 	// regLimits bounds regSessions; fixed at NewMaster.
 	regLimits registerLimits
+	// regPages counts the pages of paged registrations this master accepted (tests and logs).
+	regPages atomic.Int64
 
 	stop     chan struct{} // closed by Shutdown: stops the leader loop
 	loopDone chan struct{} // closed when the leader loop returns
@@ -936,6 +939,9 @@ func (m *Master) registerPage(ctx context.Context, a RegisterArgs, session uint6
 	if session == 0 {
 		return m.registerWorker(ctx, a)
 	}
+	if m.cfg.testBeforeRegisterPage != nil {
+		m.cfg.testBeforeRegisterPage(m, a.WorkerID, session, page)
+	}
 	if err := base.ValidateWorkerID(a.WorkerID); err != nil {
 		return nil, err
 	}
@@ -987,6 +993,7 @@ func (m *Master) registerPage(ctx context.Context, a RegisterArgs, session uint6
 	if ws := m.mu.workers[a.WorkerID]; ws != nil {
 		ws.lastSeen = now // a worker sending pages is alive, though it does not heartbeat meanwhile
 	}
+	m.regPages.Add(1)
 	if more {
 		s.pages = append(s.pages, a.Inventory)
 		s.next++
