@@ -834,15 +834,17 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 		settled = max(settled, prev.UnixNano())
 	}
 	var lost []raftmeta.KeyVersion
-	deferred := 0
-	kept := map[string]bool{}
+	deferred, kept := 0, 0
+	// A kept object's key leaves have: every inventory key is in have until then, so below
+	// "not in have" means kept (no second map of up to millions of keys).
 	m.node.Range("", func(o raftmeta.Object) bool {
 		if !slices.Contains(o.Replicas, a.WorkerID) {
 			return true
 		}
 		switch v, ok := have[o.Key]; {
 		case ok && v == o.Version:
-			kept[o.Key] = true
+			delete(have, o.Key)
+			kept++
 		case o.Created < settled:
 			lost = append(lost, raftmeta.KeyVersion{Key: o.Key, Version: o.Version})
 		default:
@@ -863,8 +865,8 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	m.mu.Lock()
 	for _, p := range pages {
 		for _, o := range p {
-			if kept[o.Key] {
-				continue
+			if _, ok := have[o.Key]; !ok {
+				continue // kept
 			}
 			if r := m.mu.reservations[o.Key]; r != nil && r.version == o.Version && slices.Contains(r.workers, a.WorkerID) {
 				continue
@@ -904,7 +906,7 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	m.mu.Unlock()
 	m.log.Info("worker registered", "worker", a.WorkerID, "address", a.Address,
 		"dram_capacity", base.Bytes(a.DRAMCapacity).String(), "nvme_capacity", base.Bytes(a.NVMeCapacity).String(),
-		"inventory", ninv, "pages", len(pages), "kept", len(kept), "replicas_lost", nlost, "lost_unsettled", deferred,
+		"inventory", ninv, "pages", len(pages), "kept", kept, "replicas_lost", nlost, "lost_unsettled", deferred,
 		"dropped_unknown", ndrop, "drops_queued", ndrop-len(drop), "unknown_spared", spared)
 	return drop, nil
 }
