@@ -811,7 +811,7 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 		m.mu.workers[a.WorkerID] = ws
 	}
 	prev := ws.lastRegister
-	ws.lastSeen = recv
+	ws.lastSeen = m.now() // not page 0's arrival (recv, when paged): the worker is alive now
 	if !ws.leavingAt.IsZero() {
 		m.log.Info("worker back after a graceful shutdown; its restart grace ends", "worker", a.WorkerID,
 			"away", recv.Sub(ws.leavingAt))
