@@ -155,6 +155,32 @@ func TestRegisterPages(t *testing.T) {
 	_, err = r.page(addr, "w-a", inv[:3], 0xf, 1, false)
 	unavailable("page of an unknown session", err)
 
+	// A session idle for registerSessionTTL: its next page is refused, and the leader loop's
+	// sweep forgets an idle session. (The session's clock is moved back rather than the
+	// master's: the leader loop reads m.now concurrently.)
+	age := func(id base.WorkerID) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.mu.regSessions[id].last = m.now().Add(-registerSessionTTL - time.Second)
+	}
+	if _, err := r.page(addr, "w-a", inv[:7], 0x20, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	age("w-a")
+	_, err = r.page(addr, "w-a", inv[7:], 0x20, 1, false)
+	unavailable("page after the session expired", err)
+	if _, err := r.page(addr, "w-a", inv[:7], 0x21, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	age("w-a")
+	m.expireRegSessions()
+	m.mu.Lock()
+	n, b := len(m.mu.regSessions), m.mu.regBytes
+	m.mu.Unlock()
+	if n != 0 || b != 0 {
+		t.Fatalf("after expiry the leader holds %d sessions, %d bytes", n, b)
+	}
+
 	// Bounds: 30 objects per worker, 45 objects' bytes over all sessions in progress.
 	big := fakeInventory(25)
 	if _, err := r.page(addr, "w-b", big, 0x10, 0, true); err != nil {
@@ -173,7 +199,7 @@ func TestRegisterPages(t *testing.T) {
 		t.Fatalf("w-c after w-b finished: %v", err)
 	}
 	m.mu.Lock()
-	n, b := len(m.mu.regSessions), m.mu.regBytes
+	n, b = len(m.mu.regSessions), m.mu.regBytes
 	m.mu.Unlock()
 	if n != 1 || b != 25*objectBytes {
 		t.Fatalf("leader holds %d sessions, %d bytes; want 1 and %d", n, b, 25*objectBytes)
