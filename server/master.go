@@ -36,6 +36,9 @@ const (
 	// (queueDropLocked; past maxQueuedDrops the worker is asked to register again).
 	maxRegisterReplyDrops     = 1 << 16
 	maxRegisterReplyDropBytes = 16 << 20
+	// reconcileLockBatch is how many inventory entries registration's reconciliation checks
+	// per hold of m.mu.
+	reconcileLockBatch = 4096
 	// registerObjectOverhead estimates the leader's heap per accumulated inventory entry
 	// beyond its key bytes (base.ObjectMeta is 40 bytes: string header, version, size,
 	// checksum), for the byte bounds of registerLimits.
@@ -864,7 +867,14 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	spared := 0
 	m.mu.Lock()
 	for _, p := range pages {
-		for _, o := range p {
+		for i, o := range p {
+			if i%reconcileLockBatch == reconcileLockBatch-1 {
+				// Let puts and heartbeats in: each entry's check below needs m.mu only for
+				// itself (its reservation, then the FSM), so a million entries need not hold
+				// the lock for the whole scan.
+				m.mu.Unlock()
+				m.mu.Lock()
+			}
 			if _, ok := have[o.Key]; !ok {
 				continue // kept
 			}
