@@ -105,6 +105,11 @@ type MasterConfig struct {
 	testRaft     func(*raftmeta.Config) // adjusts raft timing for loopback tests
 	noBootstrap  bool                   // the test bootstraps the cluster itself (port-0 peers)
 	onWorkerDead func(base.WorkerID)    // called after MarkWorkerDead committed
+	// testRegisterLimits adjusts the bounds of paged registrations (registerLimits).
+	testRegisterLimits func(*registerLimits)
+	// testBeforeRegisterPage is called as each page of a paged registration arrives, before
+	// the master looks at it.
+	testBeforeRegisterPage func(m *Master, id base.WorkerID, session uint64, page uint32)
 }
 
 // EnsureDefaults fills every zero field with its documented default.
@@ -279,6 +284,9 @@ type WorkerConfig struct {
 	// testNoLeavingBeat makes Shutdown skip its final (leaving) heartbeat, as a crashed worker
 	// would (test hook; false in production).
 	testNoLeavingBeat bool
+	// testRegisterPageObjects overrides registerPageObjects, the objects in one registration
+	// page (test hook; 0 in production).
+	testRegisterPageObjects int
 }
 
 // EnsureDefaults fills every zero field with its documented default (WorkerID is resolved

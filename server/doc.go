@@ -44,7 +44,11 @@
 // metadata lists that the worker lacks are dropped (DropReplicas; objects left with none are
 // removed); objects the worker holds that the metadata does not list on it are dropped by the
 // worker (never adopted: the key may have been removed while the worker was away). Both
-// directions guard against puts racing with the inventory snapshot (see registerWorker).
+// directions guard against puts racing with the inventory snapshot (see registerWorker). An
+// inventory larger than one page (65,536 objects or 16 MiB of entries) goes in pages of one
+// session, in order, to one master (Worker.register, sendPages); the leader accumulates them
+// as soft state, bounded and expiring, and reconciles at the final page (registerPage). Any
+// failure restarts the attempt from page 0 with a new session.
 //
 // # Worker
 //

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -26,6 +27,22 @@ const (
 	// maxQueuedDrops bounds the drops queued for one worker. Past it the queue is cleared and
 	// the worker is asked to re-register: its inventory reconciliation finds every orphan.
 	maxQueuedDrops = 1 << 20
+	// registerSessionTTL drops a paged registration whose next page has not arrived within it
+	// (a worker that died or gave up mid-way); the worker starts over from page 0.
+	registerSessionTTL = 2 * time.Minute
+	// maxRegisterReplyDrops and maxRegisterReplyDropBytes bound the drop list of one
+	// registration reply (about 5 MiB with 64-byte keys; the byte bound rules with long keys)
+	// so the reply always fits the body limit. The rest is queued for the worker's heartbeats
+	// (queueDropLocked; past maxQueuedDrops the worker is asked to register again).
+	maxRegisterReplyDrops     = 1 << 16
+	maxRegisterReplyDropBytes = 16 << 20
+	// reconcileLockBatch is how many inventory entries registration's reconciliation checks
+	// per hold of m.mu.
+	reconcileLockBatch = 4096
+	// registerObjectOverhead estimates the leader's heap per accumulated inventory entry
+	// beyond its key bytes (base.ObjectMeta is 40 bytes: string header, version, size,
+	// checksum), for the byte bounds of registerLimits.
+	registerObjectOverhead = 48
 	// maxReservations bounds puts in flight (PutStart without PutEnd) on the leader.
 	maxReservations = 1 << 20
 	// applyTimeout bounds one raft commit made by the leader's own loops.
@@ -73,7 +90,16 @@ type Master struct {
 		reservations map[string]*reservation
 		// rng draws placements.
 		rng *rand.Rand
+		// regSessions: paged registrations in progress (pages received, final page not yet),
+		// by worker id; at most one per worker (a new session replaces the old one).
+		// Invariant: regBytes is the sum of the sessions' bytes.
+		regSessions map[base.WorkerID]*regSession
+		regBytes    int64
 	}
+	// regLimits bounds regSessions; fixed at NewMaster.
+	regLimits registerLimits
+	// regPages counts the pages of paged registrations this master accepted (tests and logs).
+	regPages atomic.Int64
 
 	stop     chan struct{} // closed by Shutdown: stops the leader loop
 	loopDone chan struct{} // closed when the leader loop returns
@@ -100,6 +126,50 @@ type workerSoft struct {
 	// zero otherwise. It extends the worker's silence allowance to WorkerRestartGrace (see
 	// silenceDeadline) and keeps new puts off the worker; its next registration clears it.
 	leavingAt time.Time
+}
+
+// regSession is one paged registration in progress on the leader (leader soft state: a new
+// leader knows none, and the worker starts over). See registerPage.
+type regSession struct {
+	id uint64
+	// next is the page number expected next. Invariant: next == len(pages).
+	next uint32
+	// began is when page 0 arrived: the registration's reconciliation counts from it (see
+	// registerWorker: objects created after it are never taken as lost).
+	began time.Time
+	// last is when the latest page arrived; the session expires registerSessionTTL after it.
+	last time.Time
+	// pages are the inventory pages received so far, as decoded (no copy is made).
+	pages [][]base.ObjectMeta
+	// objects and bytes count the entries in pages and their estimated heap.
+	objects int
+	bytes   int64
+}
+
+// registerLimits bound the inventory a leader accumulates from paged registrations. Past
+// a bound the page is refused and the session dropped; the defaults are far above a real
+// worker (a million objects with 64-byte keys is about 110 MiB) and exist so that a buggy or
+// hostile sender cannot exhaust the leader's memory.
+type registerLimits struct {
+	// perWorkerObjects bounds one session's objects. Default 1<<26 (67 million).
+	perWorkerObjects int
+	// perWorkerBytes bounds one session's estimated heap. Default 8 GiB.
+	perWorkerBytes int64
+	// totalBytes bounds every session's estimated heap together. Default 16 GiB.
+	totalBytes int64
+}
+
+func defaultRegisterLimits() registerLimits {
+	return registerLimits{perWorkerObjects: 1 << 26, perWorkerBytes: 8 << 30, totalBytes: 16 << 30}
+}
+
+// inventoryBytes is the leader's estimated heap for inv (registerObjectOverhead per entry).
+func inventoryBytes(inv []base.ObjectMeta) int64 {
+	n := int64(len(inv)) * registerObjectOverhead
+	for i := range inv {
+		n += int64(len(inv[i].Key))
+	}
+	return n
 }
 
 // silenceDeadline is when the leader marks ws dead if it hears nothing more: ClientTTL after
@@ -671,6 +741,16 @@ type RegisterArgs struct {
 	DRAMCapacity int64
 	NVMeCapacity int64
 	Inventory    []base.ObjectMeta
+
+	// earlier are the inventory pages received before Inventory (the final page) of a paged
+	// registration; nil for a whole one. began is when its page 0 arrived (zero: now).
+	earlier [][]base.ObjectMeta
+	began   time.Time
+}
+
+// pages returns every inventory page of a: the earlier ones, then Inventory.
+func (a *RegisterArgs) pages() [][]base.ObjectMeta {
+	return append(a.earlier[:len(a.earlier):len(a.earlier)], a.Inventory)
 }
 
 // lostGrace bounds how long a registration may take from the worker's inventory snapshot to
@@ -695,6 +775,11 @@ const lostGrace = registerTimeout
 //     PutTimeout (the previous leader's puts in flight are unknown to it: the worker is asked
 //     to register again once that window has passed). We never adopt unknown objects: the key
 //     may have been removed while the worker was away, and adopting would resurrect it.
+//
+// A paged registration (registerPage) runs this at its final page over every page, with the
+// receipt time of page 0 standing for the registration's: the worker took its inventory
+// snapshot before sending page 0, so an object created after page 0 arrived is never taken
+// as lost (it is deferred), whatever time the later pages took.
 func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta.KeyVersion, error) {
 	if err := base.ValidateWorkerID(a.WorkerID); err != nil {
 		return nil, err
@@ -706,6 +791,14 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 		return nil, m.notLeader()
 	}
 	recv := m.now()
+	if !a.began.IsZero() {
+		recv = a.began
+	}
+	pages := a.pages()
+	ninv := 0
+	for _, p := range pages {
+		ninv += len(p)
+	}
 	res, err := m.node.Apply(ctx, raftmeta.RegisterWorker{ID: a.WorkerID, Address: a.Address, DRAMCapacity: a.DRAMCapacity, NVMeCapacity: a.NVMeCapacity})
 	if err != nil {
 		return nil, err
@@ -721,7 +814,7 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 		m.mu.workers[a.WorkerID] = ws
 	}
 	prev := ws.lastRegister
-	ws.lastSeen = recv
+	ws.lastSeen = m.now() // not page 0's arrival (recv, when paged): the worker is alive now
 	if !ws.leavingAt.IsZero() {
 		m.log.Info("worker back after a graceful shutdown; its restart grace ends", "worker", a.WorkerID,
 			"away", recv.Sub(ws.leavingAt))
@@ -733,24 +826,28 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	leaderSince := m.mu.leaderSince
 	m.mu.Unlock()
 
-	have := make(map[string]base.Version, len(a.Inventory))
-	for _, o := range a.Inventory {
-		have[o.Key] = o.Version
+	have := make(map[string]base.Version, ninv)
+	for _, p := range pages {
+		for _, o := range p {
+			have[o.Key] = o.Version
+		}
 	}
 	settled := recv.Add(-lostGrace).UnixNano()
 	if !prev.IsZero() {
 		settled = max(settled, prev.UnixNano())
 	}
 	var lost []raftmeta.KeyVersion
-	deferred := 0
-	kept := map[string]bool{}
+	deferred, kept := 0, 0
+	// A kept object's key leaves have: every inventory key is in have until then, so below
+	// "not in have" means kept (no second map of up to millions of keys).
 	m.node.Range("", func(o raftmeta.Object) bool {
 		if !slices.Contains(o.Replicas, a.WorkerID) {
 			return true
 		}
 		switch v, ok := have[o.Key]; {
 		case ok && v == o.Version:
-			kept[o.Key] = true
+			delete(have, o.Key)
+			kept++
 		case o.Created < settled:
 			lost = append(lost, raftmeta.KeyVersion{Key: o.Key, Version: o.Version})
 		default:
@@ -769,28 +866,45 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	var drop []raftmeta.KeyVersion
 	spared := 0
 	m.mu.Lock()
-	for _, o := range a.Inventory {
-		if kept[o.Key] {
-			continue
-		}
-		if r := m.mu.reservations[o.Key]; r != nil && r.version == o.Version && slices.Contains(r.workers, a.WorkerID) {
-			continue
-		}
-		// NB: PutEnd commits before it releases the reservation, so an object whose
-		// reservation is gone is in the FSM by now if its put succeeded.
-		if cur, ok := m.node.Lookup(o.Key); ok && cur.Version == o.Version && slices.Contains(cur.Replicas, a.WorkerID) {
-			continue
-		}
-		// In a new leader's grace, spare unknown objects that may be puts the previous leader
-		// started, but not copies older than the version the metadata holds for the key (an
-		// in-flight put always has a newer version: versions grow across terms).
-		if inGrace {
-			if cur, ok := m.node.Lookup(o.Key); !ok || cur.Version < o.Version {
-				spared++
+	for _, p := range pages {
+		for i, o := range p {
+			if i%reconcileLockBatch == reconcileLockBatch-1 {
+				// Let puts and heartbeats in: each entry's check below needs m.mu only for
+				// itself (its reservation, then the FSM), so a million entries need not hold
+				// the lock for the whole scan.
+				m.mu.Unlock()
+				m.mu.Lock()
+			}
+			if _, ok := have[o.Key]; !ok {
+				continue // kept
+			}
+			if r := m.mu.reservations[o.Key]; r != nil && r.version == o.Version && slices.Contains(r.workers, a.WorkerID) {
 				continue
 			}
+			// NB: PutEnd commits before it releases the reservation, so an object whose
+			// reservation is gone is in the FSM by now if its put succeeded.
+			if cur, ok := m.node.Lookup(o.Key); ok && cur.Version == o.Version && slices.Contains(cur.Replicas, a.WorkerID) {
+				continue
+			}
+			// In a new leader's grace, spare unknown objects that may be puts the previous
+			// leader started, but not copies older than the version the metadata holds for the
+			// key (an in-flight put always has a newer version: versions grow across terms).
+			if inGrace {
+				if cur, ok := m.node.Lookup(o.Key); !ok || cur.Version < o.Version {
+					spared++
+					continue
+				}
+			}
+			drop = append(drop, raftmeta.KeyVersion{Key: o.Key, Version: o.Version})
 		}
-		drop = append(drop, raftmeta.KeyVersion{Key: o.Key, Version: o.Version})
+	}
+	// The reply must fit one body: the drops past its bound are owed through heartbeats.
+	ndrop := len(drop)
+	if cut := replyDropCut(drop); cut < len(drop) {
+		for _, kv := range drop[cut:] {
+			m.queueDropLocked(ws, kv.Key, kv.Version)
+		}
+		drop = drop[:cut]
 	}
 	ws.lastRegister = recv
 	switch {
@@ -802,9 +916,135 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	m.mu.Unlock()
 	m.log.Info("worker registered", "worker", a.WorkerID, "address", a.Address,
 		"dram_capacity", base.Bytes(a.DRAMCapacity).String(), "nvme_capacity", base.Bytes(a.NVMeCapacity).String(),
-		"inventory", len(a.Inventory), "kept", len(kept), "replicas_lost", nlost, "lost_unsettled", deferred,
-		"dropped_unknown", len(drop), "unknown_spared", spared)
+		"inventory", ninv, "pages", len(pages), "kept", kept, "replicas_lost", nlost, "lost_unsettled", deferred,
+		"dropped_unknown", ndrop, "drops_queued", ndrop-len(drop), "unknown_spared", spared)
 	return drop, nil
+}
+
+// replyDropCut returns how many of drop fit one registration reply (maxRegisterReplyDrops
+// and maxRegisterReplyDropBytes of encoded KeyVersions).
+func replyDropCut(drop []raftmeta.KeyVersion) int {
+	n := min(len(drop), maxRegisterReplyDrops)
+	var b int
+	for i := range n {
+		b += 4 + len(drop[i].Key) + 8
+		if b > maxRegisterReplyDropBytes {
+			return i
+		}
+	}
+	return n
+}
+
+// registerPage takes one page of a paged registration (a RegisterWorker request with a
+// non-zero session). Pages with more set are accumulated in the leader's soft state, keyed
+// by worker; the final page (more false) runs registerWorker over every page and returns its
+// drops. The duties, in order:
+//  1. Only the leader accumulates (NOT_LEADER otherwise); a new leader knows no session.
+//  2. Page 0 starts a session and replaces any older one of the worker (its attempt was
+//     abandoned: the worker starts each attempt over with a new session).
+//  3. Any other page must carry the session's id and the next page number, and arrive within
+//     registerSessionTTL of the previous page; otherwise it is refused with UNAVAILABLE and
+//     the session dropped, and the worker starts over from page 0 with a new session.
+//  4. A page that would take the session or all sessions past registerLimits is refused
+//     with UNAVAILABLE (too large) and the session dropped.
+func (m *Master) registerPage(ctx context.Context, a RegisterArgs, session uint64, page uint32, more bool) ([]raftmeta.KeyVersion, error) {
+	if session == 0 {
+		return m.registerWorker(ctx, a)
+	}
+	if m.cfg.testBeforeRegisterPage != nil {
+		m.cfg.testBeforeRegisterPage(m, a.WorkerID, session, page)
+	}
+	if err := base.ValidateWorkerID(a.WorkerID); err != nil {
+		return nil, err
+	}
+	if a.ClusterID != "" && a.ClusterID != m.cfg.ClusterID {
+		return nil, fmt.Errorf("%w: worker %s is in cluster %q, this master in %q", base.ErrClusterMismatch, a.WorkerID, a.ClusterID, m.cfg.ClusterID)
+	}
+	if !m.ensureLeader() {
+		return nil, m.notLeader()
+	}
+	now := m.now()
+	size := inventoryBytes(a.Inventory)
+	m.mu.Lock()
+	s := m.mu.regSessions[a.WorkerID]
+	var refuse string
+	switch {
+	case page == 0:
+		if s != nil {
+			m.dropRegSessionLocked(a.WorkerID)
+		}
+		s = &regSession{id: session, began: now}
+	case s == nil:
+		refuse = "no registration in progress (this leader never saw page 0, or the session expired or was replaced)"
+	case s.id != session:
+		refuse = fmt.Sprintf("another registration (session %016x) replaced this one", s.id)
+	case s.next != page:
+		refuse = fmt.Sprintf("page out of order: expected page %d", s.next)
+	case now.Sub(s.last) > registerSessionTTL:
+		refuse = fmt.Sprintf("the session expired (no page for %s)", registerSessionTTL)
+	}
+	if refuse == "" && more {
+		lim := m.regLimits
+		switch {
+		case s.objects+len(a.Inventory) > lim.perWorkerObjects || s.bytes+size > lim.perWorkerBytes:
+			refuse = fmt.Sprintf("%v: the inventory exceeds the leader's bound for one worker (%d objects, %s)",
+				base.ErrTooLarge, lim.perWorkerObjects, base.Bytes(lim.perWorkerBytes))
+		case m.mu.regBytes+size > lim.totalBytes:
+			refuse = fmt.Sprintf("%v: registrations in progress hold %s, the leader's bound is %s; retry later",
+				base.ErrTooLarge, base.Bytes(m.mu.regBytes), base.Bytes(lim.totalBytes))
+		}
+	}
+	if refuse != "" {
+		if m.mu.regSessions[a.WorkerID] != nil && (page == 0 || s.id == session) {
+			m.dropRegSessionLocked(a.WorkerID)
+		}
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: worker %s registration session %016x page %d refused: %s; register again from page 0",
+			base.ErrUnavailable, a.WorkerID, session, page, refuse)
+	}
+	if ws := m.mu.workers[a.WorkerID]; ws != nil {
+		ws.lastSeen = now // a worker sending pages is alive, though it does not heartbeat meanwhile
+	}
+	m.regPages.Add(1)
+	if more {
+		s.pages = append(s.pages, a.Inventory)
+		s.next++
+		s.last = now
+		s.objects += len(a.Inventory)
+		s.bytes += size
+		m.mu.regBytes += size
+		m.mu.regSessions[a.WorkerID] = s
+		m.mu.Unlock()
+		return nil, nil
+	}
+	if m.mu.regSessions[a.WorkerID] == s {
+		m.dropRegSessionLocked(a.WorkerID)
+	}
+	m.mu.Unlock()
+	a.earlier, a.began = s.pages, s.began
+	return m.registerWorker(ctx, a)
+}
+
+// dropRegSessionLocked forgets the worker's paged registration in progress. REQUIRES: m.mu.
+func (m *Master) dropRegSessionLocked(id base.WorkerID) {
+	if s := m.mu.regSessions[id]; s != nil {
+		m.mu.regBytes -= s.bytes
+		delete(m.mu.regSessions, id)
+	}
+}
+
+// expireRegSessions drops the paged registrations idle for registerSessionTTL (leader loop).
+func (m *Master) expireRegSessions() {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, s := range m.mu.regSessions {
+		if now.Sub(s.last) > registerSessionTTL {
+			m.log.Info("dropped a worker registration never finished", "worker", id, "pages", len(s.pages),
+				"objects", s.objects, "idle", now.Sub(s.last))
+			m.dropRegSessionLocked(id)
+		}
+	}
 }
 
 // HeartbeatReply tells a worker what to drop and whether to re-register.
@@ -879,6 +1119,11 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	m := &Master{cfg: cfg, log: log, now: time.Now, stop: make(chan struct{}), loopDone: make(chan struct{})}
 	m.mu.workers = map[base.WorkerID]*workerSoft{}
 	m.mu.reservations = map[string]*reservation{}
+	m.mu.regSessions = map[base.WorkerID]*regSession{}
+	m.regLimits = defaultRegisterLimits()
+	if cfg.testRegisterLimits != nil {
+		cfg.testRegisterLimits(&m.regLimits)
+	}
 	m.mu.rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x6d6f6f6e63616b65))
 	m.met = newMasterMetrics(m.stats)
 
@@ -1029,6 +1274,7 @@ func (m *Master) leaderLoop() {
 			m.setLeader(true)
 			m.checkLiveness()
 			m.expireReservations()
+			m.expireRegSessions()
 		case <-summary.C:
 			if m.node.IsLeader() {
 				m.log.Info(formatSummary(m.stats(), &m.met.ops))
@@ -1124,6 +1370,8 @@ func (m *Master) setLeader(leader bool) {
 	m.mu.leader = leader
 	m.mu.workers = map[base.WorkerID]*workerSoft{}
 	m.mu.reservations = map[string]*reservation{}
+	m.mu.regSessions = map[base.WorkerID]*regSession{} // paged registrations start over with the new leader
+	m.mu.regBytes = 0
 	if !leader {
 		m.mu.leaderSince = time.Time{}
 		m.log.Info("no longer leader")

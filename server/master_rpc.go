@@ -282,8 +282,11 @@ func (h *masterHandler) call(ctx context.Context, req transfer.Message) (transfe
 	case *transfer.RegisterWorkerRequest:
 		actx, cancel := context.WithTimeout(ctx, 4*applyTimeout)
 		defer cancel()
-		drops, err := m.registerWorker(actx, RegisterArgs{WorkerID: r.WorkerID, Address: r.Address,
-			DRAMCapacity: r.DRAMCapacity, NVMeCapacity: r.NVMeCapacity, Inventory: r.Inventory})
+		// Session 0: a whole registration in one message (a worker whose inventory fits one
+		// page, or one that predates paging). Otherwise one page of a paged registration:
+		// only the final page's reply carries drops.
+		drops, err := m.registerPage(actx, RegisterArgs{WorkerID: r.WorkerID, Address: r.Address,
+			DRAMCapacity: r.DRAMCapacity, NVMeCapacity: r.NVMeCapacity, Inventory: r.Inventory}, r.Session, r.Page, r.More)
 		if err != nil {
 			return nil, opRegisterWorker, err
 		}

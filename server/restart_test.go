@@ -152,17 +152,36 @@ func TestWorkerPendingTimeout(t *testing.T) {
 // TestWorkerRestartReconciles restarts a worker on the same root_fs_dir: objects spilled at
 // shutdown are reported in its inventory and readable again; an object removed while it was
 // down is dropped by the worker at registration; a worker restarted on an empty dir loses its
-// replicas in the metadata.
+// replicas in the metadata. It runs with the inventory in one registration message and in
+// pages of 7 objects (100 objects: 15 pages).
 func TestWorkerRestartReconciles(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		objects     int
+		pageObjects int // WorkerConfig.testRegisterPageObjects; 0: the default (one page here)
+	}{
+		{"unpaged", 10, 0},
+		{"pages-of-7", 100, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testWorkerRestartReconciles(t, tc.objects, tc.pageObjects) })
+	}
+}
+
+func testWorkerRestartReconciles(t *testing.T, objects, pageObjects int) {
 	c := startMasters(t, 1, nil)
 	root := t.TempDir()
-	w := c.addWorker(root, nil)
+	paged := func(cfg *WorkerConfig) { cfg.testRegisterPageObjects = pageObjects }
+	w := c.addWorker(root, paged)
 	d := newDriver(t, c.masterAddrs())
 	rng := rand.New(rand.NewPCG(3, 3))
 	vals := map[string][]byte{}
-	for i := range 10 {
+	for i := range objects {
 		k := fmt.Sprintf("k%d", i)
-		vals[k] = value(rng, 1000+i*50_000)
+		if i < 10 {
+			vals[k] = value(rng, 1000+i*50_000)
+		} else {
+			vals[k] = value(rng, 100+i)
+		}
 		if err := d.put(k, vals[k], 1, false); err != nil {
 			t.Fatal(err)
 		}
@@ -174,12 +193,19 @@ func TestWorkerRestartReconciles(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.workers[0] = nil
-	if err := d.call(&transfer.RemoveRequest{Key: "k9"}, nil); err != nil {
-		t.Fatal(err)
+	removed := []string{"k9"}
+	if objects > 10 {
+		removed = append(removed, fmt.Sprintf("k%d", objects-1)) // in another page
 	}
-	delete(vals, "k9")
+	for _, k := range removed {
+		if err := d.call(&transfer.RemoveRequest{Key: k}, nil); err != nil {
+			t.Fatal(err)
+		}
+		delete(vals, k)
+	}
+	pagesBefore := c.masters[0].regPages.Load()
 
-	w = c.addWorker(root, func(cfg *WorkerConfig) { cfg.WarmUp = true }) // same root and configured address: same id
+	w = c.addWorker(root, func(cfg *WorkerConfig) { paged(cfg); cfg.WarmUp = true }) // same root and configured address: same id
 	if w.ID() != id {
 		t.Fatalf("restarted worker id %s, want %s", w.ID(), id)
 	}
@@ -187,8 +213,20 @@ func TestWorkerRestartReconciles(t *testing.T) {
 	for k, v := range vals {
 		d.mustGet(k, v, 1)
 	}
-	if w.eng.Exists("k9") {
-		t.Fatal("object removed while the worker was down is still held")
+	for _, k := range removed {
+		if w.eng.Exists(k) {
+			t.Fatalf("object %s removed while the worker was down is still held", k)
+		}
+	}
+	// Paged: the restarted worker's inventory (98 objects at least: the removed ones may have
+	// been dropped by the heartbeat that found the leader) went in pages of 7; unpaged: in one
+	// message.
+	wantPages := int64(0)
+	if pageObjects > 0 {
+		wantPages = int64((objects - len(removed) + pageObjects - 1) / pageObjects)
+	}
+	if got := c.masters[0].regPages.Load() - pagesBefore; (wantPages == 0) != (got == 0) || got < wantPages {
+		t.Fatalf("the master accepted %d registration pages, want %d or more (0 when unpaged)", got, wantPages)
 	}
 	if st := w.status(); st.NVMeObjects < int64(len(vals)) {
 		t.Fatalf("worker status: %+v", st)
@@ -199,7 +237,7 @@ func TestWorkerRestartReconciles(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.workers[1] = nil
-	c.addWorker(t.TempDir(), func(cfg *WorkerConfig) { cfg.WorkerID = id })
+	c.addWorker(t.TempDir(), func(cfg *WorkerConfig) { paged(cfg); cfg.WorkerID = id })
 	// The objects are younger than lostGrace: the first registration defers them, the second
 	// (asked for at once) settles them.
 	for k := range vals {
@@ -275,12 +313,20 @@ func TestStandalone(t *testing.T) {
 
 // TestCacheEvictionDropsReplicas: a DRAM-only (cache) worker evicts objects when its arena is
 // full; the master learns it at the worker's next registration and drops those replicas, so
-// lookups never point at bytes that are gone.
+// lookups never point at bytes that are gone. It runs with the inventory in one registration
+// message and in pages of one object (the replicas lost are found across pages).
 func TestCacheEvictionDropsReplicas(t *testing.T) {
+	for _, pageObjects := range []int{0, 1} {
+		t.Run(fmt.Sprintf("page-objects-%d", pageObjects), func(t *testing.T) { testCacheEvictionDropsReplicas(t, pageObjects) })
+	}
+}
+
+func testCacheEvictionDropsReplicas(t *testing.T, pageObjects int) {
 	c := startMasters(t, 1, nil)
 	w := c.addWorker("", func(cfg *WorkerConfig) {
 		cfg.GlobalSegmentSize = 4 << 20
 		cfg.testResyncInterval = 50 * time.Millisecond
+		cfg.testRegisterPageObjects = pageObjects
 	})
 	d := newDriver(t, c.masterAddrs())
 	rng := rand.New(rand.NewPCG(5, 5))
@@ -309,6 +355,9 @@ func TestCacheEvictionDropsReplicas(t *testing.T) {
 	}
 	if held == 0 || held == len(vals) {
 		t.Fatalf("%d of %d objects held: want some evicted and some kept", held, len(vals))
+	}
+	if got := c.masters[0].regPages.Load(); (pageObjects > 0 && held > 1) != (got > 0) {
+		t.Fatalf("the master accepted %d registration pages with %d objects per page (0: unpaged) and %d held", got, pageObjects, held)
 	}
 }
 

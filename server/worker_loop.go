@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -12,9 +13,17 @@ import (
 )
 
 const (
-	// registerTimeout bounds one RegisterWorker call: it carries the whole inventory and the
-	// master reconciles it (O(objects) plus a raft commit or two).
+	// registerTimeout bounds one RegisterWorker call: it carries one page of the inventory,
+	// and at the final page the master reconciles the whole inventory (O(objects) plus a raft
+	// commit or two).
 	registerTimeout = 60 * time.Second
+	// registerPageObjects and registerPageBytes bound one page of a registration's inventory
+	// (whichever is reached first): 65,536 entries with 64-byte keys encode to 6.2 MiB, and
+	// 16 MiB of entries stays well under the 64 MiB body limit whatever the keys' length.
+	// An inventory that fits one page is sent as one unpaged request (understood by masters
+	// that predate paging).
+	registerPageObjects = 1 << 16
+	registerPageBytes   = 16 << 20
 	// maxRedirects bounds NOT_LEADER hops within one registration attempt.
 	maxRedirects = 5
 	// maxRetryDelay caps the pause between failed registration rounds: short, because after a
@@ -99,17 +108,26 @@ func (w *Worker) controlLoop() {
 // register sends RegisterWorker to the leader: first hint, then each configured master,
 // following NOT_LEADER redirects. It applies the drops of the reply and returns the address
 // of the master that accepted.
+//
+// An inventory larger than one page (registerPageObjects / registerPageBytes) goes in pages,
+// in order, all to one master, sharing a random session id (sendPages). Any failure (a
+// redirect, a broken connection, a page the master refuses) abandons the attempt; the next
+// one, to the redirected or the next master, starts over from page 0 with a new session.
 func (w *Worker) register(hint string) (string, error) {
 	// Find the leader with a cheap call first, so the inventory goes to one master only.
 	if l, err := w.findLeader(hint); err == nil {
 		hint = l
 	}
 	inv := w.eng.Inventory()
-	req := &transfer.RegisterWorkerRequest{WorkerID: w.id, Address: w.Addr(),
-		DRAMCapacity: w.arena.Capacity(), Inventory: inv}
+	req := &transfer.RegisterWorkerRequest{WorkerID: w.id, Address: w.Addr(), DRAMCapacity: w.arena.Capacity()}
 	if w.store != nil {
 		req.NVMeCapacity = w.store.Metrics().Capacity
 	}
+	maxObjects := registerPageObjects
+	if w.cfg.testRegisterPageObjects > 0 {
+		maxObjects = w.cfg.testRegisterPageObjects
+	}
+	pages := inventoryPages(inv, maxObjects, registerPageBytes)
 	addrs := w.cfg.MasterAddresses
 	if hint != "" {
 		addrs = append([]string{hint}, addrs...)
@@ -117,10 +135,7 @@ func (w *Worker) register(hint string) (string, error) {
 	var lastErr error
 	for _, addr := range addrs {
 		for hop := 0; hop < maxRedirects && addr != ""; hop++ {
-			ctx, cancel := context.WithTimeout(w.ctx, registerTimeout)
-			resp := &transfer.RegisterWorkerResponse{}
-			err := w.callMaster(ctx, addr, req, resp)
-			cancel()
+			resp, err := w.sendPages(addr, req, pages)
 			var nl *transfer.NotLeaderError
 			if errors.As(err, &nl) {
 				lastErr = err
@@ -143,7 +158,8 @@ func (w *Worker) register(hint string) (string, error) {
 			case w.regCh <- struct{}{}:
 			default:
 			}
-			w.log.Info("registered with the leader", "master", addr, "inventory", len(inv), "dropped_unknown", len(resp.Drop))
+			w.log.Info("registered with the leader", "master", addr, "inventory", len(inv), "pages", len(pages),
+				"dropped_unknown", len(resp.Drop))
 			return addr, nil
 		}
 		select {
@@ -156,6 +172,53 @@ func (w *Worker) register(hint string) (string, error) {
 		lastErr = fmt.Errorf("%w: no master address", base.ErrUnavailable)
 	}
 	return "", lastErr
+}
+
+// sendPages makes one registration attempt at addr: the pages of the inventory, in order,
+// each its own call bounded by registerTimeout. One page goes as an unpaged request (session
+// 0); more share a new random non-zero session, numbered from 0, More set on all but the
+// last. It returns the final page's reply (the only one with drops), or the first error.
+func (w *Worker) sendPages(addr string, tmpl *transfer.RegisterWorkerRequest, pages [][]base.ObjectMeta) (*transfer.RegisterWorkerResponse, error) {
+	var session uint64
+	for len(pages) > 1 && session == 0 {
+		session = rand.Uint64()
+	}
+	resp := &transfer.RegisterWorkerResponse{}
+	for i, p := range pages {
+		req := *tmpl
+		req.Inventory = p
+		if session != 0 {
+			req.Session, req.Page, req.More = session, uint32(i), i < len(pages)-1
+		}
+		*resp = transfer.RegisterWorkerResponse{}
+		ctx, cancel := context.WithTimeout(w.ctx, registerTimeout)
+		err := w.callMaster(ctx, addr, &req, resp)
+		cancel()
+		if err != nil {
+			if i > 0 {
+				return nil, fmt.Errorf("registration page %d of %d: %w", i, len(pages), err)
+			}
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
+// inventoryPages splits inv into pages of at most maxObjects entries and maxBytes of encoded
+// entries (at least one entry per page); an empty inventory is one empty page. The pages
+// share inv's backing array.
+func inventoryPages(inv []base.ObjectMeta, maxObjects, maxBytes int) [][]base.ObjectMeta {
+	var pages [][]base.ObjectMeta
+	start, bytes := 0, 0
+	for i := range inv {
+		n := 4 + len(inv[i].Key) + 24 // the entry's encoding: key (u32 length + bytes), version, size, checksum
+		if i > start && (i-start == maxObjects || bytes+n > maxBytes) {
+			pages = append(pages, inv[start:i:i])
+			start, bytes = i, 0
+		}
+		bytes += n
+	}
+	return append(pages, inv[start:])
 }
 
 // findLeader returns the address of the master that leads, asking hint first, then each

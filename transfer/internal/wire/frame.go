@@ -58,7 +58,8 @@ type Header struct {
 // Limits bound what a peer may declare. Zero fields take the defaults below.
 type Limits struct {
 	// MaxBodyLen bounds a message body. Default 64 MiB (a RegisterWorker inventory of about
-	// half a million objects with 100-byte keys).
+	// half a million objects with 100-byte keys; larger inventories go in pages, see
+	// RegisterWorkerRequest).
 	MaxBodyLen uint32
 	// MaxPayloadLen bounds the payload of one frame. Default 4 GiB; the services bound object
 	// sizes further with their own configuration (max value size, segment size).

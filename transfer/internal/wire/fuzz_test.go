@@ -140,11 +140,14 @@ func seeds() map[string]map[string][]any {
 		PutHeader(h[:], &Header{Op: m.Op(), BodyLen: uint32(len(marshal(m))), RequestID: uint64(i)})
 		s["FuzzHeader"][fmt.Sprintf("req-%02d-%s", i, m.Op())] = []any{h[:]}
 	}
-	for _, m := range sampleRequests() {
+	for j, m := range sampleRequests() {
 		for i, old := range earlierRevisions(m) {
 			name := "earlier-" + m.Op().String()
 			if i > 0 {
 				name += fmt.Sprintf("-%d", i+1)
+			}
+			if _, dup := s["FuzzRequest"][name]; dup {
+				name += fmt.Sprintf("-s%02d", j) // a second sample of the op with earlier revisions
 			}
 			s["FuzzRequest"][name] = []any{byte(old.Op()), marshal(old)}
 		}

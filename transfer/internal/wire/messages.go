@@ -645,12 +645,30 @@ func (m *ListResponse) Decode(d *Decoder) {
 
 // RegisterWorkerRequest announces a worker (at start and after a master asks it to
 // re-register) with its capacities and the inventory of committed objects it holds.
+//
+// An inventory too large for one body is sent in pages: Session, Page and More are trailing
+// optional fields, added within protocol version 1 (docs/protocol.md, "Evolving a message
+// within a version", and "RegisterWorker in pages"). They travel together: a body that ends
+// after the inventory comes from a sender that predates them, or from a worker whose whole
+// inventory fits one page, and decodes with Session 0 (one whole registration, as before).
+// Encode writes the three only when Session is non-zero, and Decode refuses a present Session
+// of 0, so the encoding stays canonical.
 type RegisterWorkerRequest struct {
 	WorkerID     base.WorkerID
 	Address      string
 	DRAMCapacity int64
 	NVMeCapacity int64
-	Inventory    []base.ObjectMeta
+	// Inventory is this page's objects (all of them when Session is 0).
+	Inventory []base.ObjectMeta
+	// Session identifies one paged registration attempt: random and non-zero, the same on
+	// every page of the attempt, a new one for each attempt. 0: the request is a whole
+	// registration in one message (Page and More are then 0 and false and not on the wire).
+	Session uint64
+	// Page numbers the pages of a session from 0; the master takes them only in order.
+	Page uint32
+	// More says more pages follow; the page with More false ends the registration, and only
+	// its response carries the drops.
+	More bool
 }
 
 func (m *RegisterWorkerRequest) Op() Op { return OpRegisterWorker }
@@ -667,6 +685,11 @@ func (m *RegisterWorkerRequest) Encode(e *Encoder) {
 		e.I64(o.Size)
 		e.U64(o.Checksum)
 	}
+	if m.Session != 0 {
+		e.U64(m.Session)
+		e.U32(m.Page)
+		e.Bool(m.More)
+	}
 }
 func (m *RegisterWorkerRequest) Decode(d *Decoder) {
 	m.WorkerID = decodeWorkerID(d)
@@ -681,6 +704,16 @@ func (m *RegisterWorkerRequest) Decode(d *Decoder) {
 			o.Version = base.Version(d.U64())
 			o.Size = d.Size()
 			o.Checksum = d.U64()
+		}
+	}
+	// The paging fields are present when bytes remain: all three, exactly 13 bytes (a short
+	// group fails in U64/U32/Bool, extra bytes in Finish).
+	if d.Err() == nil && d.Remaining() > 0 {
+		m.Session = d.U64()
+		m.Page = d.U32()
+		m.More = d.Bool()
+		if d.Err() == nil && m.Session == 0 {
+			d.Fail(fmt.Errorf("%w: register_worker session 0 on the wire (0 means unpaged: leave the fields out)", base.ErrInvalidParams))
 		}
 	}
 }

@@ -32,7 +32,8 @@ func sampleRequests() []Message {
 		&BatchRemoveRequest{Keys: []string{"a", "b"}},
 		&ListRequest{Prefix: "model/", Cursor: "model/a", Limit: 100},
 		&RegisterWorkerRequest{WorkerID: "w-1", Address: "10.0.0.1:12345", DRAMCapacity: 4 << 30, NVMeCapacity: 1 << 40,
-			Inventory: []base.ObjectMeta{{Key: "a", Version: 1, Size: 10, Checksum: 5}, {Key: "b", Version: 2, Size: 0, Checksum: 0}}},
+			Inventory: []base.ObjectMeta{{Key: "a", Version: 1, Size: 10, Checksum: 5}, {Key: "b", Version: 2, Size: 0, Checksum: 0}},
+			Session:   0x5eed_0000_0000_0001, Page: 2, More: true},
 		&HeartbeatRequest{WorkerID: "w-1", DRAMUsed: 100, NVMeUsed: 200, DRAMObjects: 3, NVMeObjects: 4, HasNVMeObjects: true,
 			Leaving: true, HasLeaving: true},
 		NewEmpty(OpStatus),
@@ -49,6 +50,9 @@ func sampleRequests() []Message {
 		&ShmReleaseRequest{Leases: []uint64{1, 1 << 63}},
 		&AddMasterRequest{MasterID: "m4", RaftAddr: "10.0.0.4:7001", RPCAddr: "10.0.0.4:50051"},
 		&RemoveMasterRequest{MasterID: "m3"},
+		// The last page of a paged registration (More false).
+		&RegisterWorkerRequest{WorkerID: "w-1", Address: "10.0.0.1:12345", DRAMCapacity: 4 << 30,
+			Inventory: []base.ObjectMeta{{Key: "c", Version: 3, Size: 1, Checksum: 1}}, Session: 1 << 63, Page: 3},
 	}
 }
 
@@ -89,6 +93,14 @@ func sampleResponses() []Message {
 // earlierRevisions returns m as each earlier sender encodes it, newest first: each drops one
 // more of m's trailing optional fields (see HeartbeatRequest). Empty when m's op has none.
 func earlierRevisions(m Message) []Message {
+	if rw, ok := m.(*RegisterWorkerRequest); ok {
+		if rw.Session == 0 {
+			return nil
+		}
+		old := *rw
+		old.Session, old.Page, old.More = 0, 0, false
+		return []Message{&old}
+	}
 	hb, ok := m.(*HeartbeatRequest)
 	if !ok {
 		return nil

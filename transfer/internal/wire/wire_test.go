@@ -230,4 +230,13 @@ func TestDecoderRejectsBadValues(t *testing.T) {
 	if _, err := DecodeRequest(Op(99), nil); !errors.Is(err, base.ErrInvalidParams) {
 		t.Fatal(err)
 	}
+	// RegisterWorker's paging fields with session 0 (0 means "unpaged": the fields must be
+	// left out, or the encoding would not be canonical).
+	rw := marshal(&RegisterWorkerRequest{WorkerID: "w", Session: 1, Page: 1})
+	for i := len(rw) - 13; i < len(rw)-5; i++ {
+		rw[i] = 0
+	}
+	if _, err := DecodeRequest(OpRegisterWorker, rw); !errors.Is(err, base.ErrInvalidParams) {
+		t.Fatalf("session 0 on the wire: %v", err)
+	}
 }
