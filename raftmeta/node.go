@@ -35,6 +35,13 @@ type Node struct {
 	// value wins (buffer 1, older values are replaced), as raft.LeaderCh does.
 	leaderCh chan bool
 
+	// peers is the initial membership: Config.Peers, or what Bootstrap was given (which may
+	// run while raft already elects, hence the lock). registerMasters reads it.
+	peers struct {
+		mu   sync.Mutex // protects list
+		list []Peer
+	}
+
 	// barrierTerm is the last term in which this node, as leader, saw a Barrier complete: from
 	// then on its FSM holds every entry committed before its term. A new leader's FSM may lag
 	// the log (hashicorp/raft applies earlier-term entries only once the leader commits in its
@@ -80,6 +87,7 @@ func Open(cfg Config) (*Node, error) {
 		leaderCh: make(chan bool, 1),
 		closed:   make(chan struct{}),
 	}
+	n.peers.list = slices.Clone(cfg.Peers)
 	hl := newHCLogger(cfg.Logger, "raft")
 	var err error
 	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db"), NoSync: cfg.NoSync})
@@ -149,7 +157,9 @@ func (n *Node) Bootstrap(peers []Peer) error {
 		}
 		n.log.Info("raftmeta: bootstrap skipped: the node already has raft state (a leader reached it first)")
 	}
-	n.cfg.Peers = peers
+	n.peers.mu.Lock()
+	n.peers.list = slices.Clone(peers)
+	n.peers.mu.Unlock()
 	return nil
 }
 
@@ -589,7 +599,10 @@ func (n *Node) registerMasters() {
 		}
 	}
 	want := map[string]string{}
-	for _, p := range n.cfg.Peers {
+	n.peers.mu.Lock()
+	peers := n.peers.list
+	n.peers.mu.Unlock()
+	for _, p := range peers {
 		if p.RPCAddr != "" && members[p.ID] {
 			want[p.ID] = p.RPCAddr
 		}
