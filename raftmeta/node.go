@@ -134,8 +134,41 @@ func Open(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
+	if existing && len(cfg.Peers) > 0 {
+		n.warnPeersIgnored(cfg.Peers)
+	}
 	n.log.Info("raftmeta: node started", "raft_addr", n.RaftAddr(), "existing_state", existing)
 	return n, nil
+}
+
+// warnPeersIgnored logs, once at start, when the configured peers differ from the raft
+// configuration the data directory holds: the peers only bootstrap a new directory, so a
+// directory kept from another cluster (other members or addresses) wins silently otherwise,
+// and such a node can follow a leader while its own configuration names peers that do not
+// exist (it then never elects a leader after a failover).
+func (n *Node) warnPeersIgnored(peers []Peer) {
+	have, err := n.Servers()
+	if err != nil {
+		return
+	}
+	// This node configured on port 0 (standalone, tests) is at whatever address it bound:
+	// compare the other members only.
+	selfAny := slices.ContainsFunc(peers, func(p Peer) bool { return p.ID == n.cfg.ID && strings.HasSuffix(p.RaftAddr, ":0") })
+	key := func(ps []Peer) []string {
+		out := make([]string, 0, len(ps))
+		for _, p := range ps {
+			if selfAny && p.ID == n.cfg.ID {
+				continue
+			}
+			out = append(out, p.ID+"="+p.RaftAddr)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if want, got := key(peers), key(have); !slices.Equal(want, got) {
+		n.log.Warn("raftmeta: --peers differs from the raft configuration in the data directory, which wins (peers only bootstrap a new directory; membership changes go through master add/remove)",
+			"peers", strings.Join(want, ","), "configuration", strings.Join(got, ","), "data_dir", n.cfg.DataDir)
+	}
 }
 
 // Bootstrap makes peers the first configuration of a new cluster. Open calls it for

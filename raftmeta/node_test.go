@@ -1,11 +1,14 @@
 package raftmeta_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,6 +135,56 @@ func TestStandalonePortZero(t *testing.T) {
 	if err != nil || len(srv) != 1 || srv[0].RaftAddr != n.RaftAddr() {
 		t.Fatalf("servers %+v (bound %s): %v", srv, n.RaftAddr(), err)
 	}
+}
+
+// TestPeersIgnoredWarning: reopening a data directory with --peers that differ from its raft
+// configuration logs one warning (the directory wins); the same peers, or this node on port 0,
+// log none.
+func TestPeersIgnoredWarning(t *testing.T) {
+	dir := t.TempDir()
+	open := func(peers ...raftmeta.Peer) string {
+		t.Helper()
+		var buf syncBuf
+		cfg := raftmeta.Config{ID: "m1", RaftAddr: "127.0.0.1:0", DataDir: dir, Peers: peers,
+			Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		raftmetatest.FastTimeouts(&cfg)
+		n, err := raftmeta.Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.String()
+	}
+	self := raftmeta.Peer{ID: "m1", RaftAddr: "127.0.0.1:0"}
+	if out := open(self); strings.Contains(out, "differs") {
+		t.Fatalf("bootstrap warned: %s", out)
+	}
+	if out := open(self); strings.Contains(out, "differs") {
+		t.Fatalf("same peers warned: %s", out)
+	}
+	if out := open(self, raftmeta.Peer{ID: "m2", RaftAddr: "127.0.0.1:7999"}); !strings.Contains(out, "--peers differs") || !strings.Contains(out, "m2=127.0.0.1:7999") {
+		t.Fatalf("other peers: no warning: %q", out)
+	}
+}
+
+// syncBuf is a bytes.Buffer safe for raft's goroutines and the test.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestNewVersionUnique(t *testing.T) {

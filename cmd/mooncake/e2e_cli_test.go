@@ -19,7 +19,8 @@ import (
 func startStandalone(t *testing.T, bin, dataDir string, flags ...string) (*proc, string) {
 	t.Helper()
 	for attempt := 0; ; attempt++ {
-		rpc, metrics := freePort(t), freePort(t)
+		ports := freePorts(t, 2)
+		rpc, metrics := ports[0], ports[1]
 		args := append([]string{"standalone", "--data_dir", dataDir, "--rpc_port", strconv.Itoa(rpc),
 			"--metrics_port", strconv.Itoa(metrics)}, flags...)
 		p := startProc(t, "standalone", bin, args...)

@@ -19,6 +19,7 @@ type testCluster struct {
 	t           *testing.T
 	bin, dir    string
 	masterFlags []string
+	masterDir   string // the masters' data directories are masterDir/<id>
 	masters     []*proc
 	masterRPC   []string
 	workers     []*proc
@@ -31,7 +32,7 @@ func startCluster(t *testing.T, bin string, masterFlags []string, nWorkers int, 
 	t.Helper()
 	c := &testCluster{t: t, bin: bin, dir: t.TempDir(), masterFlags: masterFlags}
 	for attempt := 0; ; attempt++ {
-		err, retry := c.startMasters()
+		err, retry := c.startMasters(attempt)
 		if err == nil {
 			break
 		}
@@ -49,20 +50,26 @@ func startCluster(t *testing.T, bin string, masterFlags []string, nWorkers int, 
 	return c
 }
 
-func (c *testCluster) startMasters() (err error, portInUse bool) {
+// startMasters starts the three masters of one attempt. Each attempt has data directories of
+// its own: masters of a failed attempt may have bootstrapped raft state naming that attempt's
+// addresses, and a node that kept such state would follow a new leader while its own
+// configuration still names the old peers (it could never elect after a failover).
+func (c *testCluster) startMasters(attempt int) (err error, portInUse bool) {
 	c.masters, c.masterRPC = nil, nil
 	var peers, rpcs []string
 	raft := make([]string, 3)
+	ports := freePorts(c.t, 6)
 	for i := range 3 {
-		raft[i] = hostPort(freePort(c.t))
+		raft[i] = hostPort(ports[2*i])
 		peers = append(peers, fmt.Sprintf("m%d=%s", i+1, raft[i]))
-		c.masterRPC = append(c.masterRPC, hostPort(freePort(c.t)))
+		c.masterRPC = append(c.masterRPC, hostPort(ports[2*i+1]))
 		rpcs = append(rpcs, fmt.Sprintf("m%d=%s", i+1, c.masterRPC[i]))
 	}
+	c.masterDir = filepath.Join(c.dir, fmt.Sprintf("attempt%d", attempt))
 	for i := range 3 {
 		id := fmt.Sprintf("m%d", i+1)
 		args := append([]string{"master", "--id", id,
-			"--data_dir", filepath.Join(c.dir, id), "--rpc_address", c.masterRPC[i], "--raft_address", raft[i],
+			"--data_dir", filepath.Join(c.masterDir, id), "--rpc_address", c.masterRPC[i], "--raft_address", raft[i],
 			"--metrics_port", "0", "--peers", strings.Join(peers, ","), "--peer_rpc_addresses", strings.Join(rpcs, ",")}, c.masterFlags...)
 		c.masters = append(c.masters, startProc(c.t, id, c.bin, args...))
 	}

@@ -43,14 +43,23 @@ func buildBinary(t *testing.T) string {
 
 // freePort returns a port that was free a moment ago (listen on :0, close). A process that
 // then fails to bind it is restarted on other ports by the callers.
-func freePort(t *testing.T) int {
+func freePort(t *testing.T) int { return freePorts(t, 1)[0] }
+
+// freePorts returns n distinct ports that were free a moment ago: all n listeners are open at
+// once, so no port is handed out twice (closing each before asking for the next lets the
+// kernel give the same one again).
+func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 func hostPort(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }

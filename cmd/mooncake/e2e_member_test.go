@@ -49,8 +49,9 @@ func TestReplaceDeadMaster(t *testing.T) {
 	var m4 *proc
 	var raft4, rpc4 string
 	for attempt := 0; ; attempt++ {
-		raft4, rpc4 = hostPort(freePort(t)), hostPort(freePort(t))
-		m4 = startProc(t, "m4", bin, "master", "--id", "m4", "--data_dir", filepath.Join(c.dir, "m4"),
+		ports := freePorts(t, 2)
+		raft4, rpc4 = hostPort(ports[0]), hostPort(ports[1])
+		m4 = startProc(t, "m4", bin, "master", "--id", "m4", "--data_dir", filepath.Join(c.dir, fmt.Sprintf("m4-attempt%d", attempt)),
 			"--rpc_address", rpc4, "--raft_address", raft4, "--metrics_port", "0", "--join")
 		inUse, err := m4.waitReady(60 * time.Second)
 		if err == nil {
