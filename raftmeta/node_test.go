@@ -1,18 +1,17 @@
 package raftmeta_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 	"github.com/mooncake-go/mooncake/raftmeta"
 	"github.com/mooncake-go/mooncake/raftmeta/raftmetatest"
 )
@@ -144,7 +143,7 @@ func TestPeersIgnoredWarning(t *testing.T) {
 	dir := t.TempDir()
 	open := func(peers ...raftmeta.Peer) string {
 		t.Helper()
-		var buf syncBuf
+		var buf testutil.SyncBuffer
 		cfg := raftmeta.Config{ID: "m1", RaftAddr: "127.0.0.1:0", DataDir: dir, Peers: peers,
 			Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 		raftmetatest.FastTimeouts(&cfg)
@@ -167,24 +166,6 @@ func TestPeersIgnoredWarning(t *testing.T) {
 	if out := open(self, raftmeta.Peer{ID: "m2", RaftAddr: "127.0.0.1:7999"}); !strings.Contains(out, "--peers differs") || !strings.Contains(out, "m2=127.0.0.1:7999") {
 		t.Fatalf("other peers: no warning: %q", out)
 	}
-}
-
-// syncBuf is a bytes.Buffer safe for raft's goroutines and the test.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestNewVersionUnique(t *testing.T) {

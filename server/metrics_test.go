@@ -4,11 +4,12 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	mctest "github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 func TestFormatSummary(t *testing.T) {
@@ -125,28 +126,10 @@ worker_shm_leases 6
 	}
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestSummaryLogged: the leader logs the "Master Metrics:" line every SummaryInterval, and the
 // effective config once at start.
 func TestSummaryLogged(t *testing.T) {
-	var buf syncBuffer
+	var buf mctest.SyncBuffer
 	c := startMasters(t, 1, func(cfg *MasterConfig) {
 		cfg.SummaryInterval = 20 * time.Millisecond
 		cfg.Logger = slog.New(slog.NewTextHandler(&buf, nil))

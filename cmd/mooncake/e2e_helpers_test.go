@@ -14,13 +14,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mooncake-go/mooncake/benchmarks"
 	"github.com/mooncake-go/mooncake/client"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // The end-to-end tests build the real binary and run masters, workers and CLI commands as
@@ -64,24 +64,6 @@ func freePorts(t *testing.T, n int) []int {
 
 func hostPort(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
 
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type syncBuffer struct {
-	mu sync.Mutex // protects b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is one server process.
 type proc struct {
 	t      *testing.T
@@ -89,7 +71,7 @@ type proc struct {
 	bin    string
 	args   []string
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testutil.SyncBuffer
 	ready  chan string   // the "ready" line from stdout
 	done   chan struct{} // closed when the process exited
 	err    error         // set before done is closed
@@ -112,7 +94,7 @@ func startProc(t *testing.T, name, bin string, args ...string) *proc {
 func (p *proc) start() {
 	p.t.Helper()
 	p.cmd = exec.Command(p.bin, p.args...)
-	p.stderr = &syncBuffer{}
+	p.stderr = &testutil.SyncBuffer{}
 	p.cmd.Stderr = p.stderr
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
