@@ -673,15 +673,17 @@ func (cc *clientConn) readResponses() error {
 		if cl.op != h.Op {
 			return fmt.Errorf("%w: response to request %d has op %s, the request was %s", base.ErrInvalidParams, h.RequestID, h.Op, cl.op)
 		}
-		cl.err = cc.complete(cl, &h, body)
+		err = cc.complete(cl, &h, body)
 		if pb != nil {
 			putBuf(pb)
 		}
-		if cl.err != nil && isConnError(cl.err) {
-			close(cl.done)
-			return cl.err
-		}
+		// NB: once done is closed, cl belongs to its caller again, which may resend it
+		// (a retry resets cl.err): only the local err may be read after the close.
+		cl.err = err
 		close(cl.done)
+		if err != nil && isConnError(err) {
+			return err
+		}
 	}
 }
 
