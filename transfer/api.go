@@ -229,14 +229,19 @@ type NotLeaderError struct {
 }
 
 func (e *NotLeaderError) Error() string {
-	msg := e.Msg
-	if msg == "" {
-		msg = base.ErrNotLeader.Error()
-	}
+	msg := e.message()
 	if e.LeaderAddr == "" {
 		return msg + " (leader unknown)"
 	}
 	return fmt.Sprintf("%s (leader %s at %s)", msg, e.LeaderID, e.LeaderAddr)
+}
+
+// message is Msg, or the sentinel's text when Msg is empty: the error without the leader.
+func (e *NotLeaderError) message() string {
+	if e.Msg == "" {
+		return base.ErrNotLeader.Error()
+	}
+	return e.Msg
 }
 
 // Is matches base.ErrNotLeader.

@@ -435,7 +435,7 @@ func (p *peer) dial(ctx context.Context) (*clientConn, error) {
 }
 
 // clientConn is one connection of a peer's pool: one reader goroutine (readLoop) and any
-// number of callers writing frames under wmu.
+// number of callers writing frames through w.
 type clientConn struct {
 	c    *Client
 	nc   net.Conn

@@ -27,8 +27,7 @@ func newFrameWriter(c net.Conn) *frameWriter {
 	return &frameWriter{c: c, bw: bufio.NewWriterSize(c, 32<<10)}
 }
 
-// lock takes the write lock. The caller must call unlock exactly once, with whether the
-// frame still needs the burst flushed.
+// lock takes the write lock. The caller must call unlock (or unlockFunc) exactly once.
 func (w *frameWriter) lock() {
 	w.waiting.Add(1)
 	w.mu.Lock()

@@ -543,8 +543,8 @@ func (sc *serverConn) readWrite(h *wire.Header, body []byte) bool {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		_ = sink.Done(fmt.Errorf("%w: connection broke after %s of %d payload bytes: %w",
-			base.ErrUnavailable, "part", n, err))
+		_ = sink.Done(fmt.Errorf("%w: connection broke after part of %d payload bytes: %w",
+			base.ErrUnavailable, n, err))
 		finish()
 		return false
 	}
@@ -594,10 +594,7 @@ func (sc *serverConn) writeError(id uint64, op wire.Op, err error) {
 	if code == base.CodeOK {
 		code = base.CodeInternal
 	}
-	eb := wire.ErrorBody{Msg: err.Error()}
-	if len(eb.Msg) > wire.MaxErrorMsgLen {
-		eb.Msg = eb.Msg[:wire.MaxErrorMsgLen]
-	}
+	eb := wire.ErrorBody{Msg: clip(err.Error(), wire.MaxErrorMsgLen)}
 	var nl *NotLeaderError
 	if errors.As(err, &nl) {
 		code = base.CodeNotLeader
@@ -605,11 +602,7 @@ func (sc *serverConn) writeError(id uint64, op wire.Op, err error) {
 		// The leader travels in its own fields and the receiver's NotLeaderError.Error adds
 		// "(leader X at Y)" again: send the bare message, or it would say it twice.
 		if err == error(nl) {
-			msg := nl.Msg
-			if msg == "" {
-				msg = base.ErrNotLeader.Error()
-			}
-			eb.Msg = clip(msg, wire.MaxErrorMsgLen)
+			eb.Msg = clip(nl.message(), wire.MaxErrorMsgLen)
 		}
 	}
 	rh := wire.Header{Op: op, Flags: wire.FlagResponse | wire.FlagError, Status: code, RequestID: id}
