@@ -305,6 +305,19 @@ type ClientOptions struct {
 	Logger *slog.Logger
 }
 
+// clusterIDOrDefault returns the cluster id of ServerOptions or ClientOptions: id, or
+// base.DefaultClusterID when empty. An id longer than the hello can carry is an error
+// wrapping base.ErrInvalidParams.
+func clusterIDOrDefault(id string) (string, error) {
+	if id == "" {
+		return base.DefaultClusterID, nil
+	}
+	if len(id) > wire.MaxClusterIDLen {
+		return "", fmt.Errorf("%w: transfer: cluster id longer than %d bytes", base.ErrInvalidParams, wire.MaxClusterIDLen)
+	}
+	return id, nil
+}
+
 // idempotentKey marks a context whose calls may be retried.
 type idempotentKey struct{}
 

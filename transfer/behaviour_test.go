@@ -330,10 +330,7 @@ func TestShutdownDrains(t *testing.T) {
 		}
 		return nil, nil
 	}
-	s, err := NewServer(h, ServerOptions{Logger: quietLogger})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newServer(t, h, ServerOptions{})
 	if err := s.Start(nil, "127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
@@ -527,10 +524,7 @@ func TestBodyBytesBound(t *testing.T) {
 		<-release
 		return nil, nil
 	}
-	s, err := NewServer(h, ServerOptions{Logger: quietLogger, MaxBodyBytesPerConn: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newServer(t, h, ServerOptions{MaxBodyBytesPerConn: 1000})
 	waiting := make(chan struct{}, 1)
 	s.testHookBodyWait = func() { waiting <- struct{}{} }
 	if err := s.Start(nil, "127.0.0.1:0"); err != nil {

@@ -38,11 +38,9 @@ type Client struct {
 
 // NewClient returns a client. It dials nothing until the first call to a peer.
 func NewClient(opts ClientOptions) (*Client, error) {
-	if opts.ClusterID == "" {
-		opts.ClusterID = base.DefaultClusterID
-	}
-	if len(opts.ClusterID) > wire.MaxClusterIDLen {
-		return nil, fmt.Errorf("%w: transfer: cluster id longer than %d bytes", base.ErrInvalidParams, wire.MaxClusterIDLen)
+	var err error
+	if opts.ClusterID, err = clusterIDOrDefault(opts.ClusterID); err != nil {
+		return nil, err
 	}
 	if opts.Transport == nil {
 		opts.Transport = tcpTransport{}

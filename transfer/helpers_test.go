@@ -158,33 +158,43 @@ func (h *memHandler) object(key string) *memObj {
 	return h.objs[key]
 }
 
-// startServer serves h on 127.0.0.1:0 and shuts it down at the end of the test.
-func startServer(t *testing.T, h Handler, opts ServerOptions) *Server {
-	t.Helper()
+// newServer returns a server of h (logging nowhere unless opts has a Logger), not serving
+// yet; the caller starts and closes it.
+func newServer(tb testing.TB, h Handler, opts ServerOptions) *Server {
+	tb.Helper()
 	if opts.Logger == nil {
 		opts.Logger = quietLogger
 	}
 	s, err := NewServer(h, opts)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	if err := s.Start(nil, "127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
-func newClient(t *testing.T, opts ClientOptions) *Client {
-	t.Helper()
+// startServer serves h on 127.0.0.1:0 and closes it at the end of the test or benchmark.
+func startServer(tb testing.TB, h Handler, opts ServerOptions) *Server {
+	tb.Helper()
+	s := newServer(tb, h, opts)
+	if err := s.Start(nil, "127.0.0.1:0"); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// newClient returns a client (logging nowhere unless opts has a Logger), closed at the end
+// of the test or benchmark.
+func newClient(tb testing.TB, opts ClientOptions) *Client {
+	tb.Helper()
 	if opts.Logger == nil {
 		opts.Logger = quietLogger
 	}
 	c, err := NewClient(opts)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Close() })
+	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
@@ -200,13 +210,7 @@ func pattern(n int, seed byte) []byte {
 // with wrap when non-nil) and closes it at the end of the test.
 func startServerOn(t *testing.T, h Handler, opts ServerOptions, wrap func(net.Conn) net.Conn) (*Server, *trackingListener) {
 	t.Helper()
-	if opts.Logger == nil {
-		opts.Logger = quietLogger
-	}
-	s, err := NewServer(h, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newServer(t, h, opts)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

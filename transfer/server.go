@@ -53,11 +53,9 @@ func NewServer(h Handler, opts ServerOptions) (*Server, error) {
 	if h == nil {
 		return nil, fmt.Errorf("%w: transfer: nil handler", base.ErrInvalidParams)
 	}
-	if opts.ClusterID == "" {
-		opts.ClusterID = base.DefaultClusterID
-	}
-	if len(opts.ClusterID) > wire.MaxClusterIDLen {
-		return nil, fmt.Errorf("%w: transfer: cluster id longer than %d bytes", base.ErrInvalidParams, wire.MaxClusterIDLen)
+	var err error
+	if opts.ClusterID, err = clusterIDOrDefault(opts.ClusterID); err != nil {
+		return nil, err
 	}
 	opts.Limits.EnsureDefaults()
 	if opts.MaxInFlightPerConn <= 0 {

@@ -139,19 +139,8 @@ func benchMooncake(b *testing.B, put bool, size, streams, sockBuf int, verify ve
 	for s := range streams {
 		h.bufs[fmt.Sprint("k", s)] = make([]byte, size)
 	}
-	srv, err := NewServer(h, ServerOptions{Logger: quietLogger, SocketBuffer: sockBuf})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := srv.Start(nil, "127.0.0.1:0"); err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
-	c, err := NewClient(ClientOptions{Logger: quietLogger, SocketBuffer: sockBuf})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	srv := startServer(b, h, ServerOptions{SocketBuffer: sockBuf})
+	c := newClient(b, ClientOptions{SocketBuffer: sockBuf})
 	addr := srv.Addr().String()
 	ctx := context.Background()
 	src := make([]byte, size) // read-only, shared by the streams
@@ -297,19 +286,8 @@ func BenchmarkLookup(b *testing.B) {
 	h.onCall = func(context.Context, Message) (Message, error) {
 		return &LookupResponse{Version: 1, Size: 1, Replicas: []Replica{{WorkerID: "w1", Address: "127.0.0.1:1"}}}, nil
 	}
-	srv, err := NewServer(h, ServerOptions{Logger: quietLogger})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := srv.Start(nil, "127.0.0.1:0"); err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
-	c, err := NewClient(ClientOptions{Logger: quietLogger})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	srv := startServer(b, h, ServerOptions{})
+	c := newClient(b, ClientOptions{})
 	addr := srv.Addr().String()
 	for _, callers := range []int{1, 64} {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
