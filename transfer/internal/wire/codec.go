@@ -65,9 +65,6 @@ type Decoder struct {
 // NewDecoder returns a decoder of body.
 func NewDecoder(body []byte) *Decoder { return &Decoder{b: body} }
 
-// Reset points d at body and clears its error.
-func (d *Decoder) Reset(body []byte) { *d = Decoder{b: body} }
-
 // Err returns the first error, if any. Every error wraps base.ErrInvalidParams (and
 // base.ErrTooLarge where a bound was the problem), except a bad key length, which wraps
 // base.ErrInvalidKey alone so that it travels as INVALID_KEY.

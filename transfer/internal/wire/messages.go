@@ -199,10 +199,7 @@ func (m *PutEndRequest) Encode(e *Encoder) {
 	e.U64(uint64(m.Version))
 	e.I64(m.Size)
 	e.U64(m.Checksum)
-	e.Count(len(m.Replicas))
-	for _, w := range m.Replicas {
-		e.Str(string(w))
-	}
+	encodeList(e, m.Replicas, func(e *Encoder, w *base.WorkerID) { e.Str(string(*w)) })
 	m.Config.encode(e)
 }
 func (m *PutEndRequest) Decode(d *Decoder) {
@@ -210,12 +207,7 @@ func (m *PutEndRequest) Decode(d *Decoder) {
 	m.Version = base.Version(d.U64())
 	m.Size = d.Size()
 	m.Checksum = d.U64()
-	if n := d.Count(minStr, 0, "replicas"); n > 0 {
-		m.Replicas = make([]base.WorkerID, n)
-		for i := range m.Replicas {
-			m.Replicas[i] = decodeWorkerID(d)
-		}
-	}
+	m.Replicas = decodeList(d, minStr, "replicas", func(d *Decoder, w *base.WorkerID) { *w = decodeWorkerID(d) })
 	m.Config.decode(d)
 }
 
@@ -498,22 +490,11 @@ func (m *BatchPutEndRequest) Decode(d *Decoder) {
 }
 
 func encodeKeys(e *Encoder, keys []string) {
-	e.Count(len(keys))
-	for _, k := range keys {
-		e.Str(k)
-	}
+	encodeList(e, keys, func(e *Encoder, k *string) { e.Str(*k) })
 }
 
 func decodeKeys(d *Decoder) []string {
-	n := d.Count(minKey, 0, "keys")
-	if n == 0 {
-		return nil
-	}
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = d.Key()
-	}
-	return keys
+	return decodeList(d, minKey, "keys", func(d *Decoder, k *string) { *k = d.Key() })
 }
 
 // BatchLookupRequest looks up several keys.
@@ -570,18 +551,10 @@ type BatchExistsResponse struct{ Exists []bool }
 
 func (m *BatchExistsResponse) Op() Op { return OpBatchExists }
 func (m *BatchExistsResponse) Encode(e *Encoder) {
-	e.Count(len(m.Exists))
-	for _, x := range m.Exists {
-		e.Bool(x)
-	}
+	encodeList(e, m.Exists, func(e *Encoder, x *bool) { e.Bool(*x) })
 }
 func (m *BatchExistsResponse) Decode(d *Decoder) {
-	if n := d.Count(1, 0, "answers"); n > 0 {
-		m.Exists = make([]bool, n)
-		for i := range m.Exists {
-			m.Exists[i] = d.Bool()
-		}
-	}
+	m.Exists = decodeList(d, 1, "answers", func(d *Decoder, x *bool) { *x = d.Bool() })
 }
 
 // BatchRemoveRequest removes several keys; the response is a BatchResponse.
@@ -625,21 +598,17 @@ type ListResponse struct {
 
 func (m *ListResponse) Op() Op { return OpList }
 func (m *ListResponse) Encode(e *Encoder) {
-	e.Count(len(m.Items))
-	for i := range m.Items {
-		e.Str(m.Items[i].Key)
-		e.I64(m.Items[i].Size)
-	}
+	encodeList(e, m.Items, func(e *Encoder, it *ListItem) {
+		e.Str(it.Key)
+		e.I64(it.Size)
+	})
 	e.Str(m.NextCursor)
 }
 func (m *ListResponse) Decode(d *Decoder) {
-	if n := d.Count(minKey+8, 0, "items"); n > 0 {
-		m.Items = make([]ListItem, n)
-		for i := range m.Items {
-			m.Items[i].Key = d.Key()
-			m.Items[i].Size = d.Size()
-		}
-	}
+	m.Items = decodeList(d, minKey+8, "items", func(d *Decoder, it *ListItem) {
+		it.Key = d.Key()
+		it.Size = d.Size()
+	})
 	m.NextCursor = d.Str(base.MaxKeyLen, "cursor")
 }
 
@@ -677,14 +646,12 @@ func (m *RegisterWorkerRequest) Encode(e *Encoder) {
 	e.Str(m.Address)
 	e.I64(m.DRAMCapacity)
 	e.I64(m.NVMeCapacity)
-	e.Count(len(m.Inventory))
-	for i := range m.Inventory {
-		o := &m.Inventory[i]
+	encodeList(e, m.Inventory, func(e *Encoder, o *base.ObjectMeta) {
 		e.Str(o.Key)
 		e.U64(uint64(o.Version))
 		e.I64(o.Size)
 		e.U64(o.Checksum)
-	}
+	})
 	if m.Session != 0 {
 		e.U64(m.Session)
 		e.U32(m.Page)
@@ -696,16 +663,12 @@ func (m *RegisterWorkerRequest) Decode(d *Decoder) {
 	m.Address = d.Str(MaxAddrLen, "address")
 	m.DRAMCapacity = d.Size()
 	m.NVMeCapacity = d.Size()
-	if n := d.Count(minKey+24, 0, "inventory"); n > 0 {
-		m.Inventory = make([]base.ObjectMeta, n)
-		for i := range m.Inventory {
-			o := &m.Inventory[i]
-			o.Key = d.Key()
-			o.Version = base.Version(d.U64())
-			o.Size = d.Size()
-			o.Checksum = d.U64()
-		}
-	}
+	m.Inventory = decodeList(d, minKey+24, "inventory", func(d *Decoder, o *base.ObjectMeta) {
+		o.Key = d.Key()
+		o.Version = base.Version(d.U64())
+		o.Size = d.Size()
+		o.Checksum = d.U64()
+	})
 	// The paging fields are present when bytes remain: all three, exactly 13 bytes (a short
 	// group fails in U64/U32/Bool, extra bytes in Finish).
 	if d.Err() == nil && d.Remaining() > 0 {

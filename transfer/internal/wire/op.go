@@ -53,10 +53,10 @@ const (
 )
 
 type opInfo struct {
-	name       string
-	idempotent bool // safe to resend after a broken connection
-	reqPayload bool // requests carry a payload
-	respPaylod bool // OK responses carry a payload
+	name        string
+	idempotent  bool // safe to resend after a broken connection
+	reqPayload  bool // requests carry a payload
+	respPayload bool // OK responses carry a payload
 }
 
 var ops = [256]opInfo{
@@ -84,8 +84,8 @@ var ops = [256]opInfo{
 	OpRemoveMaster:   {name: "RemoveMaster"},
 	OpWrite:          {name: "Write", reqPayload: true},
 	OpCommit:         {name: "Commit"},
-	OpRead:           {name: "Read", idempotent: true, respPaylod: true},
-	OpReadRange:      {name: "ReadRange", idempotent: true, respPaylod: true},
+	OpRead:           {name: "Read", idempotent: true, respPayload: true},
+	OpReadRange:      {name: "ReadRange", idempotent: true, respPayload: true},
 	OpDrop:           {name: "Drop"},
 	OpShmOpen:        {name: "ShmOpen", idempotent: true},
 	OpShmPin:         {name: "ShmPin"},
@@ -111,4 +111,4 @@ func (op Op) Idempotent() bool { return ops[op].idempotent }
 func (op Op) RequestPayload() bool { return ops[op].reqPayload }
 
 // ResponsePayload reports whether OK responses to op carry a payload (Read, ReadRange).
-func (op Op) ResponsePayload() bool { return ops[op].respPaylod }
+func (op Op) ResponsePayload() bool { return ops[op].respPayload }
