@@ -21,8 +21,9 @@ import (
 //
 // Each accepted connection has one read loop goroutine (handshake, then frame headers, bodies
 // and Write payloads, in stream order) and one goroutine per request being handled (bounded
-// by MaxInFlightPerConn). Responses are written under the connection's write lock, header,
-// body and payload in one vectored write.
+// by MaxInFlightPerConn). Responses are written whole under the connection's frameWriter
+// lock: small frames coalesced with their neighbours, a payload from Data with one vectored
+// write, a payload from a Reader with io.CopyN (sendfile for an *os.File).
 type Server struct {
 	h    Handler
 	opts ServerOptions
