@@ -379,12 +379,19 @@ func (st *state) dropRep(key string, i uint32, slot uint16) (removed bool) {
 	return false
 }
 
-// dropWorker drops every replica at slot. O(objects).
+// dropWorker drops every replica at slot. It walks the objects (O(objects)) only until it has
+// dropped as many replicas as the slot's exact counter says it holds, so a worker holding none
+// (one already marked dead) costs no walk.
 func (st *state) dropWorker(slot uint16) Result {
 	var res Result
+	left := st.slots[slot].objects
 	// Updating or deleting the entry being visited is allowed while ranging over a map.
 	for k, i := range st.objects {
+		if left == 0 {
+			break
+		}
 		if st.recs.at(i).hasRep(slot) {
+			left--
 			res.Dropped++
 			if st.dropRep(k, i, slot) {
 				res.Removed++
