@@ -27,14 +27,16 @@
 //
 // Any master must be able to tell a client where the leader is, so client RPC addresses live
 // in the FSM (RegisterMaster). Each node, whenever it wins an election, proposes
-// RegisterMaster for itself (Config.RPCAddr) unless the table already has that address, and
-// for every Config.Peers entry that carries an RPCAddr; RemoveServer also removes the entry.
+// RegisterMaster for itself (Config.RPCAddr) and for every bootstrap peer (Config.Peers, or
+// what Bootstrap was given) that carries an RPCAddr and is still a member, each unless the
+// table already has that address; RemoveServer also removes the entry.
 // (The server's followers also ask the leader to propose RegisterMaster for them, so the table
 // lists every master without Peers carrying RPC addresses.)
 // A follower therefore knows the leader's address once that leader's registration (or an
 // earlier one, from a previous term) has replicated to it; until then NotLeaderError has the
 // leader id with an empty address and the client tries another master. A new leader runs a
-// barrier before it signals LeaderCh and registers, so its FSM is current by then.
+// barrier, then registers, then signals LeaderCh, so its FSM is current by the registration
+// and the server's first reads as leader see the registered addresses.
 //
 // # Apply duties
 //

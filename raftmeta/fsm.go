@@ -172,7 +172,8 @@ func (st *state) apply(c Command) Result {
 	case Remove:
 		res := Result{Items: make([]error, len(c.Keys))}
 		for i, k := range c.Keys {
-			if st.removeObject(k) {
+			if ri, ok := st.objects[k]; ok {
+				st.removeAt(k, ri)
 				res.Removed++
 			} else {
 				res.Items[i] = fmt.Errorf("raftmeta: remove %q: %w", k, base.ErrObjectNotFound)
@@ -187,9 +188,9 @@ func (st *state) apply(c Command) Result {
 		// Deleting from a map while ranging over it is defined in Go: the deleted entry is
 		// simply not produced again.
 		n := 0
-		for k := range st.objects {
+		for k, i := range st.objects {
 			if re.MatchString(k) {
-				st.removeObject(k)
+				st.removeAt(k, i)
 				n++
 			}
 		}
@@ -241,21 +242,17 @@ func (st *state) apply(c Command) Result {
 	case DropReplicas:
 		return st.dropReplicas(&c)
 	case SetPin:
-		rec, ok := st.get(c.Key)
-		if !ok || (c.Version != 0 && base.Version(rec.version) != c.Version) {
+		_, rec := st.find(c.Key)
+		if rec == nil || (c.Version != 0 && base.Version(rec.version) != c.Version) {
 			return Result{Err: fmt.Errorf("raftmeta: pin %q version %d: %w", c.Key, c.Version, base.ErrObjectNotFound)}
 		}
-		if c.SoftPinUntil < 0 {
-			return Result{Err: invalidf("negative soft pin deadline")}
-		}
-		st.unaccount(&rec)
+		st.unaccount(rec)
 		rec.softPin = c.SoftPinUntil
 		rec.sizeFlags &^= hardPinBit
 		if c.HardPin {
 			rec.sizeFlags |= hardPinBit
 		}
-		st.account(&rec)
-		st.set(c.Key, rec)
+		st.account(rec)
 		return Result{}
 	case RegisterMaster:
 		if c.RPCAddr == "" {
@@ -285,8 +282,8 @@ func (st *state) putEnd(c *PutEnd) Result {
 			res.Items[i] = err
 			continue
 		}
-		old, exists := st.get(it.Key)
-		if exists && !c.Upsert {
+		ri, old := st.find(it.Key)
+		if old != nil && !c.Upsert {
 			if old.version == uint64(it.Version) && old.checksum == it.Checksum {
 				continue // a retried PutEnd that already committed
 			}
@@ -315,13 +312,15 @@ func (st *state) putEnd(c *PutEnd) Result {
 		if it.HardPin {
 			rec.sizeFlags |= hardPinBit
 		}
-		if exists {
-			st.unaccount(&old)
+		if old != nil {
+			st.unaccount(old)
 		} else {
 			st.keyBytes += int64(len(it.Key))
+			ri = st.recs.alloc()
+			st.objects[it.Key] = ri
 		}
 		st.account(&rec)
-		st.set(it.Key, rec)
+		*st.recs.at(ri) = rec
 	}
 	return res.single()
 }
@@ -337,13 +336,13 @@ func (st *state) dropReplicas(c *DropReplicas) Result {
 		return res
 	}
 	for i, it := range c.Items {
-		rec, ok := st.get(it.Key)
-		if !ok || (it.Version != 0 && base.Version(rec.version) != it.Version) || !rec.hasRep(slot) {
+		ri, rec := st.find(it.Key)
+		if rec == nil || (it.Version != 0 && base.Version(rec.version) != it.Version) || !rec.hasRep(slot) {
 			res.Items[i] = fmt.Errorf("raftmeta: drop %q version %d on %q: %w", it.Key, it.Version, c.Worker, base.ErrObjectNotFound)
 			continue
 		}
 		res.Dropped++
-		if st.dropRep(it.Key, rec, slot) {
+		if st.dropRep(it.Key, ri, slot) {
 			res.Removed++
 		}
 	}
@@ -359,35 +358,42 @@ func (r *objRec) hasRep(slot uint16) bool {
 	return false
 }
 
-// dropRep removes slot from key's record (which must hold it) and reports whether the object
-// was removed because no replica was left.
-func (st *state) dropRep(key string, rec objRec, slot uint16) (removed bool) {
+// dropRep removes slot from the record of key (at index i, which must hold slot) and reports
+// whether the object was removed because no replica was left.
+func (st *state) dropRep(key string, i uint32, slot uint16) (removed bool) {
+	rec := st.recs.at(i)
 	if rec.nreps() == 1 {
-		st.removeObject(key)
+		st.removeAt(key, i)
 		return true
 	}
-	st.unaccount(&rec)
+	st.unaccount(rec)
 	var buf [2 * MaxReplicas]byte
 	reps := buf[:0]
-	for i := 0; i < rec.nreps(); i++ {
-		if s := rec.rep(i); s != slot {
+	for j := 0; j < rec.nreps(); j++ {
+		if s := rec.rep(j); s != slot {
 			reps = binary.LittleEndian.AppendUint16(reps, s)
 		}
 	}
-	rec.reps = string(reps)
-	st.account(&rec)
-	st.set(key, rec)
+	rec.reps = string(reps) // a new string: a snapshot may share the old one
+	st.account(rec)
 	return false
 }
 
-// dropWorker drops every replica at slot. O(objects).
+// dropWorker drops every replica at slot. It walks the objects (O(objects)) only until it has
+// dropped as many replicas as the slot's exact counter says it holds, so a worker holding none
+// (one already marked dead) costs no walk.
 func (st *state) dropWorker(slot uint16) Result {
 	var res Result
+	left := st.slots[slot].objects
 	// Updating or deleting the entry being visited is allowed while ranging over a map.
 	for k, i := range st.objects {
-		if rec := *st.recs.at(i); rec.hasRep(slot) {
+		if left == 0 {
+			break
+		}
+		if st.recs.at(i).hasRep(slot) {
+			left--
 			res.Dropped++
-			if st.dropRep(k, rec, slot) {
+			if st.dropRep(k, i, slot) {
 				res.Removed++
 			}
 		}
@@ -395,16 +401,12 @@ func (st *state) dropWorker(slot uint16) Result {
 	return res
 }
 
-func (st *state) removeObject(key string) bool {
-	i, ok := st.objects[key]
-	if !ok {
-		return false
-	}
+// removeAt removes key, whose record is at index i.
+func (st *state) removeAt(key string, i uint32) {
 	st.unaccount(st.recs.at(i))
 	st.keyBytes -= int64(len(key))
 	st.recs.release(i)
 	delete(st.objects, key)
-	return true
 }
 
 // account adds rec to the counters; unaccount takes it out. Key bytes are counted by the
@@ -446,7 +448,7 @@ func (st *state) freeSlot() uint16 {
 	return uint16(len(st.slots) - 1)
 }
 
-// get returns a copy of key's record.
+// get returns a copy of key's record, for readers.
 func (st *state) get(key string) (objRec, bool) {
 	i, ok := st.objects[key]
 	if !ok {
@@ -455,15 +457,15 @@ func (st *state) get(key string) (objRec, bool) {
 	return *st.recs.at(i), true
 }
 
-// set stores rec under key, reusing the key's record if it has one. Counters are the
-// caller's business.
-func (st *state) set(key string, rec objRec) {
+// find returns the index of key's record and the record itself (nil when key is absent), for
+// apply to edit in place with one map lookup: a snapshot has its own copy of the chunks, and
+// replica strings are replaced, never modified. Counters are the caller's business.
+func (st *state) find(key string) (uint32, *objRec) {
 	i, ok := st.objects[key]
 	if !ok {
-		i = st.recs.alloc()
-		st.objects[key] = i
+		return 0, nil
 	}
-	*st.recs.at(i) = rec
+	return i, st.recs.at(i)
 }
 
 // object converts a record to the API type.

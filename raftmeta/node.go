@@ -124,8 +124,7 @@ func Open(cfg Config) (*Node, error) {
 	if !existing && len(cfg.Peers) > 0 {
 		peers := slices.Clone(cfg.Peers)
 		for i := range peers {
-			// A self entry on port 0 (standalone, tests) names the port actually bound.
-			if peers[i].ID == cfg.ID && strings.HasSuffix(peers[i].RaftAddr, ":0") {
+			if n.selfOnPortZero(peers[i]) {
 				peers[i].RaftAddr = n.RaftAddr()
 			}
 		}
@@ -141,6 +140,12 @@ func Open(cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// selfOnPortZero reports whether p is this node configured on port 0 (standalone, tests): it is
+// at whatever address the transport bound (Node.RaftAddr).
+func (n *Node) selfOnPortZero(p Peer) bool {
+	return p.ID == n.cfg.ID && strings.HasSuffix(p.RaftAddr, ":0")
+}
+
 // warnPeersIgnored logs, once at start, when the configured peers differ from the raft
 // configuration the data directory holds: the peers only bootstrap a new directory, so a
 // directory kept from another cluster (other members or addresses) wins silently otherwise,
@@ -151,9 +156,9 @@ func (n *Node) warnPeersIgnored(peers []Peer) {
 	if err != nil {
 		return
 	}
-	// This node configured on port 0 (standalone, tests) is at whatever address it bound:
-	// compare the other members only.
-	selfAny := slices.ContainsFunc(peers, func(p Peer) bool { return p.ID == n.cfg.ID && strings.HasSuffix(p.RaftAddr, ":0") })
+	// This node configured on port 0 is at whatever address it bound: compare the other
+	// members only.
+	selfAny := slices.ContainsFunc(peers, n.selfOnPortZero)
 	key := func(ps []Peer) []string {
 		out := make([]string, 0, len(ps))
 		for _, p := range ps {
@@ -587,8 +592,9 @@ func lastSnapshotIndex(r *raft.Raft) (uint64, error) {
 }
 
 // watchLeadership forwards raft's leadership changes to LeaderCh and, on each election won,
-// registers this master's RPC address (and that of every configured peer that has one) in the
-// masters table, so followers can redirect clients here.
+// registers this master's RPC address (and that of every bootstrap peer that has one and is
+// still a member; see registerMasters) in the masters table, so followers can redirect clients
+// here. It registers before it signals LeaderCh.
 func (n *Node) watchLeadership() {
 	defer n.wg.Done()
 	for {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -96,7 +97,7 @@ func TestDependencyDirection(t *testing.T) {
 		}
 		for _, d := range p.Deps {
 			dr := room(d)
-			if dr == "" || dr == r || contains(ok, dr) {
+			if dr == "" || dr == r || slices.Contains(ok, dr) {
 				continue
 			}
 			t.Errorf("%s imports %s: %s must not depend on %s (design.md section 6)", p.ImportPath, d, r, dr)
@@ -126,13 +127,4 @@ func TestNoCgo(t *testing.T) {
 			t.Errorf("%s uses cgo (%v)", p.ImportPath, p.CgoFiles)
 		}
 	}
-}
-
-func contains(s []string, x string) bool {
-	for _, v := range s {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }

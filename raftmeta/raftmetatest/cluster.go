@@ -51,7 +51,7 @@ func MakeCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	dir := t.TempDir()
 	var peers []raftmeta.Peer
 	for i := 0; i < n; i++ {
-		links := &Links{blocked: map[raft.ServerAddress]bool{}}
+		links := newLinks()
 		cfg := raftmeta.Config{
 			ID:            fmt.Sprintf("m%d", i+1),
 			RaftAddr:      "127.0.0.1:0",
@@ -277,7 +277,7 @@ func (c *Cluster) Partition(far []int) {
 	for i := range c.cfgs {
 		for j := range c.cfgs {
 			if isFar[i] != isFar[j] {
-				c.links[i].set(raft.ServerAddress(c.cfgs[j].RaftAddr), true)
+				c.links[i].block(raft.ServerAddress(c.cfgs[j].RaftAddr))
 			}
 		}
 	}
@@ -286,9 +286,7 @@ func (c *Cluster) Partition(far []int) {
 // Heal restores every link.
 func (c *Cluster) Heal() {
 	for _, l := range c.links {
-		l.mu.Lock()
-		clear(l.blocked)
-		l.mu.Unlock()
+		l.heal()
 	}
 }
 
@@ -349,7 +347,7 @@ func (c *Cluster) WaitFor(i int, what string, cond func(*raftmeta.Node) bool) {
 func (c *Cluster) AddNode(opts ...Option) int {
 	c.t.Helper()
 	i := len(c.cfgs)
-	links := &Links{blocked: map[raft.ServerAddress]bool{}}
+	links := newLinks()
 	cfg := c.cfgs[0]
 	cfg.ID = fmt.Sprintf("m%d", i+1)
 	cfg.RaftAddr = "127.0.0.1:0"

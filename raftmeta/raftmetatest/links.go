@@ -21,14 +21,20 @@ type Links struct {
 	blocked map[raft.ServerAddress]bool
 }
 
-func (l *Links) set(addr raft.ServerAddress, cut bool) {
+func newLinks() *Links { return &Links{blocked: map[raft.ServerAddress]bool{}} }
+
+// block cuts the link to addr.
+func (l *Links) block(addr raft.ServerAddress) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if cut {
-		l.blocked[addr] = true
-	} else {
-		delete(l.blocked, addr)
-	}
+	l.blocked[addr] = true
+}
+
+// heal restores every link.
+func (l *Links) heal() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	clear(l.blocked)
 }
 
 func (l *Links) cut(addr raft.ServerAddress) bool {
