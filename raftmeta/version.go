@@ -41,7 +41,13 @@ func (n *Node) NewVersion() (base.Version, error) {
 	}
 	n.ver.mu.Lock()
 	defer n.ver.mu.Unlock()
-	if n.ver.term != t1 {
+	switch {
+	case t1 < n.ver.term:
+		// This call saw leadership in an older term and stalled before the lock while the
+		// node led again in a newer one: resetting the counter to the old term would hand
+		// out that term's versions a second time.
+		return 0, n.notLeader()
+	case t1 > n.ver.term:
 		n.ver.term, n.ver.next = t1, 1
 	}
 	if n.ver.next > maxVersionCounter {
