@@ -23,6 +23,19 @@ func checkBatch(n int) error {
 	return nil
 }
 
+// checkBatchKeys checks the size of a batch of keys and every key in it.
+func checkBatchKeys(keys []string) error {
+	if err := checkBatch(len(keys)); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := base.ValidateKey(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // fill returns n copies of err.
 func fill(n int, err error) []error {
 	out := make([]error, n)
@@ -59,11 +72,7 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 		return fill(len(keys), err)
 	}
 	errs := make([]error, len(keys))
-	defer func() {
-		for _, k := range keys {
-			c.lookups.drop(k)
-		}
-	}()
+	defer c.lookups.drop(keys...)
 	rc, err := rc.normalized()
 	if err != nil {
 		return fill(len(keys), err)
@@ -138,11 +147,8 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 		} else {
 			ierr = endResp.Items[n].Err()
 		}
-		if ierr != nil && st.ambiguous && errors.Is(ierr, base.ErrObjectAlreadyExists) {
-			var lr transfer.LookupResponse
-			if c.masterCall(ctx, &transfer.LookupRequest{Key: keys[i]}, &lr, nil) == nil && lr.Version == v {
-				ierr = nil
-			}
+		if ierr != nil && st.ambiguous && errors.Is(ierr, base.ErrObjectAlreadyExists) && c.committedAs(ctx, keys[i], v) {
+			ierr = nil
 		}
 		if ierr != nil {
 			errs[i] = fmt.Errorf("put %q: %w", keys[i], ierr)
@@ -155,13 +161,8 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 // BatchGet reads several objects. values[i] is keys[i]'s bytes when errs[i] is nil.
 func (c *Client) BatchGet(ctx context.Context, keys []string) (values [][]byte, errs []error) {
 	values, errs = make([][]byte, len(keys)), make([]error, len(keys))
-	if err := checkBatch(len(keys)); err != nil {
+	if err := checkBatchKeys(keys); err != nil {
 		return values, fill(len(keys), err)
-	}
-	for _, k := range keys {
-		if err := base.ValidateKey(k); err != nil {
-			return values, fill(len(keys), err)
-		}
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
@@ -195,13 +196,8 @@ func (c *Client) BatchGet(ctx context.Context, keys []string) (values [][]byte, 
 
 // BatchExists reports for each key whether it is committed.
 func (c *Client) BatchExists(ctx context.Context, keys []string) ([]bool, error) {
-	if err := checkBatch(len(keys)); err != nil {
+	if err := checkBatchKeys(keys); err != nil {
 		return nil, err
-	}
-	for _, k := range keys {
-		if err := base.ValidateKey(k); err != nil {
-			return nil, err
-		}
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
@@ -218,21 +214,12 @@ func (c *Client) BatchExists(ctx context.Context, keys []string) ([]bool, error)
 // BatchRemove removes several objects; errs[i] is keys[i]'s outcome (base.ErrObjectNotFound
 // for a missing key).
 func (c *Client) BatchRemove(ctx context.Context, keys []string) []error {
-	if err := checkBatch(len(keys)); err != nil {
+	if err := checkBatchKeys(keys); err != nil {
 		return fill(len(keys), err)
-	}
-	for _, k := range keys {
-		if err := base.ValidateKey(k); err != nil {
-			return fill(len(keys), err)
-		}
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	defer func() {
-		for _, k := range keys {
-			c.lookups.drop(k)
-		}
-	}()
+	defer c.lookups.drop(keys...)
 	var st attemptState
 	resp := transfer.NewBatchResponse(transfer.OpBatchRemove, nil)
 	if err := c.masterCall(ctx, &transfer.BatchRemoveRequest{Keys: keys}, resp, &st); err != nil {

@@ -114,8 +114,8 @@ func (c *Client) withTimeout(ctx context.Context) (context.Context, context.Canc
 	return context.WithTimeout(ctx, c.cfg.Timeout)
 }
 
-// errAmbiguous records that an earlier attempt of a master call failed in a way that leaves
-// open whether the server applied it (a broken connection, a leader that died mid-call).
+// attemptState records whether an earlier attempt of a master call failed in a way that
+// leaves open whether the server applied it (a broken connection, a leader that died mid-call).
 type attemptState struct{ ambiguous bool }
 
 // masterCall sends req to the leader and decodes the answer into resp. It follows NOT_LEADER

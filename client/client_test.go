@@ -25,7 +25,7 @@ func value(n int, seed byte) []byte {
 }
 
 // newFakeClient connects a client to a fake cluster; the configured master list is the
-// given addresses (default: all).
+// given addresses (default: all). The client is closed when the test ends.
 func newFakeClient(t *testing.T, f *fakeCluster, masters ...string) *Client {
 	t.Helper()
 	if masters == nil {
@@ -40,6 +40,7 @@ func newFakeClient(t *testing.T, f *fakeCluster, masters ...string) *Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.Close() })
 	return c
 }
 
@@ -48,7 +49,6 @@ func TestPutGetRoundTrip(t *testing.T) {
 	f := newFakeCluster(3, 3)
 	f.setLeader(2)
 	c := newFakeClient(t, f)
-	defer c.Close()
 	for _, n := range []int{1, 1000, 64 << 10, 64<<10 + 1, 1 << 20} {
 		key := "k" + strings.Repeat("x", n%7)
 		key = key + "-" + time.Duration(n).String()
@@ -77,7 +77,6 @@ func TestPutFrom(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeCluster(1, 2)
 	c := newFakeClient(t, f)
-	defer c.Close()
 	v := value(300<<10+7, 3)
 	// A reader that returns one byte at a time still fills whole stripes.
 	if err := c.PutFrom(ctx, "big", iotest.OneByteReader(bytes.NewReader(v)), int64(len(v)), ReplicateConfig{Replicas: 2}); err != nil {
@@ -115,7 +114,6 @@ func TestTypedErrors(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeCluster(1, 2)
 	c := newFakeClient(t, f)
-	defer c.Close()
 	if err := c.Put(ctx, "k", []byte("v"), ReplicateConfig{}); err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +172,6 @@ func TestRedirectAndFailover(t *testing.T) {
 	f := newFakeCluster(3, 2)
 	f.setLeader(2)
 	c := newFakeClient(t, f, f.masters[0]) // knows only m1
-	defer c.Close()
 	if err := c.Put(ctx, "a", []byte("1"), ReplicateConfig{}); err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +209,6 @@ func TestPutEndAmbiguous(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeCluster(3, 1)
 	c := newFakeClient(t, f)
-	defer c.Close()
 	f.mu.Lock()
 	f.dropFirstPutEndReply = true
 	f.mu.Unlock()
@@ -229,7 +225,6 @@ func TestReadFailover(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeCluster(1, 2)
 	c := newFakeClient(t, f)
-	defer c.Close()
 	v := value(5000, 9)
 	if err := c.Put(ctx, "k", v, ReplicateConfig{Replicas: 2}); err != nil {
 		t.Fatal(err)
@@ -256,7 +251,6 @@ func TestRemoveListStatus(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeCluster(1, 1)
 	c := newFakeClient(t, f)
-	defer c.Close()
 	for _, k := range []string{"a/1", "a/2", "a/3", "b/1", "b/2"} {
 		if err := c.Put(ctx, k, []byte(k), ReplicateConfig{}); err != nil {
 			t.Fatal(err)
@@ -288,7 +282,6 @@ func TestBatch(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeCluster(1, 2)
 	c := newFakeClient(t, f)
-	defer c.Close()
 	if err := c.Put(ctx, "exists", []byte("x"), ReplicateConfig{}); err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +315,6 @@ func TestReplicateConfigOnTheWire(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeCluster(1, 2)
 	c := newFakeClient(t, f)
-	defer c.Close()
 	rc := ReplicateConfig{Replicas: 2, PreferredWorker: "w2", SoftPinTTL: 90 * time.Second, HardPin: true,
 		Persistence: base.PersistenceDurable, Upsert: true}
 	if err := c.Put(ctx, "k", []byte("value"), rc); err != nil {

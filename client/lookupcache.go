@@ -100,14 +100,17 @@ func (lc *lookupCache) put(key string, lr *transfer.LookupResponse, gen uint64, 
 	lc.mu.m[key] = cachedLookup{lr: lr, expires: sent.Add(lc.ttl)}
 }
 
-// drop forgets key (after this client changed it, or when a read with its entry failed).
-func (lc *lookupCache) drop(key string) {
-	if lc == nil {
+// drop forgets keys (after this client changed them, or when a read with a key's entry
+// failed).
+func (lc *lookupCache) drop(keys ...string) {
+	if lc == nil || len(keys) == 0 {
 		return
 	}
 	lc.mu.Lock()
 	lc.gen.Add(1)
-	delete(lc.mu.m, key)
+	for _, k := range keys {
+		delete(lc.mu.m, k)
+	}
 	lc.mu.Unlock()
 }
 

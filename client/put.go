@@ -117,13 +117,18 @@ func (c *Client) putEnd(ctx context.Context, key string, v base.Version, size in
 	var st attemptState
 	req := &transfer.PutEndRequest{Key: key, Version: v, Size: size, Checksum: sum, Replicas: replicaIDs(pl), Config: cfg}
 	err := c.masterCall(ctx, req, transfer.NewEmpty(transfer.OpPutEnd), &st)
-	if err != nil && st.ambiguous && (errors.Is(err, base.ErrObjectAlreadyExists) || errors.Is(err, base.ErrInvalidVersion)) {
-		var lr transfer.LookupResponse
-		if lerr := c.masterCall(ctx, &transfer.LookupRequest{Key: key}, &lr, nil); lerr == nil && lr.Version == v {
-			return nil
-		}
+	if err != nil && st.ambiguous && (errors.Is(err, base.ErrObjectAlreadyExists) || errors.Is(err, base.ErrInvalidVersion)) &&
+		c.committedAs(ctx, key, v) {
+		return nil
 	}
 	return err
+}
+
+// committedAs reports whether the object committed under key has version v: after a PutEnd
+// that failed ambiguously, whether the object there is ours.
+func (c *Client) committedAs(ctx context.Context, key string, v base.Version) bool {
+	var lr transfer.LookupResponse
+	return c.masterCall(ctx, &transfer.LookupRequest{Key: key}, &lr, nil) == nil && lr.Version == v
 }
 
 // revoke tells the leader to drop a put that will not be committed. Best effort: the master

@@ -108,6 +108,28 @@ func waitActive(t *testing.T, c *client.Client, n int) {
 	}
 }
 
+// inParallel runs fn(g) for g in [0, n), each in its own goroutine, and fails the test with
+// the errors they return.
+func inParallel(t *testing.T, n int, fn func(g int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for g := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(g); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
 func val(n int, seed byte) []byte {
 	b := make([]byte, n)
 	for i := range b {
@@ -243,32 +265,20 @@ func TestServerConcurrent(t *testing.T) {
 	ip := startInproc(t, 2, 128<<20)
 	c := connect(t, ip)
 	ctx := context.Background()
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 20 {
-				key := fmt.Sprintf("g%d/%d", g, i)
-				v := val(64<<10+i, byte(g))
-				if err := c.Put(ctx, key, v, client.ReplicateConfig{Replicas: 2}); err != nil {
-					errs <- err
-					return
-				}
-				got, err := c.Get(ctx, key)
-				if err != nil || !bytes.Equal(got, v) {
-					errs <- fmt.Errorf("%s: %v", key, err)
-					return
-				}
+	inParallel(t, 8, func(g int) error {
+		for i := range 20 {
+			key := fmt.Sprintf("g%d/%d", g, i)
+			v := val(64<<10+i, byte(g))
+			if err := c.Put(ctx, key, v, client.ReplicateConfig{Replicas: 2}); err != nil {
+				return err
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+			got, err := c.Get(ctx, key)
+			if err != nil || !bytes.Equal(got, v) {
+				return fmt.Errorf("%s: %v", key, err)
+			}
+		}
+		return nil
+	})
 }
 
 // TestServerStaleLookupCache upserts and removes keys through one client while another holds

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -49,27 +48,16 @@ func TestSharedMemoryGet(t *testing.T) {
 	}
 
 	// Concurrent gets of the same objects through one mapping.
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range 20 {
-				i := (g + j) % len(sizes)
-				got, err := shm.Get(ctx, fmt.Sprintf("k%d", i))
-				if err != nil || !bytes.Equal(got, val(sizes[i], byte(i))) {
-					errs <- fmt.Errorf("concurrent get k%d: %v", i, err)
-					return
-				}
+	inParallel(t, 8, func(g int) error {
+		for j := range 20 {
+			i := (g + j) % len(sizes)
+			got, err := shm.Get(ctx, fmt.Sprintf("k%d", i))
+			if err != nil || !bytes.Equal(got, val(sizes[i], byte(i))) {
+				return fmt.Errorf("concurrent get k%d: %v", i, err)
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		}
+		return nil
+	})
 }
 
 func TestSharedMemoryPrivateArena(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,19 +27,48 @@ import (
 // The end-to-end tests build the real binary and run masters, workers and CLI commands as
 // separate processes on 127.0.0.1. Processes are SIGKILLed at cleanup if still running.
 
-// buildBinary builds cmd/mooncake (with the invariants tag, so assertions panic) into dir.
+// built is the binary the end-to-end tests run, built by the first of them (a link takes
+// seconds, and every test runs the same binary). TestMain removes dir at the end of the run.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+// buildBinary builds cmd/mooncake (with the invariants tag, so assertions panic) once per test
+// run and returns its path.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end tests build and run the binary; skipped with -short")
 	}
-	bin := filepath.Join(t.TempDir(), "mooncake")
-	cmd := exec.Command("go", "build", "-tags", "invariants", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "mooncake-e2e-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.dir = dir
+		bin := filepath.Join(dir, "mooncake")
+		cmd := exec.Command("go", "build", "-tags", "invariants", "-o", bin, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		built.bin = bin
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
+}
+
+// removeBinary removes what buildBinary built (TestMain calls it after the tests).
+func removeBinary() {
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
 }
 
 // freePort returns a port that was free a moment ago (listen on :0, close). A process that

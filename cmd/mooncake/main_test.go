@@ -12,13 +12,19 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"go.uber.org/goleak"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/internal/testutil"
 	"github.com/mooncake-go/mooncake/server"
 )
 
-func TestMain(m *testing.M) { testutil.VerifyNoLeaks(m) }
+func TestMain(m *testing.M) {
+	testutil.VerifyNoLeaks(m, goleak.Cleanup(func(code int) {
+		removeBinary()
+		os.Exit(code)
+	}))
+}
 
 // runCLI runs one command line in-process with the given environment.
 func runCLI(t *testing.T, envv map[string]string, stdin string, args ...string) (code int, stdout, stderr string) {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/dram"
 	"github.com/mooncake-go/mooncake/internal/base"
 )
@@ -279,7 +280,7 @@ func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
 		fs.StringVar(&f.address, "worker_address", "", "worker data address host:port (default: a free port on 127.0.0.1)")
 		return
 	}
-	fs.StringVar(&f.masters, "master_server_address", "", "the masters, host:port,host:port (default: the config file's, else 127.0.0.1:50051)")
+	fs.StringVar(&f.masters, "master_server_address", "", "the masters, host:port,host:port (default: the config file's, else "+client.DefaultMasterAddress+")")
 	fs.StringVar(&f.address, "worker_address", "", "worker data address host:port (default <local_hostname>:12300)")
 	fs.StringVar(&f.workerID, "worker_id", "", "worker id, stable across restarts (default: derived from --worker_address, kept under --root_fs_dir)")
 	fs.IntVar(&f.metricsPort, "metrics_port", 0, "HTTP port of /metrics, /health and /api/v1/status (0: a free port)")
@@ -331,7 +332,7 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		case len(fc.MasterServerAddress) > 0:
 			s.MasterAddresses = fc.MasterServerAddress
 		default:
-			s.MasterAddresses = []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(defaultRPCPort))}
+			s.MasterAddresses = []string{client.DefaultMasterAddress}
 		}
 	} else {
 		s.WorkerID = defaultStandaloneWorker
