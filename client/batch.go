@@ -147,7 +147,7 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 		} else {
 			ierr = endResp.Items[n].Err()
 		}
-		if ierr != nil && st.ambiguous && errors.Is(ierr, base.ErrObjectAlreadyExists) && c.committedAs(ctx, keys[i], v) {
+		if c.ownCommit(ctx, ierr, &st, keys[i], v) {
 			ierr = nil
 		}
 		if ierr != nil {

@@ -117,16 +117,20 @@ func (c *Client) putEnd(ctx context.Context, key string, v base.Version, size in
 	var st attemptState
 	req := &transfer.PutEndRequest{Key: key, Version: v, Size: size, Checksum: sum, Replicas: replicaIDs(pl), Config: cfg}
 	err := c.masterCall(ctx, req, transfer.NewEmpty(transfer.OpPutEnd), &st)
-	if err != nil && st.ambiguous && (errors.Is(err, base.ErrObjectAlreadyExists) || errors.Is(err, base.ErrInvalidVersion)) &&
-		c.committedAs(ctx, key, v) {
+	if c.ownCommit(ctx, err, &st, key, v) {
 		return nil
 	}
 	return err
 }
 
-// committedAs reports whether the object committed under key has version v: after a PutEnd
-// that failed ambiguously, whether the object there is ours.
-func (c *Client) committedAs(ctx context.Context, key string, v base.Version) bool {
+// ownCommit reports whether a PutEnd answered err actually committed our object: an earlier
+// attempt failed ambiguously (the leader may have committed it before dying), the retry found
+// the key taken (or, for an upsert, the reservation gone), and the object committed under key
+// has version v. Put and BatchPut share this rule.
+func (c *Client) ownCommit(ctx context.Context, err error, st *attemptState, key string, v base.Version) bool {
+	if err == nil || !st.ambiguous || !(errors.Is(err, base.ErrObjectAlreadyExists) || errors.Is(err, base.ErrInvalidVersion)) {
+		return false
+	}
 	var lr transfer.LookupResponse
 	return c.masterCall(ctx, &transfer.LookupRequest{Key: key}, &lr, nil) == nil && lr.Version == v
 }

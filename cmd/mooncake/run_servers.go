@@ -55,7 +55,7 @@ func runMaster(ctx context.Context, e *env, s masterSettings) error {
 	fmt.Fprintf(e.stdout, "mooncake master %s ready: rpc %s, metrics %s\n", s.ID, m.Addr(), metricsURL(m.MetricsAddr()))
 	if s.Join {
 		fmt.Fprintf(e.stdout, "joining: unless it is a member already, add it from any host with\n  %s master add --id %s --raft_address %s --rpc_address %s --master_server_address <a master>\n",
-			e.argv0, s.ID, s.RaftAddress, m.Addr())
+			cliName(e.argv0), s.ID, s.RaftAddress, m.Addr())
 	}
 	<-ctx.Done()
 	e.logger().Info("signal received, shutting down", "master", s.ID)
