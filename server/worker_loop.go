@@ -352,13 +352,25 @@ func (w *Worker) applyDrops(kvs []transfer.KeyVersion) {
 func (w *Worker) drop(key string, v base.Version) error {
 	w.pend.Lock()
 	var abort []*pending
-	for k, p := range w.pend.m {
-		if k.key == key && (v == 0 || k.v == v) {
-			delete(w.pend.m, k)
-			if p.inflight == 0 {
-				abort = append(abort, p)
-			} else {
-				p.failed = true
+	take := func(k pendKey, p *pending) {
+		delete(w.pend.m, k)
+		if p.inflight == 0 {
+			abort = append(abort, p)
+		} else {
+			p.failed = true
+		}
+	}
+	if v != 0 {
+		// One version: one map entry. Heartbeat replies and registrations hand out drops by
+		// the thousand, so this must not scan every pending write.
+		k := pendKey{key, v}
+		if p := w.pend.m[k]; p != nil {
+			take(k, p)
+		}
+	} else {
+		for k, p := range w.pend.m {
+			if k.key == key {
+				take(k, p)
 			}
 		}
 	}
