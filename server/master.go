@@ -339,12 +339,9 @@ func (m *Master) putStart(a PutStartArgs) (PutStartReply, error) {
 // dropReservationLocked forgets r and owes its workers a drop of what they received.
 // REQUIRES: m.mu.
 func (m *Master) dropReservationLocked(key string, r *reservation) {
-	if cur, ok := m.mu.reservations[key]; ok && cur == r {
-		delete(m.mu.reservations, key)
-	}
+	m.releaseReservationLocked(key, r)
 	for _, id := range r.workers {
 		if ws := m.mu.workers[id]; ws != nil {
-			ws.reserved -= r.size
 			m.queueDropLocked(ws, key, r.version)
 		}
 	}
@@ -781,14 +778,8 @@ const lostGrace = registerTimeout
 // snapshot before sending page 0, so an object created after page 0 arrived is never taken
 // as lost (it is deferred), whatever time the later pages took.
 func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta.KeyVersion, error) {
-	if err := base.ValidateWorkerID(a.WorkerID); err != nil {
+	if err := m.checkRegistration(a); err != nil {
 		return nil, err
-	}
-	if a.ClusterID != "" && a.ClusterID != m.cfg.ClusterID {
-		return nil, fmt.Errorf("%w: worker %s is in cluster %q, this master in %q", base.ErrClusterMismatch, a.WorkerID, a.ClusterID, m.cfg.ClusterID)
-	}
-	if !m.ensureLeader() {
-		return nil, m.notLeader()
 	}
 	recv := m.now()
 	if !a.began.IsZero() {
@@ -921,6 +912,21 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	return drop, nil
 }
 
+// checkRegistration refuses a registration (or one page of it) with a bad worker id, from
+// another cluster, or sent to a master that does not lead.
+func (m *Master) checkRegistration(a RegisterArgs) error {
+	if err := base.ValidateWorkerID(a.WorkerID); err != nil {
+		return err
+	}
+	if a.ClusterID != "" && a.ClusterID != m.cfg.ClusterID {
+		return fmt.Errorf("%w: worker %s is in cluster %q, this master in %q", base.ErrClusterMismatch, a.WorkerID, a.ClusterID, m.cfg.ClusterID)
+	}
+	if !m.ensureLeader() {
+		return m.notLeader()
+	}
+	return nil
+}
+
 // replyDropCut returns how many of drop fit one registration reply (maxRegisterReplyDrops
 // and maxRegisterReplyDropBytes of encoded KeyVersions).
 func replyDropCut(drop []raftmeta.KeyVersion) int {
@@ -954,14 +960,8 @@ func (m *Master) registerPage(ctx context.Context, a RegisterArgs, session uint6
 	if m.cfg.testBeforeRegisterPage != nil {
 		m.cfg.testBeforeRegisterPage(m, a.WorkerID, session, page)
 	}
-	if err := base.ValidateWorkerID(a.WorkerID); err != nil {
+	if err := m.checkRegistration(a); err != nil {
 		return nil, err
-	}
-	if a.ClusterID != "" && a.ClusterID != m.cfg.ClusterID {
-		return nil, fmt.Errorf("%w: worker %s is in cluster %q, this master in %q", base.ErrClusterMismatch, a.WorkerID, a.ClusterID, m.cfg.ClusterID)
-	}
-	if !m.ensureLeader() {
-		return nil, m.notLeader()
 	}
 	now := m.now()
 	size := inventoryBytes(a.Inventory)
