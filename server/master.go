@@ -98,7 +98,7 @@ type Master struct {
 	}
 	// regLimits bounds regSessions; fixed at NewMaster.
 	regLimits registerLimits
-	// regPages counts the pages of paged registrations this master accepted (tests and logs).
+	// regPages counts the pages of paged registrations this master accepted (tests read it).
 	regPages atomic.Int64
 
 	stop     chan struct{} // closed by Shutdown: stops the leader loop
