@@ -85,6 +85,10 @@ func toReplicas(rs []Replica) []transfer.Replica {
 	return out
 }
 
+func lookupResponse(l LookupReply) transfer.LookupResponse {
+	return transfer.LookupResponse{Version: l.Version, Size: l.Size, Checksum: l.Checksum, Replicas: toReplicas(l.Replicas)}
+}
+
 func (h *masterHandler) putEndItem(r *transfer.PutEndRequest) PutEndItem {
 	return PutEndItem{Key: r.Key, Version: r.Version, Size: r.Size, Checksum: r.Checksum, Replicas: r.Replicas,
 		SoftPinUntil: softPinUntil(h.m.now(), r.Config.SoftPinTTL), HardPin: r.Config.HardPin}
@@ -198,8 +202,8 @@ func (h *masterHandler) call(ctx context.Context, req transfer.Message) (transfe
 		if errs[0] != nil {
 			return nil, opLookup, errs[0]
 		}
-		l := reps[0]
-		return &transfer.LookupResponse{Version: l.Version, Size: l.Size, Checksum: l.Checksum, Replicas: toReplicas(l.Replicas)}, opLookup, nil
+		lr := lookupResponse(reps[0])
+		return &lr, opLookup, nil
 
 	case *transfer.BatchLookupRequest:
 		if err := m.readCheck(ctx, r.AllowStale); err != nil {
@@ -212,8 +216,7 @@ func (h *masterHandler) call(ctx context.Context, req transfer.Message) (transfe
 				out.Items[i].Err = transfer.ItemErrorOf(errs[i])
 				continue
 			}
-			l := reps[i]
-			out.Items[i].LookupResponse = transfer.LookupResponse{Version: l.Version, Size: l.Size, Checksum: l.Checksum, Replicas: toReplicas(l.Replicas)}
+			out.Items[i].LookupResponse = lookupResponse(reps[i])
 		}
 		return out, opBatchLookup, nil
 
