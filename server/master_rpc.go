@@ -41,7 +41,8 @@ func itemErrs(errs []error) []transfer.ItemError {
 	return out
 }
 
-// firstErr returns the first error of a single-item batch result.
+// firstErr returns the first non-nil error of errs (nil when every item succeeded): the error
+// of a single-item call, or what a batch call's failure counter counts.
 func firstErr(errs []error) error {
 	for _, e := range errs {
 		if e != nil {

@@ -237,7 +237,6 @@ var (
 	workerStatsDescs                      = []*prometheus.Desc{descArenaUsed, descArenaCap, descArenaFrag, descHugePages, descTierBytes, descTierObjects, descNVMeCap, descEvictions, descSpills, descPromotions, descCorruptions, descPending, descShmLeases}
 	descWorkerReqs                        = prometheus.NewDesc("worker_requests_total", "Worker calls received, by call.", []string{"op"}, nil)
 	descWorkerFails                       = prometheus.NewDesc("worker_failures_total", "Worker calls that failed, by call.", []string{"op"}, nil)
-	workerOpNames                         = [...]string{"write", "commit", "read", "drop", "shm_pin", "shm_release"}
 	_                prometheus.Collector = (*workerStatsCollector)(nil)
 )
 
@@ -252,6 +251,12 @@ const (
 	wopShmRelease
 	numWorkerOps
 )
+
+// workerOpNames[op] is op's label on worker_requests_total and worker_failures_total.
+var workerOpNames = [numWorkerOps]string{
+	wopWrite: "write", wopCommit: "commit", wopRead: "read", wopDrop: "drop",
+	wopShmPin: "shm_pin", wopShmRelease: "shm_release",
+}
 
 // workerMetrics owns the worker's Prometheus registry.
 type workerMetrics struct {
