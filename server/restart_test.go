@@ -499,7 +499,9 @@ func TestWorkerRestartGrace(t *testing.T) {
 func TestWorkerRestartGraceExpires(t *testing.T) {
 	dead := make(chan base.WorkerID, 4)
 	c := startMasters(t, 1, func(cfg *MasterConfig) {
-		cfg.ClientTTL = 100 * time.Millisecond
+		// 300 ms, as in TestWorkerDeadAfterTTL: at 100 ms (two 50 ms heartbeats) a loaded
+		// machine under -race let the worker that stays up be marked dead now and then.
+		cfg.ClientTTL = 300 * time.Millisecond
 		cfg.WorkerRestartGrace = time.Second
 		cfg.onWorkerDead = func(id base.WorkerID) { dead <- id }
 	})
