@@ -709,24 +709,23 @@ type ListEntry struct {
 const maxListLimit = 10000
 
 // list returns up to limit keys with prefix, in key order, after cursor (exclusive), and the
-// cursor of the next page ("" when done).
+// cursor of the next page ("" when done). raftmeta's List keeps only the page (one more key
+// tells whether another page follows): O(limit) memory, where a Range would sort every key
+// under prefix for each page.
 func (m *Master) list(prefix, cursor string, limit int) ([]ListEntry, string) {
 	if limit <= 0 || limit > maxListLimit {
 		limit = maxListLimit
 	}
-	var out []ListEntry
+	objs := m.node.List(prefix, cursor, limit+1)
 	next := ""
-	m.node.Range(prefix, func(o raftmeta.Object) bool {
-		if cursor != "" && o.Key <= cursor {
-			return true
-		}
-		if len(out) == limit {
-			next = out[len(out)-1].Key
-			return false
-		}
-		out = append(out, ListEntry{Key: o.Key, Size: o.Size})
-		return true
-	})
+	if len(objs) > limit {
+		objs = objs[:limit]
+		next = objs[limit-1].Key
+	}
+	out := make([]ListEntry, len(objs))
+	for i, o := range objs {
+		out[i] = ListEntry{Key: o.Key, Size: o.Size}
+	}
 	return out, next
 }
 
