@@ -657,6 +657,17 @@ func (m *Master) removeByRegex(ctx context.Context, pattern string) (int, error)
 	if err != nil {
 		return 0, fmt.Errorf("%w: regex %q: %v", base.ErrInvalidParams, pattern, err)
 	}
+	return m.removeMatching(ctx, raftmeta.RemoveRegex{Pattern: pattern}, re.MatchString)
+}
+
+// removeAll removes every object in one raft commit.
+func (m *Master) removeAll(ctx context.Context) (int, error) {
+	return m.removeMatching(ctx, raftmeta.RemoveAll{}, func(string) bool { return true })
+}
+
+// removeMatching commits cmd, a removal of every key match accepts, and owes the workers of
+// the objects it removed their drops. It returns how many objects the commit removed.
+func (m *Master) removeMatching(ctx context.Context, cmd raftmeta.Command, match func(key string) bool) (int, error) {
 	if !m.ensureLeader() {
 		return 0, m.notLeader()
 	}
@@ -665,30 +676,12 @@ func (m *Master) removeByRegex(ctx context.Context, pattern string) (int, error)
 	// or is restarted. The window is one raft round trip.
 	var objs []raftmeta.Object
 	m.node.Range("", func(o raftmeta.Object) bool {
-		if re.MatchString(o.Key) {
+		if match(o.Key) {
 			objs = append(objs, o)
 		}
 		return true
 	})
-	res, err := m.node.Apply(ctx, raftmeta.RemoveRegex{Pattern: pattern})
-	if err != nil {
-		return 0, err
-	}
-	if res.Err != nil {
-		return 0, res.Err
-	}
-	m.queueDropsCommitted(objs)
-	return res.Removed, nil
-}
-
-// removeAll removes every object in one raft commit.
-func (m *Master) removeAll(ctx context.Context) (int, error) {
-	if !m.ensureLeader() {
-		return 0, m.notLeader()
-	}
-	var objs []raftmeta.Object
-	m.node.Range("", func(o raftmeta.Object) bool { objs = append(objs, o); return true })
-	res, err := m.node.Apply(ctx, raftmeta.RemoveAll{})
+	res, err := m.node.Apply(ctx, cmd)
 	if err != nil {
 		return 0, err
 	}
