@@ -1193,7 +1193,8 @@ func (m *Master) IsLeader() bool { return m.node.IsLeader() }
 
 // Shutdown stops the master. The rough workflow:
 //
-//  1. stop the leader loop (no more liveness checks, expiries or summary lines);
+//  1. stop the leader loop (no more liveness checks, expiries or summary lines), then close
+//     its client to the leader (registerSelf's);
 //  2. stop accepting RPC connections and drain the calls in flight (until ctx ends, then
 //     close the connections);
 //  3. stop the admin HTTP server;
