@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -403,6 +405,26 @@ func TestCluster(t *testing.T) {
 	lresp := &transfer.ListResponse{}
 	if err := d.call(&transfer.ListRequest{Prefix: "obj/", Limit: 5}, lresp); err != nil || len(lresp.Items) != 5 || lresp.NextCursor == "" {
 		t.Fatalf("list: %+v %v", lresp, err)
+	}
+	// Walking the pages from the start lists every key once, in order, and ends with "".
+	var listed []string
+	for cursor, pages := "", 0; ; pages++ {
+		if pages > len(vals) {
+			t.Fatalf("list did not end after %d pages: %v", pages, listed)
+		}
+		page := &transfer.ListResponse{}
+		if err := d.call(&transfer.ListRequest{Prefix: "obj/", Cursor: cursor, Limit: 5}, page); err != nil {
+			t.Fatalf("list after %q: %v", cursor, err)
+		}
+		for _, it := range page.Items {
+			listed = append(listed, it.Key)
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if want := slices.Sorted(maps.Keys(vals)); !slices.Equal(listed, want) {
+		t.Fatalf("listed %v, want %v", listed, want)
 	}
 	st := d.status()
 	if st.Leader == "" || len(st.Masters) != 3 || len(st.Workers) != 2 || st.Keys != int64(len(vals))+1 {

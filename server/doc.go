@@ -15,16 +15,17 @@
 // worker whose final heartbeat announced a graceful shutdown gets WorkerRestartGrace instead
 // of ClientTTL before it is marked dead), and the drop lists owed to workers (sent in
 // heartbeat replies). Only conclusions are committed:
-// PutEnd (one raft entry per call or batch), Remove*, RegisterWorker, DropReplicas,
+// PutEnd (one raft entry per call or batch), Remove*, RegisterWorker, DropReplicas, RegisterMaster,
 // MarkWorkerDead. Followers answer writes with NOT_LEADER naming the leader's id and RPC
-// address; Lookup, Exists and List are linearizable on the leader (VerifyLeader) and served
-// from a follower's state only when the request allows staleness. A follower also registers
-// its own RPC address with the leader (the RegisterMaster call, once per leader-loop tick until
-// the masters table replicated to it holds that address), so every master is listed in status
-// without --peer_rpc_addresses even if it never led. The leader also serves the operator's
-// membership calls, AddMaster and RemoveMaster (master_rpc.go: validation, the checks around
-// raftmeta's AddVoter and RemoveServer, a leadership transfer before removing itself); a
-// master started with MasterConfig.Join bootstraps nothing and waits to be added.
+// address; Lookup and Exists are linearizable on the leader (VerifyLeader) and served from a
+// follower's state only when the request allows staleness. List has no such flag: any master
+// serves it from its own state. A follower also registers its own RPC address with the leader
+// (the RegisterMaster call, once per leader-loop tick until the masters table replicated to it
+// holds that address), so every master is listed in status without --peer_rpc_addresses even
+// if it never led. The leader also serves the operator's membership calls, AddMaster and
+// RemoveMaster (master_rpc.go: validation, the checks around raftmeta's AddVoter and
+// RemoveServer, a leadership transfer before removing itself); a master started with
+// MasterConfig.Join bootstraps nothing and waits to be added.
 //
 // # Placement
 //

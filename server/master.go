@@ -98,7 +98,7 @@ type Master struct {
 	}
 	// regLimits bounds regSessions; fixed at NewMaster.
 	regLimits registerLimits
-	// regPages counts the pages of paged registrations this master accepted (tests and logs).
+	// regPages counts the pages of paged registrations this master accepted (tests read it).
 	regPages atomic.Int64
 
 	stop     chan struct{} // closed by Shutdown: stops the leader loop
@@ -339,12 +339,9 @@ func (m *Master) putStart(a PutStartArgs) (PutStartReply, error) {
 // dropReservationLocked forgets r and owes its workers a drop of what they received.
 // REQUIRES: m.mu.
 func (m *Master) dropReservationLocked(key string, r *reservation) {
-	if cur, ok := m.mu.reservations[key]; ok && cur == r {
-		delete(m.mu.reservations, key)
-	}
+	m.releaseReservationLocked(key, r)
 	for _, id := range r.workers {
 		if ws := m.mu.workers[id]; ws != nil {
-			ws.reserved -= r.size
 			m.queueDropLocked(ws, key, r.version)
 		}
 	}
@@ -660,6 +657,17 @@ func (m *Master) removeByRegex(ctx context.Context, pattern string) (int, error)
 	if err != nil {
 		return 0, fmt.Errorf("%w: regex %q: %v", base.ErrInvalidParams, pattern, err)
 	}
+	return m.removeMatching(ctx, raftmeta.RemoveRegex{Pattern: pattern}, re.MatchString)
+}
+
+// removeAll removes every object in one raft commit.
+func (m *Master) removeAll(ctx context.Context) (int, error) {
+	return m.removeMatching(ctx, raftmeta.RemoveAll{}, func(string) bool { return true })
+}
+
+// removeMatching commits cmd, a removal of every key match accepts, and owes the workers of
+// the objects it removed their drops. It returns how many objects the commit removed.
+func (m *Master) removeMatching(ctx context.Context, cmd raftmeta.Command, match func(key string) bool) (int, error) {
 	if !m.ensureLeader() {
 		return 0, m.notLeader()
 	}
@@ -668,30 +676,12 @@ func (m *Master) removeByRegex(ctx context.Context, pattern string) (int, error)
 	// or is restarted. The window is one raft round trip.
 	var objs []raftmeta.Object
 	m.node.Range("", func(o raftmeta.Object) bool {
-		if re.MatchString(o.Key) {
+		if match(o.Key) {
 			objs = append(objs, o)
 		}
 		return true
 	})
-	res, err := m.node.Apply(ctx, raftmeta.RemoveRegex{Pattern: pattern})
-	if err != nil {
-		return 0, err
-	}
-	if res.Err != nil {
-		return 0, res.Err
-	}
-	m.queueDropsCommitted(objs)
-	return res.Removed, nil
-}
-
-// removeAll removes every object in one raft commit.
-func (m *Master) removeAll(ctx context.Context) (int, error) {
-	if !m.ensureLeader() {
-		return 0, m.notLeader()
-	}
-	var objs []raftmeta.Object
-	m.node.Range("", func(o raftmeta.Object) bool { objs = append(objs, o); return true })
-	res, err := m.node.Apply(ctx, raftmeta.RemoveAll{})
+	res, err := m.node.Apply(ctx, cmd)
 	if err != nil {
 		return 0, err
 	}
@@ -712,24 +702,23 @@ type ListEntry struct {
 const maxListLimit = 10000
 
 // list returns up to limit keys with prefix, in key order, after cursor (exclusive), and the
-// cursor of the next page ("" when done).
+// cursor of the next page ("" when done). raftmeta's List keeps only the page (one more key
+// tells whether another page follows): O(limit) memory, where a Range would sort every key
+// under prefix for each page.
 func (m *Master) list(prefix, cursor string, limit int) ([]ListEntry, string) {
 	if limit <= 0 || limit > maxListLimit {
 		limit = maxListLimit
 	}
-	var out []ListEntry
+	objs := m.node.List(prefix, cursor, limit+1)
 	next := ""
-	m.node.Range(prefix, func(o raftmeta.Object) bool {
-		if cursor != "" && o.Key <= cursor {
-			return true
-		}
-		if len(out) == limit {
-			next = out[len(out)-1].Key
-			return false
-		}
-		out = append(out, ListEntry{Key: o.Key, Size: o.Size})
-		return true
-	})
+	if len(objs) > limit {
+		objs = objs[:limit]
+		next = objs[limit-1].Key
+	}
+	out := make([]ListEntry, len(objs))
+	for i, o := range objs {
+		out[i] = ListEntry{Key: o.Key, Size: o.Size}
+	}
 	return out, next
 }
 
@@ -781,14 +770,8 @@ const lostGrace = registerTimeout
 // snapshot before sending page 0, so an object created after page 0 arrived is never taken
 // as lost (it is deferred), whatever time the later pages took.
 func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta.KeyVersion, error) {
-	if err := base.ValidateWorkerID(a.WorkerID); err != nil {
+	if err := m.checkRegistration(a); err != nil {
 		return nil, err
-	}
-	if a.ClusterID != "" && a.ClusterID != m.cfg.ClusterID {
-		return nil, fmt.Errorf("%w: worker %s is in cluster %q, this master in %q", base.ErrClusterMismatch, a.WorkerID, a.ClusterID, m.cfg.ClusterID)
-	}
-	if !m.ensureLeader() {
-		return nil, m.notLeader()
 	}
 	recv := m.now()
 	if !a.began.IsZero() {
@@ -921,6 +904,21 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	return drop, nil
 }
 
+// checkRegistration refuses a registration (or one page of it) with a bad worker id, from
+// another cluster, or sent to a master that does not lead.
+func (m *Master) checkRegistration(a RegisterArgs) error {
+	if err := base.ValidateWorkerID(a.WorkerID); err != nil {
+		return err
+	}
+	if a.ClusterID != "" && a.ClusterID != m.cfg.ClusterID {
+		return fmt.Errorf("%w: worker %s is in cluster %q, this master in %q", base.ErrClusterMismatch, a.WorkerID, a.ClusterID, m.cfg.ClusterID)
+	}
+	if !m.ensureLeader() {
+		return m.notLeader()
+	}
+	return nil
+}
+
 // replyDropCut returns how many of drop fit one registration reply (maxRegisterReplyDrops
 // and maxRegisterReplyDropBytes of encoded KeyVersions).
 func replyDropCut(drop []raftmeta.KeyVersion) int {
@@ -954,14 +952,8 @@ func (m *Master) registerPage(ctx context.Context, a RegisterArgs, session uint6
 	if m.cfg.testBeforeRegisterPage != nil {
 		m.cfg.testBeforeRegisterPage(m, a.WorkerID, session, page)
 	}
-	if err := base.ValidateWorkerID(a.WorkerID); err != nil {
+	if err := m.checkRegistration(a); err != nil {
 		return nil, err
-	}
-	if a.ClusterID != "" && a.ClusterID != m.cfg.ClusterID {
-		return nil, fmt.Errorf("%w: worker %s is in cluster %q, this master in %q", base.ErrClusterMismatch, a.WorkerID, a.ClusterID, m.cfg.ClusterID)
-	}
-	if !m.ensureLeader() {
-		return nil, m.notLeader()
 	}
 	now := m.now()
 	size := inventoryBytes(a.Inventory)
@@ -1201,7 +1193,8 @@ func (m *Master) IsLeader() bool { return m.node.IsLeader() }
 
 // Shutdown stops the master. The rough workflow:
 //
-//  1. stop the leader loop (no more liveness checks, expiries or summary lines);
+//  1. stop the leader loop (no more liveness checks, expiries or summary lines), then close
+//     its client to the leader (registerSelf's);
 //  2. stop accepting RPC connections and drain the calls in flight (until ctx ends, then
 //     close the connections);
 //  3. stop the admin HTTP server;

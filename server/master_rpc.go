@@ -41,7 +41,8 @@ func itemErrs(errs []error) []transfer.ItemError {
 	return out
 }
 
-// firstErr returns the first error of a single-item batch result.
+// firstErr returns the first non-nil error of errs (nil when every item succeeded): the error
+// of a single-item call, or what a batch call's failure counter counts.
 func firstErr(errs []error) error {
 	for _, e := range errs {
 		if e != nil {
@@ -83,6 +84,10 @@ func toReplicas(rs []Replica) []transfer.Replica {
 		out[i] = transfer.Replica{WorkerID: r.WorkerID, Address: r.Address}
 	}
 	return out
+}
+
+func lookupResponse(l LookupReply) transfer.LookupResponse {
+	return transfer.LookupResponse{Version: l.Version, Size: l.Size, Checksum: l.Checksum, Replicas: toReplicas(l.Replicas)}
 }
 
 func (h *masterHandler) putEndItem(r *transfer.PutEndRequest) PutEndItem {
@@ -198,8 +203,8 @@ func (h *masterHandler) call(ctx context.Context, req transfer.Message) (transfe
 		if errs[0] != nil {
 			return nil, opLookup, errs[0]
 		}
-		l := reps[0]
-		return &transfer.LookupResponse{Version: l.Version, Size: l.Size, Checksum: l.Checksum, Replicas: toReplicas(l.Replicas)}, opLookup, nil
+		lr := lookupResponse(reps[0])
+		return &lr, opLookup, nil
 
 	case *transfer.BatchLookupRequest:
 		if err := m.readCheck(ctx, r.AllowStale); err != nil {
@@ -212,8 +217,7 @@ func (h *masterHandler) call(ctx context.Context, req transfer.Message) (transfe
 				out.Items[i].Err = transfer.ItemErrorOf(errs[i])
 				continue
 			}
-			l := reps[i]
-			out.Items[i].LookupResponse = transfer.LookupResponse{Version: l.Version, Size: l.Size, Checksum: l.Checksum, Replicas: toReplicas(l.Replicas)}
+			out.Items[i].LookupResponse = lookupResponse(reps[i])
 		}
 		return out, opBatchLookup, nil
 

@@ -66,6 +66,22 @@ type opCounter struct {
 	failures atomic.Uint64
 }
 
+// observe counts one call that ended with err.
+func (c *opCounter) observe(err error) {
+	c.requests.Add(1)
+	if err != nil {
+		c.failures.Add(1)
+	}
+}
+
+// newRegistry returns a fresh registry (never the global one) holding the Go runtime and
+// process collectors every server exports.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
 // masterStats is what the master's gauges read at scrape time. The master fills it from
 // raftmeta (keys, bytes) and its soft state (workers, usage) under its own locks.
 type masterStats struct {
@@ -93,8 +109,7 @@ type masterMetrics struct {
 // newMasterMetrics registers every master metric on a fresh registry. stats is called at
 // scrape time, on the HTTP goroutine; it must be cheap and goroutine-safe.
 func newMasterMetrics(stats func() masterStats) *masterMetrics {
-	m := &masterMetrics{reg: prometheus.NewRegistry()}
-	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := &masterMetrics{reg: newRegistry()}
 	for op := range numMasterOps {
 		name := masterOpNames[op][0]
 		c := &m.ops[op]
@@ -114,12 +129,7 @@ func newMasterMetrics(stats func() masterStats) *masterMetrics {
 }
 
 // observe counts one call of op that ended with err.
-func (m *masterMetrics) observe(op masterOp, err error) {
-	m.ops[op].requests.Add(1)
-	if err != nil {
-		m.ops[op].failures.Add(1)
-	}
-}
+func (m *masterMetrics) observe(op masterOp, err error) { m.ops[op].observe(err) }
 
 var (
 	descKeyCount     = prometheus.NewDesc("master_key_count", "Number of objects the metadata holds.", nil, nil)
@@ -227,7 +237,6 @@ var (
 	workerStatsDescs                      = []*prometheus.Desc{descArenaUsed, descArenaCap, descArenaFrag, descHugePages, descTierBytes, descTierObjects, descNVMeCap, descEvictions, descSpills, descPromotions, descCorruptions, descPending, descShmLeases}
 	descWorkerReqs                        = prometheus.NewDesc("worker_requests_total", "Worker calls received, by call.", []string{"op"}, nil)
 	descWorkerFails                       = prometheus.NewDesc("worker_failures_total", "Worker calls that failed, by call.", []string{"op"}, nil)
-	workerOpNames                         = [...]string{"write", "commit", "read", "drop", "shm_pin", "shm_release"}
 	_                prometheus.Collector = (*workerStatsCollector)(nil)
 )
 
@@ -243,6 +252,12 @@ const (
 	numWorkerOps
 )
 
+// workerOpNames[op] is op's label on worker_requests_total and worker_failures_total.
+var workerOpNames = [numWorkerOps]string{
+	wopWrite: "write", wopCommit: "commit", wopRead: "read", wopDrop: "drop",
+	wopShmPin: "shm_pin", wopShmRelease: "shm_release",
+}
+
 // workerMetrics owns the worker's Prometheus registry.
 type workerMetrics struct {
 	reg *prometheus.Registry
@@ -250,18 +265,13 @@ type workerMetrics struct {
 }
 
 func newWorkerMetrics(stats func() workerStats) *workerMetrics {
-	m := &workerMetrics{reg: prometheus.NewRegistry()}
-	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := &workerMetrics{reg: newRegistry()}
 	m.reg.MustRegister(&workerStatsCollector{stats: stats, ops: &m.ops})
 	return m
 }
 
-func (m *workerMetrics) observe(op workerOp, err error) {
-	m.ops[op].requests.Add(1)
-	if err != nil {
-		m.ops[op].failures.Add(1)
-	}
-}
+// observe counts one call of op that ended with err.
+func (m *workerMetrics) observe(op workerOp, err error) { m.ops[op].observe(err) }
 
 type workerStatsCollector struct {
 	stats func() workerStats

@@ -1,13 +1,16 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +121,44 @@ func TestPutTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the worker drops the revoked put", func() bool { return !w.eng.Exists("revoked") })
+}
+
+// TestWorkerDropPending: a drop at one version aborts only that version's pending write; a
+// drop at version 0 aborts every pending write of the key; other keys are left alone.
+func TestWorkerDropPending(t *testing.T) {
+	c := startMasters(t, 1, nil)
+	w := c.addWorker("", nil)
+	for _, k := range []pendKey{{"k", 7}, {"k", 8}, {"k", 9}, {"other", 7}} {
+		sink, err := w.beginWrite(&transfer.WriteRequest{Key: k.key, Version: k.v, TotalSize: 10}, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sink.Done(nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pendingKeys := func() []pendKey {
+		w.pend.Lock()
+		defer w.pend.Unlock()
+		keys := slices.Collect(maps.Keys(w.pend.m))
+		slices.SortFunc(keys, func(a, b pendKey) int {
+			return cmp.Or(strings.Compare(a.key, b.key), cmp.Compare(a.v, b.v))
+		})
+		return keys
+	}
+	if err := w.drop("k", 8); err != nil {
+		t.Fatalf("drop of a pending version: %v", err)
+	}
+	if got, want := pendingKeys(), []pendKey{{"k", 7}, {"k", 9}, {"other", 7}}; !slices.Equal(got, want) {
+		t.Fatalf("pending after dropping k at 8: %v, want %v", got, want)
+	}
+	_ = w.drop("other", 3) // no such version: nothing pending changes
+	if err := w.drop("k", 0); err != nil {
+		t.Fatalf("drop of every version: %v", err)
+	}
+	if got, want := pendingKeys(), []pendKey{{"other", 7}}; !slices.Equal(got, want) {
+		t.Fatalf("pending after dropping k: %v, want %v", got, want)
+	}
 }
 
 // TestWorkerPendingTimeout: bytes written without a Commit are dropped by the worker itself.
@@ -499,7 +540,9 @@ func TestWorkerRestartGrace(t *testing.T) {
 func TestWorkerRestartGraceExpires(t *testing.T) {
 	dead := make(chan base.WorkerID, 4)
 	c := startMasters(t, 1, func(cfg *MasterConfig) {
-		cfg.ClientTTL = 100 * time.Millisecond
+		// 300 ms, as in TestWorkerDeadAfterTTL: at 100 ms (two 50 ms heartbeats) a loaded
+		// machine under -race let the worker that stays up be marked dead now and then.
+		cfg.ClientTTL = 300 * time.Millisecond
 		cfg.WorkerRestartGrace = time.Second
 		cfg.onWorkerDead = func(id base.WorkerID) { dead <- id }
 	})

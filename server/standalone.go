@@ -56,7 +56,7 @@ type Standalone struct {
 }
 
 // NewStandalone starts the master, then the worker registered with it, and waits until the
-// worker is registered (or ctx... a 30 s bound passes).
+// worker is registered (an error wrapping base.ErrTimeout after 30 s).
 func NewStandalone(cfg StandaloneConfig) (*Standalone, error) {
 	if cfg.DataDir == "" {
 		cfg.DataDir = "./mooncake-data"

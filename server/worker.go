@@ -187,7 +187,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 }
 
 // closeStores closes the engine, the NVMe store and the arena, in that order (each after what
-// uses it). Safe on a partly built worker.
+// uses it), then the client to the masters. Safe on a partly built worker.
 func (w *Worker) closeStores() error {
 	var errs []error
 	if w.eng != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -128,12 +129,8 @@ func (w *Worker) register(hint string) (string, error) {
 		maxObjects = w.cfg.testRegisterPageObjects
 	}
 	pages := inventoryPages(inv, maxObjects, registerPageBytes)
-	addrs := w.cfg.MasterAddresses
-	if hint != "" {
-		addrs = append([]string{hint}, addrs...)
-	}
 	var lastErr error
-	for _, addr := range addrs {
+	for _, addr := range w.masterAddrs(hint) {
 		for hop := 0; hop < maxRedirects && addr != ""; hop++ {
 			resp, err := w.sendPages(addr, req, pages)
 			var nl *transfer.NotLeaderError
@@ -226,12 +223,8 @@ func inventoryPages(inv []base.ObjectMeta, maxObjects, maxBytes int) [][]base.Ob
 // answers it (or refuses it with SEGMENT_NOT_FOUND when it does not know this worker yet),
 // followers redirect.
 func (w *Worker) findLeader(hint string) (string, error) {
-	addrs := w.cfg.MasterAddresses
-	if hint != "" {
-		addrs = append([]string{hint}, addrs...)
-	}
 	var lastErr error
-	for _, addr := range addrs {
+	for _, addr := range w.masterAddrs(hint) {
 		for hop := 0; hop < maxRedirects && addr != ""; hop++ {
 			err := w.heartbeat(addr)
 			var nl *transfer.NotLeaderError
@@ -255,6 +248,15 @@ func (w *Worker) findLeader(hint string) (string, error) {
 		}
 	}
 	return "", lastErr
+}
+
+// masterAddrs is the order in which register and findLeader try the masters: hint (the
+// leader last known, when there is one), then every configured master.
+func (w *Worker) masterAddrs(hint string) []string {
+	if hint == "" {
+		return w.cfg.MasterAddresses
+	}
+	return append([]string{hint}, w.cfg.MasterAddresses...)
 }
 
 // callMaster makes one master call.
@@ -350,13 +352,25 @@ func (w *Worker) applyDrops(kvs []transfer.KeyVersion) {
 func (w *Worker) drop(key string, v base.Version) error {
 	w.pend.Lock()
 	var abort []*pending
-	for k, p := range w.pend.m {
-		if k.key == key && (v == 0 || k.v == v) {
-			delete(w.pend.m, k)
-			if p.inflight == 0 {
-				abort = append(abort, p)
-			} else {
-				p.failed = true
+	take := func(k pendKey, p *pending) {
+		delete(w.pend.m, k)
+		if p.inflight == 0 {
+			abort = append(abort, p)
+		} else {
+			p.failed = true
+		}
+	}
+	if v != 0 {
+		// One version: one map entry. Heartbeat replies and registrations hand out drops by
+		// the thousand, so this must not scan every pending write.
+		k := pendKey{key, v}
+		if p := w.pend.m[k]; p != nil {
+			take(k, p)
+		}
+	} else {
+		for k, p := range w.pend.m {
+			if k.key == key {
+				take(k, p)
 			}
 		}
 	}
@@ -403,18 +417,8 @@ func (w *Worker) sweepLoop() {
 			w.log.Warn("ended shared-memory leases never released", "count", n, "ttl", w.cfg.ShmLeaseTTL)
 		}
 		if len(keys) > 0 {
-			slices.SortFunc(keys, func(a, b pendKey) int { return cmpStr(a.key, b.key) })
-			w.log.Info("dropped writes never committed", "count", len(keys), "first_key", keys[0].key, "timeout", w.cfg.PendingWriteTimeout)
+			first := slices.MinFunc(keys, func(a, b pendKey) int { return strings.Compare(a.key, b.key) })
+			w.log.Info("dropped writes never committed", "count", len(keys), "first_key", first.key, "timeout", w.cfg.PendingWriteTimeout)
 		}
 	}
-}
-
-func cmpStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

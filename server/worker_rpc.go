@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -206,5 +205,3 @@ func (w *Worker) read(req *transfer.ReadRequest) (transfer.ReadSource, error) {
 		Release: r.Release,
 	}, nil
 }
-
-var _ = errors.Is
