@@ -823,6 +823,12 @@ func (s *Store) Delete(key string, v base.Version) error {
 	return nil
 }
 
+// newObjectIter returns an iterator over the index's object entries ('o' keys: Scan, GC and
+// Open's recovery); the caller closes it.
+func (s *Store) newObjectIter() (*pebble.Iterator, error) {
+	return s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{indexPrefixObject}, UpperBound: []byte{indexPrefixObject + 1}})
+}
+
 // Scan calls fn for every object the store holds (quarantined ones excepted), in key order,
 // from a consistent snapshot of the index. An error from fn stops the scan and is returned.
 func (s *Store) Scan(fn func(base.ObjectMeta) error) error {
@@ -830,7 +836,7 @@ func (s *Store) Scan(fn func(base.ObjectMeta) error) error {
 		return err
 	}
 	defer s.exit()
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{indexPrefixObject}, UpperBound: []byte{indexPrefixObject + 1}})
+	it, err := s.newObjectIter()
 	if err != nil {
 		return fmt.Errorf("nvme: scan: %w", err)
 	}
