@@ -21,8 +21,9 @@ import (
 // Store is the NVMe tier of one worker. It implements tier.Lower. All methods are safe for
 // concurrent use.
 //
-// Lock order: stripes[i] -> mu -> group.mu. group.mu is never held while mu is taken and no
-// lock is held across file I/O except mu during extent creation (once per ExtentSize).
+// Lock order: stripes[i] -> mu -> group.mu. group.mu is never held while mu is taken. No lock
+// is held across extent file I/O except mu during extent creation (once per ExtentSize); a
+// key's stripe lock is held across that key's index write (pebble).
 type Store struct {
 	opts     Options
 	fs       vfs.FS
