@@ -338,25 +338,28 @@ func (a *allocator) free(al allocation) error {
 	// Merge the previous block into n's place (n keeps its index only if prev is used).
 	if p := a.nodes[n].prevPhys; p != nilNode && a.nodes[p].state == nodeFree {
 		a.removeFree(p)
-		a.nodes[p].size += a.nodes[n].size
-		a.nodes[p].nextPhys = a.nodes[n].nextPhys
-		if nx := a.nodes[n].nextPhys; nx != nilNode {
-			a.nodes[nx].prevPhys = p
-		}
-		a.releaseNode(n)
+		a.absorbNext(p)
 		n = p
 	}
 	if nx := a.nodes[n].nextPhys; nx != nilNode && a.nodes[nx].state == nodeFree {
 		a.removeFree(nx)
-		a.nodes[n].size += a.nodes[nx].size
-		a.nodes[n].nextPhys = a.nodes[nx].nextPhys
-		if nn := a.nodes[nx].nextPhys; nn != nilNode {
-			a.nodes[nn].prevPhys = n
-		}
-		a.releaseNode(nx)
+		a.absorbNext(n)
 	}
 	a.insertFree(n)
 	return nil
+}
+
+// absorbNext merges block n's physical successor into n and returns the successor's slot to
+// the unused stack. Neither block may be in a bin list (the caller removes the free one and
+// inserts the result).
+func (a *allocator) absorbNext(n int32) {
+	nx := a.nodes[n].nextPhys
+	a.nodes[n].size += a.nodes[nx].size
+	a.nodes[n].nextPhys = a.nodes[nx].nextPhys
+	if nn := a.nodes[nx].nextPhys; nn != nilNode {
+		a.nodes[nn].prevPhys = n
+	}
+	a.releaseNode(nx)
 }
 
 // largestFree returns the size of the largest free block: the largest block of the highest

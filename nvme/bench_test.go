@@ -120,11 +120,7 @@ func rawWrite(b *testing.B, dir string, data []byte, count int, direct, syncEach
 }
 
 func benchOpen(b *testing.B, dir string) *Store {
-	s, err := Open(Options{Dir: dir, Logger: quietLogger, GCInterval: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return s
+	return mustOpen(b, Options{Dir: dir, Logger: quietLogger, GCInterval: -1})
 }
 
 // BenchmarkSpillWrite: Put of fp16 K/V-like objects with the default policy (SyncGroup).

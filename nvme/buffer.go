@@ -11,10 +11,12 @@ import (
 
 var errNoFd = errors.New("nvme: file has no OS descriptor")
 
-// Aligned record buffers. O_DIRECT needs the memory, the offset and the length of every write
-// aligned to blockSize, so a record is assembled (header, key, stored bytes, zero padding) in
-// an aligned buffer and written with one pwrite. Buffers come from pools by power-of-two size
-// class (64 KiB .. 64 MiB); larger ones are allocated per use.
+// Aligned buffers. O_DIRECT needs the memory, the offset and the length of every write aligned
+// to blockSize. A record's stored bytes are written straight from the caller's memory when it
+// is aligned; what is written from these buffers is the rest: the header block(s), the
+// zero-padded last partial block of the data, and the chunks of a source that is not aligned
+// (writeCopied). Reads of lz4 records and GC copies use them too. Buffers come from pools by
+// power-of-two size class (64 KiB .. 64 MiB); larger ones are allocated per use.
 const (
 	minBufClassShift = 16
 	maxBufClassShift = 26

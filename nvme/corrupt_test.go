@@ -47,7 +47,7 @@ func TestCorruption(t *testing.T) {
 		}
 	}
 	entryOf := func(key string) indexEntry {
-		ent, found, err := s.getEntry(key)
+		ent, found, err := s.getEntry(key, true)
 		if err != nil || !found {
 			t.Fatalf("getEntry(%q): %v %v", key, found, err)
 		}

@@ -79,17 +79,15 @@ func (s *Store) newExtentLocked(force bool) (*extent, error) {
 	if err != nil {
 		return nil, ioErr("create extent", err)
 	}
-	if s.direct {
-		if err := setDirect(w); err != nil {
-			w.Close()
-			_ = s.fs.Remove(path)
-			return nil, ioErr("O_DIRECT on a new extent", err)
-		}
-	}
 	fail := func(what string, err error) (*extent, error) {
 		w.Close()
 		_ = s.fs.Remove(path)
 		return nil, ioErr(what, err)
+	}
+	if s.direct {
+		if err := setDirect(w); err != nil {
+			return fail("O_DIRECT on a new extent", err)
+		}
 	}
 	if err := s.reserveMaybeForce(blockSize, true, force); err != nil {
 		return fail("extent header", err)

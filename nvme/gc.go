@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/mooncake-go/mooncake/internal/base"
 )
 
@@ -64,7 +63,7 @@ func (s *Store) gcLocked() (GCStats, error) {
 		ent indexEntry
 	}
 	var recs []liveRec
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{indexPrefixObject}, UpperBound: []byte{indexPrefixObject + 1}})
+	it, err := s.newObjectIter()
 	if err != nil {
 		return st, fmt.Errorf("nvme: gc: %w", err)
 	}
@@ -101,9 +100,7 @@ func (s *Store) gcLocked() (GCStats, error) {
 			continue
 		}
 		if err == nil {
-			ent := r.ent
-			ent.inline = nil
-			err = s.put(r.key, ent, stored, &r.ent, true)
+			err = s.put(r.key, r.ent, stored, &r.ent, true)
 		}
 		putBuf(stored)
 		if errors.Is(err, errMoved) {

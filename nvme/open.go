@@ -172,7 +172,7 @@ func (s *Store) recover() error {
 		s.m.droppedOnOpen.Add(1)
 		s.log.Warn("nvme: dropping an index entry: "+why, args...)
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{indexPrefixObject}, UpperBound: []byte{indexPrefixObject + 1}})
+	it, err := s.newObjectIter()
 	if err != nil {
 		return ioErr("scan index", err)
 	}

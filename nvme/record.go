@@ -144,18 +144,29 @@ func decodeRecordHeader(b []byte) (recordHeader, error) {
 		return h, corruptf("record header: unknown flags %#x", h.flags)
 	}
 	h.version = base.Version(binary.LittleEndian.Uint64(b[16:24]))
-	size := binary.LittleEndian.Uint64(b[24:32])
-	stored := binary.LittleEndian.Uint64(b[32:40])
-	if size > maxObjectSize || stored > maxObjectSize {
-		return h, corruptf("record header: size %d / stored %d over %d", size, stored, uint64(maxObjectSize))
-	}
-	h.size, h.storedLen = int64(size), int64(stored)
-	if h.flags&flagLZ4 == 0 && h.size != h.storedLen {
-		return h, corruptf("record header: uncompressed record with size %d != stored %d", h.size, h.storedLen)
+	var err error
+	if h.size, h.storedLen, err = decodeSizes(b[24:40], h.flags, "record header", "record"); err != nil {
+		return h, err
 	}
 	h.checksum = binary.LittleEndian.Uint64(b[40:48])
 	h.key = string(b[recordHeaderLen:n])
 	return h, nil
+}
+
+// decodeSizes decodes the object size and the stored size at b[0:16], the same fields of
+// record headers and index entries: both at most maxObjectSize (so nothing is allocated from
+// a corrupt length), and equal unless the stored bytes are lz4. what ("record header", "index
+// entry") and value ("record", "value") name the structure in errors.
+func decodeSizes(b []byte, flags uint8, what, value string) (size, stored int64, err error) {
+	sz := binary.LittleEndian.Uint64(b[0:8])
+	st := binary.LittleEndian.Uint64(b[8:16])
+	if sz > maxObjectSize || st > maxObjectSize {
+		return 0, 0, corruptf("%s: size %d / stored %d over %d", what, sz, st, uint64(maxObjectSize))
+	}
+	if flags&flagLZ4 == 0 && sz != st {
+		return 0, 0, corruptf("%s: uncompressed %s with size %d != stored %d", what, value, sz, st)
+	}
+	return int64(sz), int64(st), nil
 }
 
 // Index keys: pebble keys are a one-byte namespace then the rest.
@@ -251,14 +262,9 @@ func decodeIndexEntry(b []byte) (indexEntry, error) {
 		}
 	}
 	e.version = base.Version(binary.LittleEndian.Uint64(b[8:16]))
-	size := binary.LittleEndian.Uint64(b[16:24])
-	stored := binary.LittleEndian.Uint64(b[24:32])
-	if size > maxObjectSize || stored > maxObjectSize {
-		return e, corruptf("index entry: size %d / stored %d over %d", size, stored, uint64(maxObjectSize))
-	}
-	e.size, e.storedLen = int64(size), int64(stored)
-	if e.flags&flagLZ4 == 0 && e.size != e.storedLen {
-		return e, corruptf("index entry: uncompressed value with size %d != stored %d", e.size, e.storedLen)
+	var err error
+	if e.size, e.storedLen, err = decodeSizes(b[16:32], e.flags, "index entry", "value"); err != nil {
+		return e, err
 	}
 	e.checksum = binary.LittleEndian.Uint64(b[32:40])
 	if e.isInline() {

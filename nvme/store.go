@@ -21,8 +21,9 @@ import (
 // Store is the NVMe tier of one worker. It implements tier.Lower. All methods are safe for
 // concurrent use.
 //
-// Lock order: stripes[i] -> mu -> group.mu. group.mu is never held while mu is taken and no
-// lock is held across file I/O except mu during extent creation (once per ExtentSize).
+// Lock order: stripes[i] -> mu -> group.mu. group.mu is never held while mu is taken. No lock
+// is held across extent file I/O except mu during extent creation (once per ExtentSize); a
+// key's stripe lock is held across that key's index write (pebble).
 type Store struct {
 	opts     Options
 	fs       vfs.FS
@@ -489,7 +490,7 @@ func (s *Store) commit(key string, ent indexEntry, e *extent, onlyIfAt *indexEnt
 	mu := s.stripe(key)
 	mu.Lock()
 	defer mu.Unlock()
-	old, found, err := s.getEntry(key)
+	old, found, err := s.getEntry(key, false)
 	if err != nil && !errors.Is(err, base.ErrCorruption) {
 		return err
 	}
@@ -541,8 +542,11 @@ func (s *Store) forgetLocked(key string, old indexEntry) {
 	}
 }
 
-// getEntry reads key's index entry. found is false when there is none.
-func (s *Store) getEntry(key string) (ent indexEntry, found bool, err error) {
+// getEntry reads key's index entry. found is false when there is none. withInline copies an
+// inline value out of pebble's buffer into ent.inline (for a read or a re-encode); without it
+// ent.inline is nil, which saves the callers that need only the metadata a copy of up to
+// Options.InlineThreshold bytes.
+func (s *Store) getEntry(key string, withInline bool) (ent indexEntry, found bool, err error) {
 	v, closer, err := s.db.Get(encodeIndexKey(key))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return ent, false, nil
@@ -551,8 +555,10 @@ func (s *Store) getEntry(key string) (ent indexEntry, found bool, err error) {
 		return ent, false, fmt.Errorf("nvme: index get %q: %w", key, err)
 	}
 	ent, err = decodeIndexEntry(v)
-	if err == nil && ent.isInline() {
+	if withInline && err == nil && ent.isInline() {
 		ent.inline = append([]byte(nil), ent.inline...) // v is only valid until closer.Close
+	} else {
+		ent.inline = nil
 	}
 	closer.Close()
 	if err != nil {
@@ -570,7 +576,7 @@ func (s *Store) Stat(key string) (base.ObjectMeta, error) {
 		return base.ObjectMeta{}, err
 	}
 	defer s.exit()
-	ent, found, err := s.getEntry(key)
+	ent, found, err := s.getEntry(key, false)
 	if err != nil {
 		return base.ObjectMeta{}, err
 	}
@@ -598,7 +604,7 @@ func (s *Store) ReadInto(key string, v base.Version, dst []byte) error {
 	// GC may move the record between the index lookup and the extent read; the second lookup
 	// then finds the new location. Three tries bound the loop.
 	for try := 0; ; try++ {
-		ent, found, err := s.getEntry(key)
+		ent, found, err := s.getEntry(key, true)
 		if err != nil {
 			return err
 		}
@@ -763,7 +769,7 @@ func (s *Store) quarantine(key string, ent indexEntry, cause error) {
 	mu := s.stripe(key)
 	mu.Lock()
 	defer mu.Unlock()
-	cur, found, err := s.getEntry(key)
+	cur, found, err := s.getEntry(key, true)
 	if err != nil || !found || !sameRecord(cur, ent) {
 		return // replaced or deleted meanwhile; nothing to mark
 	}
@@ -800,7 +806,7 @@ func (s *Store) Delete(key string, v base.Version) error {
 	mu := s.stripe(key)
 	mu.Lock()
 	defer mu.Unlock()
-	old, found, err := s.getEntry(key)
+	old, found, err := s.getEntry(key, false)
 	if err != nil && !errors.Is(err, base.ErrCorruption) {
 		return err
 	}
@@ -823,6 +829,12 @@ func (s *Store) Delete(key string, v base.Version) error {
 	return nil
 }
 
+// newObjectIter returns an iterator over the index's object entries ('o' keys: Scan, GC and
+// Open's recovery); the caller closes it.
+func (s *Store) newObjectIter() (*pebble.Iterator, error) {
+	return s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{indexPrefixObject}, UpperBound: []byte{indexPrefixObject + 1}})
+}
+
 // Scan calls fn for every object the store holds (quarantined ones excepted), in key order,
 // from a consistent snapshot of the index. An error from fn stops the scan and is returned.
 func (s *Store) Scan(fn func(base.ObjectMeta) error) error {
@@ -830,7 +842,7 @@ func (s *Store) Scan(fn func(base.ObjectMeta) error) error {
 		return err
 	}
 	defer s.exit()
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{indexPrefixObject}, UpperBound: []byte{indexPrefixObject + 1}})
+	it, err := s.newObjectIter()
 	if err != nil {
 		return fmt.Errorf("nvme: scan: %w", err)
 	}

@@ -264,6 +264,19 @@ func (e *Engine) detachLocked(o *object) error {
 	return nil
 }
 
+// addHolderLocked makes one more holder of c (a Reader if reader, else a spill job) with its
+// own reference to the range; releaseHolderLocked ends it. REQUIRES: e.mu.
+func (e *Engine) addHolderLocked(c *dramCopy, reader bool) error {
+	if err := c.h.Retain(); err != nil {
+		return err
+	}
+	c.holders++
+	if reader {
+		e.mu.pol.Acquire(c.id)
+	}
+	return nil
+}
+
 // releaseHolderLocked ends one holder of c (a Reader if reader, else a spill job) and releases
 // its reference. REQUIRES: e.mu.
 func (e *Engine) releaseHolderLocked(c *dramCopy, reader bool) error {

@@ -121,11 +121,9 @@ func (e *Engine) Get(key string, v base.Version) (*Reader, error) {
 
 // holdLocked makes a Reader of DRAM copy c of o. REQUIRES: e.mu.
 func (e *Engine) holdLocked(o *object, c *dramCopy) (*Reader, error) {
-	if err := c.h.Retain(); err != nil {
+	if err := e.addHolderLocked(c, true); err != nil {
 		return nil, fmt.Errorf("tier: get %q: %w", o.meta.Key, err)
 	}
-	c.holders++
-	e.mu.pol.Acquire(o.id)
 	e.mu.m.hitsDRAM++
 	return &Reader{e: e, meta: o.meta, tier: base.TierDRAM, c: c}, nil
 }
@@ -178,11 +176,9 @@ func (e *Engine) readLower(o *object, meta base.ObjectMeta, h *dram.Handle, prom
 			return nil, invariants.AssertionFailedf("tier: promote %q: %v", meta.Key, err)
 		}
 		e.mu.m.promotions++
-		if err := c.h.Retain(); err != nil {
+		if err := e.addHolderLocked(c, true); err != nil {
 			return nil, fmt.Errorf("tier: get %q: %w", meta.Key, err)
 		}
-		c.holders++
-		e.mu.pol.Acquire(o.id)
 		r.c = c
 		if e.ev.Promoted != nil {
 			after = append(after, func() { e.ev.Promoted(meta) })

@@ -368,11 +368,10 @@ func (e *Engine) spillOne(o *object) (wrote bool, err error) {
 		return false, nil
 	}
 	c := o.copy
-	if err := c.h.Retain(); err != nil {
+	if err := e.addHolderLocked(c, false); err != nil {
 		e.mu.Unlock()
 		return false, err
 	}
-	c.holders++
 	e.mu.Unlock()
 
 	err = e.lower.PutChecked(o.meta.Key, o.meta.Version, c.h.Bytes(), o.meta.Checksum, true)

@@ -9,8 +9,9 @@ import (
 
 // verifyLocked checks, in invariants builds only, that the index and the policy agree: every
 // indexed object is known to the policy in a location matching its DRAM copy, and the policy's
-// DRAM accounting is the sum of the attached copies. It is O(objects): tests call it after
-// every state change through the hooks below. REQUIRES: e.mu.
+// DRAM accounting is the sum of the attached copies. It is O(objects): the engine calls it
+// after every state change, so the tests (run with the invariants tag) check every step.
+// REQUIRES: e.mu.
 func (e *Engine) verifyLocked() {
 	if !invariants.Enabled || e.mu.closed {
 		return // after Close the index keeps objects whose copies were released

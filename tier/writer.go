@@ -343,11 +343,10 @@ func (e *Engine) applyVictimsLocked(vs []policy.Victim, why EvictReason) ([]*spi
 		case policy.ActionSpill:
 			e.mu.m.evictSpilled++
 			c := o.copy
-			if err := c.h.Retain(); err != nil {
+			if err := e.addHolderLocked(c, false); err != nil {
 				e.log.Error("tier: spill", "err", err)
 				continue
 			}
-			c.holders++
 			jobs = append(jobs, &spillJob{obj: o, c: c, queued: time.Now()})
 		}
 	}

@@ -562,7 +562,7 @@ func (p *Policy) Evict(need int64, now int64) Plan {
 			for e := l.front(); e != nil && freed < target; {
 				next := l.next(e)
 				soft := e.SoftPinUntil > now
-				if e.readers == 0 && (pass == 1 || !soft) && (pass == 0 || soft) {
+				if e.readers == 0 && soft == (pass == 1) {
 					victims = append(victims, p.evictEntry(e))
 					freed += e.Size
 				}

@@ -123,11 +123,8 @@ func (l *MemLower) PutChecked(key string, v base.Version, data []byte, checksum 
 func (l *MemLower) Stat(key string) (base.ObjectMeta, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	o, ok := l.m[key]
-	if !ok {
-		return base.ObjectMeta{}, fmt.Errorf("%w: memlower: %q", base.ErrObjectNotFound, key)
-	}
-	return o.meta, nil
+	o, err := l.lookupLocked(key, 0)
+	return o.meta, err
 }
 
 // ReadInto implements tier.Lower.
@@ -137,12 +134,10 @@ func (l *MemLower) ReadInto(key string, v base.Version, dst []byte) error {
 	if err := l.check(OpRead, key); err != nil {
 		return err
 	}
-	o, ok := l.m[key]
+	o, err := l.lookupLocked(key, v)
 	switch {
-	case !ok:
-		return fmt.Errorf("%w: memlower: %q", base.ErrObjectNotFound, key)
-	case v != 0 && o.meta.Version != v:
-		return fmt.Errorf("%w: memlower: %q is at %d, not %d", base.ErrInvalidVersion, key, o.meta.Version, v)
+	case err != nil:
+		return err
 	case int64(len(dst)) != o.meta.Size:
 		return fmt.Errorf("%w: memlower: %q is %d bytes, dst %d", base.ErrInvalidParams, key, o.meta.Size, len(dst))
 	case l.corrupt[key]:
@@ -153,6 +148,18 @@ func (l *MemLower) ReadInto(key string, v base.Version, dst []byte) error {
 	return nil
 }
 
+// lookupLocked returns key's object if it is held at version v (0: any). REQUIRES: l.mu.
+func (l *MemLower) lookupLocked(key string, v base.Version) (memObject, error) {
+	o, ok := l.m[key]
+	switch {
+	case !ok:
+		return o, fmt.Errorf("%w: memlower: %q", base.ErrObjectNotFound, key)
+	case v != 0 && o.meta.Version != v:
+		return o, fmt.Errorf("%w: memlower: %q is at %d, not %d", base.ErrInvalidVersion, key, o.meta.Version, v)
+	}
+	return o, nil
+}
+
 // Delete implements tier.Lower.
 func (l *MemLower) Delete(key string, v base.Version) error {
 	l.mu.Lock()
@@ -160,12 +167,8 @@ func (l *MemLower) Delete(key string, v base.Version) error {
 	if err := l.check(OpDelete, key); err != nil {
 		return err
 	}
-	o, ok := l.m[key]
-	switch {
-	case !ok:
-		return fmt.Errorf("%w: memlower: %q", base.ErrObjectNotFound, key)
-	case v != 0 && o.meta.Version != v:
-		return fmt.Errorf("%w: memlower: %q is at %d, not %d", base.ErrInvalidVersion, key, o.meta.Version, v)
+	if _, err := l.lookupLocked(key, v); err != nil {
+		return err
 	}
 	delete(l.m, key)
 	l.Deletes++

@@ -8,11 +8,13 @@ type Kind uint8
 const (
 	// KindPlain is ordinary pages of the system page size.
 	KindPlain Kind = iota
-	// KindTHP is an anonymous mapping advised with MADV_HUGEPAGE: the kernel backs it with
-	// 2 MiB pages when it can (khugepaged or at fault time), with base pages otherwise.
+	// KindTHP is a mapping (anonymous, or a shared memfd) advised with MADV_HUGEPAGE: the
+	// kernel backs it with 2 MiB pages when it can (khugepaged or at fault time), with base
+	// pages otherwise.
 	KindTHP
-	// KindHugeTLB is a MAP_HUGETLB mapping: 2 MiB pages from the reserved pool
-	// (/proc/sys/vm/nr_hugepages), reserved for the whole mapping when it is made.
+	// KindHugeTLB is a MAP_HUGETLB mapping or a mapping of an MFD_HUGETLB memfd: 2 MiB pages
+	// from the reserved pool (/proc/sys/vm/nr_hugepages), reserved for the whole mapping when
+	// it is made.
 	KindHugeTLB
 )
 

@@ -276,11 +276,6 @@ func FreeHugePages() int64 {
 	return meminfo("HugePages_Free:")
 }
 
-// TotalHugePages returns HugePages_Total of /proc/meminfo, or 0 when unknown.
-func TotalHugePages() int64 {
-	return meminfo("HugePages_Total:")
-}
-
 func meminfo(field string) int64 {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {

@@ -51,9 +51,6 @@ func THPEnabled() bool { return false }
 // FreeHugePages is 0 outside Linux.
 func FreeHugePages() int64 { return 0 }
 
-// TotalHugePages is 0 outside Linux.
-func TotalHugePages() int64 { return 0 }
-
 // ResidencyOf is not supported outside Linux.
 func ResidencyOf(mem []byte) (Residency, error) {
 	return Residency{}, fmt.Errorf("%w: residency is read from /proc/self/smaps (Linux-only)", ErrUnavailable)
