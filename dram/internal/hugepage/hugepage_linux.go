@@ -286,7 +286,11 @@ func meminfo(field string) int64 {
 	for sc.Scan() {
 		line := sc.Text()
 		if rest, ok := strings.CutPrefix(line, field); ok {
-			v, err := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+			f := strings.Fields(rest)
+			if len(f) == 0 {
+				return 0 // a field with no value: unknown, never a panic
+			}
+			v, err := strconv.ParseInt(f[0], 10, 64)
 			if err != nil {
 				return 0
 			}
