@@ -121,6 +121,7 @@ Mooncake's keys; flags given on the command line override it. Client commands ta
 	root.AddCommand(
 		newStandaloneCmd(e), newMasterCmd(e), newWorkerCmd(e),
 		newPutCmd(e), newGetCmd(e), newRmCmd(e), newLsCmd(e), newStatusCmd(e), newBenchCmd(e),
+		newKVCostCmd(e),
 	)
 	return root
 }
