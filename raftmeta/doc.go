@@ -114,9 +114,10 @@
 //
 // # Memory
 //
-// An object costs a 24-byte map slot (key string header + uint32 record index), a 56-byte
+// An object costs a 24-byte map slot (key string header + uint32 record index), a 64-byte
 // record in a chunked table (size with the hard pin flag in bit 63, version, checksum,
-// created, soft pin deadline, and a string of packed uint16 worker slots), the key bytes, and
+// created, soft pin deadline, a string of packed uint16 worker slots, and the KV-cache token
+// count and model index of models.go), the key bytes, and
 // 4 bytes per replica. Go's map keeps 1.1x to 2.3x slots per live entry (Swiss-table groups,
 // tables split when 7/8 full), which is why the records live outside it. Worker ids are
 // interned: each registered worker gets the lowest free slot (1..65535), so slots depend only
@@ -124,7 +125,8 @@
 //
 // BenchmarkMemoryPerObject (1,000,000 objects, 64-byte keys, 2 replicas, HeapAlloc after GC)
 // measured 180 bytes per object, 116 beyond the key, against 248 for a plain
-// map[string]*Object of the same data (ratio 0.73). Records were 56 bytes inline in the map
+// map[string]*Object of the same data (ratio 0.73), measured before the token fields added 8
+// bytes to the record. Records were 56 bytes inline in the map
 // before (171 beyond the key at the same point).
 //
 // # Versions
