@@ -183,6 +183,9 @@ type modelAcct struct {
 	untokened    int64 // objects with no token count
 	bytes        int64 // sizes, one copy each
 	replicaBytes int64 // sizes times replicas
+	// replicaTokens is tokens times replicas; untokenedBytes the replica bytes of objects
+	// without a token count.
+	replicaTokens, untokenedBytes int64
 }
 
 // modelTable interns model names for objRec.model. Its zero value is ready.
@@ -273,6 +276,10 @@ func (st *state) countModel(rec *objRec, sign int64) {
 	}
 	a.bytes += sign * size
 	a.replicaBytes += sign * size * int64(rec.nreps())
+	a.replicaTokens += sign * int64(rec.tokens) * int64(rec.nreps())
+	if rec.tokens == 0 {
+		a.untokenedBytes += sign * size * int64(rec.nreps())
+	}
 }
 
 // setTokens fills rec's token fields from it, before rec is accounted. An item naming a model
@@ -323,10 +330,14 @@ type ModelUsage struct {
 	Untokened    int64
 	Bytes        int64 // object sizes, one copy each
 	ReplicaBytes int64 // object sizes times replicas
+	// ReplicaTokens is tokens times replicas (what replicas are expected to hold);
+	// UntokenedReplicaBytes the replica bytes of the objects without a token count.
+	ReplicaTokens, UntokenedReplicaBytes int64
 }
 
 func usageOf(name string, a modelAcct) ModelUsage {
-	return ModelUsage{Name: name, Objects: a.objects, Tokens: a.tokens, Untokened: a.untokened, Bytes: a.bytes, ReplicaBytes: a.replicaBytes}
+	return ModelUsage{Name: name, Objects: a.objects, Tokens: a.tokens, Untokened: a.untokened, Bytes: a.bytes, ReplicaBytes: a.replicaBytes,
+		ReplicaTokens: a.replicaTokens, UntokenedReplicaBytes: a.untokenedBytes}
 }
 
 // models lists the registered models and the model names objects carry, sorted by name, then

@@ -51,8 +51,8 @@ func formatModels(ms []ModelUsage) string {
 		if name == "" {
 			name = "(none)"
 		}
-		fmt.Fprintf(&b, "%s registered=%t bpt=%d objects=%d tokens=%d untokened=%d bytes=%d replica_bytes=%d",
-			name, m.Registered, m.BytesPerToken, m.Objects, m.Tokens, m.Untokened, m.Bytes, m.ReplicaBytes)
+		fmt.Fprintf(&b, "%s registered=%t bpt=%d objects=%d tokens=%d untokened=%d bytes=%d replica_bytes=%d replica_tokens=%d untokened_bytes=%d",
+			name, m.Registered, m.BytesPerToken, m.Objects, m.Tokens, m.Untokened, m.Bytes, m.ReplicaBytes, m.ReplicaTokens, m.UntokenedReplicaBytes)
 		if m.Description != "" {
 			fmt.Fprintf(&b, " desc=%q", m.Description)
 		}
