@@ -33,9 +33,10 @@ type adminServer struct {
 // adminHandlers are the callbacks the admin endpoints read. All run on HTTP goroutines.
 type adminHandlers struct {
 	reg       *prometheus.Registry
-	health    func() error        // nil: healthy (200), else 503 with the error
-	status    func() (any, error) // the JSON body of /api/v1/status
-	dashboard bool                // serve the dashboard page at /
+	health    func() error         // nil: healthy (200), else 503 with the error
+	status    func() (any, error)  // the JSON body of /api/v1/status
+	dashboard bool                 // serve the dashboard page at /
+	routes    func(*http.ServeMux) // more routes (nil: none)
 }
 
 // startAdmin listens on addr and serves h. addr "" means no admin server (nil, nil).
@@ -78,6 +79,9 @@ func startAdmin(addr string, h adminHandlers, logger *slog.Logger) (*adminServer
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	if h.routes != nil {
+		h.routes(mux)
+	}
 	if h.dashboard {
 		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")

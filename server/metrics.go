@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/raftmeta"
 )
 
 // masterOp names one master call for its request/failure counters. The metric names are
@@ -92,6 +93,7 @@ type masterStats struct {
 	Workers        int   // alive workers
 	MetadataBytes  int64 // estimate of the FSM's bytes (0 if unknown)
 	Segments       []segmentStat
+	Models         []raftmeta.ModelUsage // the model registry and token counts (memory.go)
 }
 
 type segmentStat struct {
@@ -201,6 +203,7 @@ func formatSummary(s masterStats, ops *[numMasterOps]opCounter) string {
 		fail := ops[op].failures.Load()
 		fmt.Fprintf(&b, "%s=%d/%d", masterOpNames[op][1], total-min(fail, total), total)
 	}
+	b.WriteString(summaryTokens(s.Models))
 	return b.String()
 }
 

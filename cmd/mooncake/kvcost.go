@@ -167,8 +167,9 @@ func printClusterTokens(w io.Writer, m kvmodel.Model, st client.Status) {
 		nc += wk.NVMeCapacityBytes
 		nu += wk.NVMeUsedBytes
 	}
+	fmt.Fprintf(w, "\ncluster %s, in tokens of this model:\n", st.ClusterID)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "\ncluster %s\tcapacity\tused\tfree\t\n", st.ClusterID)
+	fmt.Fprintf(tw, "\tcapacity\tused\tfree\t\n")
 	row := func(tier string, c, u int64) {
 		f := max(c-u, 0)
 		fmt.Fprintf(tw, "%s bytes\t%s\t%s\t%s\t\n", tier, base.Bytes(c), base.Bytes(u), base.Bytes(f))

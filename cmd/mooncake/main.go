@@ -121,7 +121,7 @@ Mooncake's keys; flags given on the command line override it. Client commands ta
 	root.AddCommand(
 		newStandaloneCmd(e), newMasterCmd(e), newWorkerCmd(e),
 		newPutCmd(e), newGetCmd(e), newRmCmd(e), newLsCmd(e), newStatusCmd(e), newBenchCmd(e),
-		newKVCostCmd(e),
+		newKVCostCmd(e), newMemoryCmd(e), newModelCmd(e),
 	)
 	return root
 }
