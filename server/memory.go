@@ -92,7 +92,7 @@ const (
 	CauseTokenMismatch   = "token_mismatch"   // objects larger (or smaller) than their tokens imply
 	CauseNoTokens        = "no_tokens"        // objects without a token count or a registered model
 	CauseAlignment       = "alignment"        // the arena rounds each allocation up
-	CausePending         = "pending"          // puts in flight
+	CausePending         = "pending"          // puts in flight (being written, or written without PutEnd)
 	CauseHeld            = "held"             // removed objects a reader or lease still holds
 	CauseNVMeHeaders     = "nvme_headers"     // record framing and block padding on NVMe
 	CauseNVMeReclaimable = "nvme_reclaimable" // dead NVMe space awaiting GC
@@ -167,6 +167,9 @@ type memoryInputs struct {
 	workers       []WorkerMemory
 	keys, metaB   int64
 	replicaBytes  int64 // the metadata's object sizes times replicas
+	// reservedBytes: puts in flight on the leader (PutStart without PutEnd), size times the
+	// workers placed: bytes workers may hold that the metadata does not list yet.
+	reservedBytes int64
 	thresholdPct  float64
 	puts, lookups int64
 }
@@ -212,17 +215,21 @@ func buildMemoryReport(in memoryInputs) MemoryReport {
 		r.Models = append(r.Models, m)
 	}
 	r.ActualBytes = c.ArenaAllocated + c.NVMeUsed
+	// Workers hold CommittedLogical + NVMeLogical of object bytes; the metadata places
+	// replicaBytes. The excess is first puts in flight (written on the worker, no PutEnd yet),
+	// up to what the leader's reservations cover, then extra copies. A shortfall (workers lost
+	// objects the metadata lists) stays unexplained.
+	excess := max(0, c.CommittedLogical+c.NVMeLogical-in.replicaBytes)
+	inFlight := min(excess, in.reservedBytes)
 	known := []Cause{
 		{Name: CauseTokenMismatch, Bytes: mismatch},
 		{Name: CauseNoTokens, Bytes: noTokens},
 		{Name: CauseAlignment, Bytes: c.AlignmentWaste},
-		{Name: CausePending, Bytes: c.PendingBytes},
+		{Name: CausePending, Bytes: c.PendingBytes + inFlight},
 		{Name: CauseHeld, Bytes: c.HeldBytes},
 		{Name: CauseNVMeHeaders, Bytes: c.NVMeHeaders},
 		{Name: CauseNVMeReclaimable, Bytes: c.NVMeReclaimable},
-		// Workers hold CommittedLogical + NVMeLogical of object bytes; the metadata places
-		// replicaBytes. A shortfall (workers lost objects the metadata lists) is unexplained.
-		{Name: CauseExtraCopies, Bytes: max(0, c.CommittedLogical+c.NVMeLogical-in.replicaBytes)},
+		{Name: CauseExtraCopies, Bytes: excess - inFlight},
 	}
 	r.Difference = r.ActualBytes - r.ExpectedBytes
 	rest := r.Difference

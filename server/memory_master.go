@@ -83,8 +83,14 @@ func (m *Master) memoryReport(ctx context.Context) MemoryReport {
 	}
 	wg.Wait()
 	ms := m.stats()
+	var reserved int64
+	m.mu.Lock()
+	for _, rv := range m.mu.reservations {
+		reserved += rv.size * int64(len(rv.workers))
+	}
+	m.mu.Unlock()
 	r := buildMemoryReport(memoryInputs{
-		models: m.node.Models(), workers: workers, keys: ms.Keys, metaB: ms.MetadataBytes, replicaBytes: replicaBytes,
+		models: m.node.Models(), workers: workers, keys: ms.Keys, metaB: ms.MetadataBytes, replicaBytes: replicaBytes, reservedBytes: reserved,
 		puts:    int64(m.met.ops[opPutEnd].requests.Load() + m.met.ops[opBatchPutEnd].requests.Load()),
 		lookups: int64(m.met.ops[opLookup].requests.Load() + m.met.ops[opBatchLookup].requests.Load()),
 	})

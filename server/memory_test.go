@@ -53,6 +53,10 @@ func TestMemoryReportArithmetic(t *testing.T) {
 	f("lost objects", []raftmeta.ModelUsage{qwen(10, 100, int64(exact), 0), none}, lost, 0, VerdictUnexpected, "largest cause: unexplained")
 	removed := dram(int64(exact), 0, 0, 0)
 	f("drop not yet applied", []raftmeta.ModelUsage{none}, removed, 0, VerdictUnexpected, "largest cause: extra_copies")
+	r0 := buildMemoryReport(memoryInputs{models: []raftmeta.ModelUsage{none}, workers: []WorkerMemory{removed}, reservedBytes: int64(exact)})
+	if !strings.Contains(r0.Reason, "largest cause: pending") {
+		t.Fatalf("written without PutEnd under a reservation: %s", r0.Reason)
+	}
 	// A worker that does not answer is left out of the sums.
 	r := buildMemoryReport(memoryInputs{models: []raftmeta.ModelUsage{none}, workers: []WorkerMemory{{ID: "w", Error: "timeout", ArenaAllocated: 5}}})
 	if r.ActualBytes != 0 || r.Verdict != VerdictExpected {
