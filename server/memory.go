@@ -163,10 +163,10 @@ type MemoryReport struct {
 
 // memoryInputs are what a report is built from.
 type memoryInputs struct {
-	models        []raftmeta.ModelUsage
-	workers       []WorkerMemory
-	keys, metaB   int64
-	replicaBytes  int64 // the metadata's object sizes times replicas
+	models       []raftmeta.ModelUsage
+	workers      []WorkerMemory
+	keys, metaB  int64
+	replicaBytes int64 // the metadata's object sizes times replicas
 	// reservedBytes: puts in flight on the leader (PutStart without PutEnd), size times the
 	// workers placed: bytes workers may hold that the metadata does not list yet.
 	reservedBytes int64
