@@ -95,6 +95,12 @@
 //	8 MarkWorkerDead   worker_id
 //	9 SetPin           key, version uvarint, soft_pin_until varint, hard_pin bool
 //	10 RegisterMaster  master_id, rpc_addr (empty: remove)
+//	30 RegisterModel   name, bytes_per_token varint, description
+//	31 RemoveModel     name
+//
+// PutEnd may end with a tokens section (models.go), present only when an item carries a token
+// count or a model: m uvarint (>= 1), m × (item index uvarint, strictly increasing, tokens
+// uvarint, model string).
 //
 // Decoders check every length against its bound (keys base.MaxKeyLen, worker ids
 // base.MaxWorkerIDLen, batches MaxBatch, replicas MaxReplicas) and against the bytes left
@@ -107,6 +113,8 @@
 //	| segments: n uvarint, n × (slot u16, worker_id, address, dram varint, nvme varint, state 1B) |
 //	| objects: n uvarint, n × (key, size_flags uvarint, version uvarint, checksum u64,
 //	|          created varint, soft_pin_until varint, r uvarint, r × slot u16) |
+//	| trailing sections, each opened by its id byte (models.go: 30, written only when a
+//	|   model is registered or an object carries tokens) |
 //	| checksum u64: HighwayHash-64 (base.Checksum) of every byte before it |
 //
 // Slots are the small integers objects use to name workers (below); size_flags is the size

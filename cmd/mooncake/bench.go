@@ -25,6 +25,7 @@ func newBenchCmd(e *env) *cobra.Command {
 		baseline    bool
 		keep        bool
 		rounds      int
+		tf          tokenFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --op put|get --size 1MiB --count N --concurrency C [--baseline]",
@@ -51,7 +52,11 @@ func newBenchCmd(e *env) *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			store := benchmarks.ClientStore{C: c, RC: client.ReplicateConfig{Replicas: replicas}}
+			rc := client.ReplicateConfig{Replicas: replicas}
+			if err := tf.apply(&rc); err != nil {
+				return err
+			}
+			store := benchmarks.ClientStore{C: c, RC: rc}
 			keys := w.Keys()
 			if !keep {
 				defer cleanupBench(c, e, w.KeyPrefix)
@@ -109,6 +114,7 @@ func newBenchCmd(e *env) *cobra.Command {
 	fl.IntVar(&replicas, "replicas", 1, "replicas per put")
 	fl.BoolVar(&baseline, "baseline", false, "also measure raw loopback TCP with the same sizes and concurrency")
 	fl.BoolVar(&keep, "keep", false, "keep the objects (default: remove them at the end)")
+	tf.register(fl)
 	fl.IntVar(&rounds, "rounds", 1, "repeat the measurement (alternating with the baseline) and print the median ratio")
 	return cmd
 }
