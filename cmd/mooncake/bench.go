@@ -46,16 +46,16 @@ func newBenchCmd(e *env) *cobra.Command {
 			if replicas < 1 || replicas > 255 {
 				return usagef("--replicas must be 1 to 255, got %d", replicas)
 			}
+			rc := client.ReplicateConfig{Replicas: replicas}
+			if err := tf.apply(&rc); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			c, err := f.connect(cmd, e)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			rc := client.ReplicateConfig{Replicas: replicas}
-			if err := tf.apply(&rc); err != nil {
-				return err
-			}
 			store := benchmarks.ClientStore{C: c, RC: rc}
 			keys := w.Keys()
 			if !keep {

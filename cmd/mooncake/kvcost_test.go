@@ -49,3 +49,25 @@ func TestKVCost(t *testing.T) {
 	bad("--tp must be 1 or more", "--model", kvTestdata("qwen2-7b.json"), "--tp", "0")
 	bad("--chunk_tokens must be 1 or more", "--model", kvTestdata("qwen2-7b.json"), "--chunk_tokens", "0")
 }
+
+// TestMemoryBadInput: the memory and model commands' bad input gets one line and exit 2
+// before anything is sent.
+func TestMemoryBadInput(t *testing.T) {
+	f := func(wantSub string, args ...string) {
+		t.Helper()
+		code, _, stderr := runCLI(t, nil, "", args...)
+		if code != exitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, wantSub) {
+			t.Fatalf("%v: exit %d, stderr %q, want one line with %q", args, code, stderr, wantSub)
+		}
+	}
+	f("--tokens must be 0 to 4294967295", "put", "--tokens", "-1", "k", "-")
+	f("--tokens must be 0 to 4294967295", "put", "--tokens", "4294967296", "k", "-")
+	f("no spaces or control characters", "put", "--model", "a b", "k", "-")
+	f("model name must be 1 to 128 bytes", "put", "--model", strings.Repeat("m", 129), "k", "-")
+	f("--tokens must be 0 to 4294967295", "bench", "--tokens", "-5")
+	f("--threshold must be a percent above 0", "memory", "--threshold", "0")
+	f("model: want add, ls or rm", "model")
+	f("want NAME config.json", "model", "add", "only-name")
+	f("missing field text_config.num_hidden_layers", "model", "add", "llava", kvTestdata("llava-1.5-7b-hf.json"))
+	f("no spaces or control characters", "model", "rm", "bad name")
+}
