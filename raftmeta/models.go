@@ -150,11 +150,11 @@ func decodePutTokens(d *decoder, p *PutEnd) {
 	if d.err == nil && n == 0 {
 		d.fail("empty tokens section")
 	}
-	next := 0
+	next, model := 0, ""
 	for range n {
 		i := d.uvarint()
 		tokens := d.uvarint()
-		model := d.str(MaxModelName)
+		model = d.strReuse(MaxModelName, model)
 		if d.err != nil {
 			return
 		}
@@ -165,6 +165,25 @@ func decodePutTokens(d *decoder, p *PutEnd) {
 		p.Items[i].Tokens, p.Items[i].Model = int64(tokens), model
 		next = int(i) + 1
 	}
+}
+
+// strReuse reads a string like str, but returns prev (no allocation) when the bytes equal it:
+// the items of a batch usually name the same model.
+func (d *decoder) strReuse(max int, prev string) string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(max) || n > uint64(len(d.b)) {
+		d.fail("string of %d bytes (limit %d, %d left)", n, max, len(d.b))
+		return ""
+	}
+	s := prev
+	if string(d.b[:n]) != prev {
+		s = string(d.b[:n])
+	}
+	d.b = d.b[n:]
+	return s
 }
 
 // modelRec is one model name the FSM tracks. Counters are kept by apply (countModel).

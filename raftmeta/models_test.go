@@ -156,3 +156,27 @@ func TestModelsSnapshotRandom(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkApplyPutEnd measures decoding and applying a PutEnd of 64 objects with and without
+// token counts: the FSM's share of the accounting's cost on the put path.
+func BenchmarkApplyPutEnd(b *testing.B) {
+	for _, tokens := range []bool{false, true} {
+		b.Run(fmt.Sprintf("tokens=%t", tokens), func(b *testing.B) {
+			f := newFSM()
+			applyEncoded(b, f, 1, RegisterWorker{ID: "w1", Address: "a:1"})
+			applyEncoded(b, f, 2, RegisterModel{Name: "qwen2-7b", BytesPerToken: 57344})
+			b.ReportAllocs()
+			for i := range b.N {
+				c := PutEnd{Upsert: true, Now: int64(i)}
+				for j := range 64 {
+					it := PutItem{Key: fmt.Sprintf("k%d", j), Size: 256 * 57344, Version: base.Version(i + 1), Replicas: []base.WorkerID{"w1"}}
+					if tokens {
+						it.Tokens, it.Model = 256, "qwen2-7b"
+					}
+					c.Items = append(c.Items, it)
+				}
+				applyEncoded(b, f, uint64(i+3), c)
+			}
+		})
+	}
+}
