@@ -59,8 +59,16 @@ func ValidateModelName(name string) error {
 	if name == "" || len(name) > MaxModelName {
 		return invalidf("model name must be 1 to %d bytes, got %d", MaxModelName, len(name))
 	}
-	if i := strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }); i >= 0 {
-		return invalidf("model name %q: no spaces or control characters", name)
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c == 0x7f {
+			return invalidf("model name %q: no spaces or control characters", name)
+		} else if c >= 0x80 {
+			// Not ASCII: the slow check, once per name.
+			if strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }) >= 0 {
+				return invalidf("model name %q: no spaces or control characters", name)
+			}
+			return nil
+		}
 	}
 	return nil
 }
@@ -302,11 +310,8 @@ func (st *state) countModel(rec *objRec, sign int64) {
 }
 
 // setTokens fills rec's token fields from it, before rec is accounted. An item naming a model
-// when the table is full fails.
+// when the table is full fails. REQUIRES: it.Validate() passed (putEnd checks every item).
 func (st *state) setTokens(rec *objRec, it *PutItem) error {
-	if err := it.validateTokens(); err != nil {
-		return err
-	}
 	rec.tokens = uint32(it.Tokens)
 	if it.Model != "" {
 		if rec.model = st.mdl.intern(it.Model); rec.model == 0 {
