@@ -199,3 +199,48 @@ func httpGet(t *testing.T, url string) string {
 	}
 	return string(b)
 }
+
+// TestMemorySaturatedEndToEnd fills a small arena past its watermarks with Qwen2-7B chunks
+// (spilling to NVMe): the report stays "expected" (NVMe headers are the only difference) and
+// says the worker is saturated as expected for the tokens it retains.
+func TestMemorySaturatedEndToEnd(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	_, master := startStandalone(t, bin, filepath.Join(dir, "data"), "--global_segment_size", "32MiB",
+		"--root_fs_dir", filepath.Join(dir, "nvme"), "--ssd_capacity", "1GiB")
+	env := []string{envMaster + "=" + master}
+	cli := func(args ...string) string {
+		t.Helper()
+		r := runBin(t, bin, env, nil, args...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, r.code, r.stderr)
+		}
+		return r.stdout
+	}
+	cli("model", "add", "qwen2-7b", kvTestdata("qwen2-7b.json"), "--dtype", "float16")
+	p := filepath.Join(dir, "chunk")
+	if err := os.WriteFile(p, objectValue(5, 0, 64*qwenBPT), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const n = 12 // 12 x 3.5 MiB in a 32 MiB arena
+	for i := range n {
+		cli("put", "--tokens", "64", "--model", "qwen2-7b", fmt.Sprintf("s%d", i), p)
+	}
+	want := fmt.Sprintf("saturated, as expected for %d retained tokens", n*64)
+	waitFor(t, "saturated as expected", 20*time.Second, func() error {
+		var r server.MemoryReport
+		if err := json.Unmarshal([]byte(cli("memory", "--json")), &r); err != nil {
+			return err
+		}
+		if r.Verdict != server.VerdictExpected || len(r.Saturation) != 1 || !strings.Contains(r.Saturation[0], want) {
+			return fmt.Errorf("verdict %s (%s), saturation %q", r.Verdict, r.Reason, r.Saturation)
+		}
+		if r.Cluster.NVMeUsed == 0 {
+			return fmt.Errorf("nothing spilled to NVMe")
+		}
+		return nil
+	})
+	if out := cli("memory"); !strings.Contains(out, want) {
+		t.Fatalf("memory text lacks %q:\n%s", want, out)
+	}
+}
