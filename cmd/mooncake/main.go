@@ -96,6 +96,7 @@ func newRootCmd(e *env) *cobra.Command {
 
 Servers:  mooncake standalone | master | worker
 Client:   mooncake put | get | rm | ls | status | bench
+Memory:   mooncake kvcost | model add|ls|rm | memory
 
 Flags follow Mooncake's names (snake_case). MOONCAKE_CONFIG_PATH may name a mooncake.json with
 Mooncake's keys; flags given on the command line override it. Client commands talk to
