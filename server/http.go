@@ -34,8 +34,11 @@ type adminServer struct {
 type adminHandlers struct {
 	reg       *prometheus.Registry
 	health    func() error        // nil: healthy (200), else 503 with the error
+	ready     func() error        // nil: ready to serve puts and gets; nil func: as health
 	status    func() (any, error) // the JSON body of /api/v1/status
 	dashboard bool                // serve the dashboard page at /
+	// routes, when set, adds endpoints (Mooncake's admin endpoints on masters, http_compat.go).
+	routes func(mux *http.ServeMux)
 }
 
 // startAdmin listens on addr and serves h. addr "" means no admin server (nil, nil).
@@ -53,11 +56,15 @@ func startAdmin(addr string, h adminHandlers, logger *slog.Logger) (*adminServer
 		w.Header().Set("Content-Type", "application/json")
 		if err := h.health(); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_ = json.NewEncoder(w).Encode(map[string]string{"status": "unavailable", "error": err.Error()})
+			_ = json.NewEncoder(w).Encode(map[string]any{"status": "unavailable", "live": true, "ready": false, "error": err.Error()})
 			return
 		}
-		_ = json.NewEncoder(w).Encode(map[string]string{"status": "ok"})
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "live": true, "ready": h.isReady() == nil})
 	})
+	registerProbes(mux, h)
+	if h.routes != nil {
+		h.routes(mux)
+	}
 	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		v, err := h.status()
