@@ -427,7 +427,7 @@ effect here are accepted with one line saying why.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fs := cmd.Flags()
-			s, err := resolveMooncakeMaster(fs, &f, &mf, e)
+			s, err := resolveMooncakeMaster(fs, &f, &mf, e, true)
 			if err != nil {
 				return err
 			}
@@ -448,8 +448,10 @@ effect here are accepted with one line saying why.`,
 	return cmd
 }
 
-// resolveMooncakeMaster turns mooncake_master's flags into master settings.
-func resolveMooncakeMaster(fs *pflag.FlagSet, f *masterFlags, mf *mooncakeMasterFlags, e *env) (masterSettings, error) {
+// resolveMooncakeMaster turns mooncake_master's flags into master settings. With mayRunAlone
+// (mooncake_master) a master without --id, --raft_address, --peers and --join is a one-master
+// cluster with its data under ./mooncake-data; without it (mooncake master) those stay required.
+func resolveMooncakeMaster(fs *pflag.FlagSet, f *masterFlags, mf *mooncakeMasterFlags, e *env, mayRunAlone bool) (masterSettings, error) {
 	if mf.configPath != "" {
 		if err := applyMasterConfigFile(fs, mf.configPath); err != nil {
 			return masterSettings{}, err
@@ -466,10 +468,10 @@ func resolveMooncakeMaster(fs *pflag.FlagSet, f *masterFlags, mf *mooncakeMaster
 	case changed(fs, "port"):
 		f.rpcPort = mf.port
 	}
-	if f.dataDir == "" {
+	if f.dataDir == "" && mayRunAlone {
 		f.dataDir = defaultStandaloneDir
 	}
-	lone := !changed(fs, "id") && !changed(fs, "peers") && !changed(fs, "raft_address") && !changed(fs, "join")
+	lone := mayRunAlone && !changed(fs, "id") && !changed(fs, "peers") && !changed(fs, "raft_address") && !changed(fs, "join")
 	if lone && !changed(fs, "rpc_address") && !changed(fs, "local_hostname") && fc.LocalHostname == "" {
 		f.rpcAddress = "0.0.0.0" // Mooncake's default: every interface
 	}

@@ -124,7 +124,7 @@ func TestMooncakeMasterFlags(t *testing.T) {
 		if err := fs.Parse(compatArgs(append([]string{nameMaster}, args...))[2:]); err != nil {
 			return masterSettings{}, e, err
 		}
-		s, err := resolveMooncakeMaster(fs, &f, &mf, e)
+		s, err := resolveMooncakeMaster(fs, &f, &mf, e, true)
 		return s, e, err
 	}
 	s, e, err := resolve("--port", "10001", "--root_fs_dir", dir, "--cluster_id", "mooncake_cluster", "--client_ttl", "20",
@@ -196,4 +196,10 @@ func TestMooncakeBadInput(t *testing.T) {
 	f("--port 70000 is not a port", nil, nameClient, "--port", "70000")
 	f("--port -1 is not a port", nil, nameMetadataHTTP, "--port=-1")
 	f("unknown flag: --bogus", nil, nameMaster, "--bogus")
+	// `mooncake master` takes Mooncake's flags too (--port, --client_ttl 10, a bare
+	// --rpc_address), but stays a raft member that needs an id.
+	f("--id is required (e.g. --id m1; mooncake_master without --id runs a one-master cluster)", nil,
+		"master", "--port", "10001", "--root_fs_dir", dir, "--cluster_id", "mooncake_cluster")
+	f("--eviction_ratio must be in (0, 1), got -1", nil, "master", "--id", "m1", "--data_dir", dir, "--raft_address", "127.0.0.1:7001",
+		"--port", "10001", "--client_ttl", "10", "--rpc_address", "0.0.0.0", "--eviction_ratio", "-1")
 }

@@ -153,7 +153,7 @@ func (f *masterFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 	} else {
 		switch {
 		case s.ID == "":
-			return s, usagef("master: --id is required (e.g. --id m1)")
+			return s, usagef("master: --id is required (e.g. --id m1; mooncake_master without --id runs a one-master cluster)")
 		case s.DataDir == "":
 			return s, usagef("master: --data_dir is required")
 		case s.RaftAddress == "":
@@ -450,6 +450,7 @@ func (e *env) fileNotices(cmd string) {
 
 func newMasterCmd(e *env) *cobra.Command {
 	var f masterFlags
+	var mf mooncakeMasterFlags
 	cmd := &cobra.Command{
 		Use:   "master --id m1 --data_dir DIR --rpc_address HOST:PORT --raft_address HOST:PORT --peers m1=HOST:PORT,... | --join",
 		Short: "Run one master (metadata replicated with raft); master add|remove|list change and show the masters",
@@ -459,7 +460,9 @@ running cluster (a replacement): start it with --join instead of --peers, then r
 commands that change and show the masters of a running cluster.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := f.resolve(cmd.Flags(), e.file, false)
+			// Mooncake's master flags are accepted here too (compat.go); a master of this
+			// command is always a raft member with an id (mooncake_master also runs alone).
+			s, err := resolveMooncakeMaster(cmd.Flags(), &f, &mf, e, false)
 			if err != nil {
 				return err
 			}
@@ -468,6 +471,7 @@ commands that change and show the masters of a running cluster.`,
 		},
 	}
 	f.register(cmd.Flags(), false)
+	mf.register(cmd.Flags())
 	addMasterCmds(cmd, e)
 	return cmd
 }
