@@ -264,6 +264,7 @@ func tcpOnly(fc *fileConfig, what, p string) string {
 	dev := ""
 	if fc.DeviceName != "" {
 		dev = fmt.Sprintf(" (devices %s unused)", fc.DeviceName)
+		fc.devicesWarned = true
 	}
 	fc.note(true, "%s %q runs over TCP%s: this build moves bytes over TCP only; RDMA and other transports are not supported yet", what, p, dev)
 	return "tcp"

@@ -47,6 +47,8 @@ type fileConfig struct {
 	notices []notice
 	// envMasters is $MOONCAKE_MASTER, which `worker` honours as client commands do.
 	envMasters []string
+	// devicesWarned: the protocol warning named device_name already (tcpOnly).
+	devicesWarned bool
 }
 
 // addressList accepts "a:1,b:2" or ["a:1", "b:2"].

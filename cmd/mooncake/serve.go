@@ -439,7 +439,7 @@ func (e *env) fileNotices(cmd string) {
 	if len(fc.MetadataServer) > 0 {
 		log.Log(ctx, level, "config: metadata_server is ignored: the masters keep metadata with raft, no metadata server is needed")
 	}
-	if fc.DeviceName != "" {
+	if fc.DeviceName != "" && !fc.devicesWarned {
 		log.Log(ctx, level, "config: device_name is ignored: it names an RDMA device and this build moves bytes over TCP", "device_name", fc.DeviceName)
 	}
 	if fc.LocalBufferSize != nil {
