@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -39,6 +40,8 @@ type adminHandlers struct {
 	dashboard bool                // serve the dashboard page at /
 	// routes, when set, adds endpoints (Mooncake's admin endpoints on masters, http_compat.go).
 	routes func(mux *http.ServeMux)
+	// healthKV, when set, adds fields to /health's JSON (Mooncake's role, ha_state, ...).
+	healthKV func() map[string]any
 }
 
 // startAdmin listens on addr and serves h. addr "" means no admin server (nil, nil).
@@ -54,12 +57,18 @@ func startAdmin(addr string, h adminHandlers, logger *slog.Logger) (*adminServer
 	mux.Handle("GET /metrics", promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
+		body := map[string]any{"status": "ok", "live": true}
+		if h.healthKV != nil {
+			maps.Copy(body, h.healthKV())
+		}
 		if err := h.health(); err != nil {
+			body["status"], body["ready"], body["error"] = "unavailable", false, err.Error()
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_ = json.NewEncoder(w).Encode(map[string]any{"status": "unavailable", "live": true, "ready": false, "error": err.Error()})
+			_ = json.NewEncoder(w).Encode(body)
 			return
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "live": true, "ready": h.isReady() == nil})
+		body["ready"] = h.isReady() == nil
+		_ = json.NewEncoder(w).Encode(body)
 	})
 	registerProbes(mux, h)
 	if h.routes != nil {

@@ -251,3 +251,13 @@ func (w *Worker) ready() error {
 	}
 	return nil
 }
+
+// healthFields are Mooncake's /health fields: role, ha_state, service_ready and, when a
+// leader is known, its address and view_version (the raft term).
+func (m *Master) healthFields() map[string]any {
+	f := map[string]any{"role": m.role(), "ha_state": m.haState(), "service_ready": m.health() == nil}
+	if lid, laddr := m.node.Leader(); lid != "" {
+		f["leader_address"], f["view_version"] = laddr, m.node.Stats().Term
+	}
+	return f
+}

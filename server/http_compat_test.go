@@ -87,6 +87,10 @@ func TestMooncakeAdminEndpoints(t *testing.T) {
 	if code, body := httpGet(t, base+"/query_segment?segment="+w.Addr()); code != 200 || body != want {
 		t.Fatalf("/query_segment: %d %q", code, body)
 	}
+	if code, body := httpGet(t, base+"/health"); code != 200 || !strings.Contains(body, `"role":"leader"`) ||
+		!strings.Contains(body, `"ha_state":"serving"`) || !strings.Contains(body, `"service_ready":true`) || !strings.Contains(body, `"ready":true`) {
+		t.Fatalf("/health: %d %s", code, body)
+	}
 	if code, body := httpGet(t, base+"/role"); code != 200 || body != "leader" {
 		t.Fatalf("/role: %d %q", code, body)
 	}

@@ -1170,6 +1170,7 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 		status:    func() (any, error) { return m.status(), nil },
 		dashboard: true,
 		routes:    m.compatRoutes,
+		healthKV:  m.healthFields,
 	}, log)
 	if err != nil {
 		_ = m.rpc.shutdown(context.Background())
