@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,12 +34,40 @@ type mooncakeMasterMetrics struct {
 	// valueSize: master_value_size_bytes, the size of every committed put.
 	valueSize prometheus.Histogram
 
+	// batch counts batch calls as Mooncake does: whole, partial and failed, and their items;
+	// indexed by the batch masterOps (opBatchPutStart, ...).
+	batch [numMasterOps]batchCounter
+
 	// sum is the counters at the last "Master Metrics:" line, for its rates per second.
 	sum struct {
 		sync.Mutex // protects the fields below
 		at         time.Time
 		req, fail  [numMasterOps]uint64
+		batch      [numMasterOps]batchSnapshot
 	}
+}
+
+// batchCounter counts one batch call. A call whose every item failed (or that failed as a
+// whole) is a failure, one with some failed items a partial success.
+type batchCounter struct {
+	requests, partial, failures, items, failedItems atomic.Uint64
+}
+
+// batchSnapshot is a batchCounter's values at one moment.
+type batchSnapshot struct{ requests, partial, failures, items, failedItems uint64 }
+
+func (c *batchCounter) load() batchSnapshot {
+	return batchSnapshot{c.requests.Load(), c.partial.Load(), c.failures.Load(), c.items.Load(), c.failedItems.Load()}
+}
+
+// batchOps are the batch calls, with Mooncake's metric stem and the summary line's name.
+var batchOps = []struct {
+	op         masterOp
+	stem, name string
+}{
+	{opBatchPutStart, "batch_put_start", "PutStart"}, {opBatchPutEnd, "batch_put_end", "PutEnd"},
+	{opBatchLookup, "batch_get_replica_list", "Get"}, {opBatchExists, "batch_exist_key", "ExistKey"},
+	{opBatchRemove, "batch_remove", "Del"},
 }
 
 // newMooncakeMasterMetrics registers the Mooncake-named metrics of m on m.met.reg.
@@ -55,6 +84,23 @@ func newMooncakeMasterMetrics(m *Master) *mooncakeMasterMetrics {
 		Buckets: valueSizeBuckets,
 	})
 	ops := &m.met.ops
+	for _, b := range batchOps {
+		c := &mc.batch[b.op]
+		for _, f := range []struct {
+			suffix, help string
+			v            *atomic.Uint64
+		}{
+			{"partial_successes_total", "batch calls with some failed items", &c.partial},
+			{"items_total", "items in batch calls", &c.items},
+			{"failed_items_total", "failed items in batch calls", &c.failedItems},
+		} {
+			v := f.v
+			m.met.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "master_" + b.stem + "_" + f.suffix,
+				Help: "Number of " + f.help + " (" + b.name + "), Mooncake's name.",
+			}, func() float64 { return float64(v.Load()) }))
+		}
+	}
 	m.met.reg.MustRegister(mc.latency, mc.valueSize, &mooncakeMasterCollector{m: m},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "total_get_nums_",
@@ -70,19 +116,65 @@ func newMooncakeMasterMetrics(m *Master) *mooncakeMasterMetrics {
 	return mc
 }
 
-// observeCall records one master call: its latency, and the value sizes of committed puts.
-func (mc *mooncakeMasterMetrics) observeCall(req transfer.Message, d time.Duration, err error) {
+// observeCall records one master call: its latency, the value sizes of committed puts, and
+// the items of batch calls.
+func (mc *mooncakeMasterMetrics) observeCall(req, resp transfer.Message, d time.Duration, err error) {
 	mc.latency.WithLabelValues(req.Op().String()).Observe(d.Seconds())
-	if err != nil {
-		return
-	}
+	// failedAt reports whether item i of the response failed (every item when err != nil).
+	failedAt := func(i int) bool { return err != nil }
+	op, n := masterOp(-1), 0
 	switch r := req.(type) {
 	case *transfer.PutEndRequest:
-		mc.valueSize.Observe(float64(r.Size))
-	case *transfer.BatchPutEndRequest:
-		for i := range r.Items {
-			mc.valueSize.Observe(float64(r.Items[i].Size))
+		if err == nil {
+			mc.valueSize.Observe(float64(r.Size))
 		}
+	case *transfer.BatchPutEndRequest:
+		op, n = opBatchPutEnd, len(r.Items)
+		br, _ := resp.(*transfer.BatchResponse)
+		if err == nil && br != nil && len(br.Items) == n {
+			failedAt = func(i int) bool { return br.Items[i].Code != base.CodeOK }
+		}
+		for i := range r.Items {
+			if !failedAt(i) {
+				mc.valueSize.Observe(float64(r.Items[i].Size))
+			}
+		}
+	case *transfer.BatchPutStartRequest:
+		op, n = opBatchPutStart, len(r.Items)
+		if br, _ := resp.(*transfer.BatchPutStartResponse); err == nil && br != nil && len(br.Items) == n {
+			failedAt = func(i int) bool { return br.Items[i].Err.Code != base.CodeOK }
+		}
+	case *transfer.BatchLookupRequest:
+		op, n = opBatchLookup, len(r.Keys)
+		if br, _ := resp.(*transfer.BatchLookupResponse); err == nil && br != nil && len(br.Items) == n {
+			failedAt = func(i int) bool { return br.Items[i].Err.Code != base.CodeOK }
+		}
+	case *transfer.BatchExistsRequest:
+		op, n = opBatchExists, len(r.Keys)
+	case *transfer.BatchRemoveRequest:
+		op, n = opBatchRemove, len(r.Keys)
+		if br, _ := resp.(*transfer.BatchResponse); err == nil && br != nil && len(br.Items) == n {
+			failedAt = func(i int) bool { return br.Items[i].Code != base.CodeOK }
+		}
+	}
+	if op < 0 {
+		return
+	}
+	failed := 0
+	for i := range n {
+		if failedAt(i) {
+			failed++
+		}
+	}
+	c := &mc.batch[op]
+	c.requests.Add(1)
+	c.items.Add(uint64(n))
+	c.failedItems.Add(uint64(failed))
+	switch {
+	case err != nil || (n > 0 && failed == n):
+		c.failures.Add(1)
+	case failed > 0:
+		c.partial.Add(1)
 	}
 }
 
@@ -183,21 +275,24 @@ func (m *Master) summaryText() string {
 //
 //	Mem Storage: 1.2 GiB / 4.0 GiB (30.0%) | SSD Storage: 0 B / 0 B | Keys: 7 (soft-pinned: 2) |
 //	Clients: 3 | Requests (Success/Total per sec): PutStart=0.80/1.00, ... | Batch Requests
-//	(per sec, Req=Success/PartialSuccess/Total): PutStart:(Req=0.00/0.00/0.00), ...
+//	(per sec, Req=Success/PartialSuccess/Total, Item=Success/Total): PutStart:(Req=0.00/0.00/0.00, Item=0.00/0.00), ...
 //
 // Rates are per second over the window since the last call with reset (0.00 on the first);
-// a batch call counts as partial success when any of its items failed. reset starts a new
+// a batch call with some failed items is a partial success, one whose every item failed a
+// failure (as Mooncake counts them). reset starts a new
 // window (the logged line does; /metrics/summary does not).
 func (mc *mooncakeMasterMetrics) summary(s masterStats, u usageTotals, now time.Time, reset bool) string {
 	ops := &mc.m.met.ops
 	var req, fail [numMasterOps]uint64
+	var batch [numMasterOps]batchSnapshot
 	for op := range numMasterOps {
 		req[op], fail[op] = ops[op].requests.Load(), ops[op].failures.Load()
+		batch[op] = mc.batch[op].load()
 	}
 	mc.sum.Lock()
-	prevReq, prevFail, at := mc.sum.req, mc.sum.fail, mc.sum.at
+	prevReq, prevFail, prevBatch, at := mc.sum.req, mc.sum.fail, mc.sum.batch, mc.sum.at
 	if reset {
-		mc.sum.req, mc.sum.fail, mc.sum.at = req, fail, now
+		mc.sum.req, mc.sum.fail, mc.sum.batch, mc.sum.at = req, fail, batch, now
 	}
 	mc.sum.Unlock()
 	secs := 0.0
@@ -235,17 +330,18 @@ func (mc *mooncakeMasterMetrics) summary(s masterStats, u usageTotals, now time.
 		total, failed := delta(it.op)
 		fmt.Fprintf(&b, "%s=%s/%s", it.name, rate(total-failed), rate(total))
 	}
-	b.WriteString(" | Batch Requests (per sec, Req=Success/PartialSuccess/Total): ")
-	for i, it := range []struct {
-		name string
-		op   masterOp
-	}{{"PutStart", opBatchPutStart}, {"PutEnd", opBatchPutEnd}, {"Get", opBatchLookup},
-		{"ExistKey", opBatchExists}, {"Del", opBatchRemove}} {
+	b.WriteString(" | Batch Requests (per sec, Req=Success/PartialSuccess/Total, Item=Success/Total): ")
+	for i, it := range batchOps {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		total, failed := delta(it.op)
-		fmt.Fprintf(&b, "%s:(Req=%s/%s/%s)", it.name, rate(total-failed), rate(failed), rate(total))
+		cur, prev := batch[it.op], prevBatch[it.op]
+		d := func(a, b uint64) uint64 { return a - min(a, b) }
+		total, partial, failed := d(cur.requests, prev.requests), d(cur.partial, prev.partial), d(cur.failures, prev.failures)
+		items, failedItems := d(cur.items, prev.items), d(cur.failedItems, prev.failedItems)
+		ok := total - min(total, partial+failed)
+		fmt.Fprintf(&b, "%s:(Req=%s/%s/%s, Item=%s/%s)", it.name, rate(ok), rate(partial), rate(total),
+			rate(items-min(items, failedItems)), rate(items))
 	}
 	return b.String()
 }

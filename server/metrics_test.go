@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/mooncake-go/mooncake/internal/base"
 	mctest "github.com/mooncake-go/mooncake/internal/testutil"
+	"github.com/mooncake-go/mooncake/transfer"
 )
 
 // TestSummaryLine: the master part of the "Master Metrics:" line in Mooncake's current shape,
@@ -32,14 +35,33 @@ func TestSummaryLine(t *testing.T) {
 	ops[opPutEnd].requests.Add(8)
 	ops[opLookup].requests.Add(5)
 	ops[opLookup].failures.Add(1)
-	ops[opBatchPutEnd].requests.Add(4)
-	ops[opBatchPutEnd].failures.Add(1)
+	// A batch PutEnd of 3 items with 1 failed (partial), one of 2 that failed whole, two fine.
+	items := func(codes ...base.Code) *transfer.BatchResponse {
+		errs := make([]transfer.ItemError, len(codes))
+		for i, c := range codes {
+			errs[i].Code = c
+		}
+		return transfer.NewBatchResponse(transfer.OpBatchPutEnd, errs)
+	}
+	put := func(n int) *transfer.BatchPutEndRequest {
+		return &transfer.BatchPutEndRequest{Items: make([]transfer.PutEndRequest, n)}
+	}
+	mc.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "l"}, []string{"op"})
+	mc.valueSize = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "v"})
+	mc.observeCall(put(3), items(base.CodeOK, base.CodeNoAvailableHandle, base.CodeOK), time.Millisecond, nil)
+	mc.observeCall(put(2), nil, time.Millisecond, errors.New("not leader"))
+	mc.observeCall(put(1), items(base.CodeOK), time.Millisecond, nil)
+	mc.observeCall(put(2), items(base.CodeOK, base.CodeOK), time.Millisecond, nil)
+	if b := mc.batch[opBatchPutEnd].load(); b != (batchSnapshot{requests: 4, partial: 1, failures: 1, items: 8, failedItems: 3}) {
+		t.Fatalf("batch counts %+v", b)
+	}
 	got := mc.summary(s, u, t0.Add(2*time.Second), true)
 	want := "Mem Storage: 1.2 GiB / 4.0 GiB (30.0%) | SSD Storage: 1.0 MiB / 1.0 GiB | Keys: 7 (soft-pinned: 2) | Clients: 3 | " +
 		"Requests (Success/Total per sec): PutStart=4.00/5.00, PutEnd=4.00/4.00, PutRevoke=0.00/0.00, Get=2.00/2.50, " +
 		"Exist=0.00/0.00, Del=0.00/0.00, DelRegex=0.00/0.00, DelAll=0.00/0.00, Mount=0.00/0.00, Ping=0.00/0.00 | " +
-		"Batch Requests (per sec, Req=Success/PartialSuccess/Total): PutStart:(Req=0.00/0.00/0.00), " +
-		"PutEnd:(Req=1.50/0.50/2.00), Get:(Req=0.00/0.00/0.00), ExistKey:(Req=0.00/0.00/0.00), Del:(Req=0.00/0.00/0.00)"
+		"Batch Requests (per sec, Req=Success/PartialSuccess/Total, Item=Success/Total): PutStart:(Req=0.00/0.00/0.00, Item=0.00/0.00), " +
+		"PutEnd:(Req=1.00/0.50/2.00, Item=2.50/4.00), Get:(Req=0.00/0.00/0.00, Item=0.00/0.00), ExistKey:(Req=0.00/0.00/0.00, Item=0.00/0.00), " +
+		"Del:(Req=0.00/0.00/0.00, Item=0.00/0.00)"
 	if got != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
