@@ -149,6 +149,10 @@ type mooncakeOnlyKeys struct {
 	PrefetchThreshold      json.RawMessage `json:"prefetch_threshold"`
 	RDMADevices            json.RawMessage `json:"rdma_devices"`
 	MasterServerAddrLegacy json.RawMessage `json:"master_server_addr"`
+	// vLLM's MooncakeStoreConfig keys.
+	Mode             json.RawMessage `json:"mode"`
+	EnableOffload    json.RawMessage `json:"enable_offload"`
+	DeviceNamePerGPU json.RawMessage `json:"device_name_per_gpu"`
 }
 
 // noEffect lists the mooncakeOnlyKeys that are set, with why they do nothing here.
@@ -172,6 +176,9 @@ func (k *mooncakeOnlyKeys) noEffect() [][2]string {
 	add(k.PrefetchThreshold, "prefetch_threshold", "workers promote objects read from NVMe back to DRAM on their own")
 	add(k.RDMADevices, "rdma_devices", "this build moves bytes over TCP")
 	add(k.MasterServerAddrLegacy, "master_server_addr", "use master_server_address")
+	add(k.Mode, "mode", "the cluster's DRAM always comes from its workers (mooncake worker / mooncake_client), as in Mooncake's standalone-store mode")
+	add(k.EnableOffload, "enable_offload", "a worker with root_fs_dir (or ssd_offload_path with enable_ssd_offload, or the master's --root_fs_dir) spills to NVMe on its own")
+	add(k.DeviceNamePerGPU, "device_name_per_gpu", "this build moves bytes over TCP")
 	return out
 }
 

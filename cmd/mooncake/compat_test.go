@@ -66,7 +66,7 @@ func TestMooncakeConfigKeys(t *testing.T) {
 	}
 	p := write(`{"local_hostname": "127.0.0.1", "metadata_server": "etcd://127.0.0.1:2379", "master_server_address": "127.0.0.1:50051",
 		"protocol": "rdma", "device_name": "mlx5_0", "enable_ssd_offload": true, "ssd_offload_path": "/mnt/ssd", "tenant_id": "t",
-		"check_server": false, "prefer_alloc_in_same_node": true}`)
+		"check_server": false, "prefer_alloc_in_same_node": true, "mode": "standalone-store", "enable_offload": true}`)
 	fc, err := loadConfig(env(envConfigPath, p))
 	if err != nil {
 		t.Fatal(err)
