@@ -76,7 +76,8 @@ func TestMooncakeUsersDay(t *testing.T) {
 	p := freePorts(t, 6)
 	rpc, metrics := strconv.Itoa(p[0]), "http://"+hostPort(p[1])
 	m := startProcIn(t, cwd, nil, nameMaster, master, "--port", rpc, "--root_fs_dir", root, "--cluster_id", "mooncake_cluster",
-		"--metrics_port", strconv.Itoa(p[1]), "-v=0", "--default_kv_lease_ttl=5000", "--enable_ha=false")
+		"--metrics_port", strconv.Itoa(p[1]), "-v=0", "--default_kv_lease_ttl=5000", "--enable_ha=false",
+		"--eviction_high_watermark_ratio", "0.8", "--eviction_ratio=0.1")
 	m.mustReady()
 	if _, err := os.Stat(filepath.Join(cwd, "mooncake-data", "raft.db")); err != nil {
 		t.Fatalf("a lone mooncake_master keeps its data under ./mooncake-data: %v", err)
@@ -148,6 +149,10 @@ func TestMooncakeUsersDay(t *testing.T) {
 		"master_request_duration_seconds_bucket", "total_get_nums_", "master_total_file_capacity_bytes")
 	mustHTTP(t, "http://"+hostPort(p[3])+"/metrics", 200, "mem_cache_hit_nums_ ", "file_cache_hit_nums_ ", "worker_request_duration_seconds_bucket")
 
+	// The master's eviction flags govern the workers' DRAM watermarks.
+	if !strings.Contains(w.stderr.String(), "DRAM watermarks from the master's eviction flags\" high=0.8 low=0.7") {
+		t.Fatalf("worker did not take the master's watermarks:\n%s", w.stderr.String())
+	}
 	// Warnings appear once, however long the worker runs.
 	if n := strings.Count(w.stderr.String(), `protocol \"rdma\" runs over TCP`); n != 1 {
 		t.Fatalf("the rdma warning appears %d times:\n%s", n, w.stderr.String())
