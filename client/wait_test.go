@@ -53,3 +53,58 @@ func TestConnectWaitsForMaster(t *testing.T) {
 		t.Fatalf("gave up: %v", err)
 	}
 }
+
+// startingWorker is a fake cluster whose only worker comes up after the upAfter-th put start
+// (single or batch), as a worker that registers a moment after its master elected itself.
+type startingWorker struct {
+	*fakeCluster
+	starts  atomic.Int32
+	upAfter int32
+}
+
+func (s *startingWorker) Call(ctx context.Context, addr string, req, resp transfer.Message) error {
+	if op := req.Op(); (op == transfer.OpPutStart || op == transfer.OpBatchPutStart) && s.starts.Add(1) == s.upAfter {
+		s.setDown(s.wids[0], false)
+	}
+	return s.fakeCluster.Call(ctx, addr, req, resp)
+}
+
+// TestPutsWaitForAFirstWorker: a put and a batch put issued while no worker is alive wait
+// for one (within the call's timeout) instead of failing; one that gives up says so.
+func TestPutsWaitForAFirstWorker(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		f := newFakeCluster(1, 1)
+		f.setDown(f.wids[0], true)
+		s := &startingWorker{fakeCluster: f, upAfter: 3}
+		cfg := Config{MasterAddresses: f.masters}
+		cfg.EnsureDefaults()
+		c, err := connectWith(context.Background(), cfg, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if batch {
+			errs := c.BatchPut(context.Background(), []string{"a", "b"}, [][]byte{[]byte("1"), []byte("2")}, ReplicateConfig{})
+			if errs[0] != nil || errs[1] != nil {
+				t.Fatalf("batch put while the worker starts: %v", errs)
+			}
+		} else if err := c.Put(context.Background(), "a", []byte("1"), ReplicateConfig{}); err != nil {
+			t.Fatalf("put while the worker starts: %v", err)
+		}
+		if got := s.starts.Load(); got < 3 {
+			t.Fatalf("put starts: %d, want at least 3 (it waited)", got)
+		}
+
+		f.setDown(f.wids[0], true)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		if batch {
+			errs := c.BatchPut(ctx, []string{"c"}, [][]byte{[]byte("3")}, ReplicateConfig{})
+			err = errs[0]
+		} else {
+			err = c.Put(ctx, "c", []byte("3"), ReplicateConfig{})
+		}
+		cancel()
+		if !strings.Contains(err.Error(), "waiting for") || !strings.Contains(err.Error(), "worker") {
+			t.Fatalf("gave up (batch %v): %v", batch, err)
+		}
+	}
+}
