@@ -115,6 +115,13 @@ func (m *Master) workerMemory(ctx context.Context, s raftmeta.Segment) WorkerMem
 
 func oneLineErr(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
 
+// adminRoutes adds the master's endpoints beyond the standard ones: Mooncake's (compatRoutes)
+// and the memory report.
+func (m *Master) adminRoutes(mux *http.ServeMux) {
+	m.compatRoutes(mux)
+	m.memoryRoutes(mux)
+}
+
 // memoryRoutes serves the report over HTTP: GET /api/v1/memory[?threshold=PCT].
 func (m *Master) memoryRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/memory", func(w http.ResponseWriter, r *http.Request) {
@@ -127,20 +134,13 @@ func (m *Master) memoryRoutes(mux *http.ServeMux) {
 			}
 			rep.Judge(pct)
 		}
-		writeJSON(w, rep)
+		writeJSON(w, http.StatusOK, rep)
 	})
 }
 
 // memoryRoutes serves the worker's own breakdown: GET /api/v1/memory.
 func (w *Worker) memoryRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /api/v1/memory", func(rw http.ResponseWriter, _ *http.Request) { writeJSON(rw, w.memory()) })
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	mux.HandleFunc("GET /api/v1/memory", func(rw http.ResponseWriter, _ *http.Request) { writeJSON(rw, http.StatusOK, w.memory()) })
 }
 
 // summaryTokens is the part of the periodic "Master Metrics:" line about models, "" when no
