@@ -110,7 +110,7 @@ func TestConcurrent(t *testing.T) {
 
 // TestGCRacesWithPut: a Put of the key GC is copying wins; GC must not bring the old bytes back.
 func TestGCRacesWithPut(t *testing.T) {
-	s := mustOpen(t, testOptions(t.TempDir()))
+	s := mustOpen(t, copyGCOptions(t.TempDir()))
 	defer s.Close()
 	old := payload(1, 100<<10, false)
 	if err := s.Put("x", 1, old, true); err != nil {
