@@ -460,7 +460,7 @@ func (p *peer) dial(ctx context.Context) (*clientConn, error) {
 			p.addr, base.ErrProtocolVersion, sh.Version, wire.ProtocolVersion)
 	}
 	_ = nc.SetDeadline(time.Time{})
-	cc := &clientConn{c: c, nc: nc, br: br, addr: p.addr, w: newFrameWriter(nc), done: make(chan struct{})}
+	cc := &clientConn{c: c, nc: nc, br: br, addr: p.addr, w: newFrameWriter(nc, 0), done: make(chan struct{})}
 	cc.mu.pending = make(map[uint64]*call)
 	cc.mu.lastUsed = time.Now()
 	go cc.readLoop()

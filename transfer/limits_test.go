@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/transfer/internal/wire"
 )
 
 // awaitClosed reads from c until the server closes it (EOF or a reset), failing the test if
@@ -324,3 +325,60 @@ func racyForward(pause time.Duration, cut *atomic.Int32) func(int, net.Conn, net
 		}
 	}
 }
+
+// putObject stores data as key in h through a client (a test fixture).
+func putObject(t *testing.T, s *Server, key string, data []byte) {
+	t.Helper()
+	c := newClient(t, ClientOptions{})
+	if err := c.Write(context.Background(), s.Addr().String(), WriteRequest{Key: key, Version: 1, Checksum: base.Checksum(data)}, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStalledReaderClosed: a peer that asks for 64 MiB and stops reading is closed after the
+// frame timeout (counted as frame_timeout), so the response and what it pins are released.
+func TestStalledReaderClosed(t *testing.T) {
+	const frameTimeout = 400 * time.Millisecond
+	s := startServer(t, newMemHandler(), ServerOptions{IdleTimeout: time.Hour, FrameTimeout: frameTimeout})
+	putObject(t, s, "big", pattern(64<<20, 5))
+	c := rawConn(t, s.Addr().String(), base.DefaultClusterID)
+	if _, err := c.Write(frame(1, &ReadRequest{Key: "big"}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	st := awaitStat(t, s, "the stalled reader closed", func(st ServerStats) bool { return st.Closed["frame_timeout"] == 1 })
+	t.Logf("stats %+v", st)
+}
+
+// TestSlowReaderServed: a peer reading a 64 MiB response at 16 MiB/s (4 s, ten frame
+// timeouts) gets all of it.
+func TestSlowReaderServed(t *testing.T) {
+	const frameTimeout = 400 * time.Millisecond
+	s := startServer(t, newMemHandler(), ServerOptions{IdleTimeout: time.Hour, FrameTimeout: frameTimeout})
+	data := pattern(64<<20, 6)
+	putObject(t, s, "big", data)
+	c := rawConn(t, s.Addr().String(), base.DefaultClusterID)
+	if _, err := c.Write(frame(1, &ReadRequest{Key: "big"}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	const rate = 16 << 20
+	start := time.Now()
+	var got int64
+	slow := readerFunc(func(p []byte) (int, error) {
+		n, err := c.Read(p[:min(len(p), 16<<10)])
+		got += int64(n)
+		time.Sleep(time.Until(start.Add(time.Duration(got * int64(time.Second) / rate))))
+		return n, err
+	})
+	h, _, payload := readResponse(t, slow)
+	if h.Flags&wire.FlagError != 0 || base.Checksum(payload) != base.Checksum(data) {
+		t.Fatalf("response %+v: the payload does not match", h)
+	}
+	t.Logf("64 MiB read at 16 MiB/s in %v (frame timeout %v)", time.Since(start), frameTimeout)
+	if st := s.Stats(); st.Closed["frame_timeout"] != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }

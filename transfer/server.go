@@ -200,7 +200,7 @@ func (s *Server) newConn(c net.Conn) *serverConn {
 	sc.bodies.init(s.opts.MaxBodyBytesPerConn)
 	sc.bodies.onWait = s.testHookBodyWait
 	sc.ctx, sc.cancel = context.WithCancel(s.baseCtx)
-	sc.w = newFrameWriter(c)
+	sc.w = newFrameWriter(c, s.opts.FrameTimeout)
 	sc.rd = &connReader{sc: sc, off: true}
 	sc.idle.Store(true) // a shutdown during the handshake ends it
 	sc.br = bufio.NewReaderSize(sc.rd, readBufSize)
@@ -529,9 +529,7 @@ func (sc *serverConn) writeStream(hdrBody []byte, r io.Reader, n int64) {
 	}
 	if err != nil {
 		sc.s.log.Debug("transfer: streaming a read payload failed; closing connection", "remote", sc.c.RemoteAddr(), "err", err)
-		sc.broken.Store(true)
-		sc.cancel()
-		sc.c.Close()
+		sc.writeFailed(err)
 	}
 }
 
@@ -667,10 +665,21 @@ func (sc *serverConn) writeFrame(hdrBody, payload []byte) {
 		err = ferr
 	}
 	if err != nil {
-		sc.broken.Store(true)
-		sc.cancel()
-		sc.c.Close()
+		sc.writeFailed(err)
 	}
+}
+
+// writeFailed breaks the connection after a failed write (the peer may have seen part of a
+// frame).
+func (sc *serverConn) writeFailed(err error) {
+	if errors.Is(err, errWriteStalled) {
+		sc.setReason(closeFrameTimeout)
+		sc.s.warn("transfer: closing a connection whose peer stopped reading a response (counted in the frame_timeout reason; this line is logged at most every 10s)",
+			"remote", sc.c.RemoteAddr(), "frame_timeout", sc.s.opts.FrameTimeout)
+	}
+	sc.broken.Store(true)
+	sc.cancel()
+	sc.c.Close()
 }
 
 // byteSem bounds a number of bytes in use. A request larger than the bound is admitted alone

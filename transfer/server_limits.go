@@ -18,7 +18,9 @@ import (
 //   - Progress: once the first byte of a frame has arrived, every frameProgressChunk bytes
 //     of it (or the rest of the frame) must arrive within ServerOptions.FrameTimeout. A
 //     64 MiB Write over a slow link passes (its chunks keep arriving); a frame trickled at
-//     one byte per second does not.
+//     one byte per second does not. Responses likewise: a client that stops reading has
+//     FrameTimeout to take the next frameProgressChunk bytes (progressWriter), so it cannot
+//     hold a response, and the arena range it pins, for ever.
 //   - Peers: at most ServerOptions.MaxConnsPerPeer connections per remote IP address; more
 //     are closed at accept.
 //
