@@ -11,6 +11,7 @@
 //
 //	<Dir>/index/                pebble DB: the index and inline values
 //	<Dir>/extents/<id>.ext      extent files, id = 16 lowercase hex digits, never reused
+//	<Dir>/ballast               zeros: room the index takes if the disk fills (ballast.go)
 //
 // # Index (pebble)
 //

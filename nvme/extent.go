@@ -35,6 +35,9 @@ func invariantf(format string, args ...any) error {
 func (s *Store) reserveRecord(n int64, force bool) (*extent, int64, vfs.File, error) {
 	reserve := s.reserve
 	if force {
+		if s.ballastGone.Load() {
+			return nil, 0, nil, s.errBallastGone() // GC copies too: the room is the index's
+		}
 		reserve = func(n int64, extentBytes bool) error { return s.reserveMaybeForce(n, extentBytes, true) }
 	}
 	if err := reserve(n, true); err != nil {

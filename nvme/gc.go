@@ -240,6 +240,7 @@ func (s *Store) gcLoop() {
 		case <-tick:
 		case <-s.gcKick:
 		}
+		s.maybeRestoreBallast()
 		if err := s.reclaimBackground(); err != nil && !errors.Is(err, base.ErrClosed) {
 			s.log.Error("nvme: background reclaim failed", "err", err)
 			if s.opts.Events.BackgroundError != nil {

@@ -58,12 +58,24 @@ func Open(opts Options) (*Store, error) {
 	// preallocation) to the disk. A filesystem that cannot say (a MemFS) counts as large.
 	du, duErr := s.fs.GetDiskUsage(opts.Dir)
 	budget := opts.Capacity
-	if budget == 0 && duErr == nil {
+	if duErr == nil && (budget == 0 || budget > int64(du.TotalBytes)) {
 		budget = int64(du.TotalBytes)
 	}
 	memTable := memTableSize(budget)
+	// The ballast (ballast.go), on a filesystem that can report being full.
+	indexFS := s.fs
+	if duErr == nil {
+		s.ballast = ballastSize(memTable)
+		_ = s.fs.Remove(s.fs.PathJoin(opts.Dir, ballastName)) // an earlier run's; sized again
+		if err := s.createBallast(); err != nil {
+			s.ballastGone.Store(true)
+			s.log.Warn("nvme: no room for the index's reserve: new objects are refused until the disk has room",
+				"reserve", base.Bytes(s.ballast), "err", err)
+		}
+		indexFS = vfs.OnDiskFull(s.fs, s.onIndexDiskFull)
+	}
 	db, err := pebble.Open(indexDir, &pebble.Options{
-		FS:     s.fs,
+		FS:     indexFS,
 		Logger: pebbleLogger{s.log},
 		// Inline values are up to 64 KiB: a larger memtable than the 4 MiB default keeps
 		// flushes rare under spill bursts of small objects (memTableSize scales it down on
@@ -104,7 +116,8 @@ func Open(opts Options) (*Store, error) {
 		"objects", s.m.objects.Load(), "bytes_used", base.Bytes(used), "capacity", base.Bytes(s.capacity),
 		"extents", s.m.extents.Load(), "extent_size", base.Bytes(s.opts.ExtentSize), "dropped", s.m.droppedOnOpen.Load(),
 		"sync", opts.Sync.String(), "o_direct", s.direct, "hole_punch", s.punch,
-		"index_memtable", base.Bytes(memTable), "index_headroom", base.Bytes(headroom), "took", now().Sub(start))
+		"index_memtable", base.Bytes(memTable), "index_headroom", base.Bytes(headroom), "index_reserve", base.Bytes(s.ballast),
+		"took", now().Sub(start))
 	// The dead space recovery found (torn tails, records whose index commit never happened,
 	// holes already punched) is punched now, so the accounting starts from what the disk
 	// really holds.

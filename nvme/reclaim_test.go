@@ -305,3 +305,81 @@ func mountTmpfs(t *testing.T, size string) string {
 	})
 	return mnt
 }
+
+// TestIndexDiskFull: when something else fills the disk (here a file written next to the
+// store on a 24 MiB tmpfs), the index takes its reserve (the ballast) instead of failing a
+// WAL write, which pebble cannot survive: puts are refused with ErrNoSpace, reads and deletes
+// go on, and once the disk has room again puts are admitted; nothing acknowledged is lost.
+func TestIndexDiskFull(t *testing.T) {
+	mnt := mountTmpfs(t, "24m")
+	o := Options{Dir: filepath.Join(mnt, "store"), Logger: quietLogger, DisableLZ4: true}
+	s := mustOpen(t, o)
+	defer func() { s.Close() }()
+	hog := filepath.Join(mnt, "hog")
+	f, err := os.Create(hog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	f.Close()
+	// Inline values (index only) until the store refuses one because its reserve is spent.
+	stored := map[string][]byte{}
+	var refused error
+	for i := 0; i < 400 && refused == nil; i++ {
+		key, data := fmt.Sprint("i", i), payload(uint64(i), 48<<10, false)
+		switch err := s.Put(key, 1, data, true); {
+		case err == nil:
+			stored[key] = data
+		case errors.Is(err, base.ErrNoSpace) && s.ballastGone.Load():
+			refused = err
+		case errors.Is(err, base.ErrNoSpace):
+		default:
+			t.Fatalf("Put %d on a full disk: %v", i, err)
+		}
+	}
+	if refused == nil {
+		t.Fatalf("400 inline puts on a full disk, and the index never needed its reserve (%d stored)", len(stored))
+	}
+	t.Logf("%d inline objects stored after the disk filled, then: %v", len(stored), refused)
+	for k, v := range stored {
+		mustRead(t, s, k, 1, v)
+	}
+	for k := range stored {
+		if err := s.Delete(k, 0); err != nil {
+			t.Fatalf("Delete on a full disk: %v", err)
+		}
+		delete(stored, k)
+		break
+	}
+	// Room again: the reserve comes back and puts are admitted.
+	if err := os.Remove(hog); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := s.Put("after", 1, payload(9, 300<<10, false), true)
+		if err == nil {
+			stored["after"] = payload(9, 300<<10, false)
+			break
+		}
+		if !errors.Is(err, base.ErrNoSpace) || time.Now().After(deadline) {
+			t.Fatalf("Put once the disk has room: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, o)
+	for k, v := range stored {
+		mustRead(t, s, k, 1, v)
+	}
+}

@@ -32,6 +32,7 @@ type Store struct {
 	extDir   string
 	direct   bool  // extents are written with O_DIRECT
 	punch    bool  // dead records are punched out (reclaim.go); set at Open
+	ballast  int64 // bytes of the index's ballast file (ballast.go); 0: none
 	capacity int64 // bytes; see Options.Capacity
 
 	// ops is held shared by every public operation and exclusively by Close, so Close waits
@@ -60,6 +61,10 @@ type Store struct {
 	// indexDirty is set by index writes made without a pebble sync; the SyncGroup tick syncs
 	// the pebble WAL when it is set.
 	indexDirty atomic.Bool
+
+	// ballastGone is set when pebble spent the ballast on a full disk: no new record is
+	// admitted until the background loop restores it (ballast.go).
+	ballastGone atomic.Bool
 
 	// dead holds the dead ranges waiting for reclaim; reclaimMu serializes reclaims.
 	dead      deadQueue
@@ -152,6 +157,9 @@ type Metrics struct {
 	PunchedBytes int64
 	// HolePunch says whether dead records are punched out (see Options.DisableHolePunch).
 	HolePunch bool
+	// DiskFull says the disk filled and the index took its reserve (the ballast): new
+	// objects are refused until the disk has room again.
+	DiskFull bool
 	// Sync is the sync policy; DirectIO says whether extents are written with O_DIRECT.
 	Sync     SyncPolicy
 	DirectIO bool
@@ -180,6 +188,7 @@ func (s *Store) Metrics() Metrics {
 		GCBytesReclaimed: s.m.gcReclaimed.Load(),
 		PunchedBytes:     s.m.punched.Load(),
 		HolePunch:        s.punch,
+		DiskFull:         s.ballastGone.Load(),
 		Sync:             s.opts.Sync,
 		DirectIO:         s.direct,
 	}
@@ -480,6 +489,9 @@ func recordLenOf(key string, ent indexEntry) int64 {
 // out the dead records queued (a Delete a moment ago) and tries once more, so the room a
 // Delete frees is usable by the next write.
 func (s *Store) reserve(n int64, extentBytes bool) error {
+	if s.ballastGone.Load() {
+		return s.errBallastGone()
+	}
 	err := s.reserveMaybeForce(n, extentBytes, false)
 	if err == nil || !s.punch {
 		return err

@@ -11,8 +11,8 @@ import (
 // ssd_capacity), worker_nvme_live_bytes, and worker_nvme_reclaimed_bytes_total by how
 // (punch: dead records punched out of their extent; gc: extents deleted or rewritten).
 type nvmeSpaceCollector struct {
-	metrics               func() nvme.Metrics
-	used, live, reclaimed *prometheus.Desc
+	metrics                         func() nvme.Metrics
+	used, live, reclaimed, diskFull *prometheus.Desc
 }
 
 func newNVMeSpaceCollector(metrics func() nvme.Metrics) *nvmeSpaceCollector {
@@ -23,6 +23,8 @@ func newNVMeSpaceCollector(metrics func() nvme.Metrics) *nvmeSpaceCollector {
 		reclaimed: prometheus.NewDesc("worker_nvme_reclaimed_bytes_total",
 			"Bytes of dead NVMe records reclaimed since start, by how: punch (punched out of their extent) or gc (extents deleted or rewritten).",
 			[]string{"how"}, nil),
+		diskFull: prometheus.NewDesc("worker_nvme_disk_full",
+			"1 when the disk under root_fs_dir filled and the NVMe index took its reserve: new objects are refused until the disk has room again.", nil, nil),
 	}
 }
 
@@ -30,6 +32,7 @@ func (c *nvmeSpaceCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.used
 	ch <- c.live
 	ch <- c.reclaimed
+	ch <- c.diskFull
 }
 
 func (c *nvmeSpaceCollector) Collect(ch chan<- prometheus.Metric) {
@@ -38,6 +41,11 @@ func (c *nvmeSpaceCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.live, prometheus.GaugeValue, float64(m.LiveBytes))
 	ch <- prometheus.MustNewConstMetric(c.reclaimed, prometheus.CounterValue, float64(m.PunchedBytes), "punch")
 	ch <- prometheus.MustNewConstMetric(c.reclaimed, prometheus.CounterValue, float64(m.GCBytesReclaimed), "gc")
+	full := 0.0
+	if m.DiskFull {
+		full = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.diskFull, prometheus.GaugeValue, full)
 }
 
 var _ prometheus.Collector = (*nvmeSpaceCollector)(nil)
