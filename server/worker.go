@@ -160,9 +160,15 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := transfer.NewServer(&workerHandler{w: w}, transfer.ServerOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger})
+	sopts := transfer.ServerOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger}
+	cfg.Conns.apply(&sopts)
+	srv, err := transfer.NewServer(&workerHandler{w: w}, sopts)
 	if err != nil {
 		return nil, err
+	}
+	w.met.reg.MustRegister(newConnCollector("worker", srv.Stats))
+	if w.store != nil {
+		w.met.reg.MustRegister(newNVMeSpaceCollector(w.store.Metrics))
 	}
 	w.rpc = rpcServer{srv: srv, ln: ln, done: make(chan struct{})}
 	w.adm, err = startAdmin(cfg.MetricsAddress, adminHandlers{
