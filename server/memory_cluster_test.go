@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math/rand/v2"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -104,5 +107,36 @@ func TestMemoryCluster(t *testing.T) {
 				t.Fatalf("a follower's Memory: %v, want NOT_LEADER", err)
 			}
 		}
+	}
+}
+
+// TestWorkerMemoryMetrics scrapes a worker with an NVMe tier: the memory gauges are there and
+// no name is registered twice (a scrape with a duplicate fails with 500).
+func TestWorkerMemoryMetrics(t *testing.T) {
+	c := startMasters(t, 1, nil)
+	w := c.addWorker(t.TempDir(), nil)
+	resp, err := http.Get("http://" + w.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape: %d: %s", resp.StatusCode, body)
+	}
+	for _, want := range []string{"worker_process_rss_bytes", "worker_go_heap_bytes", "worker_arena_touched_bytes", "worker_held_bytes",
+		"worker_nvme_reclaimable_bytes", `worker_hits_total{tier="nvme"}`, "worker_nvme_used_bytes"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	resp2, err := http.Get("http://" + w.MetricsAddr() + "/api/v1/memory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp2.Body.Close()
+	var wm WorkerMemory
+	if err := json.NewDecoder(resp2.Body).Decode(&wm); err != nil || wm.ID != string(w.ID()) || wm.ArenaCapacity != 32<<20 || wm.RSS <= 0 {
+		t.Fatalf("worker /api/v1/memory: %+v %v", wm, err)
 	}
 }

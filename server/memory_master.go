@@ -180,7 +180,6 @@ var (
 	descWorkerWaste     = prometheus.NewDesc("worker_arena_alignment_waste_bytes", "Arena bytes lost to rounding allocations up.", nil, nil)
 	descWorkerHeld      = prometheus.NewDesc("worker_held_bytes", "Arena bytes of removed or evicted objects still held by readers or leases.", nil, nil)
 	descWorkerPendingB  = prometheus.NewDesc("worker_pending_bytes", "Arena bytes of puts in flight.", nil, nil)
-	descWorkerNVMeUsed  = prometheus.NewDesc("worker_nvme_used_bytes", "Bytes the NVMe tier uses (records, headers, dead space).", nil, nil)
 	descWorkerNVMeReclm = prometheus.NewDesc("worker_nvme_reclaimable_bytes", "Dead NVMe bytes awaiting GC.", nil, nil)
 	descWorkerHits      = prometheus.NewDesc("worker_hits_total", "Gets served, by tier.", []string{"tier"}, nil)
 	descWorkerMisses    = prometheus.NewDesc("worker_misses_total", "Gets of objects this worker does not hold.", nil, nil)
@@ -229,7 +228,7 @@ type workerMemoryCollector struct{ w *Worker }
 
 func (c workerMemoryCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descWorkerRSS, descWorkerGoHeap, descWorkerTouched, descWorkerWaste, descWorkerHeld, descWorkerPendingB,
-		descWorkerNVMeUsed, descWorkerNVMeReclm, descWorkerHits, descWorkerMisses} {
+		descWorkerNVMeReclm, descWorkerHits, descWorkerMisses} {
 		ch <- d
 	}
 }
@@ -248,7 +247,6 @@ func (c workerMemoryCollector) Collect(ch chan<- prometheus.Metric) {
 	g(descWorkerWaste, wm.AlignmentWaste)
 	g(descWorkerHeld, wm.HeldBytes)
 	g(descWorkerPendingB, wm.PendingBytes)
-	g(descWorkerNVMeUsed, wm.NVMeUsed)
 	g(descWorkerNVMeReclm, wm.NVMeReclaimable)
 	cnt(descWorkerHits, wm.HitsDRAM, "dram")
 	cnt(descWorkerHits, wm.HitsNVMe, "nvme")
