@@ -48,4 +48,4 @@ check: lint
 
 # chromium installs headless Chromium (Debian's package) for the dashboard test when missing.
 chromium:
-	sh scripts/ensure-chromium.sh
+	sh .ci/ensure-chromium.sh

@@ -24,7 +24,7 @@ var chromiumFlags = []string{"--headless", "--no-sandbox", "--disable-gpu", "--d
 // findChromium returns the browser, installing it with the project's script when missing.
 func findChromium(t *testing.T) string {
 	t.Helper()
-	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "ensure-chromium.sh"))
+	script, err := filepath.Abs(filepath.Join("..", "..", ".ci", "ensure-chromium.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}
