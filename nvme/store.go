@@ -649,6 +649,32 @@ func (s *Store) Stat(key string) (base.ObjectMeta, error) {
 	return base.ObjectMeta{Key: key, Version: ent.version, Size: ent.size, Checksum: ent.checksum}, nil
 }
 
+// Footprint returns the bytes version v of key takes on the tier (v == 0: any version): its
+// record with header and block padding, or its inline index entry; what Metrics.LiveBytes
+// counts for it. The tier engine tallies it per model (docs/memory.md).
+//
+// Errors: base.ErrObjectNotFound, base.ErrInvalidVersion (another version is stored).
+func (s *Store) Footprint(key string, v base.Version) (int64, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.exit()
+	ent, found, err := s.getEntry(key, false)
+	if err != nil {
+		return 0, err
+	}
+	if !found || ent.flags&flagQuarantined != 0 {
+		return 0, fmt.Errorf("nvme: %q: %w", key, base.ErrObjectNotFound)
+	}
+	if v != 0 && ent.version != v {
+		return 0, fmt.Errorf("nvme: %q is at version %d, not %d: %w", key, ent.version, v, base.ErrInvalidVersion)
+	}
+	if ent.isInline() {
+		return inlineCost(key, ent), nil
+	}
+	return recordLenOf(key, ent), nil
+}
+
 // ReadInto reads key's object into dst, which must be exactly its size, and verifies its
 // checksum. v == 0 reads any version. On a checksum (or record header) mismatch the record is
 // quarantined: this call returns an error wrapping base.ErrCorruption and later calls

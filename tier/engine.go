@@ -49,6 +49,8 @@ type Engine struct {
 		writers     int64
 		writerBytes int64
 		m           counters
+		// models interns model names and tallies their objects' bytes per tier (models.go).
+		models modelTable
 	}
 
 	spillQ  spillQueue
@@ -68,6 +70,12 @@ type object struct {
 	copy *dramCopy
 	// onLower: the bytes are on the lower tier (durable put, spilled, SpillAll, or found at Open).
 	onLower bool
+	// lowerBytes is what the lower tier's record takes (footprint), set with onLower.
+	lowerBytes int64
+	// model is the interned tag of the put's model (0: none); counted is what the object adds
+	// to its model's tally now (tallyLocked keeps it current).
+	model   uint16
+	counted tally
 }
 
 // dramCopy is one DRAM range holding an object's bytes. The engine holds one reference to h
@@ -150,11 +158,13 @@ func (e *Engine) scanLower() error {
 			e.mu.pol.Remove(old.id)
 			delete(e.mu.byID, old.id)
 			bytes -= old.meta.Size
+			e.tallyLocked(old)
 		}
 		e.mu.nextID++
-		o := &object{id: e.mu.nextID, meta: m, persistence: base.PersistenceSpill, onLower: true}
+		o := &object{id: e.mu.nextID, meta: m, persistence: base.PersistenceSpill, onLower: true, lowerBytes: m.Size}
 		e.mu.objects[m.Key] = o
 		e.mu.byID[o.id] = o
+		e.tallyLocked(o)
 		e.mu.pol.AddLower(policy.Object{ID: o.id, Size: m.Size, Persistence: o.persistence})
 		bytes += m.Size
 		return nil
@@ -166,6 +176,12 @@ func (e *Engine) scanLower() error {
 		if err := e.lower.Delete(m.Key, m.Version); err != nil && !isGone(err) {
 			e.backgroundError(fmt.Errorf("tier: open: deleting stale %q version %d: %w", m.Key, m.Version, err))
 		}
+	}
+	// What each record takes on the lower tier, for the per-model tallies. The model of an
+	// object found here is not known (the lower tier does not keep it): it counts under "".
+	for _, o := range e.mu.objects {
+		o.lowerBytes = e.footprint(o.meta)
+		e.tallyLocked(o)
 	}
 	e.log.Info("tier: indexed the lower tier", "objects", len(e.mu.objects), "bytes", bytes,
 		"stale_deleted", len(stale), "duration", time.Since(start))
@@ -258,6 +274,7 @@ func (e *Engine) detachLocked(o *object) error {
 	} else {
 		defer e.signalSpaceLocked()
 	}
+	e.tallyLocked(o)
 	if err := c.h.Release(); err != nil {
 		return fmt.Errorf("tier: releasing the DRAM copy of %q: %w", o.meta.Key, err)
 	}
@@ -306,6 +323,7 @@ func (e *Engine) removeLocked(o *object) (onLower bool, err error) {
 	if o.copy != nil {
 		err = e.detachLocked(o)
 	}
+	e.tallyLocked(o)
 	return o.onLower || loc == policy.LocSpilling, err
 }
 

@@ -21,6 +21,7 @@ type Writer struct {
 	size    int64
 	persist base.Persistence // resolved
 	o       PutOptions
+	model   uint16 // o.Model's tag
 	// h is the range; the Writer owns its one reference until Commit hands it to the index
 	// (or Abort releases it).
 	h    *dram.Handle
@@ -54,6 +55,7 @@ func (e *Engine) Put(key string, v base.Version, size int64, o PutOptions) (*Wri
 	}
 	e.mu.Lock()
 	err = e.checkVersionLocked(key, v)
+	model := e.internLocked(o.Model)
 	e.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -62,7 +64,7 @@ func (e *Engine) Put(key string, v base.Version, size int64, o PutOptions) (*Wri
 	if err != nil {
 		return nil, fmt.Errorf("tier: put %q (%d bytes): %w", key, size, err)
 	}
-	return &Writer{e: e, key: key, v: v, size: size, persist: persist, o: o, h: h}, nil
+	return &Writer{e: e, key: key, v: v, size: size, persist: persist, o: o, model: model, h: h}, nil
 }
 
 // resolve turns a per-put mode into the one used.
@@ -161,6 +163,7 @@ func (w *Writer) commit(sum uint64) (err error) {
 		return err
 	}
 	meta := base.ObjectMeta{Key: w.key, Version: w.v, Size: w.size, Checksum: sum}
+	var foot int64
 	if w.persist == base.PersistenceDurable {
 		if err := e.lower.PutChecked(w.key, w.v, w.h.Bytes(), sum, true); err != nil {
 			e.mu.Lock()
@@ -168,6 +171,7 @@ func (w *Writer) commit(sum uint64) (err error) {
 			e.mu.Unlock()
 			return fmt.Errorf("tier: durable put of %q version %d: %w", w.key, w.v, err)
 		}
+		foot = e.footprint(meta)
 	}
 
 	e.mu.Lock()
@@ -189,7 +193,7 @@ func (w *Writer) commit(sum uint64) (err error) {
 	}
 	e.mu.nextID++
 	o := &object{id: e.mu.nextID, meta: meta, persistence: w.persist, hardPin: w.o.HardPin,
-		onLower: w.persist == base.PersistenceDurable}
+		onLower: w.persist == base.PersistenceDurable, lowerBytes: foot, model: w.model}
 	if w.o.SoftPinTTL > 0 {
 		o.softUntil = e.opts.Now().Add(w.o.SoftPinTTL)
 	}
@@ -198,6 +202,7 @@ func (w *Writer) commit(sum uint64) (err error) {
 	w.done = true
 	e.mu.objects[w.key] = o
 	e.mu.byID[o.id] = o
+	e.tallyLocked(o)
 	e.mu.writers--
 	e.mu.writerBytes -= w.size
 	e.mu.pol.Unreserve(w.size)
