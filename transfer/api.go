@@ -57,6 +57,8 @@ type (
 	RegisterWorkerRequest  = wire.RegisterWorkerRequest
 	RegisterWorkerResponse = wire.RegisterWorkerResponse
 	HeartbeatRequest       = wire.HeartbeatRequest
+	WorkerStats            = wire.WorkerStats
+	ModelStats             = wire.ModelStats
 	HeartbeatResponse      = wire.HeartbeatResponse
 	StatusResponse         = wire.StatusResponse
 	WriteRequest           = wire.WriteRequest
