@@ -307,6 +307,7 @@ func (h *masterHandler) call(ctx context.Context, req transfer.Message) (transfe
 		if err != nil {
 			return nil, opHeartbeat, err
 		}
+		m.noteWorkerStats(r) // counters and per-model tallies (worker_stats.go)
 		return &transfer.HeartbeatResponse{Drop: toWireKV(rep.Drops), Reregister: rep.Reregister}, opHeartbeat, nil
 
 	case *transfer.Empty:

@@ -75,6 +75,8 @@ type WorkerMemory struct {
 	Evictions  int64 `json:"evictions"`
 	Spills     int64 `json:"spills"`
 	Promotions int64 `json:"promotions"`
+	// Models: what each model's objects take on this worker, per tier (worker_stats.go).
+	Models []WorkerModelMemory `json:"models,omitempty"`
 	// Error is set by the master when the worker did not answer (its figures are zero).
 	Error string `json:"error,omitempty"`
 }

@@ -35,6 +35,9 @@ type ModelUsage struct {
 	// records take there (with header and block padding; the object size when the lower tier
 	// cannot say, see lowerFootprint).
 	NVMeObjects, NVMeBytes int64
+	// DRAMLogical and NVMeLogical: the sizes of the same objects (so DRAMBytes - DRAMLogical
+	// is the arena's rounding, NVMeBytes - NVMeLogical the records' headers and padding).
+	DRAMLogical, NVMeLogical int64
 }
 
 // lowerFootprint is implemented by a Lower that can say what one stored object takes
@@ -115,6 +118,8 @@ func (e *Engine) tallyLocked(o *object) {
 	u.DRAMBytes += w.dram - o.counted.dram
 	u.NVMeObjects += b2i(w.onNVMe) - b2i(o.counted.onNVMe)
 	u.NVMeBytes += w.nvme - o.counted.nvme
+	u.DRAMLogical += o.meta.Size * (b2i(w.inDRAM) - b2i(o.counted.inDRAM))
+	u.NVMeLogical += o.meta.Size * (b2i(w.onNVMe) - b2i(o.counted.onNVMe))
 	o.counted = w
 }
 
@@ -168,6 +173,8 @@ func (e *Engine) checkModelsLocked() error {
 		u.DRAMBytes += w.dram
 		u.NVMeObjects += b2i(w.onNVMe)
 		u.NVMeBytes += w.nvme
+		u.DRAMLogical += o.meta.Size * b2i(w.inDRAM)
+		u.NVMeLogical += o.meta.Size * b2i(w.onNVMe)
 	}
 	for i, u := range e.mu.models.usage {
 		u.Model = ""

@@ -73,7 +73,7 @@ func TestModelUsage(t *testing.T) {
 	mustPut(t, e, "plain", 1, 5*kib, tier.PutOptions{})
 	us := checkSums(t, "after puts", e, s)
 	q := us["qwen2-7b"]
-	if q.DRAMObjects != 6 || q.DRAMBytes <= 6*size || q.NVMeObjects != 0 {
+	if q.DRAMObjects != 6 || q.DRAMBytes <= 6*size || q.DRAMLogical != 6*size || q.NVMeObjects != 0 {
 		t.Fatalf("qwen2-7b after puts: %+v (logical %d)", q, 6*size)
 	}
 	if us["llama"].DRAMObjects != 1 || us[""].DRAMObjects != 1 {
@@ -85,7 +85,7 @@ func TestModelUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	us = checkSums(t, "after SpillAll", e, s)
-	if q := us["qwen2-7b"]; q.NVMeObjects != 6 || q.NVMeBytes < 6*size || q.DRAMObjects != 6 {
+	if q := us["qwen2-7b"]; q.NVMeObjects != 6 || q.NVMeBytes <= q.NVMeLogical || q.NVMeLogical != 6*size || q.DRAMObjects != 6 {
 		t.Fatalf("qwen2-7b after SpillAll: %+v", q)
 	}
 
@@ -100,6 +100,9 @@ func TestModelUsage(t *testing.T) {
 	us = checkSums(t, "after eviction", e, s)
 	if q := us["qwen2-7b"]; q.NVMeObjects != 6 || q.DRAMObjects == 6 {
 		t.Fatalf("qwen2-7b after eviction: %+v", q)
+	}
+	if m := e.Metrics(); m.EvictPasses == 0 || m.EvictedBytes < 3*kib*(m.EvictionsWatermark+m.EvictionsPressure) {
+		t.Fatalf("eviction counters %+v", m)
 	}
 
 	// Two hits promote qwen/0 back into DRAM.

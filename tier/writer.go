@@ -324,6 +324,9 @@ func (e *Engine) allocate(size int64) (*dram.Handle, error) {
 func (e *Engine) applyVictimsLocked(vs []policy.Victim, why EvictReason) ([]*spillJob, []EvictInfo) {
 	var jobs []*spillJob
 	events := make([]EvictInfo, 0, len(vs))
+	if len(vs) > 0 {
+		e.mu.m.evictPasses++
+	}
 	for _, v := range vs {
 		o := e.mu.byID[v.ID]
 		if o == nil || o.copy == nil {
@@ -332,6 +335,7 @@ func (e *Engine) applyVictimsLocked(vs []policy.Victim, why EvictReason) ([]*spi
 		}
 		events = append(events, EvictInfo{Meta: o.meta, Action: v.Action.String(), Reason: why})
 		e.mu.m.evictions[why]++
+		e.mu.m.evictedBytes += o.meta.Size
 		switch v.Action {
 		case policy.ActionDrop:
 			e.mu.m.evictDropped++

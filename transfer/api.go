@@ -111,6 +111,9 @@ const (
 // MaxShmRelease bounds the leases of one ShmRelease request.
 const MaxShmRelease = wire.MaxShmRelease
 
+// MaxHeartbeatModels bounds the per-model entries of a heartbeat's stats section.
+const MaxHeartbeatModels = wire.MaxHeartbeatModels
+
 // ProtocolVersion is the protocol version this build speaks.
 const ProtocolVersion = wire.ProtocolVersion
 
