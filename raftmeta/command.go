@@ -563,7 +563,10 @@ func DecodeCommand(b []byte) (Command, error) {
 		r.RPCAddr = d.str(maxAddrLen)
 		c = r
 	default:
-		return nil, fmt.Errorf("%w: unknown command type %d", ErrBadCommand, b[1])
+		var ok bool
+		if c, ok = decodeLifecycle(CommandType(b[1]), d); !ok {
+			return nil, fmt.Errorf("%w: unknown command type %d", ErrBadCommand, b[1])
+		}
 	}
 	if d.err != nil {
 		return nil, d.err

@@ -79,11 +79,21 @@ func writeSnapshot(w io.Writer, st *state, applied uint64) error {
 	if err := flush(); err != nil {
 		return err
 	}
+	b, err := writeLifecycleSection(b, st, func(p []byte) ([]byte, error) {
+		_, err := bw.Write(p)
+		return p[:0], err
+	})
+	if err != nil {
+		return err
+	}
+	if err := flush(); err != nil {
+		return err
+	}
 	if err := bw.Flush(); err != nil {
 		return err
 	}
 	// The trailer is written to w only: it is the checksum of everything before it.
-	_, err := w.Write(binary.LittleEndian.AppendUint64(nil, h.Sum64()))
+	_, err = w.Write(binary.LittleEndian.AppendUint64(nil, h.Sum64()))
 	return err
 }
 
@@ -301,7 +311,9 @@ func readSnapshot(r io.Reader) (*state, uint64, error) {
 		if d.err != nil {
 			break
 		}
-		if nr == 0 || nr > MaxReplicas {
+		// No live replica: an invisible object, whose lost replicas a trailing section lists
+		// (checked in readTrailingSections).
+		if nr > MaxReplicas {
 			d.fail("key %q: %d replicas", key, nr)
 			break
 		}
@@ -325,6 +337,7 @@ func readSnapshot(r io.Reader) (*state, uint64, error) {
 		st.keyBytes += int64(len(key))
 		st.account(&rec)
 	}
+	d.readTrailingSections(st)
 	if d.err != nil {
 		return nil, 0, d.err
 	}
