@@ -78,19 +78,19 @@ type Master struct {
 // Stats are counters of the FSM and of raft on this node. FSM counters are kept by apply, so
 // Stats is O(segments + masters), never O(objects).
 type Stats struct {
-	Keys       int64 // visible objects (with a live replica)
+	Keys int64 // visible objects (with a live replica)
 	// Invisible counts objects whose replicas are all lost (kept for re-adoption); KeyBytes
 	// and Bytes include them. LostReplicas counts lost replicas.
 	Invisible    int64
 	LostReplicas int64
-	KeyBytes   int64 // sum of key lengths
-	Bytes      int64 // sum of object sizes (one copy each)
-	Replicas   int64 // sum of replica counts
-	SoftPinned int64 // objects with a soft pin deadline set (expired or not)
-	HardPinned int64 // objects with a hard pin
-	Segments   int64 // registered workers, any state
-	Active     int64 // workers in SegmentActive
-	Masters    int64 // registered masters
+	KeyBytes     int64 // sum of key lengths
+	Bytes        int64 // sum of object sizes (one copy each)
+	Replicas     int64 // sum of replica counts
+	SoftPinned   int64 // objects with a soft pin deadline set (expired or not)
+	HardPinned   int64 // objects with a hard pin
+	Segments     int64 // registered workers, any state
+	Active       int64 // workers in SegmentActive
+	Masters      int64 // registered masters
 
 	AppliedIndex uint64 // last raft index applied to the FSM on this node
 	// Raft state of this node; zero values for an FSM without a node.
