@@ -819,11 +819,22 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	if !prev.IsZero() {
 		settled = max(settled, prev.UnixNano())
 	}
-	var lost []raftmeta.KeyVersion
+	var lost, adopt []raftmeta.KeyVersion
 	deferred, kept := 0, 0
 	// A kept object's key leaves have: every inventory key is in have until then, so below
 	// "not in have" means kept (no second map of up to millions of keys).
 	m.node.Range("", func(o raftmeta.Object) bool {
+		if slices.Contains(o.Lost, a.WorkerID) {
+			// A replica kept for this worker while it was dead: re-adopted when the worker
+			// reports that very version, forgotten otherwise (see raftmeta, "Lost replicas").
+			kv := raftmeta.KeyVersion{Key: o.Key, Version: o.Version}
+			if v, ok := have[o.Key]; ok && v == o.Version {
+				adopt = append(adopt, kv)
+			} else {
+				lost = append(lost, kv)
+			}
+			return true
+		}
 		if !slices.Contains(o.Replicas, a.WorkerID) {
 			return true
 		}
@@ -839,6 +850,10 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 		return true
 	})
 	nlost := len(lost)
+	adopted, err := m.adopt(ctx, a.WorkerID, adopt, have)
+	if err != nil {
+		return nil, err
+	}
 	for len(lost) > 0 {
 		n := min(len(lost), raftmeta.MaxBatch)
 		if _, err := m.node.Apply(ctx, raftmeta.DropReplicas{Worker: a.WorkerID, Items: lost[:n]}); err != nil {
@@ -899,9 +914,32 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	m.mu.Unlock()
 	m.log.Info("worker registered", "worker", a.WorkerID, "address", a.Address,
 		"dram_capacity", base.Bytes(a.DRAMCapacity).String(), "nvme_capacity", base.Bytes(a.NVMeCapacity).String(),
-		"inventory", ninv, "pages", len(pages), "kept", kept, "replicas_lost", nlost, "lost_unsettled", deferred,
+		"inventory", ninv, "pages", len(pages), "kept", kept, "readopted", adopted, "replicas_lost", nlost, "lost_unsettled", deferred,
 		"dropped_unknown", ndrop, "drops_queued", ndrop-len(drop), "unknown_spared", spared)
 	return drop, nil
+}
+
+// adopt commits the re-adoption of a returning worker's lost replicas that its inventory
+// holds at the same version (AdoptReplicas, in batches), and takes each adopted key out of
+// have so the reconciliation counts it as kept. An item the FSM refuses (removed or
+// overwritten since the scan) stays in have: the worker is told to drop it.
+func (m *Master) adopt(ctx context.Context, id base.WorkerID, adopt []raftmeta.KeyVersion, have map[string]base.Version) (int, error) {
+	n := 0
+	for len(adopt) > 0 {
+		k := min(len(adopt), raftmeta.MaxBatch)
+		res, err := m.node.Apply(ctx, raftmeta.AdoptReplicas{Worker: id, Items: adopt[:k]})
+		if err != nil {
+			return n, err
+		}
+		for i, kv := range adopt[:k] {
+			if res.Items == nil || res.Items[i] == nil {
+				delete(have, kv.Key)
+				n++
+			}
+		}
+		adopt = adopt[k:]
+	}
+	return n, nil
 }
 
 // checkRegistration refuses a registration (or one page of it) with a bad worker id, from
@@ -1399,7 +1437,7 @@ func (m *Master) checkLiveness() {
 	m.mu.Unlock()
 	for _, id := range dead {
 		ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
-		res, err := m.node.Apply(ctx, raftmeta.MarkWorkerDead{ID: id})
+		res, err := m.node.Apply(ctx, raftmeta.MarkWorkerLost{ID: id, Now: now.UnixNano()})
 		cancel()
 		if err != nil {
 			m.log.Warn("mark worker dead failed; retrying next tick", "worker", id, "err", err)
@@ -1419,12 +1457,12 @@ func (m *Master) checkLiveness() {
 			m.cfg.onWorkerDead(id)
 		}
 		if leaving[id] {
-			m.log.Warn("worker marked dead: not back within its restart grace after a graceful shutdown", "worker", id,
-				"worker_restart_grace", m.cfg.WorkerRestartGrace, "replicas_dropped", res.Dropped, "objects_removed", res.Removed)
+			m.log.Warn("worker marked dead: not back within its restart grace after a graceful shutdown; its replicas are kept for re-adoption", "worker", id,
+				"worker_restart_grace", m.cfg.WorkerRestartGrace, "replicas_lost", res.Dropped)
 			continue
 		}
-		m.log.Warn("worker marked dead: no heartbeat", "worker", id, "client_ttl", m.cfg.ClientTTL,
-			"replicas_dropped", res.Dropped, "objects_removed", res.Removed)
+		m.log.Warn("worker marked dead: no heartbeat; its replicas are kept for re-adoption", "worker", id, "client_ttl", m.cfg.ClientTTL,
+			"replicas_lost", res.Dropped)
 	}
 }
 
