@@ -8,20 +8,21 @@
 //
 // # Worker states
 //
-//	                 register                  heartbeat
-//	 (unknown) ──────────────> registering ──────────────────────────┐
-//	                                │ registered                     │
-//	                                v                                v
-//	   ┌────────> alive <──────────────────── suspect  (silent past 2/3 of its deadline)
-//	   │            │  │  silent past deadline ──┐  │
-//	   │  drain     │  │ heartbeat(leaving)      │  │ silent past deadline
-//	   │ cancel     v  v                         v  v
-//	   │  draining  leaving ──(restart grace)──> dead  ── MarkWorkerLost committed
-//	   └──────┘        │ registered             │   ^
-//	                   └──────> alive           │   │ silent again
-//	                                register    v   │
-//	                                        returning ──registered──> alive (or draining)
-//	   dead ── UnregisterWorker committed ──> retired (forgotten)
+// Transitions (event -> new state); every state but dead, registering and returning moves
+// to dead on a tick past its deadline:
+//
+//	(unknown)    --register begins------------------> registering
+//	registering  --registered-----------------------> alive | draining
+//	alive        --silent past 2/3 of the deadline--> suspect
+//	suspect      --heartbeat------------------------> alive
+//	alive        --heartbeat(leaving)---------------> leaving   (deadline: the restart grace)
+//	alive        --SetWorkerDraining committed------> draining  (cancel: back to alive)
+//	any live     --tick past the deadline-----------> dead      (MarkWorkerLost proposed)
+//	dead         --proposal failed------------------> alive     (retried next tick)
+//	dead         --register begins------------------> returning
+//	returning    --registered (lost replicas re-adopted)-> alive | draining
+//	leaving      --registered-----------------------> alive | draining
+//	dead         --UnregisterWorker committed-------> retired   (forgotten)
 //
 // A worker is dead once MarkWorkerLost commits (proposed on a tick past its deadline: the
 // last message plus ClientTTL, or the leaving announcement plus RestartGrace when later). Its
