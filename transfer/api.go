@@ -33,6 +33,8 @@ type (
 	RegisterMasterRequest  = wire.RegisterMasterRequest
 	AddMasterRequest       = wire.AddMasterRequest
 	RemoveMasterRequest    = wire.RemoveMasterRequest
+	ReplicateRequest       = wire.ReplicateRequest
+	DrainWorkerRequest     = wire.DrainWorkerRequest
 	LookupRequest          = wire.LookupRequest
 	LookupResponse         = wire.LookupResponse
 	ExistsRequest          = wire.ExistsRequest
@@ -96,6 +98,8 @@ const (
 	OpRegisterMaster = wire.OpRegisterMaster
 	OpAddMaster      = wire.OpAddMaster
 	OpRemoveMaster   = wire.OpRemoveMaster
+	OpReplicate      = wire.OpReplicate
+	OpDrainWorker    = wire.OpDrainWorker
 	OpWrite          = wire.OpWrite
 	OpCommit         = wire.OpCommit
 	OpRead           = wire.OpRead

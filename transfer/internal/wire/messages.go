@@ -1098,7 +1098,7 @@ func NewRequest(op Op) Message {
 	case OpShmRelease:
 		return new(ShmReleaseRequest)
 	}
-	return nil
+	return newLifecycleRequest(op)
 }
 
 // NewResponse returns an empty response message for op, ready to Decode; nil for an unknown op.
@@ -1139,7 +1139,7 @@ func NewResponse(op Op) Message {
 	case OpShmRelease:
 		return NewCountResponse(op, 0)
 	}
-	return nil
+	return newLifecycleResponse(op)
 }
 
 // DecodeRequest decodes the body of a request with op. Errors wrap base.ErrInvalidParams.

@@ -50,6 +50,12 @@ const (
 	OpShmOpen    Op = 45
 	OpShmPin     Op = 46
 	OpShmRelease Op = 47
+
+	// Lifecycle calls (60-69): repair and drain. Replicate is master -> worker (copy one
+	// object to another worker); DrainWorker is an operator's call to the leader (idempotent:
+	// draining twice, or cancelling a drain that is not running, changes nothing).
+	OpReplicate   Op = 60
+	OpDrainWorker Op = 61
 )
 
 type opInfo struct {
@@ -90,6 +96,8 @@ var ops = [256]opInfo{
 	OpShmOpen:        {name: "ShmOpen", idempotent: true},
 	OpShmPin:         {name: "ShmPin"},
 	OpShmRelease:     {name: "ShmRelease", idempotent: true},
+	OpReplicate:      {name: "Replicate", idempotent: true},
+	OpDrainWorker:    {name: "DrainWorker", idempotent: true},
 }
 
 // Known reports whether this build defines op.

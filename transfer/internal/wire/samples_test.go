@@ -53,6 +53,9 @@ func sampleRequests() []Message {
 		// The last page of a paged registration (More false).
 		&RegisterWorkerRequest{WorkerID: "w-1", Address: "10.0.0.1:12345", DRAMCapacity: 4 << 30,
 			Inventory: []base.ObjectMeta{{Key: "c", Version: 3, Size: 1, Checksum: 1}}, Session: 1 << 63, Page: 3},
+		// Lifecycle calls (60-69).
+		&ReplicateRequest{Key: "k", Version: 5, To: "w-2", ToAddr: "10.0.0.2:12345", Persistence: base.PersistenceDurable},
+		&DrainWorkerRequest{WorkerID: "w-1", Cancel: true},
 	}
 }
 
@@ -87,6 +90,8 @@ func sampleResponses() []Message {
 		NewCountResponse(OpShmRelease, 1),
 		NewEmpty(OpAddMaster),
 		NewEmpty(OpRemoveMaster),
+		NewEmpty(OpReplicate),
+		NewEmpty(OpDrainWorker),
 	}
 }
 
