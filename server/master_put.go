@@ -1,0 +1,352 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/raftmeta"
+)
+
+// reservation is one put between PutStart and PutEnd: leader soft state, never committed.
+type reservation struct {
+	version  base.Version
+	size     int64
+	workers  []base.WorkerID
+	deadline time.Time
+	upsert   bool
+}
+
+// leaderGrace is how long after winning an election the leader waits for PutEnds of puts the
+// previous leader started: it cannot know them, so it accepts a PutEnd without a reservation
+// within this window (the record names active workers and raftmeta checks them).
+func (m *Master) leaderGraceLocked(now time.Time) bool {
+	return m.mu.leader && now.Sub(m.mu.leaderSince) < m.cfg.PutTimeout
+}
+
+// Replica names one worker holding a replica and where to reach it.
+type Replica struct {
+	WorkerID base.WorkerID
+	Address  string
+}
+
+// PutStartArgs is one PutStart request.
+type PutStartArgs struct {
+	Key             string
+	Size            int64
+	Replicas        int // default 1
+	PreferredWorker base.WorkerID
+	Upsert          bool
+}
+
+// PutStartReply is the placement of one put.
+type PutStartReply struct {
+	Version  base.Version
+	Replicas []Replica
+}
+
+func (m *Master) validateObject(key string, size int64) error {
+	if err := base.ValidateKey(key); err != nil {
+		return err
+	}
+	if size <= 0 {
+		return fmt.Errorf("%w: size %d: a value must be at least 1 byte", base.ErrInvalidParams, size)
+	}
+	if size > m.cfg.MaxValueSize {
+		return fmt.Errorf("%w: value of %s is over the limit of %s", base.ErrTooLarge, base.Bytes(size), base.Bytes(m.cfg.MaxValueSize))
+	}
+	return nil
+}
+
+// putStart validates and places one put and reserves its bytes. Leader only.
+func (m *Master) putStart(a PutStartArgs) (PutStartReply, error) {
+	if err := m.validateObject(a.Key, a.Size); err != nil {
+		return PutStartReply{}, err
+	}
+	if a.Replicas == 0 {
+		a.Replicas = 1
+	}
+	if a.Replicas < 0 || a.Replicas > raftmeta.MaxReplicas {
+		return PutStartReply{}, fmt.Errorf("%w: replica count %d: want 1 to %d", base.ErrInvalidParams, a.Replicas, raftmeta.MaxReplicas)
+	}
+	if !m.ensureLeader() {
+		return PutStartReply{}, m.notLeader()
+	}
+	if !a.Upsert {
+		if _, ok := m.node.Lookup(a.Key); ok {
+			return PutStartReply{}, fmt.Errorf("%w: key %q", base.ErrObjectAlreadyExists, a.Key)
+		}
+	}
+	version, err := m.node.NewVersion()
+	if err != nil {
+		return PutStartReply{}, err
+	}
+	segs := m.activeSegments()
+	now := m.now()
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.mu.leader {
+		return PutStartReply{}, fmt.Errorf("%w: leadership is starting, retry", base.ErrUnavailable)
+	}
+	if old, ok := m.mu.reservations[a.Key]; ok {
+		if !a.Upsert && now.Before(old.deadline) {
+			return PutStartReply{}, fmt.Errorf("%w: key %q: a put of this key is in progress", base.ErrObjectAlreadyExists, a.Key)
+		}
+		// An upsert (or any put after the old one timed out) supersedes the put in flight:
+		// its workers drop what they got.
+		m.dropReservationLocked(a.Key, old)
+	}
+	if len(m.mu.reservations) >= maxReservations {
+		return PutStartReply{}, fmt.Errorf("%w: %d puts in flight", base.ErrUnavailable, len(m.mu.reservations))
+	}
+	cands := make([]placementCandidate, 0, len(segs))
+	addr := map[base.WorkerID]string{}
+	for _, s := range segs {
+		ws := m.mu.workers[s.ID]
+		if ws == nil {
+			continue // not heard from during this leadership: not known to be alive
+		}
+		if !ws.leavingAt.IsZero() {
+			continue // shutting down to restart: it refuses writes until it registers again
+		}
+		used := ws.usage.DRAMUsed
+		free := s.DRAMCapacity - used - ws.reserved
+		// Over the high watermark: the worker is evicting; weigh it as full.
+		if s.DRAMCapacity > 0 && float64(used+ws.reserved) > m.cfg.EvictionHighWatermarkRatio*float64(s.DRAMCapacity) {
+			free = 0
+		}
+		cands = append(cands, placementCandidate{ID: s.ID, Capacity: s.DRAMCapacity, Free: free})
+		addr[s.ID] = s.Address
+	}
+	ids, err := place(cands, a.Replicas, a.Size, a.PreferredWorker, m.mu.rng)
+	if err != nil {
+		return PutStartReply{}, err
+	}
+	r := &reservation{version: version, size: a.Size, workers: ids, deadline: now.Add(m.cfg.PutTimeout), upsert: a.Upsert}
+	m.mu.reservations[a.Key] = r
+	reply := PutStartReply{Version: version, Replicas: make([]Replica, len(ids))}
+	for i, id := range ids {
+		m.mu.workers[id].reserved += a.Size
+		reply.Replicas[i] = Replica{WorkerID: id, Address: addr[id]}
+	}
+	return reply, nil
+}
+
+// dropReservationLocked forgets r and owes its workers a drop of what they received.
+// REQUIRES: m.mu.
+func (m *Master) dropReservationLocked(key string, r *reservation) {
+	m.releaseReservationLocked(key, r)
+	for _, id := range r.workers {
+		if ws := m.mu.workers[id]; ws != nil {
+			m.queueDropLocked(ws, key, r.version)
+		}
+	}
+}
+
+// releaseReservationLocked forgets r after its PutEnd (the bytes are now the object's).
+// REQUIRES: m.mu.
+func (m *Master) releaseReservationLocked(key string, r *reservation) {
+	if cur, ok := m.mu.reservations[key]; ok && cur == r {
+		delete(m.mu.reservations, key)
+	}
+	for _, id := range r.workers {
+		if ws := m.mu.workers[id]; ws != nil {
+			ws.reserved -= r.size
+		}
+	}
+}
+
+// queueDropLocked owes ws a drop of key at version. REQUIRES: m.mu.
+func (m *Master) queueDropLocked(ws *workerSoft, key string, v base.Version) {
+	if ws.resync {
+		return // the re-registration will find it
+	}
+	if len(ws.drops) >= maxQueuedDrops {
+		ws.drops, ws.resync = nil, true
+		return
+	}
+	ws.drops = append(ws.drops, raftmeta.KeyVersion{Key: key, Version: v})
+}
+
+// queueDrops owes each worker holding o a drop of o's version.
+func (m *Master) queueDrops(objs []raftmeta.Object) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, o := range objs {
+		for _, id := range o.Replicas {
+			if ws := m.mu.workers[id]; ws != nil {
+				m.queueDropLocked(ws, o.Key, o.Version)
+			}
+		}
+	}
+}
+
+// activeSegments returns the registered workers in SegmentActive.
+func (m *Master) activeSegments() []raftmeta.Segment {
+	segs := m.node.Segments()
+	out := segs[:0]
+	for _, s := range segs {
+		if s.State == raftmeta.SegmentActive {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// PutEndItem is one object of a PutEnd: the placement's version and the replicas written.
+type PutEndItem struct {
+	Key      string
+	Version  base.Version
+	Size     int64
+	Checksum uint64
+	// Replicas the client wrote; empty means every placed replica.
+	Replicas     []base.WorkerID
+	SoftPinUntil time.Time
+	HardPin      bool
+}
+
+// putEnd commits the objects of items in ONE raft entry. It returns one error per item.
+func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([]error, error) {
+	if !m.ensureLeader() {
+		return nil, m.notLeader()
+	}
+	errs := make([]error, len(items))
+	cmd := raftmeta.PutEnd{Upsert: upsert, Items: make([]raftmeta.PutItem, 0, len(items))}
+	idx := make([]int, 0, len(items)) // cmd item -> items index
+	resv := make([]*reservation, len(items))
+	now := m.now()
+	m.mu.Lock()
+	for i, it := range items {
+		if err := m.validateObject(it.Key, it.Size); err != nil {
+			errs[i] = err
+			continue
+		}
+		r := m.mu.reservations[it.Key]
+		replicas := it.Replicas
+		switch {
+		case r != nil && r.version == it.Version:
+			if it.Size != r.size {
+				errs[i] = fmt.Errorf("%w: key %q: PutEnd size %d differs from PutStart size %d", base.ErrInvalidParams, it.Key, it.Size, r.size)
+				continue
+			}
+			if len(replicas) == 0 {
+				replicas = r.workers
+			}
+			for _, w := range replicas {
+				if !slices.Contains(r.workers, w) {
+					errs[i] = fmt.Errorf("%w: key %q: worker %s was not placed for this put", base.ErrInvalidParams, it.Key, w)
+					break
+				}
+			}
+			if errs[i] != nil {
+				continue
+			}
+			resv[i] = r
+			if len(items) == 1 && r.upsert {
+				// One raft entry has one Upsert flag: a single PutEnd inherits its PutStart's.
+				// In a batch each item's flag is the PutEnd's (the handler splits batches by it).
+				upsert = true
+			}
+		case m.leaderGraceLocked(now) && len(replicas) > 0:
+			// A put the previous leader started (see leaderGraceLocked).
+		case m.alreadyCommitted(it):
+			// A retried PutEnd whose first attempt committed (the reply was lost): success.
+			continue
+		default:
+			errs[i] = fmt.Errorf("%w: key %q version %d: no put in progress (it timed out after %v, was revoked or superseded)",
+				base.ErrInvalidVersion, it.Key, it.Version, m.cfg.PutTimeout)
+			continue
+		}
+		var soft int64
+		if !it.SoftPinUntil.IsZero() {
+			soft = it.SoftPinUntil.UnixNano()
+		}
+		cmd.Items = append(cmd.Items, raftmeta.PutItem{Key: it.Key, Size: it.Size, Version: it.Version, Checksum: it.Checksum,
+			Replicas: replicas, SoftPinUntil: soft, HardPin: it.HardPin})
+		idx = append(idx, i)
+	}
+	m.mu.Unlock()
+	cmd.Upsert = upsert
+	if len(cmd.Items) == 0 {
+		return errs, nil
+	}
+	// An upsert replaces the stored version: its replicas are owed a drop once the new record
+	// commits (a worker that holds both replaced the old one at Commit; the drop is a no-op).
+	var replaced []raftmeta.Object
+	if upsert {
+		for _, it := range cmd.Items {
+			if o, ok := m.node.Lookup(it.Key); ok && o.Version != it.Version {
+				replaced = append(replaced, o)
+			}
+		}
+	}
+	res, err := m.node.Apply(ctx, cmd)
+	if err != nil {
+		// Outcome unknown or not proposed: keep the reservations; the client may retry.
+		return nil, err
+	}
+	if len(replaced) > 0 {
+		m.queueDropsCommitted(replaced)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for j, i := range idx {
+		var itemErr error
+		if res.Items != nil {
+			itemErr = res.Items[j]
+		} else if len(idx) == 1 {
+			itemErr = res.Err
+		}
+		errs[i] = itemErr
+		r := resv[i]
+		if r == nil {
+			continue
+		}
+		if itemErr == nil {
+			m.releaseReservationLocked(items[i].Key, r)
+		} else {
+			// Refused for good (duplicate, workers gone): the bytes are nobody's.
+			m.dropReservationLocked(items[i].Key, r)
+		}
+	}
+	return errs, nil
+}
+
+// alreadyCommitted reports whether the metadata holds the item's key at its version and checksum.
+func (m *Master) alreadyCommitted(it PutEndItem) bool {
+	o, ok := m.node.Lookup(it.Key)
+	return ok && o.Version == it.Version && o.Checksum == it.Checksum && o.Size == it.Size
+}
+
+// putRevoke drops the reservation of key at version (all workers drop the pending bytes).
+// Revoking a put that is not in flight is not an error: the worker timeout cleans up anyway.
+func (m *Master) putRevoke(key string, version base.Version) error {
+	if err := base.ValidateKey(key); err != nil {
+		return err
+	}
+	if !m.ensureLeader() {
+		return m.notLeader()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.mu.reservations[key]; ok && (version == 0 || r.version == version) {
+		m.dropReservationLocked(key, r)
+	}
+	return nil
+}
+
+// expireReservations drops puts that did not reach PutEnd within PutTimeout.
+func (m *Master) expireReservations() {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for key, r := range m.mu.reservations {
+		if now.After(r.deadline) {
+			m.log.Info("put timed out before PutEnd; workers drop it", "key", key, "version", r.version, "put_timeout", m.cfg.PutTimeout)
+			m.dropReservationLocked(key, r)
+		}
+	}
+}

@@ -1,0 +1,558 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/raftmeta"
+)
+
+// workerSoft is the leader's view of one worker between raft commits.
+type workerSoft struct {
+	lastSeen time.Time
+	usage    WorkerUsage
+	// reserved bytes handed out by PutStart and not yet ended.
+	reserved int64
+	// drops owed to the worker, sent in heartbeat replies.
+	drops []raftmeta.KeyVersion
+	// resync asks the worker to re-register with its full inventory (drop queue overflowed,
+	// new leader, unsettled reconciliation).
+	resync bool
+	// resyncAfter asks for a re-registration once this time has passed (zero: none).
+	resyncAfter time.Time
+	// lastRegister is when this leader received the worker's last registration.
+	lastRegister time.Time
+	// leavingAt is when the worker announced a graceful shutdown (a heartbeat with Leaving);
+	// zero otherwise. It extends the worker's silence allowance to WorkerRestartGrace (see
+	// silenceDeadline) and keeps new puts off the worker; its next registration clears it.
+	leavingAt time.Time
+}
+
+// regSession is one paged registration in progress on the leader (leader soft state: a new
+// leader knows none, and the worker starts over). See registerPage.
+type regSession struct {
+	id uint64
+	// next is the page number expected next. Invariant: next == len(pages).
+	next uint32
+	// began is when page 0 arrived: the registration's reconciliation counts from it (see
+	// registerWorker: objects created after it are never taken as lost).
+	began time.Time
+	// last is when the latest page arrived; the session expires registerSessionTTL after it.
+	last time.Time
+	// pages are the inventory pages received so far, as decoded (no copy is made).
+	pages [][]base.ObjectMeta
+	// objects and bytes count the entries in pages and their estimated heap.
+	objects int
+	bytes   int64
+}
+
+// registerLimits bound the inventory a leader accumulates from paged registrations. Past
+// a bound the page is refused and the session dropped; the defaults are far above a real
+// worker (a million objects with 64-byte keys is about 110 MiB) and exist so that a buggy or
+// hostile sender cannot exhaust the leader's memory.
+type registerLimits struct {
+	// perWorkerObjects bounds one session's objects. Default 1<<26 (67 million).
+	perWorkerObjects int
+	// perWorkerBytes bounds one session's estimated heap. Default 8 GiB.
+	perWorkerBytes int64
+	// totalBytes bounds every session's estimated heap together. Default 16 GiB.
+	totalBytes int64
+}
+
+func defaultRegisterLimits() registerLimits {
+	return registerLimits{perWorkerObjects: 1 << 26, perWorkerBytes: 8 << 30, totalBytes: 16 << 30}
+}
+
+// inventoryBytes is the leader's estimated heap for inv (registerObjectOverhead per entry).
+func inventoryBytes(inv []base.ObjectMeta) int64 {
+	n := int64(len(inv)) * registerObjectOverhead
+	for i := range inv {
+		n += int64(len(inv[i].Key))
+	}
+	return n
+}
+
+// silenceDeadline is when the leader marks ws dead if it hears nothing more: ClientTTL after
+// its last message, or, when the worker announced that it is leaving to restart,
+// WorkerRestartGrace after that announcement if that is later. REQUIRES: m.mu.
+func (m *Master) silenceDeadlineLocked(ws *workerSoft) time.Time {
+	d := ws.lastSeen.Add(m.cfg.ClientTTL)
+	if !ws.leavingAt.IsZero() {
+		if g := ws.leavingAt.Add(m.cfg.WorkerRestartGrace); g.After(d) {
+			d = g
+		}
+	}
+	return d
+}
+
+// WorkerUsage is a worker's usage per tier: bytes used and objects from each heartbeat
+// (DRAMUsed is the arena's bytes in use; an object with a copy in both tiers counts in both
+// DRAMObjects and NVMeObjects), capacities from its registration.
+type WorkerUsage struct {
+	DRAMUsed, DRAMCapacity int64
+	DRAMObjects            int64
+	NVMeUsed, NVMeCapacity int64
+	NVMeObjects            int64
+}
+
+// RegisterArgs is one worker registration.
+type RegisterArgs struct {
+	WorkerID     base.WorkerID
+	Address      string
+	ClusterID    string
+	DRAMCapacity int64
+	NVMeCapacity int64
+	Inventory    []base.ObjectMeta
+
+	// earlier are the inventory pages received before Inventory (the final page) of a paged
+	// registration; nil for a whole one. began is when its page 0 arrived (zero: now).
+	earlier [][]base.ObjectMeta
+	began   time.Time
+}
+
+// pages returns every inventory page of a: the earlier ones, then Inventory.
+func (a *RegisterArgs) pages() [][]base.ObjectMeta {
+	return append(a.earlier[:len(a.earlier):len(a.earlier)], a.Inventory)
+}
+
+// lostGrace bounds how long a registration may take from the worker's inventory snapshot to
+// its reconciliation on the leader (registerTimeout on the worker side). See registerWorker.
+const lostGrace = registerTimeout
+
+// registerWorker commits the worker's segment and reconciles its inventory against the
+// metadata. It returns the objects the worker holds that the master does not know: the worker
+// drops them.
+//
+// Reconciliation (the master's raft state is the source of truth):
+//   - an object the worker reports that the metadata lists on it at that version stays;
+//   - a replica the metadata lists on this worker that the worker did not report (or reported
+//     at another version) is dropped through DropReplicas commits, if the object was created
+//     before this worker's previous registration at this leader, or more than lostGrace ago.
+//     A younger one may have been written after the worker took its inventory snapshot (the
+//     snapshot races with puts); it is left alone and the worker is asked to register again,
+//     which settles it: that second snapshot is taken after the object was created.
+//   - an object the worker reports that the metadata does not list on it is dropped by the
+//     worker, unless it is a put in flight to this worker (a reservation at that version, or
+//     an object committed since the metadata was scanned), or this leader is younger than
+//     PutTimeout (the previous leader's puts in flight are unknown to it: the worker is asked
+//     to register again once that window has passed). We never adopt unknown objects: the key
+//     may have been removed while the worker was away, and adopting would resurrect it.
+//
+// A paged registration (registerPage) runs this at its final page over every page, with the
+// receipt time of page 0 standing for the registration's: the worker took its inventory
+// snapshot before sending page 0, so an object created after page 0 arrived is never taken
+// as lost (it is deferred), whatever time the later pages took.
+func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta.KeyVersion, error) {
+	if err := m.checkRegistration(a); err != nil {
+		return nil, err
+	}
+	recv := m.now()
+	if !a.began.IsZero() {
+		recv = a.began
+	}
+	pages := a.pages()
+	ninv := 0
+	for _, p := range pages {
+		ninv += len(p)
+	}
+	res, err := m.node.Apply(ctx, raftmeta.RegisterWorker{ID: a.WorkerID, Address: a.Address, DRAMCapacity: a.DRAMCapacity, NVMeCapacity: a.NVMeCapacity})
+	if err != nil {
+		return nil, err
+	}
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	// The worker is alive from now on: heartbeats start the TTL clock.
+	m.mu.Lock()
+	ws := m.mu.workers[a.WorkerID]
+	if ws == nil {
+		ws = &workerSoft{}
+		m.mu.workers[a.WorkerID] = ws
+	}
+	prev := ws.lastRegister
+	ws.lastSeen = m.now() // not page 0's arrival (recv, when paged): the worker is alive now
+	if !ws.leavingAt.IsZero() {
+		m.log.Info("worker back after a graceful shutdown; its restart grace ends", "worker", a.WorkerID,
+			"away", recv.Sub(ws.leavingAt))
+		ws.leavingAt = time.Time{}
+	}
+	ws.drops, ws.resync, ws.resyncAfter = nil, false, time.Time{} // the reconciliation below supersedes them
+	ws.usage.DRAMCapacity, ws.usage.NVMeCapacity = a.DRAMCapacity, a.NVMeCapacity
+	inGrace := m.leaderGraceLocked(recv)
+	leaderSince := m.mu.leaderSince
+	m.mu.Unlock()
+
+	have := make(map[string]base.Version, ninv)
+	for _, p := range pages {
+		for _, o := range p {
+			have[o.Key] = o.Version
+		}
+	}
+	settled := recv.Add(-lostGrace).UnixNano()
+	if !prev.IsZero() {
+		settled = max(settled, prev.UnixNano())
+	}
+	var lost, adopt []raftmeta.KeyVersion
+	deferred, kept := 0, 0
+	// A kept object's key leaves have: every inventory key is in have until then, so below
+	// "not in have" means kept (no second map of up to millions of keys).
+	m.node.Range("", func(o raftmeta.Object) bool {
+		if slices.Contains(o.Lost, a.WorkerID) {
+			// A replica kept for this worker while it was dead: re-adopted when the worker
+			// reports that very version, forgotten otherwise (see raftmeta, "Lost replicas").
+			kv := raftmeta.KeyVersion{Key: o.Key, Version: o.Version}
+			if v, ok := have[o.Key]; ok && v == o.Version {
+				adopt = append(adopt, kv)
+			} else {
+				lost = append(lost, kv)
+			}
+			return true
+		}
+		if !slices.Contains(o.Replicas, a.WorkerID) {
+			return true
+		}
+		switch v, ok := have[o.Key]; {
+		case ok && v == o.Version:
+			delete(have, o.Key)
+			kept++
+		case o.Created < settled:
+			lost = append(lost, raftmeta.KeyVersion{Key: o.Key, Version: o.Version})
+		default:
+			deferred++
+		}
+		return true
+	})
+	nlost := len(lost)
+	adopted, err := m.adopt(ctx, a.WorkerID, adopt, have)
+	if err != nil {
+		return nil, err
+	}
+	for len(lost) > 0 {
+		n := min(len(lost), raftmeta.MaxBatch)
+		if _, err := m.node.Apply(ctx, raftmeta.DropReplicas{Worker: a.WorkerID, Items: lost[:n]}); err != nil {
+			return nil, err
+		}
+		lost = lost[n:]
+	}
+	var drop []raftmeta.KeyVersion
+	spared := 0
+	m.mu.Lock()
+	for _, p := range pages {
+		for i, o := range p {
+			if i%reconcileLockBatch == reconcileLockBatch-1 {
+				// Let puts and heartbeats in: each entry's check below needs m.mu only for
+				// itself (its reservation, then the FSM), so a million entries need not hold
+				// the lock for the whole scan.
+				m.mu.Unlock()
+				m.mu.Lock()
+			}
+			if _, ok := have[o.Key]; !ok {
+				continue // kept
+			}
+			if r := m.mu.reservations[o.Key]; r != nil && r.version == o.Version && slices.Contains(r.workers, a.WorkerID) {
+				continue
+			}
+			// NB: PutEnd commits before it releases the reservation, so an object whose
+			// reservation is gone is in the FSM by now if its put succeeded.
+			if cur, ok := m.node.Lookup(o.Key); ok && cur.Version == o.Version && slices.Contains(cur.Replicas, a.WorkerID) {
+				continue
+			}
+			// In a new leader's grace, spare unknown objects that may be puts the previous
+			// leader started, but not copies older than the version the metadata holds for the
+			// key (an in-flight put always has a newer version: versions grow across terms).
+			if inGrace {
+				if cur, ok := m.node.Lookup(o.Key); !ok || cur.Version < o.Version {
+					spared++
+					continue
+				}
+			}
+			drop = append(drop, raftmeta.KeyVersion{Key: o.Key, Version: o.Version})
+		}
+	}
+	// The reply must fit one body: the drops past its bound are owed through heartbeats.
+	ndrop := len(drop)
+	if cut := replyDropCut(drop); cut < len(drop) {
+		for _, kv := range drop[cut:] {
+			m.queueDropLocked(ws, kv.Key, kv.Version)
+		}
+		drop = drop[:cut]
+	}
+	ws.lastRegister = recv
+	switch {
+	case deferred > 0:
+		ws.resync = true
+	case spared > 0:
+		ws.resyncAfter = leaderSince.Add(m.cfg.PutTimeout)
+	}
+	m.mu.Unlock()
+	m.log.Info("worker registered", "worker", a.WorkerID, "address", a.Address,
+		"dram_capacity", base.Bytes(a.DRAMCapacity).String(), "nvme_capacity", base.Bytes(a.NVMeCapacity).String(),
+		"inventory", ninv, "pages", len(pages), "kept", kept, "readopted", adopted, "replicas_lost", nlost, "lost_unsettled", deferred,
+		"dropped_unknown", ndrop, "drops_queued", ndrop-len(drop), "unknown_spared", spared)
+	return drop, nil
+}
+
+// adopt commits the re-adoption of a returning worker's lost replicas that its inventory
+// holds at the same version (AdoptReplicas, in batches), and takes each adopted key out of
+// have so the reconciliation counts it as kept. An item the FSM refuses (removed or
+// overwritten since the scan) stays in have: the worker is told to drop it.
+func (m *Master) adopt(ctx context.Context, id base.WorkerID, adopt []raftmeta.KeyVersion, have map[string]base.Version) (int, error) {
+	n := 0
+	for len(adopt) > 0 {
+		k := min(len(adopt), raftmeta.MaxBatch)
+		res, err := m.node.Apply(ctx, raftmeta.AdoptReplicas{Worker: id, Items: adopt[:k]})
+		if err != nil {
+			return n, err
+		}
+		for i, kv := range adopt[:k] {
+			if res.Items == nil || res.Items[i] == nil {
+				delete(have, kv.Key)
+				n++
+			}
+		}
+		adopt = adopt[k:]
+	}
+	return n, nil
+}
+
+// checkRegistration refuses a registration (or one page of it) with a bad worker id, from
+// another cluster, or sent to a master that does not lead.
+func (m *Master) checkRegistration(a RegisterArgs) error {
+	if err := base.ValidateWorkerID(a.WorkerID); err != nil {
+		return err
+	}
+	if a.ClusterID != "" && a.ClusterID != m.cfg.ClusterID {
+		return fmt.Errorf("%w: worker %s is in cluster %q, this master in %q", base.ErrClusterMismatch, a.WorkerID, a.ClusterID, m.cfg.ClusterID)
+	}
+	if !m.ensureLeader() {
+		return m.notLeader()
+	}
+	return nil
+}
+
+// replyDropCut returns how many of drop fit one registration reply (maxRegisterReplyDrops
+// and maxRegisterReplyDropBytes of encoded KeyVersions).
+func replyDropCut(drop []raftmeta.KeyVersion) int {
+	n := min(len(drop), maxRegisterReplyDrops)
+	var b int
+	for i := range n {
+		b += 4 + len(drop[i].Key) + 8
+		if b > maxRegisterReplyDropBytes {
+			return i
+		}
+	}
+	return n
+}
+
+// registerPage takes one page of a paged registration (a RegisterWorker request with a
+// non-zero session). Pages with more set are accumulated in the leader's soft state, keyed
+// by worker; the final page (more false) runs registerWorker over every page and returns its
+// drops. The duties, in order:
+//  1. Only the leader accumulates (NOT_LEADER otherwise); a new leader knows no session.
+//  2. Page 0 starts a session and replaces any older one of the worker (its attempt was
+//     abandoned: the worker starts each attempt over with a new session).
+//  3. Any other page must carry the session's id and the next page number, and arrive within
+//     registerSessionTTL of the previous page; otherwise it is refused with UNAVAILABLE and
+//     the session dropped, and the worker starts over from page 0 with a new session.
+//  4. A page that would take the session or all sessions past registerLimits is refused
+//     with UNAVAILABLE (too large) and the session dropped.
+func (m *Master) registerPage(ctx context.Context, a RegisterArgs, session uint64, page uint32, more bool) ([]raftmeta.KeyVersion, error) {
+	if session == 0 {
+		return m.registerWorker(ctx, a)
+	}
+	if m.cfg.testBeforeRegisterPage != nil {
+		m.cfg.testBeforeRegisterPage(m, a.WorkerID, session, page)
+	}
+	if err := m.checkRegistration(a); err != nil {
+		return nil, err
+	}
+	now := m.now()
+	size := inventoryBytes(a.Inventory)
+	m.mu.Lock()
+	s := m.mu.regSessions[a.WorkerID]
+	var refuse string
+	switch {
+	case page == 0:
+		if s != nil {
+			m.dropRegSessionLocked(a.WorkerID)
+		}
+		s = &regSession{id: session, began: now}
+	case s == nil:
+		refuse = "no registration in progress (this leader never saw page 0, or the session expired or was replaced)"
+	case s.id != session:
+		refuse = fmt.Sprintf("another registration (session %016x) replaced this one", s.id)
+	case s.next != page:
+		refuse = fmt.Sprintf("page out of order: expected page %d", s.next)
+	case now.Sub(s.last) > registerSessionTTL:
+		refuse = fmt.Sprintf("the session expired (no page for %s)", registerSessionTTL)
+	}
+	if refuse == "" && more {
+		lim := m.regLimits
+		switch {
+		case s.objects+len(a.Inventory) > lim.perWorkerObjects || s.bytes+size > lim.perWorkerBytes:
+			refuse = fmt.Sprintf("%v: the inventory exceeds the leader's bound for one worker (%d objects, %s)",
+				base.ErrTooLarge, lim.perWorkerObjects, base.Bytes(lim.perWorkerBytes))
+		case m.mu.regBytes+size > lim.totalBytes:
+			refuse = fmt.Sprintf("%v: registrations in progress hold %s, the leader's bound is %s; retry later",
+				base.ErrTooLarge, base.Bytes(m.mu.regBytes), base.Bytes(lim.totalBytes))
+		}
+	}
+	if refuse != "" {
+		if m.mu.regSessions[a.WorkerID] != nil && (page == 0 || s.id == session) {
+			m.dropRegSessionLocked(a.WorkerID)
+		}
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: worker %s registration session %016x page %d refused: %s; register again from page 0",
+			base.ErrUnavailable, a.WorkerID, session, page, refuse)
+	}
+	if ws := m.mu.workers[a.WorkerID]; ws != nil {
+		ws.lastSeen = now // a worker sending pages is alive, though it does not heartbeat meanwhile
+	}
+	m.regPages.Add(1)
+	if more {
+		s.pages = append(s.pages, a.Inventory)
+		s.next++
+		s.last = now
+		s.objects += len(a.Inventory)
+		s.bytes += size
+		m.mu.regBytes += size
+		m.mu.regSessions[a.WorkerID] = s
+		m.mu.Unlock()
+		return nil, nil
+	}
+	if m.mu.regSessions[a.WorkerID] == s {
+		m.dropRegSessionLocked(a.WorkerID)
+	}
+	m.mu.Unlock()
+	a.earlier, a.began = s.pages, s.began
+	return m.registerWorker(ctx, a)
+}
+
+// dropRegSessionLocked forgets the worker's paged registration in progress. REQUIRES: m.mu.
+func (m *Master) dropRegSessionLocked(id base.WorkerID) {
+	if s := m.mu.regSessions[id]; s != nil {
+		m.mu.regBytes -= s.bytes
+		delete(m.mu.regSessions, id)
+	}
+}
+
+// expireRegSessions drops the paged registrations idle for registerSessionTTL (leader loop).
+func (m *Master) expireRegSessions() {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, s := range m.mu.regSessions {
+		if now.Sub(s.last) > registerSessionTTL {
+			m.log.Info("dropped a worker registration never finished", "worker", id, "pages", len(s.pages),
+				"objects", s.objects, "idle", now.Sub(s.last))
+			m.dropRegSessionLocked(id)
+		}
+	}
+}
+
+// HeartbeatReply tells a worker what to drop and whether to re-register.
+type HeartbeatReply struct {
+	Drops      []raftmeta.KeyVersion
+	Reregister bool
+}
+
+// heartbeat records a worker's liveness and usage and hands it the drops it is owed.
+// A worker the leader does not know (new leader, or marked dead) gets ErrSegmentNotFound and
+// must register again (with its inventory, which reconciles anything this leader missed).
+//
+// leaving is the worker's announcement that it is shutting down to restart (the final
+// heartbeat of a graceful shutdown): from now the leader waits WorkerRestartGrace (not
+// ClientTTL) before it marks the worker dead, and places no new puts on it.
+func (m *Master) heartbeat(id base.WorkerID, usage WorkerUsage, leaving bool) (HeartbeatReply, error) {
+	if !m.ensureLeader() {
+		return HeartbeatReply{}, m.notLeader()
+	}
+	active := false
+	for _, s := range m.node.Segments() {
+		if s.ID == id {
+			active = s.State == raftmeta.SegmentActive
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ws := m.mu.workers[id]
+	if !m.mu.leader || !active || ws == nil {
+		return HeartbeatReply{}, fmt.Errorf("%w: worker %s is not registered with this leader; register again", base.ErrSegmentNotFound, id)
+	}
+	now := m.now()
+	ws.lastSeen = now
+	if leaving {
+		ws.leavingAt = now
+		m.log.Info("worker leaving to restart; keeping its replicas for the restart grace", "worker", id,
+			"worker_restart_grace", m.cfg.WorkerRestartGrace, "until", m.silenceDeadlineLocked(ws).UTC().Format(time.RFC3339))
+	}
+	// Heartbeats carry no capacities: keep the registration's.
+	usage.DRAMCapacity, usage.NVMeCapacity = ws.usage.DRAMCapacity, ws.usage.NVMeCapacity
+	ws.usage = usage
+	if !ws.resyncAfter.IsZero() && now.After(ws.resyncAfter) {
+		ws.resync, ws.resyncAfter = true, time.Time{}
+	}
+	if ws.resync {
+		ws.resync = false
+		return HeartbeatReply{Reregister: true}, nil
+	}
+	// NB: drops handed out here are forgotten; if the reply is lost the worker keeps those
+	// bytes until its next registration reconciles them (orphans, never wrong answers: the
+	// metadata no longer points at them).
+	n := min(len(ws.drops), maxDropsPerHeartbeat)
+	reply := HeartbeatReply{Drops: slices.Clone(ws.drops[:n])}
+	ws.drops = ws.drops[n:]
+	if len(ws.drops) == 0 {
+		ws.drops = nil
+	}
+	return reply, nil
+}
+
+// checkLiveness marks workers silent for ClientTTL dead through raft (their replicas are
+// dropped; objects left with none are removed). A worker that announced a graceful shutdown
+// gets WorkerRestartGrace from that announcement instead (silenceDeadlineLocked).
+func (m *Master) checkLiveness() {
+	now := m.now()
+	var dead []base.WorkerID
+	leaving := map[base.WorkerID]bool{}
+	m.mu.Lock()
+	for id, ws := range m.mu.workers {
+		if now.After(m.silenceDeadlineLocked(ws)) {
+			dead = append(dead, id)
+			leaving[id] = !ws.leavingAt.IsZero()
+		}
+	}
+	m.mu.Unlock()
+	for _, id := range dead {
+		ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
+		res, err := m.node.Apply(ctx, raftmeta.MarkWorkerLost{ID: id, Now: now.UnixNano()})
+		cancel()
+		if err != nil {
+			m.log.Warn("mark worker dead failed; retrying next tick", "worker", id, "err", err)
+			continue
+		}
+		m.mu.Lock()
+		if ws := m.mu.workers[id]; ws != nil && now.After(m.silenceDeadlineLocked(ws)) {
+			for key, r := range m.mu.reservations {
+				if slices.Contains(r.workers, id) {
+					m.releaseReservationLocked(key, r)
+				}
+			}
+			delete(m.mu.workers, id)
+		}
+		m.mu.Unlock()
+		if m.cfg.onWorkerDead != nil {
+			m.cfg.onWorkerDead(id)
+		}
+		if leaving[id] {
+			m.log.Warn("worker marked dead: not back within its restart grace after a graceful shutdown; its replicas are kept for re-adoption", "worker", id,
+				"worker_restart_grace", m.cfg.WorkerRestartGrace, "replicas_lost", res.Dropped)
+			continue
+		}
+		m.log.Warn("worker marked dead: no heartbeat; its replicas are kept for re-adoption", "worker", id, "client_ttl", m.cfg.ClientTTL,
+			"replicas_lost", res.Dropped)
+	}
+}
