@@ -14,6 +14,7 @@ import (
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/server/lifecycle"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -76,15 +77,12 @@ type Master struct {
 	// Apply or an RPC; callers copy what they need, unlock, then apply.
 	mu struct {
 		sync.Mutex
-		// leader is true while this node leads and its soft state is valid.
-		leader bool
-		// leaderSince is when this node last became leader (zero when it is not).
-		leaderSince time.Time
-		// workers: soft state of every worker that registered or heartbeated during this
-		// leadership, by id.
-		workers map[base.WorkerID]*workerSoft
+		// lc is the worker lifecycle state machine (package lifecycle): whether this node
+		// leads and since when, every worker's state, liveness, usage, reserved bytes and
+		// drops owed, and the repair and drain queue. The Master drives it (lifecycle.go).
+		lc *lifecycle.Machine
 		// reservations: puts between PutStart and PutEnd, by key.
-		// Invariant: every reservation's bytes are counted in its workers' reserved.
+		// Invariant: every reservation's bytes are counted in its workers' Reserved.
 		reservations map[string]*reservation
 		// rng draws placements.
 		rng *rand.Rand
@@ -98,6 +96,10 @@ type Master struct {
 	regLimits registerLimits
 	// regPages counts the pages of paged registrations this master accepted (tests read it).
 	regPages atomic.Int64
+
+	// repair runs the copies the lifecycle machine orders (master_lifecycle.go).
+	repair repairDriver
+	rmet   repairMetrics
 
 	stop     chan struct{} // closed by Shutdown: stops the leader loop
 	loopDone chan struct{} // closed when the leader loop returns
@@ -133,7 +135,8 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	log := cfg.Logger.With("component", "master", "id", cfg.ID)
 	log.Info("master starting", cfg.logAttrs()...)
 	m := &Master{cfg: cfg, log: log, now: time.Now, stop: make(chan struct{}), loopDone: make(chan struct{})}
-	m.mu.workers = map[base.WorkerID]*workerSoft{}
+	m.mu.lc = lifecycle.New(lifecycle.Config{ClientTTL: cfg.ClientTTL, RestartGrace: cfg.WorkerRestartGrace,
+		MaxDropsPerHeartbeat: maxDropsPerHeartbeat, MaxQueuedDrops: maxQueuedDrops, Repair: cfg.Repair})
 	m.mu.reservations = map[string]*reservation{}
 	m.mu.regSessions = map[base.WorkerID]*regSession{}
 	m.regLimits = defaultRegisterLimits()
@@ -142,6 +145,8 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	}
 	m.mu.rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x6d6f6f6e63616b65))
 	m.met = newMasterMetrics(m.stats)
+	m.rmet.register(m.met.reg, m.repairGauges)
+	m.repair.ctx, m.repair.cancel = context.WithCancel(context.Background())
 
 	tr, err := transfer.NewTransport(DefaultProtocol)
 	if err != nil {
@@ -217,8 +222,9 @@ func (m *Master) IsLeader() bool { return m.node.IsLeader() }
 
 // Shutdown stops the master. The rough workflow:
 //
-//  1. stop the leader loop (no more liveness checks, expiries or summary lines), then close
-//     its client to the leader (registerSelf's);
+//  1. stop the leader loop (no more liveness checks, expiries or summary lines), cancel the
+//     repair copies in flight and wait for them, then close the client they and
+//     registerSelf use;
 //  2. stop accepting RPC connections and drain the calls in flight (until ctx ends, then
 //     close the connections);
 //  3. stop the admin HTTP server;
@@ -231,6 +237,8 @@ func (m *Master) Shutdown(ctx context.Context) error {
 	m.shutOnce.Do(func() {
 		close(m.stop)
 		<-m.loopDone
+		m.repair.cancel()
+		m.repair.wg.Wait()
 		var errs []error
 		if err := m.cli.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("leader client: %w", err))
@@ -289,7 +297,7 @@ func (m *Master) leaderLoop() {
 				continue
 			}
 			m.setLeader(true)
-			m.checkLiveness()
+			m.lifecycleTick()
 			m.expireReservations()
 			m.expireRegSessions()
 		case <-summary.C:
@@ -307,33 +315,25 @@ func (m *Master) leaderLoop() {
 // election like every other.
 func (m *Master) setLeader(leader bool) {
 	m.mu.Lock()
-	if m.mu.leader == leader {
-		m.mu.Unlock()
+	cur, _ := m.mu.lc.Leader()
+	m.mu.Unlock()
+	if cur == leader {
 		return
 	}
-	m.mu.Unlock()
-	segs := m.activeSegments()
+	segs := m.node.Segments()
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.mu.leader = leader
-	m.mu.workers = map[base.WorkerID]*workerSoft{}
 	m.mu.reservations = map[string]*reservation{}
 	m.mu.regSessions = map[base.WorkerID]*regSession{} // paged registrations start over with the new leader
 	m.mu.regBytes = 0
 	if !leader {
-		m.mu.leaderSince = time.Time{}
+		m.mu.lc.StepDown()
 		m.log.Info("no longer leader")
 		return
 	}
-	m.mu.leaderSince = now
-	for _, s := range segs {
-		// Until its first heartbeat to this leader, a worker's DRAM use is estimated from the
-		// replicas the FSM lists on it (capped at its capacity; NVMe-resident ones count too,
-		// so the estimate errs on the full side): a new leader must not place puts as if
-		// every worker were empty.
-		m.mu.workers[s.ID] = &workerSoft{lastSeen: now, resync: true,
-			usage: WorkerUsage{DRAMUsed: min(s.Bytes, s.DRAMCapacity), DRAMCapacity: s.DRAMCapacity, NVMeCapacity: s.NVMeCapacity}}
-	}
+	// Every active worker gets a full deadline from now and is asked to re-register; until
+	// its first heartbeat its DRAM use is estimated from the FSM (lifecycle.BecomeLeader).
+	m.mu.lc.BecomeLeader(now, segs)
 	m.log.Info("became leader", "workers", len(segs))
 }

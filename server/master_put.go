@@ -23,7 +23,8 @@ type reservation struct {
 // previous leader started: it cannot know them, so it accepts a PutEnd without a reservation
 // within this window (the record names active workers and raftmeta checks them).
 func (m *Master) leaderGraceLocked(now time.Time) bool {
-	return m.mu.leader && now.Sub(m.mu.leaderSince) < m.cfg.PutTimeout
+	leader, since := m.mu.lc.Leader()
+	return leader && now.Sub(since) < m.cfg.PutTimeout
 }
 
 // Replica names one worker holding a replica and where to reach it.
@@ -88,7 +89,7 @@ func (m *Master) putStart(a PutStartArgs) (PutStartReply, error) {
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.mu.leader {
+	if leader, _ := m.mu.lc.Leader(); !leader {
 		return PutStartReply{}, fmt.Errorf("%w: leadership is starting, retry", base.ErrUnavailable)
 	}
 	if old, ok := m.mu.reservations[a.Key]; ok {
@@ -105,17 +106,16 @@ func (m *Master) putStart(a PutStartArgs) (PutStartReply, error) {
 	cands := make([]placementCandidate, 0, len(segs))
 	addr := map[base.WorkerID]string{}
 	for _, s := range segs {
-		ws := m.mu.workers[s.ID]
-		if ws == nil {
-			continue // not heard from during this leadership: not known to be alive
+		// Not heard from during this leadership, leaving to restart (it refuses writes until
+		// it registers again), draining, or dead: no new puts.
+		if !m.mu.lc.Placeable(s.ID) {
+			continue
 		}
-		if !ws.leavingAt.IsZero() {
-			continue // shutting down to restart: it refuses writes until it registers again
-		}
-		used := ws.usage.DRAMUsed
-		free := s.DRAMCapacity - used - ws.reserved
+		ws, _ := m.mu.lc.Worker(s.ID)
+		used := ws.Usage.DRAMUsed
+		free := s.DRAMCapacity - used - ws.Reserved
 		// Over the high watermark: the worker is evicting; weigh it as full.
-		if s.DRAMCapacity > 0 && float64(used+ws.reserved) > m.cfg.EvictionHighWatermarkRatio*float64(s.DRAMCapacity) {
+		if s.DRAMCapacity > 0 && float64(used+ws.Reserved) > m.cfg.EvictionHighWatermarkRatio*float64(s.DRAMCapacity) {
 			free = 0
 		}
 		cands = append(cands, placementCandidate{ID: s.ID, Capacity: s.DRAMCapacity, Free: free})
@@ -129,7 +129,7 @@ func (m *Master) putStart(a PutStartArgs) (PutStartReply, error) {
 	m.mu.reservations[a.Key] = r
 	reply := PutStartReply{Version: version, Replicas: make([]Replica, len(ids))}
 	for i, id := range ids {
-		m.mu.workers[id].reserved += a.Size
+		m.mu.lc.Reserve(id, a.Size)
 		reply.Replicas[i] = Replica{WorkerID: id, Address: addr[id]}
 	}
 	return reply, nil
@@ -140,9 +140,7 @@ func (m *Master) putStart(a PutStartArgs) (PutStartReply, error) {
 func (m *Master) dropReservationLocked(key string, r *reservation) {
 	m.releaseReservationLocked(key, r)
 	for _, id := range r.workers {
-		if ws := m.mu.workers[id]; ws != nil {
-			m.queueDropLocked(ws, key, r.version)
-		}
+		m.mu.lc.QueueDrop(id, key, r.version)
 	}
 }
 
@@ -153,22 +151,8 @@ func (m *Master) releaseReservationLocked(key string, r *reservation) {
 		delete(m.mu.reservations, key)
 	}
 	for _, id := range r.workers {
-		if ws := m.mu.workers[id]; ws != nil {
-			ws.reserved -= r.size
-		}
+		m.mu.lc.Reserve(id, -r.size)
 	}
-}
-
-// queueDropLocked owes ws a drop of key at version. REQUIRES: m.mu.
-func (m *Master) queueDropLocked(ws *workerSoft, key string, v base.Version) {
-	if ws.resync {
-		return // the re-registration will find it
-	}
-	if len(ws.drops) >= maxQueuedDrops {
-		ws.drops, ws.resync = nil, true
-		return
-	}
-	ws.drops = append(ws.drops, raftmeta.KeyVersion{Key: key, Version: v})
 }
 
 // queueDrops owes each worker holding o a drop of o's version.
@@ -177,9 +161,7 @@ func (m *Master) queueDrops(objs []raftmeta.Object) {
 	defer m.mu.Unlock()
 	for _, o := range objs {
 		for _, id := range o.Replicas {
-			if ws := m.mu.workers[id]; ws != nil {
-				m.queueDropLocked(ws, o.Key, o.Version)
-			}
+			m.mu.lc.QueueDrop(id, o.Key, o.Version)
 		}
 	}
 }

@@ -8,28 +8,8 @@ import (
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/server/lifecycle"
 )
-
-// workerSoft is the leader's view of one worker between raft commits.
-type workerSoft struct {
-	lastSeen time.Time
-	usage    WorkerUsage
-	// reserved bytes handed out by PutStart and not yet ended.
-	reserved int64
-	// drops owed to the worker, sent in heartbeat replies.
-	drops []raftmeta.KeyVersion
-	// resync asks the worker to re-register with its full inventory (drop queue overflowed,
-	// new leader, unsettled reconciliation).
-	resync bool
-	// resyncAfter asks for a re-registration once this time has passed (zero: none).
-	resyncAfter time.Time
-	// lastRegister is when this leader received the worker's last registration.
-	lastRegister time.Time
-	// leavingAt is when the worker announced a graceful shutdown (a heartbeat with Leaving);
-	// zero otherwise. It extends the worker's silence allowance to WorkerRestartGrace (see
-	// silenceDeadline) and keeps new puts off the worker; its next registration clears it.
-	leavingAt time.Time
-}
 
 // regSession is one paged registration in progress on the leader (leader soft state: a new
 // leader knows none, and the worker starts over). See registerPage.
@@ -75,28 +55,10 @@ func inventoryBytes(inv []base.ObjectMeta) int64 {
 	return n
 }
 
-// silenceDeadline is when the leader marks ws dead if it hears nothing more: ClientTTL after
-// its last message, or, when the worker announced that it is leaving to restart,
-// WorkerRestartGrace after that announcement if that is later. REQUIRES: m.mu.
-func (m *Master) silenceDeadlineLocked(ws *workerSoft) time.Time {
-	d := ws.lastSeen.Add(m.cfg.ClientTTL)
-	if !ws.leavingAt.IsZero() {
-		if g := ws.leavingAt.Add(m.cfg.WorkerRestartGrace); g.After(d) {
-			d = g
-		}
-	}
-	return d
-}
-
 // WorkerUsage is a worker's usage per tier: bytes used and objects from each heartbeat
 // (DRAMUsed is the arena's bytes in use; an object with a copy in both tiers counts in both
 // DRAMObjects and NVMeObjects), capacities from its registration.
-type WorkerUsage struct {
-	DRAMUsed, DRAMCapacity int64
-	DRAMObjects            int64
-	NVMeUsed, NVMeCapacity int64
-	NVMeObjects            int64
-}
+type WorkerUsage = lifecycle.Usage
 
 // RegisterArgs is one worker registration.
 type RegisterArgs struct {
@@ -158,6 +120,9 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	for _, p := range pages {
 		ninv += len(p)
 	}
+	m.mu.Lock()
+	m.mu.lc.RegisterBegin(m.now(), a.WorkerID)
+	m.mu.Unlock()
 	res, err := m.node.Apply(ctx, raftmeta.RegisterWorker{ID: a.WorkerID, Address: a.Address, DRAMCapacity: a.DRAMCapacity, NVMeCapacity: a.NVMeCapacity})
 	if err != nil {
 		return nil, err
@@ -165,24 +130,18 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	if res.Err != nil {
 		return nil, res.Err
 	}
-	// The worker is alive from now on: heartbeats start the TTL clock.
+	// The worker is alive from now on (not from page 0's arrival, recv, when paged):
+	// heartbeats start the TTL clock. Drops owed and resync requests are cleared: the
+	// reconciliation below supersedes them.
 	m.mu.Lock()
-	ws := m.mu.workers[a.WorkerID]
-	if ws == nil {
-		ws = &workerSoft{}
-		m.mu.workers[a.WorkerID] = ws
-	}
-	prev := ws.lastRegister
-	ws.lastSeen = m.now() // not page 0's arrival (recv, when paged): the worker is alive now
-	if !ws.leavingAt.IsZero() {
+	before, _ := m.mu.lc.Worker(a.WorkerID)
+	prev := m.mu.lc.Registered(m.now(), recv, a.WorkerID, a.DRAMCapacity, a.NVMeCapacity)
+	if !before.LeavingAt.IsZero() {
 		m.log.Info("worker back after a graceful shutdown; its restart grace ends", "worker", a.WorkerID,
-			"away", recv.Sub(ws.leavingAt))
-		ws.leavingAt = time.Time{}
+			"away", recv.Sub(before.LeavingAt))
 	}
-	ws.drops, ws.resync, ws.resyncAfter = nil, false, time.Time{} // the reconciliation below supersedes them
-	ws.usage.DRAMCapacity, ws.usage.NVMeCapacity = a.DRAMCapacity, a.NVMeCapacity
 	inGrace := m.leaderGraceLocked(recv)
-	leaderSince := m.mu.leaderSince
+	_, leaderSince := m.mu.lc.Leader()
 	m.mu.Unlock()
 
 	have := make(map[string]base.Version, ninv)
@@ -276,16 +235,15 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	ndrop := len(drop)
 	if cut := replyDropCut(drop); cut < len(drop) {
 		for _, kv := range drop[cut:] {
-			m.queueDropLocked(ws, kv.Key, kv.Version)
+			m.mu.lc.QueueDrop(a.WorkerID, kv.Key, kv.Version)
 		}
 		drop = drop[:cut]
 	}
-	ws.lastRegister = recv
 	switch {
 	case deferred > 0:
-		ws.resync = true
+		m.mu.lc.Resync(a.WorkerID, time.Time{})
 	case spared > 0:
-		ws.resyncAfter = leaderSince.Add(m.cfg.PutTimeout)
+		m.mu.lc.Resync(a.WorkerID, leaderSince.Add(m.cfg.PutTimeout))
 	}
 	m.mu.Unlock()
 	m.log.Info("worker registered", "worker", a.WorkerID, "address", a.Address,
@@ -408,9 +366,7 @@ func (m *Master) registerPage(ctx context.Context, a RegisterArgs, session uint6
 		return nil, fmt.Errorf("%w: worker %s registration session %016x page %d refused: %s; register again from page 0",
 			base.ErrUnavailable, a.WorkerID, session, page, refuse)
 	}
-	if ws := m.mu.workers[a.WorkerID]; ws != nil {
-		ws.lastSeen = now // a worker sending pages is alive, though it does not heartbeat meanwhile
-	}
+	m.mu.lc.Touch(now, a.WorkerID) // a worker sending pages is alive, though it does not heartbeat meanwhile
 	m.regPages.Add(1)
 	if more {
 		s.pages = append(s.pages, a.Inventory)
@@ -478,81 +434,17 @@ func (m *Master) heartbeat(id base.WorkerID, usage WorkerUsage, leaving bool) (H
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ws := m.mu.workers[id]
-	if !m.mu.leader || !active || ws == nil {
+	if !active {
 		return HeartbeatReply{}, fmt.Errorf("%w: worker %s is not registered with this leader; register again", base.ErrSegmentNotFound, id)
 	}
 	now := m.now()
-	ws.lastSeen = now
+	drops, rereg, err := m.mu.lc.Heartbeat(now, id, usage, leaving)
+	if err != nil {
+		return HeartbeatReply{}, err
+	}
 	if leaving {
-		ws.leavingAt = now
 		m.log.Info("worker leaving to restart; keeping its replicas for the restart grace", "worker", id,
-			"worker_restart_grace", m.cfg.WorkerRestartGrace, "until", m.silenceDeadlineLocked(ws).UTC().Format(time.RFC3339))
+			"worker_restart_grace", m.cfg.WorkerRestartGrace, "until", m.mu.lc.Deadline(id).UTC().Format(time.RFC3339))
 	}
-	// Heartbeats carry no capacities: keep the registration's.
-	usage.DRAMCapacity, usage.NVMeCapacity = ws.usage.DRAMCapacity, ws.usage.NVMeCapacity
-	ws.usage = usage
-	if !ws.resyncAfter.IsZero() && now.After(ws.resyncAfter) {
-		ws.resync, ws.resyncAfter = true, time.Time{}
-	}
-	if ws.resync {
-		ws.resync = false
-		return HeartbeatReply{Reregister: true}, nil
-	}
-	// NB: drops handed out here are forgotten; if the reply is lost the worker keeps those
-	// bytes until its next registration reconciles them (orphans, never wrong answers: the
-	// metadata no longer points at them).
-	n := min(len(ws.drops), maxDropsPerHeartbeat)
-	reply := HeartbeatReply{Drops: slices.Clone(ws.drops[:n])}
-	ws.drops = ws.drops[n:]
-	if len(ws.drops) == 0 {
-		ws.drops = nil
-	}
-	return reply, nil
-}
-
-// checkLiveness marks workers silent for ClientTTL dead through raft (their replicas are
-// dropped; objects left with none are removed). A worker that announced a graceful shutdown
-// gets WorkerRestartGrace from that announcement instead (silenceDeadlineLocked).
-func (m *Master) checkLiveness() {
-	now := m.now()
-	var dead []base.WorkerID
-	leaving := map[base.WorkerID]bool{}
-	m.mu.Lock()
-	for id, ws := range m.mu.workers {
-		if now.After(m.silenceDeadlineLocked(ws)) {
-			dead = append(dead, id)
-			leaving[id] = !ws.leavingAt.IsZero()
-		}
-	}
-	m.mu.Unlock()
-	for _, id := range dead {
-		ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
-		res, err := m.node.Apply(ctx, raftmeta.MarkWorkerLost{ID: id, Now: now.UnixNano()})
-		cancel()
-		if err != nil {
-			m.log.Warn("mark worker dead failed; retrying next tick", "worker", id, "err", err)
-			continue
-		}
-		m.mu.Lock()
-		if ws := m.mu.workers[id]; ws != nil && now.After(m.silenceDeadlineLocked(ws)) {
-			for key, r := range m.mu.reservations {
-				if slices.Contains(r.workers, id) {
-					m.releaseReservationLocked(key, r)
-				}
-			}
-			delete(m.mu.workers, id)
-		}
-		m.mu.Unlock()
-		if m.cfg.onWorkerDead != nil {
-			m.cfg.onWorkerDead(id)
-		}
-		if leaving[id] {
-			m.log.Warn("worker marked dead: not back within its restart grace after a graceful shutdown; its replicas are kept for re-adoption", "worker", id,
-				"worker_restart_grace", m.cfg.WorkerRestartGrace, "replicas_lost", res.Dropped)
-			continue
-		}
-		m.log.Warn("worker marked dead: no heartbeat; its replicas are kept for re-adoption", "worker", id, "client_ttl", m.cfg.ClientTTL,
-			"replicas_lost", res.Dropped)
-	}
+	return HeartbeatReply{Drops: drops, Reregister: rereg}, nil
 }

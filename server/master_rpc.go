@@ -177,6 +177,10 @@ func (h *masterHandler) call(ctx context.Context, req transfer.Message) (transfe
 		// Operator calls (membership): no Mooncake counter (op -1); each change is logged.
 		return nil, -1, m.addMaster(ctx, r.MasterID, r.RaftAddr, r.RPCAddr)
 
+	case *transfer.DrainWorkerRequest:
+		// An operator call: no Mooncake counter (op -1); each change is logged.
+		return nil, -1, m.drainWorker(ctx, r.WorkerID, r.Cancel)
+
 	case *transfer.RemoveMasterRequest:
 		return nil, -1, m.removeMaster(ctx, r.MasterID)
 

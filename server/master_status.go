@@ -45,9 +45,15 @@ type Status struct {
 	// workers past the high watermark; workers evict themselves).
 	EvictionHighWatermarkRatio float64 `json:"eviction_high_watermark_ratio"`
 	EvictionRatio              float64 `json:"eviction_ratio"`
-	RaftState                  string  `json:"raft_state"`
-	RaftTerm                   uint64  `json:"raft_term"`
-	AppliedIndex               uint64  `json:"applied_index"`
+	// InvisibleObjects have every replica on a dead worker (kept for re-adoption, invisible
+	// to reads until it returns); LostReplicas counts such replicas of dead workers.
+	InvisibleObjects int64 `json:"invisible_objects"`
+	LostReplicas     int64 `json:"lost_replicas"`
+	// Repair is the repair and drain progress (leader only).
+	Repair       RepairStatus `json:"repair"`
+	RaftState    string       `json:"raft_state"`
+	RaftTerm     uint64       `json:"raft_term"`
+	AppliedIndex uint64       `json:"applied_index"`
 }
 
 // MasterStatus is one member of the raft configuration in Status.
@@ -76,6 +82,27 @@ type WorkerStatus struct {
 	// RestartGraceUntil is set while the worker is away after a graceful shutdown: the leader
 	// marks it dead at this time (RFC 3339) unless it registers again first. Leader only.
 	RestartGraceUntil string `json:"restart_grace_until,omitempty"`
+	// Lifecycle is the leader's lifecycle state: registering, alive, suspect, leaving, dead,
+	// returning or draining (docs/operations.md). Leader only.
+	Lifecycle string `json:"lifecycle,omitempty"`
+	// Draining is the committed drain flag: no new puts, its objects move away (Objects
+	// counts what is left).
+	Draining bool `json:"draining,omitempty"`
+	// LostReplicas counts this dead worker's replicas kept for re-adoption.
+	LostReplicas int64 `json:"lost_replicas,omitempty"`
+}
+
+// RepairStatus is the repair and drain progress in Status (leader only).
+type RepairStatus struct {
+	// UnderReplicatedObjects have a replica on a dead worker; DrainingReplicas are on
+	// draining workers (both counted at the last scan).
+	UnderReplicatedObjects int   `json:"under_replicated_objects"`
+	DrainingReplicas       int   `json:"draining_replicas"`
+	Queued                 int   `json:"queued"`
+	InFlight               int   `json:"in_flight"`
+	Copied                 int64 `json:"copied"`
+	Failed                 int64 `json:"failed"`
+	CopiedBytes            int64 `json:"copied_bytes"`
 }
 
 func (m *Master) status() Status {
@@ -83,22 +110,30 @@ func (m *Master) status() Status {
 	lid, laddr := m.node.Leader()
 	s := Status{ClusterID: m.cfg.ClusterID, Self: m.cfg.ID, Leader: lid, LeaderAddress: laddr,
 		Keys: st.Keys, SoftPinnedKeys: st.SoftPinned, Bytes: st.Bytes, RaftState: st.State, RaftTerm: st.Term,
-		AppliedIndex: st.AppliedIndex, Masters: []MasterStatus{}, Workers: []WorkerStatus{},
+		InvisibleObjects: st.Invisible, LostReplicas: st.LostReplicas, AppliedIndex: st.AppliedIndex, Masters: []MasterStatus{}, Workers: []WorkerStatus{},
 		EvictionHighWatermarkRatio: m.cfg.EvictionHighWatermarkRatio, EvictionRatio: m.cfg.EvictionRatio}
 	s.Masters = masterStatuses(m.node, lid)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s.UsageReported = m.mu.leader
+	s.UsageReported, _ = m.mu.lc.Leader()
 	s.PutsInFlight = len(m.mu.reservations)
+	rs := m.mu.lc.RepairStats()
+	s.Repair = RepairStatus{UnderReplicatedObjects: rs.UnderReplicated, DrainingReplicas: rs.Draining, Queued: rs.Queued,
+		InFlight: rs.InFlight, Copied: rs.Copied, Failed: rs.Failed, CopiedBytes: rs.CopiedBytes}
 	for _, seg := range m.node.Segments() {
 		w := WorkerStatus{ID: string(seg.ID), Address: seg.Address, State: seg.State.String(), Objects: seg.Objects,
-			ReplicaBytes: seg.Bytes, DRAMCapacityBytes: seg.DRAMCapacity, NVMeCapacityBytes: seg.NVMeCapacity}
+			ReplicaBytes: seg.Bytes, DRAMCapacityBytes: seg.DRAMCapacity, NVMeCapacityBytes: seg.NVMeCapacity,
+			Draining: seg.Draining, LostReplicas: seg.LostReplicas}
 		s.ReplicaBytes += seg.Bytes
 		if seg.State == raftmeta.SegmentActive {
 			s.CapacityBytes += seg.DRAMCapacity
 		}
-		if ws := m.mu.workers[seg.ID]; ws != nil && seg.State == raftmeta.SegmentActive {
-			u := ws.usage
+		ws, known := m.mu.lc.Worker(seg.ID)
+		if known {
+			w.Lifecycle = ws.State.String()
+		}
+		if known && seg.State == raftmeta.SegmentActive {
+			u := ws.Usage
 			w.DRAMUsedBytes, w.DRAMObjects, w.NVMeUsedBytes, w.NVMeObjects = u.DRAMUsed, u.DRAMObjects, u.NVMeUsed, u.NVMeObjects
 			if u.DRAMCapacity > 0 {
 				w.DRAMCapacityBytes = u.DRAMCapacity
@@ -106,9 +141,9 @@ func (m *Master) status() Status {
 			if u.NVMeCapacity > 0 {
 				w.NVMeCapacityBytes = u.NVMeCapacity
 			}
-			w.LastHeartbeat = ws.lastSeen.UTC().Format(time.RFC3339Nano)
-			if !ws.leavingAt.IsZero() {
-				w.RestartGraceUntil = m.silenceDeadlineLocked(ws).UTC().Format(time.RFC3339Nano)
+			w.LastHeartbeat = ws.LastSeen.UTC().Format(time.RFC3339Nano)
+			if !ws.LeavingAt.IsZero() {
+				w.RestartGraceUntil = m.mu.lc.Deadline(seg.ID).UTC().Format(time.RFC3339Nano)
 			}
 		}
 		s.Workers = append(s.Workers, w)
