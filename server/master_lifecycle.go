@@ -140,6 +140,12 @@ func (m *Master) copyObject(o lifecycle.CopyOrder) {
 	out := m.mu.lc.CopyDone(o, err)
 	m.mu.Unlock()
 	m.execute(out)
+	// The copy's slot is free once its MoveReplicas is decided: start the next one now
+	// rather than at the next tick.
+	m.mu.Lock()
+	out = m.mu.lc.Dispatch(m.now())
+	m.mu.Unlock()
+	m.execute(out)
 }
 
 // scanRepairs looks for objects below their replica count (a live replica and lost ones) or

@@ -466,6 +466,7 @@ func newWorkerCmd(e *env) *cobra.Command {
 		},
 	}
 	f.register(cmd.Flags(), false)
+	addWorkerCmds(cmd, e)
 	return cmd
 }
 

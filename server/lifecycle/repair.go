@@ -248,5 +248,9 @@ func (m *Machine) RepairStats() RepairStats {
 	return s
 }
 
+// Dispatch hands out queued copies as Tick does, without moving workers along their
+// deadlines: the driver calls it when a copy ends, so the next one starts at once.
+func (m *Machine) Dispatch(now time.Time) Output { return m.repair.tick(now, m) }
+
 // RepairIdle reports whether no copy is queued or in flight (the driver scans again then).
 func (m *Machine) RepairIdle() bool { return len(m.repair.queue) == 0 && len(m.repair.inflight) == 0 }
