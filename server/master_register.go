@@ -120,30 +120,10 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	for _, p := range pages {
 		ninv += len(p)
 	}
-	m.mu.Lock()
-	m.mu.lc.RegisterBegin(m.now(), a.WorkerID)
-	m.mu.Unlock()
-	res, err := m.node.Apply(ctx, raftmeta.RegisterWorker{ID: a.WorkerID, Address: a.Address, DRAMCapacity: a.DRAMCapacity, NVMeCapacity: a.NVMeCapacity})
+	prev, inGrace, leaderSince, err := m.commitRegistration(ctx, a, recv)
 	if err != nil {
 		return nil, err
 	}
-	if res.Err != nil {
-		return nil, res.Err
-	}
-	// The worker is alive from now on (not from page 0's arrival, recv, when paged):
-	// heartbeats start the TTL clock. Drops owed and resync requests are cleared: the
-	// reconciliation below supersedes them.
-	m.mu.Lock()
-	before, _ := m.mu.lc.Worker(a.WorkerID)
-	prev := m.mu.lc.Registered(m.now(), recv, a.WorkerID, a.DRAMCapacity, a.NVMeCapacity)
-	if !before.LeavingAt.IsZero() {
-		m.log.Info("worker back after a graceful shutdown; its restart grace ends", "worker", a.WorkerID,
-			"away", recv.Sub(before.LeavingAt))
-	}
-	inGrace := m.leaderGraceLocked(recv)
-	_, leaderSince := m.mu.lc.Leader()
-	m.mu.Unlock()
-
 	have := make(map[string]base.Version, ninv)
 	for _, p := range pages {
 		for _, o := range p {
@@ -154,51 +134,118 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	if !prev.IsZero() {
 		settled = max(settled, prev.UnixNano())
 	}
-	var lost, adopt []raftmeta.KeyVersion
-	deferred, kept := 0, 0
-	// A kept object's key leaves have: every inventory key is in have until then, so below
-	// "not in have" means kept (no second map of up to millions of keys).
-	m.node.Range("", func(o raftmeta.Object) bool {
-		if slices.Contains(o.Lost, a.WorkerID) {
-			// A replica kept for this worker while it was dead: re-adopted when the worker
-			// reports that very version, forgotten otherwise (see raftmeta, "Lost replicas").
-			kv := raftmeta.KeyVersion{Key: o.Key, Version: o.Version}
-			if v, ok := have[o.Key]; ok && v == o.Version {
-				adopt = append(adopt, kv)
-			} else {
-				lost = append(lost, kv)
-			}
-			return true
-		}
-		if !slices.Contains(o.Replicas, a.WorkerID) {
-			return true
-		}
-		switch v, ok := have[o.Key]; {
-		case ok && v == o.Version:
-			delete(have, o.Key)
-			kept++
-		case o.Created < settled:
-			lost = append(lost, raftmeta.KeyVersion{Key: o.Key, Version: o.Version})
-		default:
-			deferred++
-		}
-		return true
-	})
-	nlost := len(lost)
-	adopted, err := m.adopt(ctx, a.WorkerID, adopt, have)
+	rc := m.reconcileListed(a.WorkerID, have, settled)
+	nlost := len(rc.lost)
+	adopted, err := m.adopt(ctx, a.WorkerID, rc.adopt, have)
 	if err != nil {
 		return nil, err
 	}
-	for len(lost) > 0 {
+	for lost := rc.lost; len(lost) > 0; {
 		n := min(len(lost), raftmeta.MaxBatch)
 		if _, err := m.node.Apply(ctx, raftmeta.DropReplicas{Worker: a.WorkerID, Items: lost[:n]}); err != nil {
 			return nil, err
 		}
 		lost = lost[n:]
 	}
-	var drop []raftmeta.KeyVersion
-	spared := 0
 	m.mu.Lock()
+	drop, spared := m.unknownLocked(a.WorkerID, pages, have, inGrace)
+	// The reply must fit one body: the drops past its bound are owed through heartbeats.
+	ndrop := len(drop)
+	if cut := replyDropCut(drop); cut < len(drop) {
+		for _, kv := range drop[cut:] {
+			m.mu.lc.QueueDrop(a.WorkerID, kv.Key, kv.Version)
+		}
+		drop = drop[:cut]
+	}
+	switch {
+	case rc.deferred > 0:
+		m.mu.lc.Resync(a.WorkerID, time.Time{})
+	case spared > 0:
+		m.mu.lc.Resync(a.WorkerID, leaderSince.Add(m.cfg.PutTimeout))
+	}
+	m.mu.Unlock()
+	m.log.Info("worker registered", "worker", a.WorkerID, "address", a.Address,
+		"dram_capacity", base.Bytes(a.DRAMCapacity).String(), "nvme_capacity", base.Bytes(a.NVMeCapacity).String(),
+		"inventory", ninv, "pages", len(pages), "kept", rc.kept, "readopted", adopted, "replicas_lost", nlost, "lost_unsettled", rc.deferred,
+		"dropped_unknown", ndrop, "drops_queued", ndrop-len(drop), "unknown_spared", spared)
+	return drop, nil
+}
+
+// commitRegistration commits the worker's segment (RegisterWorker) and moves it through the
+// lifecycle machine: registering (or returning, when dead), then alive from now on (not from
+// page 0's arrival, recv, when paged), its drops owed and resync requests cleared (the
+// reconciliation supersedes them). It returns the worker's previous registration with this
+// leader, whether recv falls in the leader's grace, and when this leadership began.
+func (m *Master) commitRegistration(ctx context.Context, a RegisterArgs, recv time.Time) (prev time.Time, inGrace bool, leaderSince time.Time, err error) {
+	m.mu.Lock()
+	m.mu.lc.RegisterBegin(m.now(), a.WorkerID)
+	m.mu.Unlock()
+	res, err := m.node.Apply(ctx, raftmeta.RegisterWorker{ID: a.WorkerID, Address: a.Address, DRAMCapacity: a.DRAMCapacity, NVMeCapacity: a.NVMeCapacity})
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		return prev, false, leaderSince, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	before, _ := m.mu.lc.Worker(a.WorkerID)
+	prev = m.mu.lc.Registered(m.now(), recv, a.WorkerID, a.DRAMCapacity, a.NVMeCapacity)
+	if !before.LeavingAt.IsZero() {
+		m.log.Info("worker back after a graceful shutdown; its restart grace ends", "worker", a.WorkerID,
+			"away", recv.Sub(before.LeavingAt))
+	}
+	_, leaderSince = m.mu.lc.Leader()
+	return prev, m.leaderGraceLocked(recv), leaderSince, nil
+}
+
+// listedReconciliation is what reconcileListed found: replicas to re-adopt, replicas the
+// worker no longer has (lost: dropped through DropReplicas), and counts.
+type listedReconciliation struct {
+	adopt, lost    []raftmeta.KeyVersion
+	kept, deferred int
+}
+
+// reconcileListed walks the objects that list worker id (live or lost) against its
+// inventory have. A kept object's key leaves have: every inventory key is in have until
+// then, so afterwards "not in have" means kept (no second map of up to millions of keys).
+func (m *Master) reconcileListed(id base.WorkerID, have map[string]base.Version, settled int64) listedReconciliation {
+	var rc listedReconciliation
+	m.node.Range("", func(o raftmeta.Object) bool {
+		kv := raftmeta.KeyVersion{Key: o.Key, Version: o.Version}
+		if slices.Contains(o.Lost, id) {
+			// A replica kept for this worker while it was dead: re-adopted when the worker
+			// reports that very version, forgotten otherwise (see raftmeta, "Lost replicas").
+			if v, ok := have[o.Key]; ok && v == o.Version {
+				rc.adopt = append(rc.adopt, kv)
+			} else {
+				rc.lost = append(rc.lost, kv)
+			}
+			return true
+		}
+		if !slices.Contains(o.Replicas, id) {
+			return true
+		}
+		switch v, ok := have[o.Key]; {
+		case ok && v == o.Version:
+			delete(have, o.Key)
+			rc.kept++
+		case o.Created < settled:
+			rc.lost = append(rc.lost, kv)
+		default:
+			rc.deferred++
+		}
+		return true
+	})
+	return rc
+}
+
+// unknownLocked returns the inventory entries still in have (neither kept nor re-adopted)
+// that the worker must drop, and how many it spares: a put in flight to this worker, an
+// object committed on it since the scan, or, in a new leader's grace, a put the previous
+// leader may have started. REQUIRES: m.mu (released and retaken every reconcileLockBatch
+// entries).
+func (m *Master) unknownLocked(id base.WorkerID, pages [][]base.ObjectMeta, have map[string]base.Version, inGrace bool) (drop []raftmeta.KeyVersion, spared int) {
 	for _, p := range pages {
 		for i, o := range p {
 			if i%reconcileLockBatch == reconcileLockBatch-1 {
@@ -211,12 +258,12 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 			if _, ok := have[o.Key]; !ok {
 				continue // kept
 			}
-			if r := m.mu.reservations[o.Key]; r != nil && r.version == o.Version && slices.Contains(r.workers, a.WorkerID) {
+			if r := m.mu.reservations[o.Key]; r != nil && r.version == o.Version && slices.Contains(r.workers, id) {
 				continue
 			}
 			// NB: PutEnd commits before it releases the reservation, so an object whose
 			// reservation is gone is in the FSM by now if its put succeeded.
-			if cur, ok := m.node.Lookup(o.Key); ok && cur.Version == o.Version && slices.Contains(cur.Replicas, a.WorkerID) {
+			if cur, ok := m.node.Lookup(o.Key); ok && cur.Version == o.Version && slices.Contains(cur.Replicas, id) {
 				continue
 			}
 			// In a new leader's grace, spare unknown objects that may be puts the previous
@@ -231,26 +278,7 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 			drop = append(drop, raftmeta.KeyVersion{Key: o.Key, Version: o.Version})
 		}
 	}
-	// The reply must fit one body: the drops past its bound are owed through heartbeats.
-	ndrop := len(drop)
-	if cut := replyDropCut(drop); cut < len(drop) {
-		for _, kv := range drop[cut:] {
-			m.mu.lc.QueueDrop(a.WorkerID, kv.Key, kv.Version)
-		}
-		drop = drop[:cut]
-	}
-	switch {
-	case deferred > 0:
-		m.mu.lc.Resync(a.WorkerID, time.Time{})
-	case spared > 0:
-		m.mu.lc.Resync(a.WorkerID, leaderSince.Add(m.cfg.PutTimeout))
-	}
-	m.mu.Unlock()
-	m.log.Info("worker registered", "worker", a.WorkerID, "address", a.Address,
-		"dram_capacity", base.Bytes(a.DRAMCapacity).String(), "nvme_capacity", base.Bytes(a.NVMeCapacity).String(),
-		"inventory", ninv, "pages", len(pages), "kept", kept, "readopted", adopted, "replicas_lost", nlost, "lost_unsettled", deferred,
-		"dropped_unknown", ndrop, "drops_queued", ndrop-len(drop), "unknown_spared", spared)
-	return drop, nil
+	return drop, spared
 }
 
 // adopt commits the re-adoption of a returning worker's lost replicas that its inventory
