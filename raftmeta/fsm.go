@@ -54,8 +54,8 @@ type segRec struct {
 	objects int64 // derived: replicas held
 	bytes   int64 // derived: their sizes
 	// deadSince is MarkWorkerLost's clock (unix nanoseconds) while state is SegmentDead by
-	// that command, else 0. draining is SetWorkerDraining's flag (cleared when the worker is
-	// lost). lost is derived: the lost replicas naming this slot.
+	// that command, else 0. draining is SetWorkerDraining's flag (it survives death and
+	// return). lost is derived: the lost replicas naming this slot.
 	deadSince int64
 	draining  bool
 	lost      int64

@@ -182,7 +182,9 @@ func (st *state) applyLifecycle(c Command) (res Result, ok bool) {
 		}
 		res = st.loseWorker(slot)
 		s := st.slots[slot]
-		s.state, s.deadSince, s.draining = SegmentDead, c.Now, false
+		// A drain survives death: the operator meant the worker to go, and a worker that
+		// returns keeps draining until the drain is cancelled.
+		s.state, s.deadSince = SegmentDead, c.Now
 		return res, true
 	case AdoptReplicas:
 		return st.adoptReplicas(&c), true
