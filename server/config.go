@@ -110,8 +110,8 @@ type MasterConfig struct {
 	testRaft     func(*raftmeta.Config) // adjusts raft timing for loopback tests
 	noBootstrap  bool                   // the test bootstraps the cluster itself (port-0 peers)
 	onWorkerDead func(base.WorkerID)    // called after MarkWorkerLost committed
-	// testRegisterLimits adjusts the bounds of paged registrations (registerLimits).
-	testRegisterLimits func(*registerLimits)
+	// testRegisterLimits adjusts the bounds of paged registrations.
+	testRegisterLimits func(*lifecycle.SessionLimits)
 	// testBeforeRegisterPage is called as each page of a paged registration arrives, before
 	// the master looks at it.
 	testBeforeRegisterPage func(m *Master, id base.WorkerID, session uint64, page uint32)

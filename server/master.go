@@ -26,9 +26,6 @@ const (
 	// maxQueuedDrops bounds the drops queued for one worker. Past it the queue is cleared and
 	// the worker is asked to re-register: its inventory reconciliation finds every orphan.
 	maxQueuedDrops = 1 << 20
-	// registerSessionTTL drops a paged registration whose next page has not arrived within it
-	// (a worker that died or gave up mid-way); the worker starts over from page 0.
-	registerSessionTTL = 2 * time.Minute
 	// maxRegisterReplyDrops and maxRegisterReplyDropBytes bound the drop list of one
 	// registration reply (about 5 MiB with 64-byte keys; the byte bound rules with long keys)
 	// so the reply always fits the body limit. The rest is queued for the worker's heartbeats
@@ -40,10 +37,8 @@ const (
 	reconcileLockBatch = 4096
 	// registerObjectOverhead estimates the leader's heap per accumulated inventory entry
 	// beyond its key bytes (base.ObjectMeta is 40 bytes: string header, version, size,
-	// checksum), for the byte bounds of registerLimits.
+	// checksum), for the byte bounds of lifecycle.SessionLimits.
 	registerObjectOverhead = 48
-	// maxReservations bounds puts in flight (PutStart without PutEnd) on the leader.
-	maxReservations = 1 << 20
 	// applyTimeout bounds one raft commit made by the leader's own loops.
 	applyTimeout = 10 * time.Second
 	// registerMasterTimeout bounds a follower's RegisterMaster call to the leader (one per
@@ -81,19 +76,9 @@ type Master struct {
 		// leads and since when, every worker's state, liveness, usage, reserved bytes and
 		// drops owed, and the repair and drain queue. The Master drives it (lifecycle.go).
 		lc *lifecycle.Machine
-		// reservations: puts between PutStart and PutEnd, by key.
-		// Invariant: every reservation's bytes are counted in its workers' Reserved.
-		reservations map[string]*reservation
-		// rng draws placements.
+		// rng draws placements (the lifecycle machine takes it as an input).
 		rng *rand.Rand
-		// regSessions: paged registrations in progress (pages received, final page not yet),
-		// by worker id; at most one per worker (a new session replaces the old one).
-		// Invariant: regBytes is the sum of the sessions' bytes.
-		regSessions map[base.WorkerID]*regSession
-		regBytes    int64
 	}
-	// regLimits bounds regSessions; fixed at NewMaster.
-	regLimits registerLimits
 	// regPages counts the pages of paged registrations this master accepted (tests read it).
 	regPages atomic.Int64
 
@@ -135,14 +120,13 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	log := cfg.Logger.With("component", "master", "id", cfg.ID)
 	log.Info("master starting", cfg.logAttrs()...)
 	m := &Master{cfg: cfg, log: log, now: time.Now, stop: make(chan struct{}), loopDone: make(chan struct{})}
-	m.mu.lc = lifecycle.New(lifecycle.Config{ClientTTL: cfg.ClientTTL, RestartGrace: cfg.WorkerRestartGrace,
-		MaxDropsPerHeartbeat: maxDropsPerHeartbeat, MaxQueuedDrops: maxQueuedDrops, Repair: cfg.Repair})
-	m.mu.reservations = map[string]*reservation{}
-	m.mu.regSessions = map[base.WorkerID]*regSession{}
-	m.regLimits = defaultRegisterLimits()
+	lcfg := lifecycle.Config{ClientTTL: cfg.ClientTTL, RestartGrace: cfg.WorkerRestartGrace,
+		MaxDropsPerHeartbeat: maxDropsPerHeartbeat, MaxQueuedDrops: maxQueuedDrops, PutTimeout: cfg.PutTimeout,
+		HighWatermark: cfg.EvictionHighWatermarkRatio, Repair: cfg.Repair}
 	if cfg.testRegisterLimits != nil {
-		cfg.testRegisterLimits(&m.regLimits)
+		cfg.testRegisterLimits(&lcfg.Sessions)
 	}
+	m.mu.lc = lifecycle.New(lcfg)
 	m.mu.rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x6d6f6f6e63616b65))
 	m.met = newMasterMetrics(m.stats)
 	m.rmet.register(m.met.reg, m.repairGauges)
@@ -274,7 +258,7 @@ func (m *Master) health() error {
 }
 
 // leaderLoop is the master's one background goroutine (docs/threads.md). It owns the
-// transitions of the leader soft state, worker liveness (MarkWorkerDead), reservation expiry,
+// transitions of the leader soft state, worker liveness (MarkWorkerLost), reservation expiry,
 // the periodic summary line and, on a follower, registering this master's RPC address with
 // the leader (registerSelf).
 func (m *Master) leaderLoop() {
@@ -324,9 +308,8 @@ func (m *Master) setLeader(leader bool) {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.mu.reservations = map[string]*reservation{}
-	m.mu.regSessions = map[base.WorkerID]*regSession{} // paged registrations start over with the new leader
-	m.mu.regBytes = 0
+	// Reservations and paged registrations start over with the new leader (the machine
+	// resets them on both transitions).
 	if !leader {
 		m.mu.lc.StepDown()
 		m.log.Info("no longer leader")

@@ -87,13 +87,7 @@ func (m *Master) propose(c raftmeta.Command) {
 	lost, isLost := c.(raftmeta.MarkWorkerLost)
 	var grace bool
 	if isLost && err == nil {
-		// Puts placed on the worker cannot complete: release their bytes (their other
-		// workers are owed drops when the reservations expire or are revoked).
-		for key, r := range m.mu.reservations {
-			if slices.Contains(r.workers, lost.ID) {
-				m.releaseReservationLocked(key, r)
-			}
-		}
+		// (Applied released the bytes of the puts placed on it: they cannot complete.)
 		w, _ := m.mu.lc.Worker(lost.ID)
 		grace = !w.LeavingAt.IsZero()
 	}

@@ -8,16 +8,8 @@ import (
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/server/lifecycle"
 )
-
-// reservation is one put between PutStart and PutEnd: leader soft state, never committed.
-type reservation struct {
-	version  base.Version
-	size     int64
-	workers  []base.WorkerID
-	deadline time.Time
-	upsert   bool
-}
 
 // leaderGrace is how long after winning an election the leader waits for PutEnds of puts the
 // previous leader started: it cannot know them, so it accepts a PutEnd without a reservation
@@ -89,70 +81,20 @@ func (m *Master) putStart(a PutStartArgs) (PutStartReply, error) {
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if leader, _ := m.mu.lc.Leader(); !leader {
-		return PutStartReply{}, fmt.Errorf("%w: leadership is starting, retry", base.ErrUnavailable)
-	}
-	if old, ok := m.mu.reservations[a.Key]; ok {
-		if !a.Upsert && now.Before(old.deadline) {
-			return PutStartReply{}, fmt.Errorf("%w: key %q: a put of this key is in progress", base.ErrObjectAlreadyExists, a.Key)
-		}
-		// An upsert (or any put after the old one timed out) supersedes the put in flight:
-		// its workers drop what they got.
-		m.dropReservationLocked(a.Key, old)
-	}
-	if len(m.mu.reservations) >= maxReservations {
-		return PutStartReply{}, fmt.Errorf("%w: %d puts in flight", base.ErrUnavailable, len(m.mu.reservations))
-	}
-	cands := make([]placementCandidate, 0, len(segs))
-	addr := map[base.WorkerID]string{}
-	for _, s := range segs {
-		// Not heard from during this leadership, leaving to restart (it refuses writes until
-		// it registers again), draining, or dead: no new puts.
-		if !m.mu.lc.Placeable(s.ID) {
-			continue
-		}
-		ws, _ := m.mu.lc.Worker(s.ID)
-		used := ws.Usage.DRAMUsed
-		free := s.DRAMCapacity - used - ws.Reserved
-		// Over the high watermark: the worker is evicting; weigh it as full.
-		if s.DRAMCapacity > 0 && float64(used+ws.Reserved) > m.cfg.EvictionHighWatermarkRatio*float64(s.DRAMCapacity) {
-			free = 0
-		}
-		cands = append(cands, placementCandidate{ID: s.ID, Capacity: s.DRAMCapacity, Free: free})
-		addr[s.ID] = s.Address
-	}
-	ids, err := place(cands, a.Replicas, a.Size, a.PreferredWorker, m.mu.rng)
+	ids, err := m.mu.lc.PlacePut(now, lifecycle.PutRequest{Key: a.Key, Version: version, Size: a.Size,
+		Replicas: a.Replicas, Preferred: a.PreferredWorker, Upsert: a.Upsert}, segs, m.mu.rng)
 	if err != nil {
 		return PutStartReply{}, err
 	}
-	r := &reservation{version: version, size: a.Size, workers: ids, deadline: now.Add(m.cfg.PutTimeout), upsert: a.Upsert}
-	m.mu.reservations[a.Key] = r
+	addr := map[base.WorkerID]string{}
+	for _, s := range segs {
+		addr[s.ID] = s.Address
+	}
 	reply := PutStartReply{Version: version, Replicas: make([]Replica, len(ids))}
 	for i, id := range ids {
-		m.mu.lc.Reserve(id, a.Size)
 		reply.Replicas[i] = Replica{WorkerID: id, Address: addr[id]}
 	}
 	return reply, nil
-}
-
-// dropReservationLocked forgets r and owes its workers a drop of what they received.
-// REQUIRES: m.mu.
-func (m *Master) dropReservationLocked(key string, r *reservation) {
-	m.releaseReservationLocked(key, r)
-	for _, id := range r.workers {
-		m.mu.lc.QueueDrop(id, key, r.version)
-	}
-}
-
-// releaseReservationLocked forgets r after its PutEnd (the bytes are now the object's).
-// REQUIRES: m.mu.
-func (m *Master) releaseReservationLocked(key string, r *reservation) {
-	if cur, ok := m.mu.reservations[key]; ok && cur == r {
-		delete(m.mu.reservations, key)
-	}
-	for _, id := range r.workers {
-		m.mu.lc.Reserve(id, -r.size)
-	}
 }
 
 // queueDrops owes each worker holding o a drop of o's version.
@@ -198,7 +140,7 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 	errs := make([]error, len(items))
 	cmd := raftmeta.PutEnd{Upsert: upsert, Items: make([]raftmeta.PutItem, 0, len(items))}
 	idx := make([]int, 0, len(items)) // cmd item -> items index
-	resv := make([]*reservation, len(items))
+	resv := make([]bool, len(items))  // the item ends a reservation of this leader
 	now := m.now()
 	m.mu.Lock()
 	for i, it := range items {
@@ -206,19 +148,19 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 			errs[i] = err
 			continue
 		}
-		r := m.mu.reservations[it.Key]
+		r, ok := m.mu.lc.Reservation(it.Key)
 		replicas := it.Replicas
 		switch {
-		case r != nil && r.version == it.Version:
-			if it.Size != r.size {
-				errs[i] = fmt.Errorf("%w: key %q: PutEnd size %d differs from PutStart size %d", base.ErrInvalidParams, it.Key, it.Size, r.size)
+		case ok && r.Version == it.Version:
+			if it.Size != r.Size {
+				errs[i] = fmt.Errorf("%w: key %q: PutEnd size %d differs from PutStart size %d", base.ErrInvalidParams, it.Key, it.Size, r.Size)
 				continue
 			}
 			if len(replicas) == 0 {
-				replicas = r.workers
+				replicas = r.Workers
 			}
 			for _, w := range replicas {
-				if !slices.Contains(r.workers, w) {
+				if !slices.Contains(r.Workers, w) {
 					errs[i] = fmt.Errorf("%w: key %q: worker %s was not placed for this put", base.ErrInvalidParams, it.Key, w)
 					break
 				}
@@ -226,8 +168,8 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 			if errs[i] != nil {
 				continue
 			}
-			resv[i] = r
-			if len(items) == 1 && r.upsert {
+			resv[i] = true
+			if len(items) == 1 && r.Upsert {
 				// One raft entry has one Upsert flag: a single PutEnd inherits its PutStart's.
 				// In a batch each item's flag is the PutEnd's (the handler splits batches by it).
 				upsert = true
@@ -283,15 +225,14 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 			itemErr = res.Err
 		}
 		errs[i] = itemErr
-		r := resv[i]
-		if r == nil {
+		if !resv[i] {
 			continue
 		}
 		if itemErr == nil {
-			m.releaseReservationLocked(items[i].Key, r)
+			m.mu.lc.EndReservation(items[i].Key, items[i].Version)
 		} else {
 			// Refused for good (duplicate, workers gone): the bytes are nobody's.
-			m.dropReservationLocked(items[i].Key, r)
+			m.mu.lc.DropReservation(items[i].Key, items[i].Version)
 		}
 	}
 	return errs, nil
@@ -314,9 +255,7 @@ func (m *Master) putRevoke(key string, version base.Version) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if r, ok := m.mu.reservations[key]; ok && (version == 0 || r.version == version) {
-		m.dropReservationLocked(key, r)
-	}
+	m.mu.lc.DropReservation(key, version)
 	return nil
 }
 
@@ -325,10 +264,7 @@ func (m *Master) expireReservations() {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for key, r := range m.mu.reservations {
-		if now.After(r.deadline) {
-			m.log.Info("put timed out before PutEnd; workers drop it", "key", key, "version", r.version, "put_timeout", m.cfg.PutTimeout)
-			m.dropReservationLocked(key, r)
-		}
+	for key, r := range m.mu.lc.ExpireReservations(now) {
+		m.log.Info("put timed out before PutEnd; workers drop it", "key", key, "version", r.Version, "put_timeout", m.cfg.PutTimeout)
 	}
 }

@@ -11,41 +11,6 @@ import (
 	"github.com/mooncake-go/mooncake/server/lifecycle"
 )
 
-// regSession is one paged registration in progress on the leader (leader soft state: a new
-// leader knows none, and the worker starts over). See registerPage.
-type regSession struct {
-	id uint64
-	// next is the page number expected next. Invariant: next == len(pages).
-	next uint32
-	// began is when page 0 arrived: the registration's reconciliation counts from it (see
-	// registerWorker: objects created after it are never taken as lost).
-	began time.Time
-	// last is when the latest page arrived; the session expires registerSessionTTL after it.
-	last time.Time
-	// pages are the inventory pages received so far, as decoded (no copy is made).
-	pages [][]base.ObjectMeta
-	// objects and bytes count the entries in pages and their estimated heap.
-	objects int
-	bytes   int64
-}
-
-// registerLimits bound the inventory a leader accumulates from paged registrations. Past
-// a bound the page is refused and the session dropped; the defaults are far above a real
-// worker (a million objects with 64-byte keys is about 110 MiB) and exist so that a buggy or
-// hostile sender cannot exhaust the leader's memory.
-type registerLimits struct {
-	// perWorkerObjects bounds one session's objects. Default 1<<26 (67 million).
-	perWorkerObjects int
-	// perWorkerBytes bounds one session's estimated heap. Default 8 GiB.
-	perWorkerBytes int64
-	// totalBytes bounds every session's estimated heap together. Default 16 GiB.
-	totalBytes int64
-}
-
-func defaultRegisterLimits() registerLimits {
-	return registerLimits{perWorkerObjects: 1 << 26, perWorkerBytes: 8 << 30, totalBytes: 16 << 30}
-}
-
 // inventoryBytes is the leader's estimated heap for inv (registerObjectOverhead per entry).
 func inventoryBytes(inv []base.ObjectMeta) int64 {
 	n := int64(len(inv)) * registerObjectOverhead
@@ -258,7 +223,7 @@ func (m *Master) unknownLocked(id base.WorkerID, pages [][]base.ObjectMeta, have
 			if _, ok := have[o.Key]; !ok {
 				continue // kept
 			}
-			if r := m.mu.reservations[o.Key]; r != nil && r.version == o.Version && slices.Contains(r.workers, id) {
+			if r, ok := m.mu.lc.Reservation(o.Key); ok && r.Version == o.Version && slices.Contains(r.Workers, id) {
 				continue
 			}
 			// NB: PutEnd commits before it releases the reservation, so an object whose
@@ -334,17 +299,10 @@ func replyDropCut(drop []raftmeta.KeyVersion) int {
 }
 
 // registerPage takes one page of a paged registration (a RegisterWorker request with a
-// non-zero session). Pages with more set are accumulated in the leader's soft state, keyed
-// by worker; the final page (more false) runs registerWorker over every page and returns its
-// drops. The duties, in order:
-//  1. Only the leader accumulates (NOT_LEADER otherwise); a new leader knows no session.
-//  2. Page 0 starts a session and replaces any older one of the worker (its attempt was
-//     abandoned: the worker starts each attempt over with a new session).
-//  3. Any other page must carry the session's id and the next page number, and arrive within
-//     registerSessionTTL of the previous page; otherwise it is refused with UNAVAILABLE and
-//     the session dropped, and the worker starts over from page 0 with a new session.
-//  4. A page that would take the session or all sessions past registerLimits is refused
-//     with UNAVAILABLE (too large) and the session dropped.
+// non-zero session). Only the leader accumulates (NOT_LEADER otherwise); the lifecycle
+// machine keeps the pages and decides (lifecycle.Machine.RegisterPage: page order, session
+// replacement, idle expiry, bounds); the final page runs registerWorker over every page and
+// returns its drops.
 func (m *Master) registerPage(ctx context.Context, a RegisterArgs, session uint64, page uint32, more bool) ([]raftmeta.KeyVersion, error) {
 	if session == 0 {
 		return m.registerWorker(ctx, a)
@@ -356,84 +314,28 @@ func (m *Master) registerPage(ctx context.Context, a RegisterArgs, session uint6
 		return nil, err
 	}
 	now := m.now()
-	size := inventoryBytes(a.Inventory)
 	m.mu.Lock()
-	s := m.mu.regSessions[a.WorkerID]
-	var refuse string
-	switch {
-	case page == 0:
-		if s != nil {
-			m.dropRegSessionLocked(a.WorkerID)
-		}
-		s = &regSession{id: session, began: now}
-	case s == nil:
-		refuse = "no registration in progress (this leader never saw page 0, or the session expired or was replaced)"
-	case s.id != session:
-		refuse = fmt.Sprintf("another registration (session %016x) replaced this one", s.id)
-	case s.next != page:
-		refuse = fmt.Sprintf("page out of order: expected page %d", s.next)
-	case now.Sub(s.last) > registerSessionTTL:
-		refuse = fmt.Sprintf("the session expired (no page for %s)", registerSessionTTL)
+	earlier, began, done, err := m.mu.lc.RegisterPage(now, a.WorkerID, session, page, more, a.Inventory, inventoryBytes(a.Inventory))
+	m.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
-	if refuse == "" && more {
-		lim := m.regLimits
-		switch {
-		case s.objects+len(a.Inventory) > lim.perWorkerObjects || s.bytes+size > lim.perWorkerBytes:
-			refuse = fmt.Sprintf("%v: the inventory exceeds the leader's bound for one worker (%d objects, %s)",
-				base.ErrTooLarge, lim.perWorkerObjects, base.Bytes(lim.perWorkerBytes))
-		case m.mu.regBytes+size > lim.totalBytes:
-			refuse = fmt.Sprintf("%v: registrations in progress hold %s, the leader's bound is %s; retry later",
-				base.ErrTooLarge, base.Bytes(m.mu.regBytes), base.Bytes(lim.totalBytes))
-		}
-	}
-	if refuse != "" {
-		if m.mu.regSessions[a.WorkerID] != nil && (page == 0 || s.id == session) {
-			m.dropRegSessionLocked(a.WorkerID)
-		}
-		m.mu.Unlock()
-		return nil, fmt.Errorf("%w: worker %s registration session %016x page %d refused: %s; register again from page 0",
-			base.ErrUnavailable, a.WorkerID, session, page, refuse)
-	}
-	m.mu.lc.Touch(now, a.WorkerID) // a worker sending pages is alive, though it does not heartbeat meanwhile
 	m.regPages.Add(1)
-	if more {
-		s.pages = append(s.pages, a.Inventory)
-		s.next++
-		s.last = now
-		s.objects += len(a.Inventory)
-		s.bytes += size
-		m.mu.regBytes += size
-		m.mu.regSessions[a.WorkerID] = s
-		m.mu.Unlock()
+	if !done {
 		return nil, nil
 	}
-	if m.mu.regSessions[a.WorkerID] == s {
-		m.dropRegSessionLocked(a.WorkerID)
-	}
-	m.mu.Unlock()
-	a.earlier, a.began = s.pages, s.began
+	a.earlier, a.began = earlier, began
 	return m.registerWorker(ctx, a)
 }
 
-// dropRegSessionLocked forgets the worker's paged registration in progress. REQUIRES: m.mu.
-func (m *Master) dropRegSessionLocked(id base.WorkerID) {
-	if s := m.mu.regSessions[id]; s != nil {
-		m.mu.regBytes -= s.bytes
-		delete(m.mu.regSessions, id)
-	}
-}
-
-// expireRegSessions drops the paged registrations idle for registerSessionTTL (leader loop).
+// expireRegSessions drops the paged registrations idle for the session TTL (leader loop).
 func (m *Master) expireRegSessions() {
-	now := m.now()
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	for id, s := range m.mu.regSessions {
-		if now.Sub(s.last) > registerSessionTTL {
-			m.log.Info("dropped a worker registration never finished", "worker", id, "pages", len(s.pages),
-				"objects", s.objects, "idle", now.Sub(s.last))
-			m.dropRegSessionLocked(id)
-		}
+	expired := m.mu.lc.ExpireSessions(m.now())
+	m.mu.Unlock()
+	for _, e := range expired {
+		m.log.Info("dropped a worker registration never finished", "worker", e.ID, "pages", e.Pages,
+			"objects", e.Objects, "idle", e.Idle)
 	}
 }
 

@@ -116,7 +116,7 @@ func (m *Master) status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s.UsageReported, _ = m.mu.lc.Leader()
-	s.PutsInFlight = len(m.mu.reservations)
+	s.PutsInFlight = m.mu.lc.PutsInFlight()
 	rs := m.mu.lc.RepairStats()
 	s.Repair = RepairStatus{UnderReplicatedObjects: rs.UnderReplicated, DrainingReplicas: rs.Draining, Queued: rs.Queued,
 		InFlight: rs.InFlight, Copied: rs.Copied, Failed: rs.Failed, CopiedBytes: rs.CopiedBytes}

@@ -1,10 +1,12 @@
 // Package lifecycle is the master leader's soft state about workers as a pure state machine,
-// as tier/policy is for the worker: worker lifecycle and liveness, usage and reserved bytes
-// for placement, drops owed to workers, re-registration requests, and the repair and drain
-// queue. It does no I/O, starts no goroutines and reads no clock: every event carries now,
-// and its outputs are raft commands to propose (Output.Propose) and copies to order
-// (Output.Copies); drops owed go out in heartbeat replies (Heartbeat). The server's Master
-// drives it under its own lock and executes the outputs.
+// as tier/policy is for the worker: worker lifecycle and liveness, usage, reservations and
+// placement of puts (reservations.go, placement.go), paged registration sessions
+// (sessions.go), drops owed to workers, re-registration requests, and the repair and drain
+// queue (repair.go). It does no I/O, starts no goroutines and reads no clock: every event
+// carries now (and placement its rng), and its outputs are raft commands to propose
+// (Output.Propose) and copies to order (Output.Copies); drops owed go out in heartbeat
+// replies (Heartbeat). The server's Master drives it under its own lock and executes the
+// outputs. Tested from the scripts in testdata/ (TestMachine) and a model test (TestModel).
 //
 // # Worker states
 //

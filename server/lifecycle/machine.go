@@ -56,6 +56,15 @@ type Config struct {
 	// MaxQueuedDrops bounds the drops queued for one worker; past it the queue is cleared
 	// and the worker asked to re-register (its reconciliation finds every orphan). Default 1<<20.
 	MaxQueuedDrops int
+	// PutTimeout: a put not ended this long after PutStart is dropped. Default 30 s.
+	PutTimeout time.Duration
+	// HighWatermark: a worker whose used plus reserved DRAM is past this fraction of its
+	// capacity is weighed as full by placement. Default 0.95.
+	HighWatermark float64
+	// MaxReservations bounds the puts in flight. Default 1<<20.
+	MaxReservations int
+	// Sessions bound paged registrations. See SessionLimits.
+	Sessions SessionLimits
 	// Repair bounds copies for repair and drain. See RepairConfig.
 	Repair RepairConfig
 }
@@ -68,6 +77,16 @@ func (c *Config) EnsureDefaults() {
 	if c.MaxQueuedDrops == 0 {
 		c.MaxQueuedDrops = 1 << 20
 	}
+	if c.PutTimeout == 0 {
+		c.PutTimeout = 30 * time.Second
+	}
+	if c.HighWatermark == 0 {
+		c.HighWatermark = 0.95
+	}
+	if c.MaxReservations == 0 {
+		c.MaxReservations = 1 << 20
+	}
+	c.Sessions.ensureDefaults()
 	c.Repair.ensureDefaults()
 }
 
@@ -123,12 +142,27 @@ type Machine struct {
 	leaderSince time.Time
 	workers     map[base.WorkerID]*Worker
 	repair      repairState
+	// resv: puts between PutStart and PutEnd, by key.
+	// Invariant: every reservation's Size is counted in each of its workers' Reserved.
+	resv map[string]*Reservation
+	// sessions: paged registrations in progress, by worker (sessions.go).
+	sessions sessionState
 }
 
 // New returns a machine that is not leader.
 func New(cfg Config) *Machine {
 	cfg.EnsureDefaults()
-	return &Machine{cfg: cfg, workers: map[base.WorkerID]*Worker{}, repair: newRepairState()}
+	m := &Machine{cfg: cfg}
+	m.reset()
+	return m
+}
+
+// reset forgets every leadership's soft state.
+func (m *Machine) reset() {
+	m.workers = map[base.WorkerID]*Worker{}
+	m.repair = newRepairState()
+	m.resv = map[string]*Reservation{}
+	m.sessions = newSessionState()
 }
 
 // Leader reports whether the machine holds a leadership's state, and since when.
@@ -141,8 +175,7 @@ func (m *Machine) Leader() (bool, time.Time) { return m.leader, m.leaderSince }
 // every worker were empty.
 func (m *Machine) BecomeLeader(now time.Time, segs []raftmeta.Segment) {
 	m.leader, m.leaderSince = true, now
-	m.workers = map[base.WorkerID]*Worker{}
-	m.repair = newRepairState()
+	m.reset()
 	for _, s := range segs {
 		w := &Worker{ID: s.ID, LastSeen: now, Draining: s.Draining,
 			Usage: Usage{DRAMUsed: min(s.Bytes, s.DRAMCapacity), DRAMCapacity: s.DRAMCapacity, NVMeCapacity: s.NVMeCapacity}}
@@ -161,8 +194,7 @@ func (m *Machine) BecomeLeader(now time.Time, segs []raftmeta.Segment) {
 // StepDown forgets the leadership's soft state.
 func (m *Machine) StepDown() {
 	m.leader, m.leaderSince = false, time.Time{}
-	m.workers = map[base.WorkerID]*Worker{}
-	m.repair = newRepairState()
+	m.reset()
 }
 
 // deadline is when w is dead if it says nothing more.
@@ -228,6 +260,10 @@ func (m *Machine) Failed(c raftmeta.Command) {
 // Applied tells the machine a command it cares about committed (and its per-item result).
 func (m *Machine) Applied(c raftmeta.Command, res raftmeta.Result) {
 	switch c := c.(type) {
+	case raftmeta.MarkWorkerLost:
+		if res.Err == nil {
+			m.releaseWorkerReservations(c.ID)
+		}
 	case raftmeta.SetWorkerDraining:
 		if w := m.workers[c.ID]; w != nil && res.Err == nil {
 			w.Draining = c.Draining

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,6 +30,7 @@ var epoch = time.Unix(1_000_000, 0)
 //	tick now=<d>
 //	register-begin id=<w> now=<d> | registered id=<w> now=<d> [recv=<d>] [cap=<n>]
 //	failed-lost id=<w>          (the MarkWorkerLost proposal was not committed)
+//	lost-committed id=<w>       (it committed)
 //	drain id=<w> [cancel]       (SetWorkerDraining committed)
 //	unregister id=<w>           (UnregisterWorker committed)
 //	drop id=<w> key=<k> version=<n>
@@ -37,12 +39,19 @@ var epoch = time.Unix(1_000_000, 0)
 //	                            input: <key> version=<n> size=<n> replicas=<w,...> [lost=<w,...>]
 //	copy-done key=<k> [err]     (then the MoveReplicas is proposed)
 //	move-applied key=<k> [err]  (the MoveReplicas of the copy of key committed, or failed)
-//	workers | repair
+//	place now=<d> key=<k> version=<n> size=<n> [replicas=<n>] [preferred=<w>] [upsert]
+//	                            input: the active segments, <id> cap=<n>
+//	end key=<k> version=<n> | revoke key=<k> [version=<n>] | expire-puts now=<d>
+//	page id=<w> now=<d> session=<n> page=<n> objects=<n> [more]   (one registration page)
+//	expire-sessions now=<d>
+//	new [max-objects=<n>] [total-bytes=<n>] [session-ttl=<d>] [put-timeout=<d>]
+//	workers | repair | puts | sessions
 //
 // Every event prints the proposals and copy orders it produced.
 func TestMachine(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		var m *Machine
+		var rng *rand.Rand
 		orders := map[string]CopyOrder{}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			at := func(key string) time.Time {
@@ -69,10 +78,18 @@ func TestMachine(t *testing.T) {
 			}
 			switch d.Cmd {
 			case "new":
-				cfg := Config{ClientTTL: dur(t, str("ttl")), Repair: RepairConfig{Concurrency: int(num("concurrency")), BytesPerSec: num("rate")}}
+				cfg := Config{ClientTTL: dur(t, str("ttl")), Repair: RepairConfig{Concurrency: int(num("concurrency")), BytesPerSec: num("rate")},
+					Sessions: SessionLimits{PerWorkerObjects: int(num("max-objects")), TotalBytes: num("total-bytes")}}
 				if g := str("grace"); g != "" {
 					cfg.RestartGrace = dur(t, g)
 				}
+				if g := str("session-ttl"); g != "" {
+					cfg.Sessions.TTL = dur(t, g)
+				}
+				if g := str("put-timeout"); g != "" {
+					cfg.PutTimeout = dur(t, g)
+				}
+				rng = rand.New(rand.NewPCG(1, 2))
 				m = New(cfg)
 				return "ok\n"
 			case "leader":
@@ -133,6 +150,9 @@ func TestMachine(t *testing.T) {
 					out = fmt.Sprintf("previous registration at %v\n", prev.Sub(epoch)) + out
 				}
 				return out
+			case "lost-committed":
+				m.Applied(raftmeta.MarkWorkerLost{ID: id}, raftmeta.Result{})
+				return formatPuts(m)
 			case "failed-lost":
 				m.Failed(raftmeta.MarkWorkerLost{ID: id})
 				return formatWorkers(m)
@@ -191,6 +211,60 @@ func TestMachine(t *testing.T) {
 				}
 				m.Applied(c, res)
 				return formatRepair(m) + fmt.Sprintf("drops owed: from %d, to %d\n", m.DropsOwed(o.From), m.DropsOwed(o.To))
+			case "place":
+				var segs []raftmeta.Segment
+				for _, line := range lines(d.Input) {
+					f := strings.Fields(line)
+					cp, _ := strings.CutPrefix(f[1], "cap=")
+					segs = append(segs, raftmeta.Segment{ID: base.WorkerID(f[0]), DRAMCapacity: atoi(t, cp), State: raftmeta.SegmentActive})
+				}
+				reps := int(num("replicas"))
+				if reps == 0 {
+					reps = 1
+				}
+				ids, err := m.PlacePut(at("now"), PutRequest{Key: str("key"), Version: base.Version(num("version")), Size: num("size"),
+					Replicas: reps, Preferred: base.WorkerID(str("preferred")), Upsert: d.HasArg("upsert")}, segs, rng)
+				if err != nil {
+					return "error: " + err.Error() + "\n"
+				}
+				return fmt.Sprintf("placed on %v\n", ids) + formatPuts(m)
+			case "end":
+				m.EndReservation(str("key"), base.Version(num("version")))
+				return formatPuts(m)
+			case "revoke":
+				ok := m.DropReservation(str("key"), base.Version(num("version")))
+				return fmt.Sprintf("revoked=%t\n", ok) + formatPuts(m)
+			case "expire-puts":
+				exp := m.ExpireReservations(at("now"))
+				return fmt.Sprintf("expired %d\n", len(exp)) + formatPuts(m)
+			case "page":
+				inv := make([]base.ObjectMeta, num("objects"))
+				for i := range inv {
+					inv[i] = base.ObjectMeta{Key: fmt.Sprintf("o%d", i), Version: 1}
+				}
+				earlier, began, done, err := m.RegisterPage(at("now"), id, uint64(num("session")), uint32(num("page")),
+					d.HasArg("more"), inv, int64(len(inv))*10)
+				switch {
+				case err != nil:
+					return "error: " + err.Error() + "\n"
+				case done:
+					n := len(inv)
+					for _, p := range earlier {
+						n += len(p)
+					}
+					return fmt.Sprintf("done: %d earlier pages, %d objects, began %v\n", len(earlier), n, began.Sub(epoch)) + formatSessions(m)
+				}
+				return "accepted\n" + formatSessions(m)
+			case "expire-sessions":
+				var b strings.Builder
+				for _, e := range m.ExpireSessions(at("now")) {
+					fmt.Fprintf(&b, "expired %s pages=%d objects=%d idle=%v\n", e.ID, e.Pages, e.Objects, e.Idle)
+				}
+				return b.String() + formatSessions(m)
+			case "puts":
+				return formatPuts(m)
+			case "sessions":
+				return formatSessions(m)
 			case "workers":
 				return formatWorkers(m)
 			case "repair":
@@ -313,4 +387,26 @@ func formatRepair(m *Machine) string {
 	s := m.RepairStats()
 	return fmt.Sprintf("queued=%d in_flight=%d under_replicated=%d draining=%d copied=%d failed=%d copied_bytes=%d\n",
 		s.Queued, s.InFlight, s.UnderReplicated, s.Draining, s.Copied, s.Failed, s.CopiedBytes)
+}
+
+func formatPuts(m *Machine) string {
+	var b strings.Builder
+	for _, k := range m.sortedKeys() {
+		r, _ := m.Reservation(k)
+		fmt.Fprintf(&b, "put %s@%d size=%d workers=%v deadline=%v upsert=%t\n", k, r.Version, r.Size, r.Workers, r.Deadline.Sub(epoch), r.Upsert)
+	}
+	for _, w := range m.Workers() {
+		if w.Reserved != 0 {
+			fmt.Fprintf(&b, "%s reserved=%d\n", w.ID, w.Reserved)
+		}
+	}
+	if b.Len() == 0 {
+		return "(no puts in flight)\n"
+	}
+	return b.String()
+}
+
+func formatSessions(m *Machine) string {
+	n, bytes := m.Sessions()
+	return fmt.Sprintf("sessions=%d bytes=%d\n", n, bytes)
 }

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -36,11 +37,12 @@ func TestModel(t *testing.T) {
 	mw := map[base.WorkerID]*model{}
 	var segs []raftmeta.Segment
 	for _, id := range ids {
-		segs = append(segs, raftmeta.Segment{ID: id, State: raftmeta.SegmentActive})
+		segs = append(segs, raftmeta.Segment{ID: id, State: raftmeta.SegmentActive, DRAMCapacity: 1000})
 		mw[id] = &model{seen: now}
 	}
 	m.BecomeLeader(now, segs)
 	inflight := map[string]CopyOrder{}
+	placed := 0
 	check := func(out Output) {
 		t.Helper()
 		for _, c := range out.Propose {
@@ -104,6 +106,35 @@ func TestModel(t *testing.T) {
 			}
 		case p < 55:
 			m.Applied(raftmeta.SetWorkerDraining{ID: id, Draining: r.IntN(2) == 0}, raftmeta.Result{})
+		case p < 62:
+			// Reservations: place, end, revoke or expire; the machine's Reserved per worker must
+			// always equal the sizes of the puts in flight that name it.
+			key := fmt.Sprintf("p%d", r.IntN(8))
+			switch r.IntN(4) {
+			case 0, 1:
+				if _, err := m.PlacePut(now, PutRequest{Key: key, Version: base.Version(step + 1), Size: int64(1 + r.IntN(100)),
+					Replicas: 1 + r.IntN(2), Upsert: r.IntN(2) == 0}, segs, r); err == nil {
+					placed++
+				}
+			case 2:
+				if res, ok := m.Reservation(key); ok {
+					m.EndReservation(key, res.Version)
+				}
+			default:
+				m.DropReservation(key, 0)
+			}
+			m.ExpireReservations(now)
+			for _, w := range m.Workers() {
+				var want int64
+				for _, k := range m.sortedKeys() {
+					if res, _ := m.Reservation(k); slices.Contains(res.Workers, w.ID) {
+						want += res.Size
+					}
+				}
+				if w.Reserved != want {
+					t.Fatalf("step %d: %s reserved %d, its puts in flight hold %d", step, w.ID, w.Reserved, want)
+				}
+			}
 		case p < 75:
 			var cands []Candidate
 			for k := range 6 {
@@ -145,5 +176,8 @@ func TestModel(t *testing.T) {
 		if got := m.RepairStats().InFlight; got != len(inflight) {
 			t.Fatalf("step %d: %d in flight, the model has %d", step, got, len(inflight))
 		}
+	}
+	if placed == 0 {
+		t.Fatal("no put was ever placed: the model checked nothing about reservations")
 	}
 }
