@@ -30,3 +30,21 @@ func (c *Client) DrainWorker(ctx context.Context, id base.WorkerID, cancel bool)
 	}
 	return nil
 }
+
+// RetireWorker forgets a dead worker for good (the RetireWorker call): the replicas the
+// metadata kept for its return are dropped, and objects that only it held are removed. Use it
+// for a worker that will not come back; a worker that returns later registers as new and its
+// old copies are dropped. A worker that is not dead fails with base.ErrInvalidParams, an
+// unknown one with base.ErrSegmentNotFound.
+func (c *Client) RetireWorker(ctx context.Context, id base.WorkerID) error {
+	if err := base.ValidateWorkerID(id); err != nil {
+		return err
+	}
+	ctx, done := c.withTimeout(ctx)
+	defer done()
+	req := &transfer.RetireWorkerRequest{WorkerID: id}
+	if err := c.masterCall(ctx, req, transfer.NewEmpty(transfer.OpRetireWorker), nil); err != nil {
+		return fmt.Errorf("retire worker %s: %w", id, err)
+	}
+	return nil
+}

@@ -72,6 +72,9 @@ var masterCalls = map[transfer.Op]masterCall{
 		r := req.(*transfer.DrainWorkerRequest)
 		return nil, nil, m.drainWorker(ctx, r.WorkerID, r.Cancel)
 	}},
+	transfer.OpRetireWorker: {op: noOp, serve: func(ctx context.Context, m *Master, req transfer.Message) (transfer.Message, error, error) {
+		return nil, nil, m.retireWorker(ctx, req.(*transfer.RetireWorkerRequest).WorkerID)
+	}},
 }
 
 // HandleCall serves one master call through the table: the batch limit, the context bound,

@@ -261,3 +261,40 @@ func (m *Master) repairGauges() repairGauges {
 	return repairGauges{UnderReplicated: rs.UnderReplicated, DrainingReplicas: rs.Draining, Queued: rs.Queued,
 		InFlight: rs.InFlight, LostReplicas: st.LostReplicas, InvisibleObjects: st.Invisible}
 }
+
+// retireWorker forgets a dead worker for good (the RetireWorker call, an operator's
+// decision that it will not return): UnregisterWorker drops the replicas the metadata kept
+// for its return and removes the objects left with none. Leader only. A worker that is not
+// dead is refused: drain it first, then stop it.
+func (m *Master) retireWorker(ctx context.Context, id base.WorkerID) error {
+	if err := base.ValidateWorkerID(id); err != nil {
+		return err
+	}
+	if !m.ensureLeader() {
+		return m.notLeader()
+	}
+	i := slices.IndexFunc(m.node.Segments(), func(s raftmeta.Segment) bool { return s.ID == id })
+	if i < 0 {
+		return fmt.Errorf("%w: worker %s is not registered", base.ErrSegmentNotFound, id)
+	}
+	if seg := m.node.Segments()[i]; seg.State != raftmeta.SegmentDead {
+		return fmt.Errorf("%w: worker %s is %s: only a dead worker is retired (drain it, stop it, wait for client_ttl)",
+			base.ErrInvalidParams, id, seg.State)
+	}
+	cmd := raftmeta.UnregisterWorker{ID: id}
+	actx, done := context.WithTimeout(ctx, applyTimeout)
+	defer done()
+	res, err := m.node.Apply(actx, cmd)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.mu.lc.Applied(cmd, res)
+	m.mu.Unlock()
+	m.log.Info("worker retired: the replicas kept for its return are forgotten", "worker", id,
+		"replicas_dropped", res.Dropped, "objects_removed", res.Removed)
+	return nil
+}

@@ -35,6 +35,7 @@ type (
 	RemoveMasterRequest    = wire.RemoveMasterRequest
 	ReplicateRequest       = wire.ReplicateRequest
 	DrainWorkerRequest     = wire.DrainWorkerRequest
+	RetireWorkerRequest    = wire.RetireWorkerRequest
 	LookupRequest          = wire.LookupRequest
 	LookupResponse         = wire.LookupResponse
 	ExistsRequest          = wire.ExistsRequest
@@ -100,6 +101,7 @@ const (
 	OpRemoveMaster   = wire.OpRemoveMaster
 	OpReplicate      = wire.OpReplicate
 	OpDrainWorker    = wire.OpDrainWorker
+	OpRetireWorker   = wire.OpRetireWorker
 	OpWrite          = wire.OpWrite
 	OpCommit         = wire.OpCommit
 	OpRead           = wire.OpRead

@@ -250,7 +250,7 @@ func TestRepairAfterWorkerDeath(t *testing.T) {
 func TestDrainUnderLoad(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	c := startCluster(t, bin, []string{"--client_ttl", "3s"}, 3,
+	c := startCluster(t, bin, []string{"--client_ttl", "3s", "--worker_restart_grace", "1s"}, 3,
 		"--global_segment_size", "128MiB", "--root_fs_dir", filepath.Join(dir, "nvme"))
 	cl := connectClient(t, c.masterRPC...)
 	waitWorkers(t, cl, 3)
@@ -317,4 +317,22 @@ func TestDrainUnderLoad(t *testing.T) {
 	if r := runBin(t, bin, env, nil, "worker", "drain", "--worker_id", "w1", "--cancel"); r.code != 0 {
 		t.Fatalf("worker drain --cancel: exit %d: %s %s", r.code, r.stdout, r.stderr)
 	}
+	// Retire: refused for a live worker; the stopped one, once dead, is forgotten.
+	if r := runBin(t, bin, env, nil, "worker", "retire", "--worker_id", "w2"); r.code == 0 || !strings.Contains(r.stderr, "only a dead worker") {
+		t.Fatalf("worker retire of a live worker: exit %d: %s", r.code, r.stderr)
+	}
+	waitWorkerState(t, cl, "w1", "dead", 30*time.Second)
+	if r := runBin(t, bin, env, nil, "worker", "retire", "--worker_id", "w1"); r.code != 0 {
+		t.Fatalf("worker retire: exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+	st2, err := cl.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range st2.Workers {
+		if w.ID == "w1" {
+			t.Fatalf("w1 still listed after retire: %+v", w)
+		}
+	}
+	checkObjects(t, cl, all)
 }

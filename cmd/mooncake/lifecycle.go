@@ -15,7 +15,52 @@ import (
 
 // addWorkerCmds adds drain under the worker command.
 func addWorkerCmds(worker *cobra.Command, e *env) {
-	worker.AddCommand(newWorkerDrainCmd(e))
+	worker.AddCommand(newWorkerDrainCmd(e), newWorkerRetireCmd(e))
+}
+
+// workerIDFlag checks --worker_id before anything is sent (the leader checks it again).
+func workerIDFlag(id string) error {
+	if id == "" {
+		return usagef("--worker_id is required (the worker's --worker_id)")
+	}
+	if err := base.ValidateWorkerID(base.WorkerID(id)); err != nil {
+		return usagef("--worker_id %q: want 1 to %d bytes of letters, digits, '.', '_' and '-'", id, base.MaxWorkerIDLen)
+	}
+	return nil
+}
+
+func newWorkerRetireCmd(e *env) *cobra.Command {
+	var (
+		f  clientFlags
+		id string
+	)
+	cmd := &cobra.Command{
+		Use:   "retire --worker_id ID",
+		Short: "Forget a dead worker for good: drop the replicas kept for its return",
+		Long: `retire tells the leader that a dead worker will not come back. The replicas the
+metadata kept for its return are dropped, and objects that only it held are removed (they
+were unreadable since it died). Only a dead worker can be retired; drain and stop a live one
+first.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := workerIDFlag(id); err != nil {
+				return err
+			}
+			c, err := f.connect(cmd, e)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := c.RetireWorker(cmd.Context(), base.WorkerID(id)); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "worker %s retired\n", id)
+			return nil
+		},
+	}
+	f.register(cmd.Flags())
+	cmd.Flags().StringVar(&id, "worker_id", "", "the dead worker to retire (its --worker_id)")
+	return cmd
 }
 
 func newWorkerDrainCmd(e *env) *cobra.Command {
@@ -33,11 +78,8 @@ OBJECTS column falls to 0); then the worker can be stopped with nothing lost. --
 the drain: the objects already moved stay where they are, and the worker takes puts again.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if id == "" {
-				return usagef("--worker_id is required (the worker's --worker_id)")
-			}
-			if err := base.ValidateWorkerID(base.WorkerID(id)); err != nil {
-				return usagef("--worker_id %q: want 1 to %d bytes of letters, digits, '.', '_' and '-'", id, base.MaxWorkerIDLen)
+			if err := workerIDFlag(id); err != nil {
+				return err
 			}
 			c, err := f.connect(cmd, e)
 			if err != nil {

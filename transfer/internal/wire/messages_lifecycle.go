@@ -51,6 +51,18 @@ func (m *DrainWorkerRequest) Decode(d *Decoder) {
 	m.Cancel = d.Bool()
 }
 
+// RetireWorkerRequest (op 62, client -> leader) forgets a dead worker: the replicas the
+// metadata kept for its return are dropped and objects left with none are removed. A worker
+// that is not dead is refused (drain it, stop it, wait until it is dead). The response is
+// Empty.
+type RetireWorkerRequest struct {
+	WorkerID base.WorkerID
+}
+
+func (m *RetireWorkerRequest) Op() Op            { return OpRetireWorker }
+func (m *RetireWorkerRequest) Encode(e *Encoder) { e.Str(string(m.WorkerID)) }
+func (m *RetireWorkerRequest) Decode(d *Decoder) { m.WorkerID = decodeWorkerID(d) }
+
 // newLifecycleRequest returns an empty request of a lifecycle op (nil for another op).
 func newLifecycleRequest(op Op) Message {
 	switch op {
@@ -58,6 +70,8 @@ func newLifecycleRequest(op Op) Message {
 		return new(ReplicateRequest)
 	case OpDrainWorker:
 		return new(DrainWorkerRequest)
+	case OpRetireWorker:
+		return new(RetireWorkerRequest)
 	}
 	return nil
 }
@@ -65,7 +79,7 @@ func newLifecycleRequest(op Op) Message {
 // newLifecycleResponse returns an empty response of a lifecycle op (nil for another op).
 func newLifecycleResponse(op Op) Message {
 	switch op {
-	case OpReplicate, OpDrainWorker:
+	case OpReplicate, OpDrainWorker, OpRetireWorker:
 		return NewEmpty(op)
 	}
 	return nil

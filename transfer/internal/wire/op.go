@@ -56,6 +56,9 @@ const (
 	// draining twice, or cancelling a drain that is not running, changes nothing).
 	OpReplicate   Op = 60
 	OpDrainWorker Op = 61
+	// RetireWorker forgets a dead worker for good (its replicas kept for re-adoption go,
+	// and objects held only there are removed). Safe to repeat: a retired worker is unknown.
+	OpRetireWorker Op = 62
 )
 
 type opInfo struct {
@@ -98,6 +101,7 @@ var ops = [256]opInfo{
 	OpShmRelease:     {name: "ShmRelease", idempotent: true},
 	OpReplicate:      {name: "Replicate", idempotent: true},
 	OpDrainWorker:    {name: "DrainWorker", idempotent: true},
+	OpRetireWorker:   {name: "RetireWorker"},
 }
 
 // Known reports whether this build defines op.

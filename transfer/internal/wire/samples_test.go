@@ -56,6 +56,7 @@ func sampleRequests() []Message {
 		// Lifecycle calls (60-69).
 		&ReplicateRequest{Key: "k", Version: 5, To: "w-2", ToAddr: "10.0.0.2:12345", Persistence: base.PersistenceDurable},
 		&DrainWorkerRequest{WorkerID: "w-1", Cancel: true},
+		&RetireWorkerRequest{WorkerID: "w-3"},
 	}
 }
 
@@ -92,6 +93,7 @@ func sampleResponses() []Message {
 		NewEmpty(OpRemoveMaster),
 		NewEmpty(OpReplicate),
 		NewEmpty(OpDrainWorker),
+		NewEmpty(OpRetireWorker),
 	}
 }
 
