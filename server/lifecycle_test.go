@@ -1,0 +1,125 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/transfer"
+)
+
+// putOn puts key on worker w alone (PreferredWorker), through the put protocol.
+func (d *driver) putOn(key string, val []byte, w base.WorkerID) error {
+	ps := &transfer.PutStartResponse{}
+	if err := d.call(&transfer.PutStartRequest{Key: key, Size: int64(len(val)), Config: transfer.PutConfig{Replicas: 1, PreferredWorker: w}}, ps); err != nil {
+		return err
+	}
+	if ps.Replicas[0].WorkerID != w {
+		return fmt.Errorf("placed on %s, not %s", ps.Replicas[0].WorkerID, w)
+	}
+	if err := d.cli.Write(context.Background(), ps.Replicas[0].Address, transfer.WriteRequest{Key: key, Version: ps.Version}, val); err != nil {
+		return err
+	}
+	return d.call(&transfer.PutEndRequest{Key: key, Version: ps.Version, Size: int64(len(val)), Checksum: base.Checksum(val)}, nil)
+}
+
+// TestReadoptAcrossFailoverAndSnapshot: a worker dies (no leaving heartbeat, past
+// ClientTTL); while it is away a key is removed and one overwritten, every master writes a
+// snapshot (restoring one is raftmeta's testdata/fsm/lifecycle) and leadership moves to
+// another master; the worker restarts on its root_fs_dir: the new leader re-adopts its
+// inventory (objects it held alone read again, objects it shared are back to two replicas),
+// the removed key stays removed and the overwritten one keeps its new value.
+func TestReadoptAcrossFailoverAndSnapshot(t *testing.T) {
+	dead := make(chan base.WorkerID, 4)
+	c := startMasters(t, 3, func(cfg *MasterConfig) {
+		cfg.ClientTTL = 400 * time.Millisecond
+		cfg.onWorkerDead = func(id base.WorkerID) { dead <- id }
+	})
+	root := t.TempDir()
+	crash := func(cfg *WorkerConfig) { cfg.WorkerID = "wa"; cfg.testNoLeavingBeat = true }
+	wa := c.addWorker(root, crash)
+	c.addWorker("", nil)
+	d := newDriver(t, c.masterAddrs())
+	rng := rand.New(rand.NewPCG(5, 5))
+	alone, shared := map[string][]byte{}, map[string][]byte{}
+	for i := range 20 {
+		k := fmt.Sprintf("alone%d", i)
+		alone[k] = value(rng, 1000+i*997)
+		if err := d.putOn(k, alone[k], wa.ID()); err != nil {
+			t.Fatal(err)
+		}
+		k = fmt.Sprintf("shared%d", i)
+		shared[k] = value(rng, 500+i)
+		if err := d.put(k, shared[k], 2, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := wa.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.workers[0] = nil
+	select {
+	case <-dead:
+	case <-ctx.Done():
+		t.Fatal("worker not marked dead")
+	}
+	if _, err := d.lookup("alone0"); !errors.Is(err, base.ErrObjectNotFound) {
+		t.Fatalf("an object held only by the dead worker: %v, want not found", err)
+	}
+	if err := d.call(&transfer.RemoveRequest{Key: "alone1"}, nil); err != nil && !errors.Is(err, base.ErrObjectNotFound) {
+		t.Fatal(err)
+	}
+	delete(alone, "alone1")
+	alone["alone2"] = []byte("overwritten while wa was away")
+	if err := d.put("alone2", alone["alone2"], 1, true); err != nil {
+		t.Fatal(err)
+	}
+	if st := d.status(); st.LostReplicas != 38 || st.InvisibleObjects != 18 {
+		t.Fatalf("status while away: %d lost replicas, %d invisible objects; want 38 and 18", st.LostReplicas, st.InvisibleObjects)
+	}
+
+	// Failover, with every FSM snapshotted (a restore from it must keep the lost replicas).
+	for _, m := range c.masters {
+		if err := m.node.Snapshot(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := -1
+	for i, m := range c.masters {
+		if m.IsLeader() {
+			old = i
+			if err := m.node.LeadershipTransfer(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	eventually(t, "a new leader", func() bool {
+		for i, m := range c.masters {
+			if i != old && m.IsLeader() {
+				return true
+			}
+		}
+		return false
+	})
+
+	c.addWorker(root, crash)
+	for k, v := range alone {
+		d.mustGet(k, v, 1)
+	}
+	for k, v := range shared {
+		d.mustGet(k, v, 2)
+	}
+	if _, err := d.lookup("alone1"); !errors.Is(err, base.ErrObjectNotFound) {
+		t.Fatalf("a key removed while its worker was away came back: %v", err)
+	}
+	if st := d.status(); st.LostReplicas != 0 || st.InvisibleObjects != 0 {
+		t.Fatalf("after the return: %d lost replicas, %d invisible objects; want none", st.LostReplicas, st.InvisibleObjects)
+	}
+}
