@@ -197,6 +197,18 @@ func (m *Machine) StepDown() {
 	m.reset()
 }
 
+// liveState is the state of a live worker that is not suspect: draining when the drain flag
+// is set, leaving when it announced leaving, alive otherwise.
+func liveState(w *Worker) State {
+	switch {
+	case w.Draining:
+		return Draining
+	case !w.LeavingAt.IsZero():
+		return Leaving
+	}
+	return Alive
+}
+
 // deadline is when w is dead if it says nothing more.
 func (m *Machine) deadline(w *Worker) time.Time {
 	d := w.LastSeen.Add(m.cfg.ClientTTL)
@@ -247,7 +259,7 @@ func (m *Machine) Tick(now time.Time) Output {
 func (m *Machine) Failed(c raftmeta.Command) {
 	if c, ok := c.(raftmeta.MarkWorkerLost); ok {
 		if w := m.workers[c.ID]; w != nil && w.State == Dead {
-			w.State = Alive
+			w.State = liveState(w)
 		}
 	}
 	if c, ok := c.(raftmeta.MoveReplicas); ok {

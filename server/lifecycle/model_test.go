@@ -112,9 +112,14 @@ func TestModel(t *testing.T) {
 			key := fmt.Sprintf("p%d", r.IntN(8))
 			switch r.IntN(4) {
 			case 0, 1:
-				if _, err := m.PlacePut(now, PutRequest{Key: key, Version: base.Version(step + 1), Size: int64(1 + r.IntN(100)),
+				if ids, err := m.PlacePut(now, PutRequest{Key: key, Version: base.Version(step + 1), Size: int64(1 + r.IntN(100)),
 					Replicas: 1 + r.IntN(2), Upsert: r.IntN(2) == 0}, segs, r); err == nil {
 					placed++
+					for _, pid := range ids {
+						if w, _ := m.Worker(pid); w.State != Alive && w.State != Suspect {
+							t.Fatalf("step %d: put placed on %s, which is %s", step, pid, w.State)
+						}
+					}
 				}
 			case 2:
 				if res, ok := m.Reservation(key); ok {
