@@ -129,6 +129,7 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	m.mu.lc = lifecycle.New(lcfg)
 	m.mu.rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x6d6f6f6e63616b65))
 	m.met = newMasterMetrics(m.stats)
+	m.met.mc = newMooncakeMasterMetrics(m)
 	m.rmet.register(m.met.reg, m.repairGauges)
 	m.repair.ctx, m.repair.cancel = context.WithCancel(context.Background())
 
@@ -178,8 +179,11 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	m.adm, err = startAdmin(cfg.MetricsAddress, adminHandlers{
 		reg:       m.met.reg,
 		health:    m.health,
+		ready:     m.ready,
 		status:    func() (any, error) { return m.status(), nil },
 		dashboard: true,
+		routes:    m.compatRoutes,
+		healthKV:  m.healthFields,
 	}, log)
 	if err != nil {
 		_ = m.rpc.shutdown(context.Background())
@@ -285,9 +289,7 @@ func (m *Master) leaderLoop() {
 			m.expireReservations()
 			m.expireRegSessions()
 		case <-summary.C:
-			if m.node.IsLeader() {
-				m.log.Info(formatSummary(m.stats(), &m.met.ops))
-			}
+			m.logSummary()
 		}
 	}
 }

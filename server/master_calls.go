@@ -85,6 +85,7 @@ func (h *masterHandler) HandleCall(ctx context.Context, req transfer.Message) (t
 	if !ok {
 		return nil, fmt.Errorf("%w: %s is not a master call", base.ErrNotSupported, req.Op())
 	}
+	start := time.Now()
 	var resp transfer.Message
 	var itemErr, err error
 	if c.items != nil && c.items(req) > raftmeta.MaxBatch {
@@ -97,6 +98,8 @@ func (h *masterHandler) HandleCall(ctx context.Context, req transfer.Message) (t
 		}
 		resp, itemErr, err = c.serve(ctx, h.m, req)
 	}
+	// Mooncake's names and latency histograms (metrics_compat.go) count every call.
+	h.m.met.mc.observeCall(req, resp, time.Since(start), err)
 	if c.op != noOp {
 		h.m.met.observe(c.op, errors.Join(err, itemErr))
 	}

@@ -54,6 +54,8 @@ type Status struct {
 	RaftState    string       `json:"raft_state"`
 	RaftTerm     uint64       `json:"raft_term"`
 	AppliedIndex uint64       `json:"applied_index"`
+	// RootFSDir is handed to workers that set none of their own (MasterConfig.RootFSDir).
+	RootFSDir string `json:"root_fs_dir,omitempty"`
 }
 
 // MasterStatus is one member of the raft configuration in Status.
@@ -111,7 +113,7 @@ func (m *Master) status() Status {
 	s := Status{ClusterID: m.cfg.ClusterID, Self: m.cfg.ID, Leader: lid, LeaderAddress: laddr,
 		Keys: st.Keys, SoftPinnedKeys: st.SoftPinned, Bytes: st.Bytes, RaftState: st.State, RaftTerm: st.Term,
 		InvisibleObjects: st.Invisible, LostReplicas: st.LostReplicas, AppliedIndex: st.AppliedIndex, Masters: []MasterStatus{}, Workers: []WorkerStatus{},
-		EvictionHighWatermarkRatio: m.cfg.EvictionHighWatermarkRatio, EvictionRatio: m.cfg.EvictionRatio}
+		EvictionHighWatermarkRatio: m.cfg.EvictionHighWatermarkRatio, EvictionRatio: m.cfg.EvictionRatio, RootFSDir: m.cfg.RootFSDir}
 	s.Masters = masterStatuses(m.node, lid)
 	m.mu.Lock()
 	defer m.mu.Unlock()
