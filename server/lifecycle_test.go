@@ -123,3 +123,92 @@ func TestReadoptAcrossFailoverAndSnapshot(t *testing.T) {
 		t.Fatalf("after the return: %d lost replicas, %d invisible objects; want none", st.LostReplicas, st.InvisibleObjects)
 	}
 }
+
+// TestRepairAndDrainInProcess: with replica_num 2 on three workers, a crashed worker's
+// objects are copied back to two replicas on the survivors; when it returns its surplus
+// copies are dropped (two replicas each, none on it); draining a survivor moves its replicas
+// to the others and cancelling the drain makes it placeable again.
+func TestRepairAndDrainInProcess(t *testing.T) {
+	c := startMasters(t, 1, func(cfg *MasterConfig) { cfg.ClientTTL = 400 * time.Millisecond })
+	root := t.TempDir()
+	crash := func(cfg *WorkerConfig) { cfg.WorkerID = "wa"; cfg.testNoLeavingBeat = true }
+	wa := c.addWorker(root, crash)
+	wb := c.addWorker(t.TempDir(), nil)
+	c.addWorker(t.TempDir(), nil)
+	d := newDriver(t, c.masterAddrs())
+	rng := rand.New(rand.NewPCG(7, 7))
+	vals := map[string][]byte{}
+	for i := range 30 {
+		k := fmt.Sprintf("r%d", i)
+		vals[k] = value(rng, 200+i*300)
+		if err := d.put(k, vals[k], 2, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	onWorker := func(id base.WorkerID) (n int) {
+		for _, w := range d.status().Workers {
+			if w.ID == string(id) && w.State == "active" {
+				n = int(w.Objects)
+			}
+		}
+		return n
+	}
+	replicasOK := func(avoid base.WorkerID) bool {
+		for k := range vals {
+			lr, err := d.lookup(k)
+			if err != nil || len(lr.Replicas) != 2 {
+				return false
+			}
+			for _, r := range lr.Replicas {
+				if r.WorkerID == avoid {
+					return false
+				}
+			}
+		}
+		return true
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := wa.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.workers[0] = nil
+	eventually(t, "every object back to two replicas without wa", func() bool { return replicasOK("wa") })
+	c.addWorker(root, crash)
+	eventually(t, "wa's surplus copies trimmed", func() bool { return replicasOK("wa") && onWorker("wa") == 0 })
+	for k, v := range vals {
+		d.mustGet(k, v, 2)
+	}
+	if st := d.status(); st.Repair.Copied == 0 || st.LostReplicas != 0 {
+		t.Fatalf("repair status %+v, lost replicas %d", st.Repair, st.LostReplicas)
+	}
+
+	// Drain wb: its replicas move to wa and the third worker.
+	if err := d.call(&transfer.DrainWorkerRequest{WorkerID: wb.ID()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "wb drained", func() bool { return onWorker(wb.ID()) == 0 && replicasOK(wb.ID()) })
+	ps := &transfer.PutStartResponse{}
+	if err := d.call(&transfer.PutStartRequest{Key: "new", Size: 1, Config: transfer.PutConfig{Replicas: 1, PreferredWorker: wb.ID()}}, ps); err != nil {
+		t.Fatal(err)
+	}
+	if ps.Replicas[0].WorkerID == wb.ID() {
+		t.Fatal("a put was placed on a draining worker")
+	}
+	if err := d.call(&transfer.DrainWorkerRequest{WorkerID: wb.ID(), Cancel: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.call(&transfer.PutStartRequest{Key: "new2", Size: 1, Config: transfer.PutConfig{Replicas: 1, PreferredWorker: wb.ID()}}, ps); err != nil {
+		t.Fatal(err)
+	}
+	if ps.Replicas[0].WorkerID != wb.ID() {
+		t.Fatalf("after the drain was cancelled, a preferred put went to %s", ps.Replicas[0].WorkerID)
+	}
+	if err := d.call(&transfer.DrainWorkerRequest{WorkerID: "nobody"}, nil); !errors.Is(err, base.ErrSegmentNotFound) {
+		t.Fatalf("drain of an unknown worker: %v", err)
+	}
+	if err := d.call(&transfer.RetireWorkerRequest{WorkerID: wb.ID()}, nil); !errors.Is(err, base.ErrInvalidParams) {
+		t.Fatalf("retire of a live worker: %v", err)
+	}
+}
