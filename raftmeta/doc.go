@@ -6,7 +6,8 @@
 //
 // The server (package server) owns everything else: placement, worker liveness and capacity
 // (leader soft state), pending puts. Only conclusions are commands here: a PutEnd makes an
-// object visible, MarkWorkerDead and DropReplicas record that replicas are gone.
+// object visible, MarkWorkerLost and DropReplicas record that replicas are gone (lost ones
+// are kept for the worker's return: "Lost replicas" below).
 //
 // It must never import dram, nvme, tier, transfer, server, client or cmd; only internal/.
 //

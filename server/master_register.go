@@ -55,6 +55,10 @@ const lostGrace = registerTimeout
 //
 // Reconciliation (the master's raft state is the source of truth):
 //   - an object the worker reports that the metadata lists on it at that version stays;
+//   - a lost replica of this worker (kept by MarkWorkerLost while it was dead) is re-adopted
+//     when the worker reports that very version (AdoptReplicas), and forgotten otherwise
+//     (DropReplicas): a removed key has no record, an overwritten one another version, and a
+//     repaired one no longer names this worker, so none of them comes back;
 //   - a replica the metadata lists on this worker that the worker did not report (or reported
 //     at another version) is dropped through DropReplicas commits, if the object was created
 //     before this worker's previous registration at this leader, or more than lostGrace ago.
@@ -65,8 +69,9 @@ const lostGrace = registerTimeout
 //     worker, unless it is a put in flight to this worker (a reservation at that version, or
 //     an object committed since the metadata was scanned), or this leader is younger than
 //     PutTimeout (the previous leader's puts in flight are unknown to it: the worker is asked
-//     to register again once that window has passed). We never adopt unknown objects: the key
-//     may have been removed while the worker was away, and adopting would resurrect it.
+//     to register again once that window has passed). We never adopt objects that are not lost
+//     replicas of this worker: the key may have been removed while the worker was away, and
+//     adopting would resurrect it.
 //
 // A paged registration (registerPage) runs this at its final page over every page, with the
 // receipt time of page 0 standing for the registration's: the worker took its inventory
