@@ -185,52 +185,8 @@ func (st *state) apply(c Command) Result {
 	switch c := c.(type) {
 	case PutEnd:
 		return st.putEnd(&c)
-	case Remove:
-		res := Result{Items: make([]error, len(c.Keys))}
-		for i, k := range c.Keys {
-			if ri, ok := st.objects[k]; ok && st.recs.at(ri).nreps() > 0 {
-				st.removeAt(k, ri)
-				res.Removed++
-			} else {
-				// An invisible object (every replica lost) is removed too, so it never comes
-				// back, but to the caller it did not exist.
-				if ok {
-					st.removeAt(k, ri)
-				}
-				res.Items[i] = fmt.Errorf("raftmeta: remove %q: %w", k, base.ErrObjectNotFound)
-			}
-		}
-		return res.single()
-	case RemoveRegex:
-		re, err := regexp.Compile(c.Pattern)
-		if err != nil {
-			return Result{Err: invalidf("pattern %q: %v", c.Pattern, err)}
-		}
-		// Deleting from a map while ranging over it is defined in Go: the deleted entry is
-		// simply not produced again.
-		n := 0
-		for k, i := range st.objects {
-			if re.MatchString(k) {
-				if st.recs.at(i).nreps() > 0 {
-					n++
-				}
-				st.removeAt(k, i)
-			}
-		}
-		return Result{Removed: n}
-	case RemoveAll:
-		n := len(st.objects) - int(st.invisible)
-		clear(st.objects)
-		clear(st.lost)
-		st.recs = recTable{}
-		st.keyBytes, st.bytes, st.replicas, st.softPinned, st.hardPinned = 0, 0, 0, 0, 0
-		st.invisible, st.lostReplicas = 0, 0
-		for _, s := range st.slots {
-			if s != nil {
-				s.objects, s.bytes, s.lost = 0, 0, 0
-			}
-		}
-		return Result{Removed: n}
+	case Remove, RemoveRegex, RemoveAll:
+		return st.applyRemove(c)
 	case RegisterWorker:
 		if slot, ok := st.slotOf[c.ID]; ok {
 			s := st.slots[slot]
@@ -288,6 +244,60 @@ func (st *state) apply(c Command) Result {
 			st.masters[c.ID] = c.RPCAddr
 		}
 		return Result{}
+	}
+	return Result{Err: fmt.Errorf("raftmeta: command %T: %w", c, base.ErrNotSupported)}
+}
+
+// applyRemove applies Remove, RemoveRegex and RemoveAll. Result.Removed counts visible
+// objects only; an invisible one (every replica lost) is removed too, so it never comes back.
+func (st *state) applyRemove(c Command) Result {
+	switch c := c.(type) {
+	case Remove:
+		res := Result{Items: make([]error, len(c.Keys))}
+		for i, k := range c.Keys {
+			if ri, ok := st.objects[k]; ok && st.recs.at(ri).nreps() > 0 {
+				st.removeAt(k, ri)
+				res.Removed++
+			} else {
+				// An invisible object (every replica lost) is removed too, so it never comes
+				// back, but to the caller it did not exist.
+				if ok {
+					st.removeAt(k, ri)
+				}
+				res.Items[i] = fmt.Errorf("raftmeta: remove %q: %w", k, base.ErrObjectNotFound)
+			}
+		}
+		return res.single()
+	case RemoveRegex:
+		re, err := regexp.Compile(c.Pattern)
+		if err != nil {
+			return Result{Err: invalidf("pattern %q: %v", c.Pattern, err)}
+		}
+		// Deleting from a map while ranging over it is defined in Go: the deleted entry is
+		// simply not produced again.
+		n := 0
+		for k, i := range st.objects {
+			if re.MatchString(k) {
+				if st.recs.at(i).nreps() > 0 {
+					n++
+				}
+				st.removeAt(k, i)
+			}
+		}
+		return Result{Removed: n}
+	case RemoveAll:
+		n := len(st.objects) - int(st.invisible)
+		clear(st.objects)
+		clear(st.lost)
+		st.recs = recTable{}
+		st.keyBytes, st.bytes, st.replicas, st.softPinned, st.hardPinned = 0, 0, 0, 0, 0
+		st.invisible, st.lostReplicas = 0, 0
+		for _, s := range st.slots {
+			if s != nil {
+				s.objects, s.bytes, s.lost = 0, 0, 0
+			}
+		}
+		return Result{Removed: n}
 	}
 	return Result{Err: fmt.Errorf("raftmeta: command %T: %w", c, base.ErrNotSupported)}
 }
