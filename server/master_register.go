@@ -155,6 +155,9 @@ func (m *Master) commitRegistration(ctx context.Context, a RegisterArgs, recv ti
 		err = res.Err
 	}
 	if err != nil {
+		m.mu.Lock()
+		m.mu.lc.RegisterFailed(a.WorkerID)
+		m.mu.Unlock()
 		return prev, false, leaderSince, err
 	}
 	m.mu.Lock()

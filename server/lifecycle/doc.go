@@ -15,6 +15,7 @@
 //
 //	(unknown)    --register begins------------------> registering
 //	registering  --registered-----------------------> alive | draining
+//	registering  --the registration did not commit--> (unknown)
 //	alive        --silent past 2/3 of the deadline--> suspect
 //	suspect      --heartbeat------------------------> alive
 //	alive        --heartbeat(leaving)---------------> leaving   (deadline: the restart grace)
@@ -23,6 +24,7 @@
 //	dead         --proposal failed------------------> alive     (retried next tick)
 //	dead         --register begins------------------> returning
 //	returning    --registered (lost replicas re-adopted)-> alive | draining
+//	returning    --the registration did not commit--> dead
 //	leaving      --registered-----------------------> alive | draining
 //	dead         --UnregisterWorker committed-------> retired   (forgotten)
 //

@@ -359,6 +359,19 @@ func (m *Machine) RegisterBegin(now time.Time, id base.WorkerID) {
 	}
 }
 
+// RegisterFailed undoes RegisterBegin when the registration did not commit: a registering
+// worker is forgotten, a returning one is dead again (it registers again; until then its
+// heartbeats are refused), so no worker is left in a state without a deadline.
+func (m *Machine) RegisterFailed(id base.WorkerID) {
+	switch w := m.workers[id]; {
+	case w == nil:
+	case w.State == Registering:
+		delete(m.workers, id)
+	case w.State == Returning:
+		w.State = Dead
+	}
+}
+
 // Registered ends a registration received at recv (page 0's arrival when paged) with its
 // capacities: the worker is alive (or draining) with a full deadline from now, its restart
 // grace ends, and drops and resync requests are cleared (its reconciliation supersedes them).

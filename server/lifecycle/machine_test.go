@@ -29,6 +29,7 @@ var epoch = time.Unix(1_000_000, 0)
 //	heartbeat id=<w> now=<d> [leaving] [used=<n>]
 //	tick now=<d>
 //	register-begin id=<w> now=<d> | registered id=<w> now=<d> [recv=<d>] [cap=<n>]
+//	register-failed id=<w>      (the RegisterWorker commit failed)
 //	failed-lost id=<w>          (the MarkWorkerLost proposal was not committed)
 //	lost-committed id=<w>       (it committed)
 //	drain id=<w> [cancel]       (SetWorkerDraining committed)
@@ -137,6 +138,9 @@ func TestMachine(t *testing.T) {
 				return show(m.Tick(at("now"))) + formatWorkers(m)
 			case "register-begin":
 				m.RegisterBegin(at("now"), id)
+				return formatWorkers(m)
+			case "register-failed":
+				m.RegisterFailed(id)
 				return formatWorkers(m)
 			case "registered":
 				now := at("now")
