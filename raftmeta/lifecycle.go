@@ -44,7 +44,8 @@ type AdoptReplicas struct {
 
 // ReplicaMove is one replica moved by repair or drain: To (active, not yet holding the
 // object) received a copy of Key at Version, which replaces From's replica (live when
-// draining, lost when repairing).
+// draining, lost when repairing). From == To is a repair onto the worker whose replica was
+// lost (it came back without it).
 type ReplicaMove struct {
 	Key      string
 	Version  base.Version
@@ -97,8 +98,8 @@ func (c MoveReplicas) Validate() error {
 		if err := base.ValidateWorkerID(it.To); err != nil {
 			return fmt.Errorf("raftmeta: %w", err)
 		}
-		if it.From == it.To || it.Version == 0 {
-			return invalidf("move of %q: from %q to itself, or version 0", it.Key, it.From)
+		if it.Version == 0 {
+			return invalidf("move of %q: version 0", it.Key)
 		}
 	}
 	return nil

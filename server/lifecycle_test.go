@@ -212,3 +212,46 @@ func TestRepairAndDrainInProcess(t *testing.T) {
 		t.Fatalf("retire of a live worker: %v", err)
 	}
 }
+
+// TestRepairAfterEmptyReturn: replica_num 2 on two workers (no repair target while one is
+// away); the crashed worker comes back with an empty disk: its lost replicas stay lost while
+// the other replica lives (nothing is forgotten that repair can restore), and repair copies
+// every object back onto it, two replicas each again.
+func TestRepairAfterEmptyReturn(t *testing.T) {
+	c := startMasters(t, 1, func(cfg *MasterConfig) { cfg.ClientTTL = 400 * time.Millisecond })
+	crash := func(cfg *WorkerConfig) { cfg.WorkerID = "wa"; cfg.testNoLeavingBeat = true }
+	wa := c.addWorker(t.TempDir(), crash)
+	c.addWorker(t.TempDir(), nil)
+	d := newDriver(t, c.masterAddrs())
+	rng := rand.New(rand.NewPCG(9, 9))
+	vals := map[string][]byte{}
+	for i := range 12 {
+		k := fmt.Sprintf("e%d", i)
+		vals[k] = value(rng, 100+i*700)
+		if err := d.put(k, vals[k], 2, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := wa.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.workers[0] = nil
+	eventually(t, "wa dead, its replicas lost", func() bool { return d.status().LostReplicas == 12 })
+	for k, v := range vals {
+		d.mustGet(k, v, 1)
+	}
+	c.addWorker(t.TempDir(), crash) // same id, empty disk
+	eventually(t, "every object back to two replicas", func() bool {
+		for k := range vals {
+			if lr, err := d.lookup(k); err != nil || len(lr.Replicas) != 2 {
+				return false
+			}
+		}
+		return d.status().LostReplicas == 0
+	})
+	for k, v := range vals {
+		d.mustGet(k, v, 2)
+	}
+}

@@ -144,8 +144,7 @@ func (m *Master) copyObject(o lifecycle.CopyOrder) {
 
 // scanRepairs looks for objects below their replica count (a live replica and lost ones) or
 // with a replica on a draining worker, and hands them to the machine's queue. It walks the
-// objects only when some dead worker has lost replicas or some draining worker holds
-// replicas, and not again while those counters stay as they were at a scan that found
+// objects only when some worker has lost replicas or some draining worker holds replicas, and not again while those counters stay as they were at a scan that found
 // nothing to copy.
 func (m *Master) scanRepairs() {
 	segs := m.node.Segments()
@@ -156,7 +155,8 @@ func (m *Master) scanRepairs() {
 		if s.Draining {
 			draining[s.ID] = true
 		}
-		if (s.State == raftmeta.SegmentDead && s.LostReplicas > 0) || (s.Draining && s.Objects > 0) {
+		// Lost replicas name dead workers, or returned ones that no longer had them.
+		if s.LostReplicas > 0 || (s.Draining && s.Objects > 0) {
 			work = true
 		}
 	}

@@ -136,7 +136,8 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	m.mu.Unlock()
 	m.log.Info("worker registered", "worker", a.WorkerID, "address", a.Address,
 		"dram_capacity", base.Bytes(a.DRAMCapacity).String(), "nvme_capacity", base.Bytes(a.NVMeCapacity).String(),
-		"inventory", ninv, "pages", len(pages), "kept", rc.kept, "readopted", adopted, "replicas_lost", nlost, "lost_unsettled", rc.deferred,
+		"inventory", ninv, "pages", len(pages), "kept", rc.kept, "readopted", adopted, "left_for_repair", rc.repair,
+		"replicas_lost", nlost, "lost_unsettled", rc.deferred,
 		"dropped_unknown", ndrop, "drops_queued", ndrop-len(drop), "unknown_spared", spared)
 	return drop, nil
 }
@@ -177,6 +178,8 @@ func (m *Master) commitRegistration(ctx context.Context, a RegisterArgs, recv ti
 type listedReconciliation struct {
 	adopt, lost    []raftmeta.KeyVersion
 	kept, deferred int
+	// repair counts lost replicas the worker no longer has, kept for repair.
+	repair int
 }
 
 // reconcileListed walks the objects that list worker id (live or lost) against its
@@ -188,10 +191,16 @@ func (m *Master) reconcileListed(id base.WorkerID, have map[string]base.Version,
 		kv := raftmeta.KeyVersion{Key: o.Key, Version: o.Version}
 		if slices.Contains(o.Lost, id) {
 			// A replica kept for this worker while it was dead: re-adopted when the worker
-			// reports that very version, forgotten otherwise (see raftmeta, "Lost replicas").
-			if v, ok := have[o.Key]; ok && v == o.Version {
+			// reports that very version (see raftmeta, "Lost replicas"). One it no longer has
+			// stays lost while the object has a live replica elsewhere, so repair restores the
+			// replica count (a worker back with an empty disk); otherwise it is forgotten and
+			// the object, held nowhere, removed.
+			switch v, ok := have[o.Key]; {
+			case ok && v == o.Version:
 				rc.adopt = append(rc.adopt, kv)
-			} else {
+			case len(o.Replicas) > 0:
+				rc.repair++
+			default:
 				rc.lost = append(rc.lost, kv)
 			}
 			return true

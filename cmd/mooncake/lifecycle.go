@@ -112,7 +112,7 @@ func printRepair(w io.Writer, st client.Status) {
 			r.UnderReplicatedObjects, r.DrainingReplicas, r.Queued, r.InFlight, r.Copied, base.Bytes(r.CopiedBytes), r.Failed)
 	}
 	if st.LostReplicas > 0 || st.InvisibleObjects > 0 {
-		fmt.Fprintf(w, "kept for dead workers\t%d replicas; %d objects unreadable until their worker returns\n",
+		fmt.Fprintf(w, "lost replicas\t%d (kept for their worker's return, or repaired); %d objects unreadable until their worker returns\n",
 			st.LostReplicas, st.InvisibleObjects)
 	}
 }
@@ -128,7 +128,7 @@ func workerState(wk client.WorkerStatus) string {
 		s += "/" + wk.Lifecycle
 	}
 	if wk.LostReplicas > 0 {
-		s += fmt.Sprintf(" (%d kept)", wk.LostReplicas)
+		s += fmt.Sprintf(" (%d lost)", wk.LostReplicas)
 	}
 	return s
 }

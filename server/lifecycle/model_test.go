@@ -67,7 +67,7 @@ func TestModel(t *testing.T) {
 			if _, dup := inflight[o.Key]; dup {
 				t.Fatalf("two copies of %s in flight", o.Key)
 			}
-			if o.To == o.From || o.To == o.Src || !m.Placeable(o.To) {
+			if o.To == o.Src || !m.Placeable(o.To) {
 				t.Fatalf("copy %+v to a holder or an unplaceable worker", o)
 			}
 			inflight[o.Key] = o

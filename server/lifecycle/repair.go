@@ -151,7 +151,7 @@ func (m *Machine) order(c Candidate, addrs map[base.WorkerID]string) (CopyOrder,
 	var best *Target
 	for _, id := range sortedTargets(m.repair.targets) {
 		t := m.repair.targets[id]
-		if slices.Contains(c.Replicas, id) || slices.Contains(c.Lost, id) || t.Free < c.Size {
+		if slices.Contains(c.Replicas, id) || t.Free < c.Size {
 			continue
 		}
 		if best == nil || t.Free > best.Free {
@@ -163,6 +163,11 @@ func (m *Machine) order(c Candidate, addrs map[base.WorkerID]string) (CopyOrder,
 	}
 	best.Free -= c.Size
 	o.To, o.ToAddr = best.ID, best.Address
+	if !o.Drain && slices.Contains(c.Lost, o.To) {
+		// A worker that came back without its replica gets it again: its own lost replica
+		// is the one replaced. (A dead worker is never a target: targets are placeable.)
+		o.From = o.To
+	}
 	return o, true
 }
 
@@ -237,8 +242,11 @@ func (r *repairState) moved(m *Machine, it raftmeta.ReplicaMove, err error) {
 	r.stats.CopiedBytes += o.Size
 	// From's copy is surplus now: the drained worker's, or a repaired worker's that returned
 	// (and re-adopted it) while the copy ran. A dead worker's queue is cleared when it
-	// registers again, so this costs nothing then.
-	m.QueueDrop(o.From, o.Key, o.Version)
+	// registers again, so this costs nothing then. (From == To: the copy went back to the
+	// worker whose replica was lost; it is its replica now.)
+	if o.From != o.To {
+		m.QueueDrop(o.From, o.Key, o.Version)
+	}
 }
 
 // RepairStats returns the repair and drain counters.
