@@ -100,6 +100,12 @@
 //	21 AdoptReplicas   worker_id, n uvarint, n × (key, version uvarint)
 //	22 MoveReplicas    n uvarint, n × (key, version uvarint, from worker_id, to worker_id)
 //	23 SetWorkerDraining worker_id, draining bool
+//	30 RegisterModel   name, bytes_per_token varint, description
+//	31 RemoveModel     name
+//
+// PutEnd may end with a tokens section (models.go), present only when an item carries a token
+// count or a model: m uvarint (>= 1), m × (item index uvarint, strictly increasing, tokens
+// uvarint, model string).
 //
 // Decoders check every length against its bound (keys base.MaxKeyLen, worker ids
 // base.MaxWorkerIDLen, batches MaxBatch, replicas MaxReplicas) and against the bytes left
@@ -112,7 +118,9 @@
 //	| segments: n uvarint, n × (slot u16, worker_id, address, dram varint, nvme varint, state 1B) |
 //	| objects: n uvarint, n × (key, size_flags uvarint, version uvarint, checksum u64,
 //	|          created varint, soft_pin_until varint, r uvarint, r × slot u16) |
-//	| trailing sections: each | tag (1B) | version (1B) | body |, in any number |
+//	| trailing sections, each | id (1B) | version (1B) | body |: 20 lifecycle (always
+//	|   written), 30 models (models.go: only when a model is registered or an object
+//	|   carries tokens) |
 //	| checksum u64: HighwayHash-64 (base.Checksum) of every byte before it |
 //
 // Trailing sections (one function each, so branches adding one merge easily): tag 20, the
@@ -141,9 +149,10 @@
 //
 // # Memory
 //
-// An object costs a 24-byte map slot (key string header + uint32 record index), a 56-byte
+// An object costs a 24-byte map slot (key string header + uint32 record index), a 64-byte
 // record in a chunked table (size with the hard pin flag in bit 63, version, checksum,
-// created, soft pin deadline, and a string of packed uint16 worker slots), the key bytes, and
+// created, soft pin deadline, a string of packed uint16 worker slots, and the KV-cache token
+// count and model index of models.go), the key bytes, and
 // 4 bytes per replica. Go's map keeps 1.1x to 2.3x slots per live entry (Swiss-table groups,
 // tables split when 7/8 full), which is why the records live outside it. Worker ids are
 // interned: each registered worker gets the lowest free slot (1..65535), so slots depend only
@@ -151,7 +160,8 @@
 //
 // BenchmarkMemoryPerObject (1,000,000 objects, 64-byte keys, 2 replicas, HeapAlloc after GC)
 // measured 180 bytes per object, 116 beyond the key, against 248 for a plain
-// map[string]*Object of the same data (ratio 0.73). Records were 56 bytes inline in the map
+// map[string]*Object of the same data (ratio 0.73), measured before the token fields added 8
+// bytes to the record. Records were 56 bytes inline in the map
 // before (171 beyond the key at the same point).
 //
 // # Versions

@@ -22,7 +22,7 @@ const hardPinBit = 1 << 63
 const maxSlots = 1<<16 - 1
 
 // objRec is one object's record. It is built to be small (see doc.go, "Memory"):
-// 56 bytes in a recTable chunk, plus the replica string's bytes (the map holds key -> index).
+// 64 bytes in a recTable chunk, plus the replica string's bytes (the map holds key -> index).
 //
 // Invariant: reps is non-empty, has even length, and every uint16 in it names an occupied
 // slot whose worker is listed once.
@@ -35,6 +35,8 @@ type objRec struct {
 	created   int64
 	softPin   int64
 	reps      string // packed little-endian uint16 worker slots
+	tokens    uint32 // KV-cache tokens the object holds, 0 if not given (models.go)
+	model     uint16 // index in state.mdl, 0 for none
 }
 
 func (r *objRec) size() int64   { return int64(r.sizeFlags &^ hardPinBit) }
@@ -127,6 +129,8 @@ type state struct {
 	// Invariant: every key in lost is in objects, its slots name occupied slots, and no slot is
 	// both live and lost; an object with no live replica has a lost one.
 	lost map[string]string
+	// mdl is the model registry and per-model counters (models.go).
+	mdl modelTable
 
 	// Counters kept by apply (see Stats). invisible counts objects with no live replica.
 	keyBytes, bytes, replicas, softPinned, hardPinned int64
@@ -237,6 +241,10 @@ func (st *state) apply(c Command) Result {
 		}
 		st.account(rec)
 		return Result{}
+	case RegisterModel:
+		return st.registerModel(c)
+	case RemoveModel:
+		return st.removeModel(c)
 	case RegisterMaster:
 		if c.RPCAddr == "" {
 			delete(st.masters, c.ID)
@@ -292,6 +300,7 @@ func (st *state) applyRemove(c Command) Result {
 		st.recs = recTable{}
 		st.keyBytes, st.bytes, st.replicas, st.softPinned, st.hardPinned = 0, 0, 0, 0, 0
 		st.invisible, st.lostReplicas = 0, 0
+		st.mdl.clearObjects()
 		for _, s := range st.slots {
 			if s != nil {
 				s.objects, s.bytes, s.lost = 0, 0, 0
@@ -350,6 +359,10 @@ func (st *state) putEnd(c *PutEnd) Result {
 		}
 		if it.HardPin {
 			rec.sizeFlags |= hardPinBit
+		}
+		if err := st.setTokens(&rec, it); err != nil {
+			res.Items[i] = err
+			continue
 		}
 		if old != nil {
 			st.unaccount(old)
@@ -467,6 +480,7 @@ func (st *state) count(rec *objRec, sign int64) {
 	if rec.hardPin() {
 		st.hardPinned += sign
 	}
+	st.countModel(rec, sign)
 	for i := 0; i < rec.nreps(); i++ {
 		s := st.slots[rec.rep(i)]
 		if s == nil {
@@ -522,6 +536,10 @@ func (st *state) object(key string, rec *objRec) Object {
 		SoftPinUntil: rec.softPin,
 		HardPin:      rec.hardPin(),
 		Created:      rec.created,
+		Tokens:       int64(rec.tokens),
+	}
+	if rec.model != 0 {
+		o.Model = st.mdl.recs[rec.model].name
 	}
 	if l := st.lost[key]; l != "" {
 		o.Lost = st.slotIDs(l)
@@ -693,5 +711,6 @@ func (st *state) clone() *state {
 	c.slotOf = maps.Clone(st.slotOf)
 	c.masters = maps.Clone(st.masters)
 	c.lost = maps.Clone(st.lost)
+	c.mdl = st.mdl.clone()
 	return &c
 }

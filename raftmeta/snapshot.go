@@ -76,10 +76,17 @@ func writeSnapshot(w io.Writer, st *state, applied uint64) error {
 			}
 		}
 	}
+	var err error
+	if b, err = appendModelsSection(b, st, func(b []byte) ([]byte, error) {
+		_, err := bw.Write(b)
+		return b[:0], err
+	}); err != nil {
+		return err
+	}
 	if err := flush(); err != nil {
 		return err
 	}
-	b, err := writeLifecycleSection(b, st, func(p []byte) ([]byte, error) {
+	b, err = writeLifecycleSection(b, st, func(p []byte) ([]byte, error) {
 		_, err := bw.Write(p)
 		return p[:0], err
 	})
@@ -337,16 +344,11 @@ func readSnapshot(r io.Reader) (*state, uint64, error) {
 		st.keyBytes += int64(len(key))
 		st.account(&rec)
 	}
+	// Trailing sections (snapshot_lifecycle.go dispatches them by id), then the trailer:
+	// everything before it is consumed.
 	d.readTrailingSections(st)
 	if d.err != nil {
 		return nil, 0, d.err
-	}
-	// Everything before the trailer must have been consumed.
-	if _, err := d.r.ReadByte(); !errors.Is(err, io.EOF) {
-		if err != nil {
-			return nil, 0, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
-		}
-		return nil, 0, fmt.Errorf("%w: trailing bytes after the objects", ErrCorruptSnapshot)
 	}
 	sum := tr.h.Sum64()
 	if len(tr.trailer()) != 8 {

@@ -56,8 +56,9 @@ type Master struct {
 	rpc  rpcServer
 	adm  *adminServer
 	met  *masterMetrics
-	// cli calls the leader from a follower (RegisterMaster); used only by the leader loop,
-	// closed by Shutdown after the loop has stopped.
+	// cli calls the leader from a follower (RegisterMaster; used only by the leader loop),
+	// workers for memory reports (memory_master.go) and source workers for repair copies
+	// (master_lifecycle.go); closed by Shutdown after the loop and the copies stopped.
 	cli *transfer.Client
 	// regRefusedBy is the RPC address of a leader that refused RegisterMaster with
 	// INVALID_PARAMS (one that predates the call closes the connection and logs a warning
@@ -130,6 +131,7 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	m.mu.rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x6d6f6f6e63616b65))
 	m.met = newMasterMetrics(m.stats)
 	m.met.mc = newMooncakeMasterMetrics(m)
+	m.met.reg.MustRegister(modelCollector{m})
 	m.rmet.register(m.met.reg, m.repairGauges)
 	m.repair.ctx, m.repair.cancel = context.WithCancel(context.Background())
 
@@ -182,7 +184,7 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 		ready:     m.ready,
 		status:    func() (any, error) { return m.status(), nil },
 		dashboard: true,
-		routes:    m.compatRoutes,
+		routes:    m.adminRoutes,
 		healthKV:  m.healthFields,
 	}, log)
 	if err != nil {

@@ -83,7 +83,17 @@ var masterCalls = map[transfer.Op]masterCall{
 func (h *masterHandler) HandleCall(ctx context.Context, req transfer.Message) (transfer.Message, error) {
 	c, ok := masterCalls[req.Op()]
 	if !ok {
-		return nil, fmt.Errorf("%w: %s is not a master call", base.ErrNotSupported, req.Op())
+		// The memory and model calls (memory_master.go) serve themselves.
+		start := time.Now()
+		resp, handled, err := h.callMemory(ctx, req)
+		if !handled {
+			return nil, fmt.Errorf("%w: %s is not a master call", base.ErrNotSupported, req.Op())
+		}
+		h.m.met.mc.observeCall(req, resp, time.Since(start), err)
+		if err != nil {
+			return nil, wireErr(err)
+		}
+		return resp, nil
 	}
 	start := time.Now()
 	var resp transfer.Message

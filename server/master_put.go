@@ -130,6 +130,9 @@ type PutEndItem struct {
 	Replicas     []base.WorkerID
 	SoftPinUntil time.Time
 	HardPin      bool
+	// Tokens and Model: the KV-cache tokens the object holds (memory.go).
+	Tokens int64
+	Model  string
 }
 
 // putEnd commits the objects of items in ONE raft entry. It returns one error per item.
@@ -189,7 +192,7 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 			soft = it.SoftPinUntil.UnixNano()
 		}
 		cmd.Items = append(cmd.Items, raftmeta.PutItem{Key: it.Key, Size: it.Size, Version: it.Version, Checksum: it.Checksum,
-			Replicas: replicas, SoftPinUntil: soft, HardPin: it.HardPin})
+			Replicas: replicas, SoftPinUntil: soft, HardPin: it.HardPin, Tokens: it.Tokens, Model: it.Model})
 		idx = append(idx, i)
 	}
 	m.mu.Unlock()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -69,7 +70,7 @@ func lookupResponse(l LookupReply) transfer.LookupResponse {
 
 func (m *Master) putEndItem(r *transfer.PutEndRequest) PutEndItem {
 	return PutEndItem{Key: r.Key, Version: r.Version, Size: r.Size, Checksum: r.Checksum, Replicas: r.Replicas,
-		SoftPinUntil: softPinUntil(m.now(), r.Config.SoftPinTTL), HardPin: r.Config.HardPin}
+		SoftPinUntil: softPinUntil(m.now(), r.Config.SoftPinTTL), HardPin: r.Config.HardPin, Tokens: r.Tokens, Model: r.Model}
 }
 
 func toWireKV(kvs []raftmeta.KeyVersion) []transfer.KeyVersion {
@@ -78,4 +79,10 @@ func toWireKV(kvs []raftmeta.KeyVersion) []transfer.KeyVersion {
 		out[i] = transfer.KeyVersion{Key: kv.Key, Version: kv.Version}
 	}
 	return out
+}
+
+// applyCtx bounds a call that commits through raft (the memory and model calls; the table's
+// calls get theirs from masterCall.timeout).
+func (h *masterHandler) applyCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, applyTimeout)
 }

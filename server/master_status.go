@@ -14,6 +14,7 @@ func (m *Master) stats() masterStats {
 	// per object beyond the key; 96 covers the record, map entry and replica ids of a
 	// two-replica object).
 	s.MetadataBytes = st.KeyBytes + st.Keys*96
+	s.Models = m.node.Models()
 	for _, seg := range m.node.Segments() {
 		if seg.State != raftmeta.SegmentActive {
 			continue
@@ -50,10 +51,13 @@ type Status struct {
 	InvisibleObjects int64 `json:"invisible_objects"`
 	LostReplicas     int64 `json:"lost_replicas"`
 	// Repair is the repair and drain progress (leader only).
-	Repair       RepairStatus `json:"repair"`
-	RaftState    string       `json:"raft_state"`
-	RaftTerm     uint64       `json:"raft_term"`
-	AppliedIndex uint64       `json:"applied_index"`
+	Repair RepairStatus `json:"repair"`
+	// Models: registered models and the tokens objects retain, from the metadata (the full
+	// report with the workers' bytes is /api/v1/memory).
+	Models       []ModelMemory `json:"models,omitempty"`
+	RaftState    string        `json:"raft_state"`
+	RaftTerm     uint64        `json:"raft_term"`
+	AppliedIndex uint64        `json:"applied_index"`
 	// RootFSDir is handed to workers that set none of their own (MasterConfig.RootFSDir).
 	RootFSDir string `json:"root_fs_dir,omitempty"`
 }
@@ -115,6 +119,7 @@ func (m *Master) status() Status {
 		InvisibleObjects: st.Invisible, LostReplicas: st.LostReplicas, AppliedIndex: st.AppliedIndex, Masters: []MasterStatus{}, Workers: []WorkerStatus{},
 		EvictionHighWatermarkRatio: m.cfg.EvictionHighWatermarkRatio, EvictionRatio: m.cfg.EvictionRatio, RootFSDir: m.cfg.RootFSDir}
 	s.Masters = masterStatuses(m.node, lid)
+	s.Models = statusModels(m.node.Models())
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s.UsageReported, _ = m.mu.lc.Leader()

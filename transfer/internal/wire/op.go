@@ -59,6 +59,12 @@ const (
 	// RetireWorker forgets a dead worker for good (its replicas kept for re-adoption go,
 	// and objects held only there are removed). Safe to repeat: a retired worker is unknown.
 	OpRetireWorker Op = 62
+	// Memory and model calls (issue 13): models are registered on the leader; Memory asks a
+	// master for the memory report, WorkerMemory a worker for its breakdown.
+	OpModelAdd     Op = 70
+	OpModelRemove  Op = 71
+	OpMemory       Op = 72
+	OpWorkerMemory Op = 73
 )
 
 type opInfo struct {
@@ -102,6 +108,10 @@ var ops = [256]opInfo{
 	OpReplicate:      {name: "Replicate", idempotent: true},
 	OpDrainWorker:    {name: "DrainWorker", idempotent: true},
 	OpRetireWorker:   {name: "RetireWorker"},
+	OpModelAdd:       {name: "ModelAdd", idempotent: true},
+	OpModelRemove:    {name: "ModelRemove"},
+	OpMemory:         {name: "Memory", idempotent: true},
+	OpWorkerMemory:   {name: "WorkerMemory", idempotent: true},
 }
 
 // Known reports whether this build defines op.
