@@ -10,6 +10,7 @@ import (
 	"github.com/mooncake-go/mooncake/dram"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/server/lifecycle"
 )
 
 // Defaults. Each names the Mooncake flag it mirrors where there is one.
@@ -84,6 +85,10 @@ type MasterConfig struct {
 	// or under ClientTTL gives no grace. Default DefaultWorkerRestartGrace (2 min); see there
 	// why.
 	WorkerRestartGrace time.Duration
+	// Repair bounds the copies repair and drain make, worker to worker (copies in flight,
+	// bytes per second, tasks queued). Zero fields take lifecycle's defaults (4 in flight,
+	// 128 MiB/s).
+	Repair lifecycle.RepairConfig
 	// EvictionHighWatermarkRatio: a worker whose DRAM is fuller than this ratio gets no new
 	// replicas while another worker has free room under it (the worker's own tier engine
 	// evicts). Default 0.95. Range (0, 1].
@@ -111,9 +116,9 @@ type MasterConfig struct {
 	// Test hooks, nil/false in production.
 	testRaft     func(*raftmeta.Config) // adjusts raft timing for loopback tests
 	noBootstrap  bool                   // the test bootstraps the cluster itself (port-0 peers)
-	onWorkerDead func(base.WorkerID)    // called after MarkWorkerDead committed
-	// testRegisterLimits adjusts the bounds of paged registrations (registerLimits).
-	testRegisterLimits func(*registerLimits)
+	onWorkerDead func(base.WorkerID)    // called after MarkWorkerLost committed
+	// testRegisterLimits adjusts the bounds of paged registrations.
+	testRegisterLimits func(*lifecycle.SessionLimits)
 	// testBeforeRegisterPage is called as each page of a paged registration arrives, before
 	// the master looks at it.
 	testBeforeRegisterPage func(m *Master, id base.WorkerID, session uint64, page uint32)

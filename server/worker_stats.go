@@ -147,7 +147,7 @@ func (m *Master) modelAllocated() map[string]transfer.ModelStats {
 		active[s.ID] = s.State == raftmeta.SegmentActive
 	}
 	m.mu.Lock()
-	since, leader := m.mu.leaderSince, m.mu.leader
+	leader, since := m.mu.lc.Leader()
 	m.mu.Unlock()
 	if !leader {
 		return nil

@@ -507,6 +507,7 @@ func newWorkerCmd(e *env) *cobra.Command {
 		},
 	}
 	f.register(cmd.Flags(), false)
+	addWorkerCmds(cmd, e)
 	return cmd
 }
 
