@@ -131,7 +131,7 @@ type ModelMemory struct {
 	// AllocatedCauses split AllocatedBytes - ActualBytes exactly: alignment (arena rounding),
 	// nvme_headers (record headers and padding), extra_copies (copies on both tiers, or not
 	// yet dropped), unexplained (negative: replicas the workers do not tally under this model,
-	// e.g. objects found on NVMe after a worker restart, which count under no model).
+	// e.g. objects an older client or worker wrote without their model).
 	DRAMObjects     int64   `json:"dram_objects"`
 	DRAMAllocated   int64   `json:"dram_allocated_bytes"`
 	NVMeObjects     int64   `json:"nvme_objects"`

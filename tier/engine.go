@@ -53,6 +53,11 @@ type Engine struct {
 		models modelTable
 	}
 
+	// labels is lower when it keeps labels (models.go), else nil. labelMu serializes
+	// recording a model's name there (saveLabel). Lock order: labelMu before mu.
+	labels  labeledLower
+	labelMu sync.Mutex
+
 	spillQ  spillQueue
 	kick    chan struct{} // cap 1: wakes the evictor
 	closeCh chan struct{} // closed by Close
@@ -124,6 +129,7 @@ func Open(opts Options) (*Engine, error) {
 	e.mu.space = make(chan struct{})
 	e.mu.pol = pol
 	e.spillQ.init(opts.SpillQueueBytes)
+	e.labels, _ = opts.Lower.(labeledLower)
 
 	if e.lower != nil {
 		if err := e.scanLower(); err != nil {
@@ -144,7 +150,18 @@ func (e *Engine) scanLower() error {
 	start := time.Now()
 	var stale []base.ObjectMeta
 	var bytes int64
-	err := e.lower.Scan(func(m base.ObjectMeta) error {
+	scan := func(fn func(base.ObjectMeta, uint16) error) error {
+		return e.lower.Scan(func(m base.ObjectMeta) error { return fn(m, 0) })
+	}
+	if e.labels != nil {
+		names, err := e.labels.LabelNames()
+		if err != nil {
+			return fmt.Errorf("tier: open: reading model names from the lower tier: %w", err)
+		}
+		e.seedLabelsLocked(names)
+		scan = e.labels.ScanLabeled
+	}
+	err := scan(func(m base.ObjectMeta, label uint16) error {
 		if err := base.ValidateKey(m.Key); err != nil || m.Size <= 0 || m.Version == 0 {
 			e.backgroundError(fmt.Errorf("tier: open: skipping bad lower-tier record %q version %d size %d", m.Key, m.Version, m.Size))
 			return nil
@@ -161,7 +178,8 @@ func (e *Engine) scanLower() error {
 			e.tallyLocked(old)
 		}
 		e.mu.nextID++
-		o := &object{id: e.mu.nextID, meta: m, persistence: base.PersistenceSpill, onLower: true, lowerBytes: m.Size}
+		o := &object{id: e.mu.nextID, meta: m, persistence: base.PersistenceSpill, onLower: true, lowerBytes: m.Size,
+			model: e.knownTagLocked(label)}
 		e.mu.objects[m.Key] = o
 		e.mu.byID[o.id] = o
 		e.tallyLocked(o)

@@ -40,6 +40,16 @@ type ModelUsage struct {
 	DRAMLogical, NVMeLogical int64
 }
 
+// labeledLower is implemented by a Lower that keeps a 16-bit label with each object and
+// names for labels across restarts (nvme.Store): the engine keeps its model tags there, so a
+// restart finds each object's model. With another Lower, objects found at Open count under "".
+type labeledLower interface {
+	PutLabeled(key string, v base.Version, data []byte, checksum uint64, sync bool, label uint16) error
+	ScanLabeled(fn func(base.ObjectMeta, uint16) error) error
+	SetLabelName(label uint16, name string) error
+	LabelNames() (map[uint16]string, error)
+}
+
 // lowerFootprint is implemented by a Lower that can say what one stored object takes
 // (nvme.Store.Footprint). A Lower without it is tallied at the objects' sizes.
 type lowerFootprint interface {
@@ -51,9 +61,12 @@ type lowerFootprint interface {
 // Invariant (checkLocked): usage[t] is the sum over indexed objects with model t of their
 // tally; an object's counted tally is what it adds now.
 type modelTable struct {
-	names  []string // tag -> name; names[0] == "" (no model)
+	names  []string // tag -> name; names[0] == "" (no model); "" also for tags never used
 	byName map[string]uint16
 	usage  []ModelUsage // by tag
+	// saved[tag]: the lower tier has the tag's name (labeledLower.SetLabelName). Tag 0 needs
+	// none.
+	saved map[uint16]bool
 }
 
 // tally is what one object currently adds to its model's usage.
@@ -70,6 +83,7 @@ func (e *Engine) internLocked(name string) uint16 {
 		t.byName = map[string]uint16{"": 0}
 		t.names = []string{""}
 		t.usage = []ModelUsage{{}}
+		t.saved = map[uint16]bool{0: true}
 	}
 	if tag, ok := t.byName[name]; ok {
 		return tag
@@ -85,6 +99,70 @@ func (e *Engine) internLocked(name string) uint16 {
 	t.names = append(t.names, name)
 	t.usage = append(t.usage, ModelUsage{Model: name})
 	return tag
+}
+
+// seedLabelsLocked makes the tags the lower tier named (LabelNames) the engine's own, so
+// the labels found on its objects keep their models. REQUIRES: e.mu (Open only).
+func (e *Engine) seedLabelsLocked(names map[uint16]string) {
+	e.internLocked("") // the table exists
+	t := &e.mu.models
+	for tag, name := range names {
+		if tag == 0 || int(tag) >= maxModelTags || name == "" {
+			continue
+		}
+		if _, dup := t.byName[name]; dup {
+			continue
+		}
+		for len(t.names) <= int(tag) {
+			t.names = append(t.names, "")
+			t.usage = append(t.usage, ModelUsage{})
+		}
+		t.names[tag], t.usage[tag].Model = name, name
+		t.byName[name] = tag
+		t.saved[tag] = true
+	}
+}
+
+// knownTagLocked returns label if the engine knows its name, else 0. REQUIRES: e.mu.
+func (e *Engine) knownTagLocked(label uint16) uint16 {
+	if int(label) < len(e.mu.models.names) && e.mu.models.names[label] != "" {
+		return label
+	}
+	return 0
+}
+
+// saveLabel records tag's name on the lower tier before the first object with that tag is
+// written there (a restart then finds the name). A failure is reported and leaves the tag
+// unsaved: its objects count under "" after a restart. Called without e.mu; labelMu
+// serializes the check and the write.
+func (e *Engine) saveLabel(tag uint16) {
+	if e.labels == nil || tag == 0 {
+		return
+	}
+	e.labelMu.Lock()
+	defer e.labelMu.Unlock()
+	e.mu.Lock()
+	saved, name := e.mu.models.saved[tag], e.mu.models.names[tag]
+	e.mu.Unlock()
+	if saved {
+		return
+	}
+	if err := e.labels.SetLabelName(tag, name); err != nil {
+		e.backgroundError(fmt.Errorf("tier: recording model %q on the lower tier: %w", name, err))
+		return
+	}
+	e.mu.Lock()
+	e.mu.models.saved[tag] = true
+	e.mu.Unlock()
+}
+
+// putLower writes an object to the lower tier with its model tag when the lower tier keeps
+// labels.
+func (e *Engine) putLower(m base.ObjectMeta, data []byte, sync bool, tag uint16) error {
+	if e.labels != nil {
+		return e.labels.PutLabeled(m.Key, m.Version, data, m.Checksum, sync, tag)
+	}
+	return e.lower.PutChecked(m.Key, m.Version, data, m.Checksum, sync)
 }
 
 // wantTally is what o should add now: nothing once it left the index.
@@ -142,7 +220,8 @@ func (e *Engine) footprint(m base.ObjectMeta) int64 {
 
 // ModelUsage returns what each model's objects take on this worker, by model name (""
 // for objects whose put named no model), leaving out models with nothing stored. Objects
-// found on the lower tier at Open count under "" (see docs/memory.md, "limits").
+// found on the lower tier at Open keep their model when the lower tier keeps labels
+// (labeledLower), else count under "".
 func (e *Engine) ModelUsage() []ModelUsage {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -126,9 +126,14 @@ func TestModelUsage(t *testing.T) {
 		t.Fatalf("qwen2-7b after removal: %+v", q)
 	}
 
-	// A restart finds the objects on NVMe; the store keeps no model, so they count under "".
+	// A restart finds the objects on NVMe with their models: the store keeps each one's tag
+	// and the tags' names.
 	if err := e.SpillAll(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	want := map[string]int64{}
+	for _, u := range e.ModelUsage() {
+		want[u.Model] = u.NVMeObjects
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
@@ -140,7 +145,23 @@ func TestModelUsage(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close() })
 	e2 := open(t, tier.Options{Arena: a, Lower: s})
 	us = checkSums(t, "after restart", e2, s)
-	if len(us) != 1 || us[""].NVMeObjects != e2.Metrics().NVMe.Objects {
-		t.Fatalf("after restart: %+v", us)
+	if len(us) != 3 || us["filler"].NVMeObjects != want["filler"] || us["llama"].NVMeObjects != 1 || us[""].NVMeObjects != 1 {
+		t.Fatalf("after restart: %+v, want NVMe objects %v", us, want)
+	}
+	// A model new since the restart gets a tag of its own, also kept.
+	mustPut(t, e2, "mistral/0", 1, size, tier.PutOptions{Model: "mistral", Persistence: base.PersistenceDurable})
+	if us := checkSums(t, "after a durable put", e2, s); us["mistral"].NVMeObjects != 1 || us["filler"].NVMeObjects != want["filler"] {
+		t.Fatalf("after a durable put: %+v", us)
+	}
+	// And its name survives the next restart.
+	if err := e2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	s3 := openStore()
+	t.Cleanup(func() { _ = s3.Close() })
+	e3 := open(t, tier.Options{Arena: a, Lower: s3})
+	if us := checkSums(t, "after the second restart", e3, s3); us["mistral"].NVMeObjects != 1 || len(us) != 4 {
+		t.Fatalf("after the second restart: %+v", us)
 	}
 }

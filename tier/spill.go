@@ -236,7 +236,7 @@ func (e *Engine) spill(j *spillJob) {
 	if current() {
 		e.mu.Unlock()
 		// j holds a reference to the range: it cannot be freed under this write.
-		err = e.lower.PutChecked(o.meta.Key, o.meta.Version, j.c.h.Bytes(), o.meta.Checksum, false)
+		err = e.putLower(o.meta, j.c.h.Bytes(), false, o.model)
 		wrote = err == nil
 		var foot int64
 		if wrote {
@@ -381,7 +381,7 @@ func (e *Engine) spillOne(o *object) (wrote bool, err error) {
 	}
 	e.mu.Unlock()
 
-	err = e.lower.PutChecked(o.meta.Key, o.meta.Version, c.h.Bytes(), o.meta.Checksum, true)
+	err = e.putLower(o.meta, c.h.Bytes(), true, o.model)
 	var foot int64
 	if err == nil {
 		foot = e.footprint(o.meta)

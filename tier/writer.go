@@ -60,6 +60,7 @@ func (e *Engine) Put(key string, v base.Version, size int64, o PutOptions) (*Wri
 	if err != nil {
 		return nil, err
 	}
+	e.saveLabel(model) // before any copy of the object can reach the lower tier
 	h, err := e.allocate(size)
 	if err != nil {
 		return nil, fmt.Errorf("tier: put %q (%d bytes): %w", key, size, err)
@@ -165,7 +166,7 @@ func (w *Writer) commit(sum uint64) (err error) {
 	meta := base.ObjectMeta{Key: w.key, Version: w.v, Size: w.size, Checksum: sum}
 	var foot int64
 	if w.persist == base.PersistenceDurable {
-		if err := e.lower.PutChecked(w.key, w.v, w.h.Bytes(), sum, true); err != nil {
+		if err := e.putLower(meta, w.h.Bytes(), true, w.model); err != nil {
 			e.mu.Lock()
 			e.mu.m.lowerErrors++
 			e.mu.Unlock()
