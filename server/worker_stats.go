@@ -78,11 +78,6 @@ type workerStatsEntry struct {
 	at time.Time
 }
 
-func statsCounters(s *transfer.WorkerStats) []*int64 {
-	return []*int64{&s.HitsDRAM, &s.HitsNVMe, &s.Misses, &s.Evictions, &s.EvictedBytes, &s.EvictPasses, &s.NoSpace,
-		&s.Spills, &s.SpillBytes, &s.Promotions}
-}
-
 // note records a worker's stats section (after its heartbeat was accepted).
 func (c *clusterWorkerStats) note(id base.WorkerID, s transfer.WorkerStats, now time.Time) {
 	c.mu.Lock()
@@ -91,7 +86,7 @@ func (c *clusterWorkerStats) note(id base.WorkerID, s transfer.WorkerStats, now 
 		c.last = map[base.WorkerID]workerStatsEntry{}
 	}
 	prev := c.last[id].s
-	cur, old, tot := statsCounters(&s), statsCounters(&prev), statsCounters(&c.total)
+	cur, old, tot := s.Counters(), prev.Counters(), c.total.Counters()
 	for i := range cur {
 		d := *cur[i] - *old[i]
 		if d < 0 {

@@ -186,16 +186,14 @@ type ModelStats struct {
 	NVMeObjects, NVMeBytes int64
 }
 
-// numStatsCounters is the count of i64 counters before the model list.
-const numStatsCounters = 10
-
-func (s *WorkerStats) counters() []*int64 {
+// Counters returns pointers to the ten counters, in wire order (the leader sums them).
+func (s *WorkerStats) Counters() []*int64 {
 	return []*int64{&s.HitsDRAM, &s.HitsNVMe, &s.Misses, &s.Evictions, &s.EvictedBytes, &s.EvictPasses, &s.NoSpace,
 		&s.Spills, &s.SpillBytes, &s.Promotions}
 }
 
 func (s *WorkerStats) encode(e *Encoder) {
-	for _, c := range s.counters() {
+	for _, c := range s.Counters() {
 		e.I64(*c)
 	}
 	encodeList(e, s.Models, func(e *Encoder, m *ModelStats) {
@@ -208,7 +206,7 @@ func (s *WorkerStats) encode(e *Encoder) {
 }
 
 func (s *WorkerStats) decode(d *Decoder) {
-	for _, c := range s.counters() {
+	for _, c := range s.Counters() {
 		*c = d.Size()
 	}
 	n := d.Count(minStr+32, MaxHeartbeatModels, "heartbeat models")
