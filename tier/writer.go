@@ -55,7 +55,10 @@ func (e *Engine) Put(key string, v base.Version, size int64, o PutOptions) (*Wri
 	}
 	e.mu.Lock()
 	err = e.checkVersionLocked(key, v)
-	model := e.internLocked(o.Model)
+	var model uint16 // 0: no model, no lookup
+	if o.Model != "" {
+		model = e.internLocked(o.Model)
+	}
 	e.mu.Unlock()
 	if err != nil {
 		return nil, err
