@@ -352,7 +352,7 @@ func (mc *mooncakeMasterMetrics) summary(s masterStats, u usageTotals, now time.
 			rate(items-min(items, failedItems)), rate(items))
 	}
 	b.WriteString(mc.workers.summaryEviction(reset)) // the workers' evictions (worker_stats.go)
-	b.WriteString(summaryTokens(s.Models))           // models registered: tokens, expected, actual (memory_master.go)
+	b.WriteString(summaryTokens(s.Models, mc.m.modelAllocated))           // models registered: tokens, expected, actual (memory_master.go)
 	return b.String()
 }
 
