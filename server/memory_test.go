@@ -80,7 +80,10 @@ func TestMemorySaturationLines(t *testing.T) {
 }
 
 func TestSummaryTokens(t *testing.T) {
-	none := func() map[string]transfer.ModelStats { t.Fatal("workers' tallies read without a registered model"); return nil }
+	none := func() map[string]transfer.ModelStats {
+		t.Fatal("workers' tallies read without a registered model")
+		return nil
+	}
 	if s := summaryTokens([]raftmeta.ModelUsage{{}}, none); s != "" {
 		t.Fatalf("no registered model: %q", s)
 	}

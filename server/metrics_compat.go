@@ -351,8 +351,8 @@ func (mc *mooncakeMasterMetrics) summary(s masterStats, u usageTotals, now time.
 		fmt.Fprintf(&b, "%s:(Req=%s/%s/%s, Item=%s/%s)", it.name, rate(ok), rate(partial), rate(total),
 			rate(items-min(items, failedItems)), rate(items))
 	}
-	b.WriteString(mc.workers.summaryEviction(reset)) // the workers' evictions (worker_stats.go)
-	b.WriteString(summaryTokens(s.Models, mc.m.modelAllocated))           // models registered: tokens, expected, actual (memory_master.go)
+	b.WriteString(mc.workers.summaryEviction(reset))            // the workers' evictions (worker_stats.go)
+	b.WriteString(summaryTokens(s.Models, mc.m.modelAllocated)) // models registered: tokens, expected, actual (memory_master.go)
 	return b.String()
 }
 
