@@ -110,6 +110,9 @@ type MasterConfig struct {
 	// (Mooncake's master --root_fs_dir): it is in Status, which a worker reads at start.
 	// Default "": workers without one are DRAM only.
 	RootFSDir string
+	// Conns bound the client connections kept open and doing nothing, as on the worker.
+	// Defaults: see ConnLimits.
+	Conns ConnLimits
 	// Logger receives every log line. Default slog.Default().
 	Logger *slog.Logger
 
@@ -200,6 +203,9 @@ func (c *MasterConfig) Validate() error {
 		return bad("max value size %d is negative", c.MaxValueSize)
 	case c.SummaryInterval < 0:
 		return bad("summary interval %v is negative", c.SummaryInterval)
+	}
+	if err := c.Conns.Validate(); err != nil {
+		return err
 	}
 	if c.Join && len(c.Peers) > 0 {
 		return bad("join and peers exclude each other: a joining master is added by the leader, it bootstraps nothing")

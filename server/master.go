@@ -164,7 +164,9 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 			return nil, err
 		}
 	}
-	srv, err := transfer.NewServer(&masterHandler{m: m}, transfer.ServerOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger})
+	sopts := transfer.ServerOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger}
+	cfg.Conns.apply(&sopts)
+	srv, err := transfer.NewServer(&masterHandler{m: m}, sopts)
 	if err != nil {
 		ln.Close()
 		node.Close()
@@ -176,6 +178,7 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 		node.Close()
 		return nil, err
 	}
+	m.met.reg.MustRegister(newConnCollector("master", srv.Stats))
 	m.rpc = rpcServer{srv: srv, ln: ln, done: make(chan struct{})}
 	go m.rpc.serve()
 	m.adm, err = startAdmin(cfg.MetricsAddress, adminHandlers{
