@@ -148,7 +148,7 @@ func (c *Client) revoke(key string, v base.Version) {
 
 func writeReq(key string, v base.Version, size int64, rc ReplicateConfig, sum uint64) *transfer.WriteRequest {
 	return &transfer.WriteRequest{Key: key, Version: v, TotalSize: size, Persistence: rc.Persistence,
-		SoftPinTTL: rc.SoftPinTTL, HardPin: rc.HardPin, Checksum: sum}
+		SoftPinTTL: rc.SoftPinTTL, HardPin: rc.HardPin, Checksum: sum, Model: rc.Model}
 }
 
 // writeReplicas writes value to every placed replica in parallel. The transfer client sends a

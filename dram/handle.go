@@ -46,6 +46,10 @@ func (h *Handle) Offset() int64 { return h.al.off }
 // Len returns the size passed to Alloc.
 func (h *Handle) Len() int64 { return h.n }
 
+// Allocated returns the bytes the range takes from the arena: Len rounded up to the
+// allocator's alignment and size quantum (what Stats().Used counts for it).
+func (h *Handle) Allocated() int64 { return h.al.size }
+
 // Refs returns the current number of references (for metrics and tests; racy by nature).
 func (h *Handle) Refs() int32 { return h.refs.Load() }
 

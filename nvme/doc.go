@@ -19,18 +19,22 @@
 //
 //	'o' + object key   -> index entry (below)
 //	"mformat"          -> "2", the index format version; Open refuses any other
+//	"mlabel" + u16     -> the name of a label (SetLabelName; the tier's model names)
 //
 // An index entry (all integers little-endian):
 //
-//	+--------+-------+--------------+-------------+-------------+-------------+---------------+
-//	| format | flags | reserved (6B)| version (8B)| size (8B)   | stored (8B) | checksum (8B) |
-//	|  (1B)=1| (1B)  |   zero       |             | object bytes| stored bytes| HighwayHash-64|
-//	+--------+-------+--------------+-------------+-------------+-------------+---------------+
+//	+--------+-------+-----------+--------------+-------------+-------------+-------------+---------------+
+//	| format | flags | label (2B)| reserved (4B)| version (8B)| size (8B)   | stored (8B) | checksum (8B) |
+//	|  (1B)=1| (1B)  | 0: none   |   zero       |             | object bytes| stored bytes| HighwayHash-64|
+//	+--------+-------+-----------+--------------+-------------+-------------+-------------+---------------+
 //	then, if flags has INLINE:    | stored bytes (stored B)             |
 //	     otherwise:               | extent id (8B) | record offset (8B) |
 //
 //	flags: bit 0 LZ4 (stored bytes are one lz4 block), bit 1 INLINE,
 //	       bit 2 QUARANTINED (a read found a mismatch; never served, not in Scan)
+//	label: the caller's opaque 16-bit label (PutLabeled, ScanLabeled), carried by GC's copies;
+//	       the tier keeps its model tags there. It took two bytes that were reserved (zero), so
+//	       an older build reads a labeled entry as corrupt: do not downgrade a store across it.
 //
 // checksum is base.Checksum of the object's uncompressed bytes, the same value the client sent
 // in PutEnd. A value is inline when its stored form is at most Options.InlineThreshold bytes

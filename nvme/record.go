@@ -177,6 +177,13 @@ const (
 
 var metaFormatKey = []byte("mformat")
 
+// metaLabelPrefix + u16 label (little-endian) -> the label's name (SetLabelName).
+var metaLabelPrefix = []byte("mlabel")
+
+func labelNameKey(label uint16) []byte {
+	return binary.LittleEndian.AppendUint16(append([]byte(nil), metaLabelPrefix...), label)
+}
+
 // indexFormatVersion is stored under metaFormatKey; Open refuses a store of another version.
 // "2": extent records of format 2 (stored bytes block-aligned). A store of format "1" is
 // refused (base.ErrNotSupported) rather than read with the wrong data offsets.
@@ -211,6 +218,9 @@ type indexEntry struct {
 	extent    uint64 // extent id (not inline)
 	offset    int64  // record offset in the extent (not inline)
 	inline    []byte // stored bytes (inline only); aliases the decoded buffer
+	// label is the caller's 16-bit label of the object (PutLabeled; 0: none), kept in the
+	// first two of the entry's formerly reserved bytes. The store does not interpret it.
+	label uint16
 }
 
 const (
@@ -230,6 +240,7 @@ func (e *indexEntry) encode() []byte {
 	b := make([]byte, n)
 	b[0] = indexFormatByte
 	b[1] = e.flags
+	binary.LittleEndian.PutUint16(b[2:4], e.label)
 	binary.LittleEndian.PutUint64(b[8:16], uint64(e.version))
 	binary.LittleEndian.PutUint64(b[16:24], uint64(e.size))
 	binary.LittleEndian.PutUint64(b[24:32], uint64(e.storedLen))
@@ -256,7 +267,8 @@ func decodeIndexEntry(b []byte) (indexEntry, error) {
 	if e.flags&^indexFlagsMask != 0 {
 		return e, corruptf("index entry: unknown flags %#x", e.flags)
 	}
-	for _, c := range b[2:8] {
+	e.label = binary.LittleEndian.Uint16(b[2:4])
+	for _, c := range b[4:8] {
 		if c != 0 {
 			return e, corruptf("index entry: reserved bytes are not zero")
 		}

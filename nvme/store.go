@@ -1,6 +1,7 @@
 package nvme
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash"
@@ -240,9 +241,61 @@ func (s *Store) PutChecked(key string, v base.Version, data []byte, sum uint64, 
 		return err
 	}
 	defer s.exit()
+	return s.PutLabeled(key, v, data, sum, sync, 0)
+}
+
+// PutLabeled is PutChecked that also keeps label with the object: an opaque 16-bit value
+// (0: none) that Footprint's callers and ScanLabeled read back, kept in the index entry, so a
+// restart finds it. The tier engine stores its model tags there (names by SetLabelName).
+func (s *Store) PutLabeled(key string, v base.Version, data []byte, sum uint64, sync bool, label uint16) error {
+	if err := base.ValidateKey(key); err != nil {
+		return fmt.Errorf("nvme: put: %w", err)
+	}
+	if int64(len(data)) > maxObjectSize {
+		return fmt.Errorf("nvme: put %q: %d bytes: %w (limit %d)", key, len(data), base.ErrTooLarge, int64(maxObjectSize))
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.exit()
 	durable := sync || s.opts.Sync == SyncAlways
-	ent := indexEntry{version: v, size: int64(len(data)), storedLen: int64(len(data)), checksum: sum}
+	ent := indexEntry{version: v, size: int64(len(data)), storedLen: int64(len(data)), checksum: sum, label: label}
 	return s.put(key, ent, data, nil, durable)
+}
+
+// SetLabelName records (synced) the name of a label, for LabelNames after a restart.
+func (s *Store) SetLabelName(label uint16, name string) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.exit()
+	if err := s.db.Set(labelNameKey(label), []byte(name), pebble.Sync); err != nil {
+		return fmt.Errorf("nvme: label %d: %w", label, err)
+	}
+	return nil
+}
+
+// LabelNames returns every name SetLabelName recorded, by label.
+func (s *Store) LabelNames() (map[uint16]string, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.exit()
+	upper := append(append([]byte(nil), metaLabelPrefix...), 0xff, 0xff, 0xff)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: metaLabelPrefix, UpperBound: upper})
+	if err != nil {
+		return nil, fmt.Errorf("nvme: label names: %w", err)
+	}
+	defer it.Close()
+	out := map[uint16]string{}
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) != len(metaLabelPrefix)+2 {
+			continue
+		}
+		out[binary.LittleEndian.Uint16(k[len(metaLabelPrefix):])] = string(it.Value())
+	}
+	return out, it.Error()
 }
 
 // put writes one object. Either data (the object's bytes) or stored (already in its stored
@@ -649,6 +702,32 @@ func (s *Store) Stat(key string) (base.ObjectMeta, error) {
 	return base.ObjectMeta{Key: key, Version: ent.version, Size: ent.size, Checksum: ent.checksum}, nil
 }
 
+// Footprint returns the bytes version v of key takes on the tier (v == 0: any version): its
+// record with header and block padding, or its inline index entry; what Metrics.LiveBytes
+// counts for it. The tier engine tallies it per model (docs/memory.md).
+//
+// Errors: base.ErrObjectNotFound, base.ErrInvalidVersion (another version is stored).
+func (s *Store) Footprint(key string, v base.Version) (int64, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.exit()
+	ent, found, err := s.getEntry(key, false)
+	if err != nil {
+		return 0, err
+	}
+	if !found || ent.flags&flagQuarantined != 0 {
+		return 0, fmt.Errorf("nvme: %q: %w", key, base.ErrObjectNotFound)
+	}
+	if v != 0 && ent.version != v {
+		return 0, fmt.Errorf("nvme: %q is at version %d, not %d: %w", key, ent.version, v, base.ErrInvalidVersion)
+	}
+	if ent.isInline() {
+		return inlineCost(key, ent), nil
+	}
+	return recordLenOf(key, ent), nil
+}
+
 // ReadInto reads key's object into dst, which must be exactly its size, and verifies its
 // checksum. v == 0 reads any version. On a checksum (or record header) mismatch the record is
 // quarantined: this call returns an error wrapping base.ErrCorruption and later calls
@@ -904,6 +983,11 @@ func (s *Store) newObjectIter() (*pebble.Iterator, error) {
 // Scan calls fn for every object the store holds (quarantined ones excepted), in key order,
 // from a consistent snapshot of the index. An error from fn stops the scan and is returned.
 func (s *Store) Scan(fn func(base.ObjectMeta) error) error {
+	return s.ScanLabeled(func(m base.ObjectMeta, _ uint16) error { return fn(m) })
+}
+
+// ScanLabeled is Scan that also gives each object's label (PutLabeled; 0: none).
+func (s *Store) ScanLabeled(fn func(base.ObjectMeta, uint16) error) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
@@ -931,7 +1015,7 @@ func (s *Store) Scan(fn func(base.ObjectMeta) error) error {
 		if ent.flags&flagQuarantined != 0 {
 			continue
 		}
-		if err := fn(base.ObjectMeta{Key: key, Version: ent.version, Size: ent.size, Checksum: ent.checksum}); err != nil {
+		if err := fn(base.ObjectMeta{Key: key, Version: ent.version, Size: ent.size, Checksum: ent.checksum}, ent.label); err != nil {
 			return err
 		}
 	}

@@ -346,6 +346,7 @@ func serveHeartbeat(_ context.Context, m *Master, req transfer.Message) (transfe
 	if err != nil {
 		return nil, nil, err
 	}
+	m.noteWorkerStats(r) // counters and per-model tallies (worker_stats.go)
 	return &transfer.HeartbeatResponse{Drop: toWireKV(rep.Drops), Reregister: rep.Reregister}, nil, nil
 }
 

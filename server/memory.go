@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -75,6 +76,8 @@ type WorkerMemory struct {
 	Evictions  int64 `json:"evictions"`
 	Spills     int64 `json:"spills"`
 	Promotions int64 `json:"promotions"`
+	// Models: what each model's objects take on this worker, per tier (worker_stats.go).
+	Models []WorkerModelMemory `json:"models,omitempty"`
 	// Error is set by the master when the worker did not answer (its figures are zero).
 	Error string `json:"error,omitempty"`
 }
@@ -123,6 +126,18 @@ type ModelMemory struct {
 	Causes         []Cause `json:"causes,omitempty"`
 	Verdict        string  `json:"verdict"`
 	Reason         string  `json:"reason"`
+	// What the model's copies take on the workers that answered (their per-model tallies):
+	// arena bytes allocated to DRAM copies and NVMe bytes of records, and their sum.
+	// AllocatedCauses split AllocatedBytes - ActualBytes exactly: alignment (arena rounding),
+	// nvme_headers (record headers and padding), extra_copies (copies on both tiers, or not
+	// yet dropped), unexplained (negative: replicas the workers do not tally under this model,
+	// e.g. objects an older client or worker wrote without their model).
+	DRAMObjects     int64   `json:"dram_objects"`
+	DRAMAllocated   int64   `json:"dram_allocated_bytes"`
+	NVMeObjects     int64   `json:"nvme_objects"`
+	NVMeAllocated   int64   `json:"nvme_allocated_bytes"`
+	AllocatedBytes  int64   `json:"allocated_bytes"`
+	AllocatedCauses []Cause `json:"allocated_causes,omitempty"`
 }
 
 // MemoryReport is the answer of the Memory call, the master's /api/v1/memory and the data
@@ -191,6 +206,23 @@ func buildMemoryReport(in memoryInputs) MemoryReport {
 	if c.ArenaCapacity > 0 {
 		c.Fragmentation = 0 // a per-worker figure; the sum has none
 	}
+	onWorkers := map[string]WorkerModelMemory{}
+	for _, w := range in.workers {
+		if w.Error != "" {
+			continue
+		}
+		for _, x := range w.Models {
+			t := onWorkers[x.Model]
+			t.Model = x.Model
+			t.DRAMObjects += x.DRAMObjects
+			t.DRAMAllocated += x.DRAMAllocated
+			t.DRAMLogical += x.DRAMLogical
+			t.NVMeObjects += x.NVMeObjects
+			t.NVMeAllocated += x.NVMeAllocated
+			t.NVMeLogical += x.NVMeLogical
+			onWorkers[x.Model] = t
+		}
+	}
 	var noTokens, mismatch int64
 	for _, u := range in.models {
 		m := ModelMemory{Name: u.Name, Registered: u.Registered, BytesPerToken: u.BytesPerToken, Description: u.Description,
@@ -209,9 +241,18 @@ func buildMemoryReport(in memoryInputs) MemoryReport {
 			noTokens += u.ReplicaBytes
 		}
 		m.Difference = m.ActualBytes - m.ExpectedBytes
-		if u.Objects == 0 && !u.Registered {
+		wm := onWorkers[u.Name]
+		delete(onWorkers, u.Name)
+		if u.Objects == 0 && !u.Registered && wm.DRAMObjects+wm.NVMeObjects == 0 {
 			continue
 		}
+		m.setAllocated(wm)
+		r.Models = append(r.Models, m)
+	}
+	// Models the workers hold that the metadata does not name (none normally): their copies.
+	for _, name := range slices.Sorted(maps.Keys(onWorkers)) {
+		m := ModelMemory{Name: name}
+		m.setAllocated(onWorkers[name])
 		r.Models = append(r.Models, m)
 	}
 	r.ActualBytes = c.ArenaAllocated + c.NVMeUsed
@@ -239,6 +280,20 @@ func buildMemoryReport(in memoryInputs) MemoryReport {
 	r.Causes = append(known, Cause{Name: CauseUnexplained, Bytes: rest})
 	r.Judge(in.thresholdPct)
 	return r
+}
+
+// setAllocated fills the model's allocated view from the workers' tallies of it.
+func (m *ModelMemory) setAllocated(w WorkerModelMemory) {
+	m.DRAMObjects, m.DRAMAllocated = w.DRAMObjects, w.DRAMAllocated
+	m.NVMeObjects, m.NVMeAllocated = w.NVMeObjects, w.NVMeAllocated
+	m.AllocatedBytes = w.DRAMAllocated + w.NVMeAllocated
+	extra := w.DRAMLogical + w.NVMeLogical - m.ActualBytes
+	m.AllocatedCauses = []Cause{
+		{Name: CauseAlignment, Bytes: w.DRAMAllocated - w.DRAMLogical},
+		{Name: CauseNVMeHeaders, Bytes: w.NVMeAllocated - w.NVMeLogical},
+		{Name: CauseExtraCopies, Bytes: max(0, extra)},
+		{Name: CauseUnexplained, Bytes: min(0, extra)},
+	}
 }
 
 func addWorker(c, w *WorkerMemory) {
@@ -360,6 +415,7 @@ func (r *MemoryReport) Judge(thresholdPct float64) {
 		default:
 			m.Causes, m.Verdict, m.Reason = judge(m.Causes, m.Difference, m.ExpectedBytes, thresholdPct)
 		}
+		m.AllocatedCauses, _, _ = judge(m.AllocatedCauses, m.AllocatedBytes-m.ActualBytes, m.ActualBytes, thresholdPct)
 	}
 	r.Saturation = nil
 	for _, w := range r.Workers {

@@ -145,20 +145,29 @@ func (w *Worker) memoryRoutes(mux *http.ServeMux) {
 }
 
 // summaryTokens is the part of the periodic "Master Metrics:" line about models, "" when no
-// model is registered: " | Tokens: qwen2-7b=1234 (expected 1.0 GiB, actual 1.0 GiB)".
-func summaryTokens(models []raftmeta.ModelUsage) string {
+// model is registered: " | Tokens: qwen2-7b=1234 (expected 1.0 GiB, actual 1.0 GiB, DRAM
+// 1.0 GiB, NVMe 0 B)". alloc gives the workers' per-model allocated bytes (from their
+// heartbeats); it is called only when a model is registered, and models it does not list
+// are printed without them.
+func summaryTokens(models []raftmeta.ModelUsage, alloc func() map[string]transfer.ModelStats) string {
 	var b strings.Builder
+	var onWorkers map[string]transfer.ModelStats
 	for _, u := range models {
 		if !u.Registered {
 			continue
 		}
 		if b.Len() == 0 {
 			b.WriteString(" | Tokens: ")
+			onWorkers = alloc()
 		} else {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s=%d (expected %s, actual %s)", u.Name, u.Tokens,
+		fmt.Fprintf(&b, "%s=%d (expected %s, actual %s", u.Name, u.Tokens,
 			base.Bytes(satMul(u.ReplicaTokens, u.BytesPerToken)), base.Bytes(u.ReplicaBytes))
+		if a, ok := onWorkers[u.Name]; ok {
+			fmt.Fprintf(&b, ", DRAM %s, NVMe %s", base.Bytes(a.DRAMBytes), base.Bytes(a.NVMeBytes))
+		}
+		b.WriteString(")")
 	}
 	return b.String()
 }

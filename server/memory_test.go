@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/transfer"
 )
 
 // TestMemoryReportArithmetic: the causes always sum to the difference, and the verdict names
@@ -79,11 +80,58 @@ func TestMemorySaturationLines(t *testing.T) {
 }
 
 func TestSummaryTokens(t *testing.T) {
-	if s := summaryTokens([]raftmeta.ModelUsage{{}}); s != "" {
+	none := func() map[string]transfer.ModelStats {
+		t.Fatal("workers' tallies read without a registered model")
+		return nil
+	}
+	if s := summaryTokens([]raftmeta.ModelUsage{{}}, none); s != "" {
 		t.Fatalf("no registered model: %q", s)
 	}
-	s := summaryTokens([]raftmeta.ModelUsage{{Name: "qwen2-7b", Registered: true, BytesPerToken: 57344, Tokens: 20, ReplicaTokens: 20, ReplicaBytes: 20 * 57344}, {}})
+	qwen := []raftmeta.ModelUsage{{Name: "qwen2-7b", Registered: true, BytesPerToken: 57344, Tokens: 20, ReplicaTokens: 20, ReplicaBytes: 20 * 57344}, {}}
+	s := summaryTokens(qwen, func() map[string]transfer.ModelStats { return nil })
 	if want := " | Tokens: qwen2-7b=20 (expected 1.1 MiB, actual 1.1 MiB)"; s != want {
 		t.Fatalf("summary %q, want %q", s, want)
+	}
+	// With the workers' tallies from their heartbeats: the model's DRAM and NVMe bytes.
+	s = summaryTokens(qwen, func() map[string]transfer.ModelStats {
+		return map[string]transfer.ModelStats{"qwen2-7b": {DRAMBytes: 1 << 20, NVMeBytes: 3 << 20}}
+	})
+	if want := " | Tokens: qwen2-7b=20 (expected 1.1 MiB, actual 1.1 MiB, DRAM 1.0 MiB, NVMe 3.0 MiB)"; s != want {
+		t.Fatalf("summary %q, want %q", s, want)
+	}
+}
+
+// TestModelAllocated: a model's allocated view sums its copies on the workers that answered,
+// and its causes split allocated - actual exactly.
+func TestModelAllocated(t *testing.T) {
+	const obj = 14 << 20
+	u := raftmeta.ModelUsage{Name: "qwen2-7b", Registered: true, BytesPerToken: 57344, Objects: 3, Tokens: 3 * 256,
+		ReplicaTokens: 3 * 256, ReplicaBytes: 3 * obj}
+	w1 := WorkerMemory{ID: "w1", Models: []WorkerModelMemory{{Model: "qwen2-7b", DRAMObjects: 2, DRAMAllocated: 2*obj + 2048, DRAMLogical: 2 * obj,
+		NVMeObjects: 2, NVMeAllocated: 2*obj + 8192, NVMeLogical: 2 * obj}}}
+	w2 := WorkerMemory{ID: "w2", Models: []WorkerModelMemory{{Model: "qwen2-7b", DRAMObjects: 1, DRAMAllocated: obj + 1024, DRAMLogical: obj},
+		{Model: "stray", NVMeObjects: 1, NVMeAllocated: 4096, NVMeLogical: 100}}}
+	down := WorkerMemory{ID: "w3", Error: "timeout", Models: []WorkerModelMemory{{Model: "qwen2-7b", DRAMObjects: 9, DRAMAllocated: 9 * obj}}}
+	r := buildMemoryReport(memoryInputs{models: []raftmeta.ModelUsage{u}, workers: []WorkerMemory{w1, w2, down}})
+	if len(r.Models) != 2 {
+		t.Fatalf("models %+v", r.Models)
+	}
+	q := r.Models[0]
+	if q.DRAMObjects != 3 || q.DRAMAllocated != 3*obj+3072 || q.NVMeObjects != 2 || q.NVMeAllocated != 2*obj+8192 ||
+		q.AllocatedBytes != q.DRAMAllocated+q.NVMeAllocated {
+		t.Fatalf("qwen2-7b %+v", q)
+	}
+	var sum int64
+	got := map[string]int64{}
+	for _, c := range q.AllocatedCauses {
+		sum += c.Bytes
+		got[c.Name] = c.Bytes
+	}
+	if sum != q.AllocatedBytes-q.ActualBytes || got[CauseAlignment] != 3072 || got[CauseNVMeHeaders] != 8192 || got[CauseExtraCopies] != 2*obj {
+		t.Fatalf("allocated causes %+v (sum %d, want %d)", q.AllocatedCauses, sum, q.AllocatedBytes-q.ActualBytes)
+	}
+	// A model the metadata does not name is listed with its copies.
+	if s := r.Models[1]; s.Name != "stray" || s.NVMeAllocated != 4096 || s.Registered {
+		t.Fatalf("stray %+v", s)
 	}
 }

@@ -30,6 +30,7 @@ func (w *Worker) memory() WorkerMemory {
 		NVMeObjects: m.NVMe.Objects, NVMeLogical: m.NVMe.Bytes,
 		HitsDRAM: m.HitsDRAM, HitsNVMe: m.HitsNVMe, Misses: m.Misses, Commits: m.Commits, Removes: m.Removes,
 		Evictions: m.EvictionsWatermark + m.EvictionsPressure, Spills: m.Spills, Promotions: m.Promotions,
+		Models: workerModels(w.eng.ModelUsage()),
 	}
 	wm.Saturated = wm.Evictions > 0 && float64(as.Used) >= wm.LowWatermark*float64(as.Capacity)
 	if w.store != nil {

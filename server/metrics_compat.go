@@ -39,6 +39,10 @@ type mooncakeMasterMetrics struct {
 	// indexed by the batch masterOps (opBatchPutStart, ...).
 	batch [numMasterOps]batchCounter
 
+	// workers: the workers' counters and per-model tallies from their heartbeats
+	// (worker_stats.go).
+	workers clusterWorkerStats
+
 	// sum is the counters at the last "Master Metrics:" line, for its rates per second.
 	sum struct {
 		sync.Mutex // protects the fields below
@@ -102,7 +106,7 @@ func newMooncakeMasterMetrics(m *Master) *mooncakeMasterMetrics {
 			}, func() float64 { return float64(v.Load()) }))
 		}
 	}
-	m.met.reg.MustRegister(mc.latency, mc.valueSize, &mooncakeMasterCollector{m: m},
+	m.met.reg.MustRegister(mc.latency, mc.valueSize, &mooncakeMasterCollector{m: m}, clusterWorkerCollector{m},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "total_get_nums_",
 			Help: "Total number of GetReplicaList (Lookup) calls, Mooncake's name.",
@@ -347,7 +351,8 @@ func (mc *mooncakeMasterMetrics) summary(s masterStats, u usageTotals, now time.
 		fmt.Fprintf(&b, "%s:(Req=%s/%s/%s, Item=%s/%s)", it.name, rate(ok), rate(partial), rate(total),
 			rate(items-min(items, failedItems)), rate(items))
 	}
-	b.WriteString(summaryTokens(s.Models)) // models registered: tokens, expected, actual (memory_master.go)
+	b.WriteString(mc.workers.summaryEviction(reset))            // the workers' evictions (worker_stats.go)
+	b.WriteString(summaryTokens(s.Models, mc.m.modelAllocated)) // models registered: tokens, expected, actual (memory_master.go)
 	return b.String()
 }
 

@@ -24,6 +24,8 @@ func TestSummaryLine(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	s := masterStats{Keys: 7, SoftPinnedKeys: 2, AllocatedBytes: 1288490189, CapacityBytes: 4 << 30, Workers: 3}
 	u := usageTotals{nvmeUsed: 1 << 20, nvmeCap: 1 << 30}
+	// Workers' heartbeats carry their eviction counters; one refusal before the first line.
+	mc.workers.note("w1", transfer.WorkerStats{EvictPasses: 3, Evictions: 5, EvictedBytes: 5 << 20, NoSpace: 1, HitsDRAM: 4}, t0)
 	first := mc.summary(s, u, t0, true)
 	if !strings.Contains(first, "PutStart=0.00/0.00") {
 		t.Fatalf("first window: %s", first)
@@ -55,13 +57,22 @@ func TestSummaryLine(t *testing.T) {
 	if b := mc.batch[opBatchPutEnd].load(); b != (batchSnapshot{requests: 4, partial: 1, failures: 1, items: 8, failedItems: 3}) {
 		t.Fatalf("batch counts %+v", b)
 	}
+	// In the window: w1 evicts more; w2 evicts, then restarts (its counters begin again, and
+	// what it counts after the restart adds to the sums).
+	mc.workers.note("w1", transfer.WorkerStats{EvictPasses: 4, Evictions: 7, EvictedBytes: 7 << 20, NoSpace: 2, HitsDRAM: 6, HitsNVMe: 1}, t0)
+	mc.workers.note("w2", transfer.WorkerStats{EvictPasses: 2, Evictions: 2, EvictedBytes: 2 << 20, HitsDRAM: 5}, t0)
+	mc.workers.note("w2", transfer.WorkerStats{EvictPasses: 1, Evictions: 1, EvictedBytes: 1 << 20, NoSpace: 1, HitsDRAM: 1}, t0)
+	if tot := mc.workers.totals(); tot.HitsDRAM != 12 || tot.HitsNVMe != 1 {
+		t.Fatalf("hit sums %+v", tot)
+	}
 	got := mc.summary(s, u, t0.Add(2*time.Second), true)
 	want := "Mem Storage: 1.2 GiB / 4.0 GiB (30.0%) | SSD Storage: 1.0 MiB / 1.0 GiB | Keys: 7 (soft-pinned: 2) | Clients: 3 | " +
 		"Requests (Success/Total per sec): PutStart=4.00/5.00, PutEnd=4.00/4.00, PutRevoke=0.00/0.00, Get=2.00/2.50, " +
 		"Exist=0.00/0.00, Del=0.00/0.00, DelRegex=0.00/0.00, DelAll=0.00/0.00, Mount=0.00/0.00, Ping=0.00/0.00 | " +
 		"Batch Requests (per sec, Req=Success/PartialSuccess/Total, Item=Success/Total): PutStart:(Req=0.00/0.00/0.00, Item=0.00/0.00), " +
 		"PutEnd:(Req=1.00/0.50/2.00, Item=2.50/4.00), Get:(Req=0.00/0.00/0.00, Item=0.00/0.00), ExistKey:(Req=0.00/0.00/0.00, Item=0.00/0.00), " +
-		"Del:(Req=0.00/0.00/0.00, Item=0.00/0.00)"
+		"Del:(Req=0.00/0.00/0.00, Item=0.00/0.00) | Eviction: Success/Attempts=7/10, AllocFail=2, keys=10, size=10.0 MiB | " +
+		"Mem Eviction: Success/Attempts=7/10, keys=10, size=10.0 MiB"
 	if got != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}

@@ -273,7 +273,7 @@ func (w *Worker) heartbeatTimeout() time.Duration { return max(5*w.cfg.Heartbeat
 func (w *Worker) heartbeatRequest() *transfer.HeartbeatRequest {
 	m := w.eng.Metrics()
 	req := &transfer.HeartbeatRequest{WorkerID: w.id, DRAMUsed: m.ArenaUsedBytes, DRAMObjects: m.DRAM.Objects,
-		HasNVMeObjects: true}
+		HasNVMeObjects: true, HasLeaving: true, HasStats: true, Stats: w.heartbeatStats(m)}
 	if w.store != nil {
 		req.NVMeUsed, req.NVMeObjects = m.NVMe.Bytes, m.NVMe.Objects
 	}

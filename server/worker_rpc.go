@@ -61,7 +61,7 @@ func (w *Worker) beginWrite(req *transfer.WriteRequest, n int64) (transfer.Write
 		// NB: Put may evict inline or wait on the spill queue; holding pend.mu across it only
 		// serializes the first chunk of new objects, which is what allocation does anyway.
 		wr, err := w.eng.Put(req.Key, req.Version, req.TotalSize, tier.PutOptions{
-			Persistence: req.Persistence, SoftPinTTL: req.SoftPinTTL, HardPin: req.HardPin})
+			Persistence: req.Persistence, SoftPinTTL: req.SoftPinTTL, HardPin: req.HardPin, Model: req.Model})
 		if err != nil {
 			w.pend.Unlock()
 			return transfer.WriteSink{}, err

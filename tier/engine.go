@@ -49,7 +49,14 @@ type Engine struct {
 		writers     int64
 		writerBytes int64
 		m           counters
+		// models interns model names and tallies their objects' bytes per tier (models.go).
+		models modelTable
 	}
+
+	// labels is lower when it keeps labels (models.go), else nil. labelMu serializes
+	// recording a model's name there (saveLabel). Lock order: labelMu before mu.
+	labels  labeledLower
+	labelMu sync.Mutex
 
 	spillQ  spillQueue
 	kick    chan struct{} // cap 1: wakes the evictor
@@ -68,6 +75,12 @@ type object struct {
 	copy *dramCopy
 	// onLower: the bytes are on the lower tier (durable put, spilled, SpillAll, or found at Open).
 	onLower bool
+	// lowerBytes is what the lower tier's record takes (footprint), set with onLower.
+	lowerBytes int64
+	// model is the interned tag of the put's model (0: none); counted is what the object adds
+	// to its model's tally now (tallyLocked keeps it current).
+	model   uint16
+	counted tally
 }
 
 // dramCopy is one DRAM range holding an object's bytes. The engine holds one reference to h
@@ -116,6 +129,7 @@ func Open(opts Options) (*Engine, error) {
 	e.mu.space = make(chan struct{})
 	e.mu.pol = pol
 	e.spillQ.init(opts.SpillQueueBytes)
+	e.labels, _ = opts.Lower.(labeledLower)
 
 	if e.lower != nil {
 		if err := e.scanLower(); err != nil {
@@ -136,7 +150,18 @@ func (e *Engine) scanLower() error {
 	start := time.Now()
 	var stale []base.ObjectMeta
 	var bytes int64
-	err := e.lower.Scan(func(m base.ObjectMeta) error {
+	scan := func(fn func(base.ObjectMeta, uint16) error) error {
+		return e.lower.Scan(func(m base.ObjectMeta) error { return fn(m, 0) })
+	}
+	if e.labels != nil {
+		names, err := e.labels.LabelNames()
+		if err != nil {
+			return fmt.Errorf("tier: open: reading model names from the lower tier: %w", err)
+		}
+		e.seedLabelsLocked(names)
+		scan = e.labels.ScanLabeled
+	}
+	err := scan(func(m base.ObjectMeta, label uint16) error {
 		if err := base.ValidateKey(m.Key); err != nil || m.Size <= 0 || m.Version == 0 {
 			e.backgroundError(fmt.Errorf("tier: open: skipping bad lower-tier record %q version %d size %d", m.Key, m.Version, m.Size))
 			return nil
@@ -150,11 +175,14 @@ func (e *Engine) scanLower() error {
 			e.mu.pol.Remove(old.id)
 			delete(e.mu.byID, old.id)
 			bytes -= old.meta.Size
+			e.tallyLocked(old)
 		}
 		e.mu.nextID++
-		o := &object{id: e.mu.nextID, meta: m, persistence: base.PersistenceSpill, onLower: true}
+		o := &object{id: e.mu.nextID, meta: m, persistence: base.PersistenceSpill, onLower: true, lowerBytes: m.Size,
+			model: e.knownTagLocked(label)}
 		e.mu.objects[m.Key] = o
 		e.mu.byID[o.id] = o
+		e.tallyLocked(o)
 		e.mu.pol.AddLower(policy.Object{ID: o.id, Size: m.Size, Persistence: o.persistence})
 		bytes += m.Size
 		return nil
@@ -166,6 +194,12 @@ func (e *Engine) scanLower() error {
 		if err := e.lower.Delete(m.Key, m.Version); err != nil && !isGone(err) {
 			e.backgroundError(fmt.Errorf("tier: open: deleting stale %q version %d: %w", m.Key, m.Version, err))
 		}
+	}
+	// What each record takes on the lower tier, for the per-model tallies. The model of an
+	// object found here is not known (the lower tier does not keep it): it counts under "".
+	for _, o := range e.mu.objects {
+		o.lowerBytes = e.footprint(o.meta)
+		e.tallyLocked(o)
 	}
 	e.log.Info("tier: indexed the lower tier", "objects", len(e.mu.objects), "bytes", bytes,
 		"stale_deleted", len(stale), "duration", time.Since(start))
@@ -258,6 +292,7 @@ func (e *Engine) detachLocked(o *object) error {
 	} else {
 		defer e.signalSpaceLocked()
 	}
+	e.tallyLocked(o)
 	if err := c.h.Release(); err != nil {
 		return fmt.Errorf("tier: releasing the DRAM copy of %q: %w", o.meta.Key, err)
 	}
@@ -306,6 +341,7 @@ func (e *Engine) removeLocked(o *object) (onLower bool, err error) {
 	if o.copy != nil {
 		err = e.detachLocked(o)
 	}
+	e.tallyLocked(o)
 	return o.onLower || loc == policy.LocSpilling, err
 }
 

@@ -12,6 +12,7 @@ type counters struct {
 	removes                                   int64
 	evictions                                 [3]int64 // by EvictReason
 	evictDropped, evictSpilled, evictCopies   int64
+	evictedBytes, evictPasses                 int64
 	spills, spillBytes, spillErrors           int64
 	promotions, promotionsSkipped             int64
 	noSpace                                   [policy.ReasonTooLarge + 1]int64
@@ -55,6 +56,9 @@ type Metrics struct {
 	// EvictedDropped (gone: cache mode / no lower tier), EvictedSpilled (queued for spill),
 	// EvictedCopies (DRAM copy dropped, bytes already on the lower tier): decisions by action.
 	EvictedDropped, EvictedSpilled, EvictedCopies int64
+	// EvictedBytes: the sizes of the objects evicted. EvictPasses: eviction passes (background
+	// or a put's) that chose at least one victim.
+	EvictedBytes, EvictPasses int64
 	// Spills, SpillBytes: objects written to the lower tier by eviction or SpillAll.
 	// SpillErrors: failed spills (the object was dropped) and failed SpillAll writes.
 	Spills, SpillBytes, SpillErrors int64
@@ -100,6 +104,8 @@ func (e *Engine) Metrics() Metrics {
 		EvictedDropped:     c.evictDropped,
 		EvictedSpilled:     c.evictSpilled,
 		EvictedCopies:      c.evictCopies,
+		EvictedBytes:       c.evictedBytes,
+		EvictPasses:        c.evictPasses,
 		Spills:             c.spills,
 		SpillBytes:         c.spillBytes,
 		SpillErrors:        c.spillErrors,

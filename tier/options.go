@@ -122,6 +122,9 @@ type PutOptions struct {
 	SoftPinTTL time.Duration
 	// HardPin: never evicted from DRAM (until Unpin).
 	HardPin bool
+	// Model names the KV-cache model whose tokens the object holds ("": none); the engine
+	// tallies each model's bytes per tier (ModelUsage). Not persisted on the lower tier.
+	Model string
 }
 
 // ObjectInfo describes one committed object (List).

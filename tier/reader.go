@@ -171,6 +171,7 @@ func (e *Engine) readLower(o *object, meta base.ObjectMeta, h *dram.Handle, prom
 		// Hand-off: the read's reference to h becomes the index's; the Reader takes another.
 		c := &dramCopy{h: h, id: o.id, size: meta.Size, attached: true}
 		o.copy = c
+		e.tallyLocked(o)
 		e.mu.pol.Unreserve(meta.Size)
 		if err := e.mu.pol.Promoted(o.id); err != nil {
 			return nil, invariants.AssertionFailedf("tier: promote %q: %v", meta.Key, err)

@@ -236,9 +236,16 @@ func (e *Engine) spill(j *spillJob) {
 	if current() {
 		e.mu.Unlock()
 		// j holds a reference to the range: it cannot be freed under this write.
-		err = e.lower.PutChecked(o.meta.Key, o.meta.Version, j.c.h.Bytes(), o.meta.Checksum, false)
+		err = e.putLower(o.meta, j.c.h.Bytes(), false, o.model)
 		wrote = err == nil
+		var foot int64
+		if wrote {
+			foot = e.footprint(o.meta)
+		}
 		e.mu.Lock()
+		if wrote {
+			o.lowerBytes = foot
+		}
 	}
 	info := SpillInfo{Meta: o.meta, Duration: time.Since(start), Err: err}
 	stillCurrent := current()
@@ -374,12 +381,17 @@ func (e *Engine) spillOne(o *object) (wrote bool, err error) {
 	}
 	e.mu.Unlock()
 
-	err = e.lower.PutChecked(o.meta.Key, o.meta.Version, c.h.Bytes(), o.meta.Checksum, true)
+	err = e.putLower(o.meta, c.h.Bytes(), true, o.model)
+	var foot int64
+	if err == nil {
+		foot = e.footprint(o.meta)
+	}
 
 	e.mu.Lock()
 	if err == nil && e.mu.byID[o.id] == o && e.mu.pol.Location(o.id) == policy.LocDRAM {
 		_ = e.mu.pol.MarkOnLower(o.id)
-		o.onLower = true
+		o.onLower, o.lowerBytes = true, foot
+		e.tallyLocked(o)
 		e.mu.m.spills++
 		e.mu.m.spillBytes += o.meta.Size
 	} else if err != nil {

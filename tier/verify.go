@@ -47,6 +47,9 @@ func (e *Engine) checkLocked() error {
 			dramObjects++
 		}
 	}
+	if err := e.checkModelsLocked(); err != nil {
+		return err
+	}
 	if st := e.mu.pol.Stats(); st.DRAMBytes != dramBytes || int64(st.DRAMObjects) != dramObjects {
 		return fmt.Errorf("policy counts %d objects / %d bytes in DRAM, the index %d / %d",
 			st.DRAMObjects, st.DRAMBytes, dramObjects, dramBytes)

@@ -21,6 +21,7 @@ type Writer struct {
 	size    int64
 	persist base.Persistence // resolved
 	o       PutOptions
+	model   uint16 // o.Model's tag
 	// h is the range; the Writer owns its one reference until Commit hands it to the index
 	// (or Abort releases it).
 	h    *dram.Handle
@@ -54,15 +55,20 @@ func (e *Engine) Put(key string, v base.Version, size int64, o PutOptions) (*Wri
 	}
 	e.mu.Lock()
 	err = e.checkVersionLocked(key, v)
+	var model uint16 // 0: no model, no lookup
+	if o.Model != "" {
+		model = e.internLocked(o.Model)
+	}
 	e.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
+	e.saveLabel(model) // before any copy of the object can reach the lower tier
 	h, err := e.allocate(size)
 	if err != nil {
 		return nil, fmt.Errorf("tier: put %q (%d bytes): %w", key, size, err)
 	}
-	return &Writer{e: e, key: key, v: v, size: size, persist: persist, o: o, h: h}, nil
+	return &Writer{e: e, key: key, v: v, size: size, persist: persist, o: o, model: model, h: h}, nil
 }
 
 // resolve turns a per-put mode into the one used.
@@ -161,13 +167,15 @@ func (w *Writer) commit(sum uint64) (err error) {
 		return err
 	}
 	meta := base.ObjectMeta{Key: w.key, Version: w.v, Size: w.size, Checksum: sum}
+	var foot int64
 	if w.persist == base.PersistenceDurable {
-		if err := e.lower.PutChecked(w.key, w.v, w.h.Bytes(), sum, true); err != nil {
+		if err := e.putLower(meta, w.h.Bytes(), true, w.model); err != nil {
 			e.mu.Lock()
 			e.mu.m.lowerErrors++
 			e.mu.Unlock()
 			return fmt.Errorf("tier: durable put of %q version %d: %w", w.key, w.v, err)
 		}
+		foot = e.footprint(meta)
 	}
 
 	e.mu.Lock()
@@ -189,7 +197,7 @@ func (w *Writer) commit(sum uint64) (err error) {
 	}
 	e.mu.nextID++
 	o := &object{id: e.mu.nextID, meta: meta, persistence: w.persist, hardPin: w.o.HardPin,
-		onLower: w.persist == base.PersistenceDurable}
+		onLower: w.persist == base.PersistenceDurable, lowerBytes: foot, model: w.model}
 	if w.o.SoftPinTTL > 0 {
 		o.softUntil = e.opts.Now().Add(w.o.SoftPinTTL)
 	}
@@ -198,6 +206,7 @@ func (w *Writer) commit(sum uint64) (err error) {
 	w.done = true
 	e.mu.objects[w.key] = o
 	e.mu.byID[o.id] = o
+	e.tallyLocked(o)
 	e.mu.writers--
 	e.mu.writerBytes -= w.size
 	e.mu.pol.Unreserve(w.size)
@@ -319,6 +328,9 @@ func (e *Engine) allocate(size int64) (*dram.Handle, error) {
 func (e *Engine) applyVictimsLocked(vs []policy.Victim, why EvictReason) ([]*spillJob, []EvictInfo) {
 	var jobs []*spillJob
 	events := make([]EvictInfo, 0, len(vs))
+	if len(vs) > 0 {
+		e.mu.m.evictPasses++
+	}
 	for _, v := range vs {
 		o := e.mu.byID[v.ID]
 		if o == nil || o.copy == nil {
@@ -327,6 +339,7 @@ func (e *Engine) applyVictimsLocked(vs []policy.Victim, why EvictReason) ([]*spi
 		}
 		events = append(events, EvictInfo{Meta: o.meta, Action: v.Action.String(), Reason: why})
 		e.mu.m.evictions[why]++
+		e.mu.m.evictedBytes += o.meta.Size
 		switch v.Action {
 		case policy.ActionDrop:
 			e.mu.m.evictDropped++

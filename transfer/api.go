@@ -60,6 +60,8 @@ type (
 	RegisterWorkerRequest  = wire.RegisterWorkerRequest
 	RegisterWorkerResponse = wire.RegisterWorkerResponse
 	HeartbeatRequest       = wire.HeartbeatRequest
+	WorkerStats            = wire.WorkerStats
+	ModelStats             = wire.ModelStats
 	HeartbeatResponse      = wire.HeartbeatResponse
 	StatusResponse         = wire.StatusResponse
 	WriteRequest           = wire.WriteRequest
@@ -114,6 +116,9 @@ const (
 
 // MaxShmRelease bounds the leases of one ShmRelease request.
 const MaxShmRelease = wire.MaxShmRelease
+
+// MaxHeartbeatModels bounds the per-model entries of a heartbeat's stats section.
+const MaxHeartbeatModels = wire.MaxHeartbeatModels
 
 // ProtocolVersion is the protocol version this build speaks.
 const ProtocolVersion = wire.ProtocolVersion

@@ -118,6 +118,11 @@ func TestDashboardInChromium(t *testing.T) {
 	if v := read(`data-model="qwen2-7b" data-field="actual">([^<]*)<`); v != wantBytes {
 		t.Fatalf("actual %q, want %q", v, wantBytes)
 	}
+	// The model's DRAM copies, from the worker's per-model tallies: its logical bytes plus the
+	// arena's rounding (a few KiB, invisible at this precision).
+	if v := read(`data-model="qwen2-7b" data-field="dram_allocated">([^<]*)<`); v != wantBytes {
+		t.Fatalf("DRAM allocated %q, want %q", v, wantBytes)
+	}
 	if v := read(`data-worker="standalone" data-field="objects">([^<]*)<`); v != "4" {
 		t.Fatalf("worker objects %q", v)
 	}

@@ -99,6 +99,13 @@ func TestMemoryEndToEnd(t *testing.T) {
 	if ls := cli("model", "ls"); !strings.Contains(ls, "qwen2-7b") || !strings.Contains(ls, strconv.FormatInt(tokens, 10)) {
 		t.Fatalf("model ls:\n%s", ls)
 	}
+	// Per model, the worker's tallies: every allocated arena byte is a Qwen2-7B copy (nothing
+	// pending or held), and alignment is all that separates it from the logical bytes.
+	q := modelOf(t, r, "qwen2-7b")
+	if q.DRAMAllocated != r.Cluster.ArenaAllocated || q.DRAMObjects != 6 || q.NVMeAllocated != 0 ||
+		q.AllocatedBytes-q.ActualBytes != r.Cluster.AlignmentWaste || causeOf(q.AllocatedCauses, server.CauseAlignment) != r.Cluster.AlignmentWaste {
+		t.Fatalf("qwen2-7b allocated: %+v; cluster %+v", q, r.Cluster)
+	}
 
 	// The standalone's /metrics has its worker's series and the model's.
 	metrics := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
@@ -108,6 +115,19 @@ func TestMemoryEndToEnd(t *testing.T) {
 			t.Fatalf("/metrics lacks %q", want)
 		}
 	}
+	// The leader's per-model allocated bytes and Mooncake's cluster-wide hit counter come with
+	// the worker's heartbeats (about a second behind).
+	cli("get", "exact-0", "-o", filepath.Join(dir, "got-0"))
+	waitFor(t, "heartbeat figures on /metrics", 20*time.Second, func() error {
+		metrics := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
+		for _, want := range []string{fmt.Sprintf(`master_model_dram_allocated_bytes{model="qwen2-7b"} %g`, float64(q.DRAMAllocated)),
+			`master_model_nvme_allocated_bytes{model="qwen2-7b"} 0`, "mem_cache_hit_nums_ 1", "master_evicted_key_count 0"} {
+			if !strings.Contains(metrics, want) {
+				return fmt.Errorf("/metrics lacks %q", want)
+			}
+		}
+		return nil
+	})
 	// 2. Objects carrying fewer tokens than their size implies.
 	put("short-0", 10, 40*qwenBPT)
 	put("short-1", 10, 40*qwenBPT)
@@ -186,6 +206,27 @@ func TestMemoryEndToEnd(t *testing.T) {
 	t.Logf("final report: %s", bytes.TrimSpace([]byte(cli("memory"))))
 }
 
+// modelOf returns the report's entry of model name.
+func modelOf(t *testing.T, r server.MemoryReport, name string) server.ModelMemory {
+	t.Helper()
+	for _, m := range r.Models {
+		if m.Name == name {
+			return m
+		}
+	}
+	t.Fatalf("the report has no model %q: %+v", name, r.Models)
+	return server.ModelMemory{}
+}
+
+func causeOf(cs []server.Cause, name string) int64 {
+	for _, c := range cs {
+		if c.Name == name {
+			return c.Bytes
+		}
+	}
+	return 0
+}
+
 func httpGet(t *testing.T, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -206,8 +247,9 @@ func httpGet(t *testing.T, url string) string {
 func TestMemorySaturatedEndToEnd(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
+	metricsPort := freePort(t)
 	_, master := startStandalone(t, bin, filepath.Join(dir, "data"), "--global_segment_size", "32MiB",
-		"--root_fs_dir", filepath.Join(dir, "nvme"), "--ssd_capacity", "1GiB")
+		"--root_fs_dir", filepath.Join(dir, "nvme"), "--ssd_capacity", "1GiB", "--metrics_port", strconv.Itoa(metricsPort))
 	env := []string{envMaster + "=" + master}
 	cli := func(args ...string) string {
 		t.Helper()
@@ -240,7 +282,37 @@ func TestMemorySaturatedEndToEnd(t *testing.T) {
 		}
 		return nil
 	})
-	if out := cli("memory"); !strings.Contains(out, want) {
-		t.Fatalf("memory text lacks %q:\n%s", want, out)
+	if out := cli("memory"); !strings.Contains(out, want) || !strings.Contains(out, "qwen2-7b: allocated") {
+		t.Fatalf("memory text lacks %q or the allocated line:\n%s", want, out)
 	}
+	// After the spill, the model's copies are on both tiers: its DRAM bytes are the arena's
+	// allocated bytes, its NVMe bytes the store's live bytes (records with headers and
+	// padding), and the headers explain the NVMe side's excess over the logical bytes.
+	waitFor(t, "per-model bytes after the spill", 20*time.Second, func() error {
+		var r server.MemoryReport
+		if err := json.Unmarshal([]byte(cli("memory", "--json")), &r); err != nil {
+			return err
+		}
+		q := modelOf(t, r, "qwen2-7b")
+		c := r.Cluster
+		live := c.NVMeUsed - c.NVMeReclaimable
+		if q.DRAMAllocated != c.ArenaAllocated-c.PendingBytes-c.HeldBytes || q.NVMeAllocated != live || q.NVMeObjects == 0 ||
+			causeOf(q.AllocatedCauses, server.CauseNVMeHeaders) != c.NVMeHeaders || q.DRAMObjects+q.NVMeObjects < n {
+			return fmt.Errorf("qwen2-7b %+v; cluster %+v", q, c)
+		}
+		return nil
+	})
+	// The leader sums the worker's eviction counters from its heartbeats: Mooncake's names on
+	// /metrics and the eviction section of the summary line.
+	waitFor(t, "eviction counters on the master", 20*time.Second, func() error {
+		sum := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics/summary", metricsPort))
+		if !strings.Contains(sum, "| Eviction: Success/Attempts=") || strings.Contains(sum, "Eviction: Success/Attempts=0/") {
+			return fmt.Errorf("summary: %s", sum)
+		}
+		metrics := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
+		if strings.Contains(metrics, "master_evicted_key_count 0\n") || !strings.Contains(metrics, "master_evicted_key_count ") {
+			return fmt.Errorf("master_evicted_key_count missing or 0")
+		}
+		return nil
+	})
 }

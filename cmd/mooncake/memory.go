@@ -120,7 +120,7 @@ func printMemory(out io.Writer, r *server.MemoryReport) {
 	fmt.Fprintf(out, "\nmetadata: %d keys, %s (%.0f bytes per key)\n\n", r.Keys, base.Bytes(r.MetadataBytes), r.MetadataBytesPerKey)
 	if len(r.Models) > 0 {
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "MODEL\tBYTES/TOKEN\tOBJECTS\tTOKENS\tEXPECTED\tACTUAL\tDIFFERENCE\tVERDICT")
+		fmt.Fprintln(tw, "MODEL\tBYTES/TOKEN\tOBJECTS\tTOKENS\tEXPECTED\tACTUAL\tDIFFERENCE\tDRAM ALLOCATED\tNVME ALLOCATED\tVERDICT")
 		for _, m := range r.Models {
 			name, bpt := m.Name, kvmodel.Commas(m.BytesPerToken)
 			if name == "" {
@@ -129,10 +129,26 @@ func printMemory(out io.Writer, r *server.MemoryReport) {
 			if !m.Registered {
 				bpt = "not registered"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s (%+.2f%%)\t%s: %s\n", name, bpt, m.Objects, kvmodel.Commas(m.Tokens),
-				base.Bytes(m.ExpectedBytes), base.Bytes(m.ActualBytes), signed(m.Difference), m.DifferencePct, m.Verdict, m.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s (%+.2f%%)\t%s\t%s\t%s: %s\n", name, bpt, m.Objects, kvmodel.Commas(m.Tokens),
+				base.Bytes(m.ExpectedBytes), base.Bytes(m.ActualBytes), signed(m.Difference), m.DifferencePct,
+				base.Bytes(m.DRAMAllocated), base.Bytes(m.NVMeAllocated), m.Verdict, m.Reason)
 		}
 		tw.Flush()
+		// The allocated view: what the copies take beyond their logical bytes, and why.
+		for _, m := range r.Models {
+			if len(m.AllocatedCauses) == 0 {
+				continue
+			}
+			name := m.Name
+			if name == "" {
+				name = "(no model)"
+			}
+			parts := make([]string, len(m.AllocatedCauses))
+			for i, c := range m.AllocatedCauses {
+				parts[i] = fmt.Sprintf("%s %s", c.Name, signed(c.Bytes))
+			}
+			fmt.Fprintf(out, "%s: allocated %s = actual %s %s\n", name, base.Bytes(m.AllocatedBytes), base.Bytes(m.ActualBytes), strings.Join(parts, " "))
+		}
 		fmt.Fprintln(out)
 	}
 	fmt.Fprintf(out, "expected %s for %s retained tokens; actual %s (arena allocated + NVMe used); difference %s (%+.2f%%)\n",

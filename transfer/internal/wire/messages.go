@@ -742,9 +742,16 @@ type HeartbeatRequest struct {
 	// graceful shutdown): the leader keeps it and its replicas for its restart grace instead of
 	// the usual ClientTTL of silence. Only the final heartbeat sets it.
 	Leaving bool
-	// HasLeaving says Leaving is on the wire. The Go worker sets it on its final heartbeat
-	// only, so a master that predates the field refuses only that one.
+	// HasLeaving says Leaving is on the wire. A sender sets it on its final heartbeat, and
+	// whenever it sends Stats (a later field needs the earlier ones on the wire).
 	HasLeaving bool
+	// Stats is the third trailing optional field (models.go): the worker's cumulative
+	// counters and per-model tallies. HasStats says it is on the wire; a sender that sets it
+	// also sets HasNVMeObjects and HasLeaving (a later field needs the earlier ones on the
+	// wire), so a master that predates Leaving refuses heartbeats carrying Stats: upgrade
+	// masters before workers.
+	Stats    WorkerStats
+	HasStats bool
 }
 
 func (m *HeartbeatRequest) Op() Op { return OpHeartbeat }
@@ -753,11 +760,14 @@ func (m *HeartbeatRequest) Encode(e *Encoder) {
 	e.I64(m.DRAMUsed)
 	e.I64(m.NVMeUsed)
 	e.I64(m.DRAMObjects)
-	if m.HasNVMeObjects || m.HasLeaving {
+	if m.HasNVMeObjects || m.HasLeaving || m.HasStats {
 		e.I64(m.NVMeObjects)
 	}
-	if m.HasLeaving {
+	if m.HasLeaving || m.HasStats {
 		e.Bool(m.Leaving)
+	}
+	if m.HasStats {
+		m.Stats.encode(e)
 	}
 }
 func (m *HeartbeatRequest) Decode(d *Decoder) {
@@ -775,6 +785,11 @@ func (m *HeartbeatRequest) Decode(d *Decoder) {
 	if d.Err() == nil && d.Remaining() > 0 {
 		m.Leaving = d.Bool()
 		m.HasLeaving = true
+	}
+	// Then the stats section, whole or refused.
+	if d.Err() == nil && d.Remaining() > 0 {
+		m.Stats.decode(d)
+		m.HasStats = true
 	}
 }
 
@@ -817,6 +832,9 @@ type WriteRequest struct {
 	HardPin     bool
 	Checksum    uint64 // base.Checksum of the whole object; 0: the worker computes it
 	Commit      bool
+	// Model is a trailing optional field (models.go): the model whose KV-cache tokens the
+	// object holds, so the worker can tally its bytes per model; "" when the put names none.
+	Model string
 }
 
 func (m *WriteRequest) Op() Op { return OpWrite }
@@ -830,6 +848,7 @@ func (m *WriteRequest) Encode(e *Encoder) {
 	e.Bool(m.HardPin)
 	e.U64(m.Checksum)
 	e.Bool(m.Commit)
+	m.encodeModel(e)
 }
 func (m *WriteRequest) Decode(d *Decoder) {
 	m.Key = d.Key()
@@ -841,6 +860,7 @@ func (m *WriteRequest) Decode(d *Decoder) {
 	m.HardPin = d.Bool()
 	m.Checksum = d.U64()
 	m.Commit = d.Bool()
+	m.decodeModel(d)
 }
 
 // CommitRequest makes a striped write visible on the worker once all its chunks arrived.

@@ -141,3 +141,83 @@ func newModelResponse(op Op) Message {
 	}
 	return nil
 }
+
+// encodeWriteModel appends WriteRequest's trailing optional field, model: str (1 to
+// MaxModelNameLen bytes), present only when the put names a model, so a write without one
+// encodes as before.
+func (m *WriteRequest) encodeModel(e *Encoder) {
+	if m.Model != "" {
+		e.Str(m.Model)
+	}
+}
+
+func (m *WriteRequest) decodeModel(d *Decoder) {
+	if d.Err() != nil || d.Remaining() == 0 {
+		return
+	}
+	m.Model = d.Str(MaxModelNameLen, "model")
+	if d.Err() == nil && m.Model == "" {
+		d.Fail(fmt.Errorf("%w: an empty model field (leave it out instead)", base.ErrInvalidParams))
+	}
+}
+
+// MaxHeartbeatModels bounds the per-model entries of a heartbeat's stats.
+const MaxHeartbeatModels = 1024
+
+// WorkerStats is a heartbeat's trailing optional stats section (HeartbeatRequest.Stats): the
+// worker's cumulative counters, which the leader sums for Mooncake's eviction section of the
+// "Master Metrics:" line and its cluster-wide hit counters, and what each model's objects
+// take on the worker per tier, for the memory report's per-model allocated bytes.
+type WorkerStats struct {
+	// Cumulative since the worker started.
+	HitsDRAM, HitsNVMe, Misses int64
+	// Evictions: objects evicted from DRAM (dropped, spilled, or their DRAM copy dropped);
+	// EvictedBytes their sizes; EvictPasses the eviction passes that chose at least one
+	// victim; NoSpace the puts refused because nothing could be evicted.
+	Evictions, EvictedBytes, EvictPasses, NoSpace int64
+	Spills, SpillBytes, Promotions                int64
+	Models                                        []ModelStats
+}
+
+// ModelStats is what one model's objects take on a worker (tier.ModelUsage).
+type ModelStats struct {
+	Model                  string
+	DRAMObjects, DRAMBytes int64
+	NVMeObjects, NVMeBytes int64
+}
+
+// Counters returns pointers to the ten counters, in wire order (the leader sums them).
+func (s *WorkerStats) Counters() []*int64 {
+	return []*int64{&s.HitsDRAM, &s.HitsNVMe, &s.Misses, &s.Evictions, &s.EvictedBytes, &s.EvictPasses, &s.NoSpace,
+		&s.Spills, &s.SpillBytes, &s.Promotions}
+}
+
+func (s *WorkerStats) encode(e *Encoder) {
+	for _, c := range s.Counters() {
+		e.I64(*c)
+	}
+	encodeList(e, s.Models, func(e *Encoder, m *ModelStats) {
+		e.Str(m.Model)
+		e.I64(m.DRAMObjects)
+		e.I64(m.DRAMBytes)
+		e.I64(m.NVMeObjects)
+		e.I64(m.NVMeBytes)
+	})
+}
+
+func (s *WorkerStats) decode(d *Decoder) {
+	for _, c := range s.Counters() {
+		*c = d.Size()
+	}
+	n := d.Count(minStr+32, MaxHeartbeatModels, "heartbeat models")
+	if d.Err() != nil || n == 0 {
+		return
+	}
+	s.Models = make([]ModelStats, n)
+	for i := 0; i < n && d.Err() == nil; i++ {
+		m := &s.Models[i]
+		m.Model = d.Str(MaxModelNameLen, "model")
+		m.DRAMObjects, m.DRAMBytes = d.Size(), d.Size()
+		m.NVMeObjects, m.NVMeBytes = d.Size(), d.Size()
+	}
+}

@@ -67,6 +67,13 @@ func sampleRequests() []Message {
 		&ReplicateRequest{Key: "k", Version: 5, To: "w-2", ToAddr: "10.0.0.2:12345", Persistence: base.PersistenceDurable},
 		&DrainWorkerRequest{WorkerID: "w-1", Cancel: true},
 		&RetireWorkerRequest{WorkerID: "w-3"},
+		// Trailing fields of issue 13's per-model tallies and issue 12's worker counters.
+		&WriteRequest{Key: "k", Version: 4, TotalSize: 57344, Checksum: 43, Commit: true, Model: "qwen2-7b"},
+		&HeartbeatRequest{WorkerID: "w-2", DRAMUsed: 1 << 20, DRAMObjects: 2, HasNVMeObjects: true, HasLeaving: true, HasStats: true,
+			Stats: WorkerStats{HitsDRAM: 10, HitsNVMe: 3, Misses: 1, Evictions: 4, EvictedBytes: 4 << 20, EvictPasses: 2, NoSpace: 1,
+				Spills: 3, SpillBytes: 3 << 20, Promotions: 1, Models: []ModelStats{
+					{Model: "qwen2-7b", DRAMObjects: 2, DRAMBytes: 1 << 20, NVMeObjects: 3, NVMeBytes: 3<<20 + 4096},
+					{Model: "", NVMeObjects: 1, NVMeBytes: 8192}}}},
 	}
 }
 
@@ -122,6 +129,13 @@ func earlierRevisions(m Message) []Message {
 		old := *p
 		old.Tokens, old.Model = 0, ""
 		return []Message{&old}
+	case *WriteRequest:
+		if p.Model == "" {
+			return nil
+		}
+		old := *p
+		old.Model = ""
+		return []Message{&old}
 	case *BatchPutEndRequest:
 		old := &BatchPutEndRequest{}
 		for _, it := range p.Items {
@@ -146,13 +160,20 @@ func earlierRevisions(m Message) []Message {
 		return nil
 	}
 	var out []Message
+	if hb.HasStats {
+		old := *hb
+		old.Stats, old.HasStats = WorkerStats{}, false
+		out = append(out, &old)
+	}
 	if hb.HasLeaving {
 		old := *hb
+		old.Stats, old.HasStats = WorkerStats{}, false
 		old.Leaving, old.HasLeaving = false, false
 		out = append(out, &old)
 	}
 	if hb.HasNVMeObjects {
 		old := *hb
+		old.Stats, old.HasStats = WorkerStats{}, false
 		old.Leaving, old.HasLeaving = false, false
 		old.NVMeObjects, old.HasNVMeObjects = 0, false
 		out = append(out, &old)
