@@ -6,7 +6,6 @@ import (
 	"runtime"
 
 	"github.com/mooncake-go/mooncake/internal/base"
-	"github.com/mooncake-go/mooncake/tier"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -25,13 +24,13 @@ func (w *Worker) memory() WorkerMemory {
 		PendingObjects: m.PendingWrites.Objects, PendingBytes: m.PendingWrites.Bytes,
 		HeldBytes: held, ShmLeases: int64(w.shm.count()),
 		FreeBytes: as.Free, LargestFree: as.LargestFree, Fragmentation: as.Fragmentation,
-		// The worker runs the tier's default watermarks (server.WorkerConfig has none).
-		HighWatermark: tier.DefaultHighWatermark, LowWatermark: tier.DefaultLowWatermark,
 		NVMeObjects: m.NVMe.Objects, NVMeLogical: m.NVMe.Bytes,
 		HitsDRAM: m.HitsDRAM, HitsNVMe: m.HitsNVMe, Misses: m.Misses, Commits: m.Commits, Removes: m.Removes,
 		Evictions: m.EvictionsWatermark + m.EvictionsPressure, Spills: m.Spills, Promotions: m.Promotions,
 		Models: workerModels(w.eng.ModelUsage()),
 	}
+	// The engine's watermarks: the master's eviction flags, else the tier's defaults.
+	wm.HighWatermark, wm.LowWatermark = w.eng.Watermarks()
 	wm.Saturated = wm.Evictions > 0 && float64(as.Used) >= wm.LowWatermark*float64(as.Capacity)
 	if w.store != nil {
 		nm := w.store.Metrics()
