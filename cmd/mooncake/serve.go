@@ -406,7 +406,7 @@ func checkPort(name string, p int, zeroOK bool) error {
 // a user reads).
 func (e *env) fileNotices(cmd string) {
 	fc, log := e.file, e.logger()
-	if fc == nil || fc.path == "" {
+	if fc == nil || fc.Path == "" {
 		return
 	}
 	level := slog.LevelInfo
@@ -414,7 +414,7 @@ func (e *env) fileNotices(cmd string) {
 		level = slog.LevelDebug
 	}
 	ctx := context.Background()
-	log.Log(ctx, level, "read config file", "path", fc.path, "command", cmd)
+	log.Log(ctx, level, "read config file", "path", fc.Path, "command", cmd)
 	if len(fc.MetadataServer) > 0 {
 		log.Log(ctx, level, "config: metadata_server is ignored: the masters keep metadata with raft, no metadata server is needed")
 	}
