@@ -121,6 +121,10 @@ struct mooncake_replicate_config {
 };
 typedef struct mooncake_replicate_config mooncake_replicate_config_t;
 
+/* The library's own Go code includes this header for the types only (cgo declares the
+ * functions itself, without const); programs never define MOONCAKE_STORE_TYPES_ONLY. */
+#ifndef MOONCAKE_STORE_TYPES_ONLY
+
 /* ------------------------------------------------------------------------------------------
  * Lifecycle
  * ------------------------------------------------------------------------------------------ */
@@ -357,6 +361,8 @@ const char *mooncake_store_last_error(void);
 
 /* Extension: the name of a code ("OBJECT_NOT_FOUND"), or "UNKNOWN"; static text. */
 const char *mooncake_store_error_name(int code);
+
+#endif /* MOONCAKE_STORE_TYPES_ONLY */
 
 #ifdef __cplusplus
 }
