@@ -239,7 +239,7 @@ class StoreTest(unittest.TestCase):
         self.assertNotEqual(h.ptr(), 0)
         self.assertEqual(ctypes.string_at(h.ptr(), h.size()), v)
         m = memoryview(h)
-        self.assertEqual((m.nbytes, m.format), (len(v), "B"))
+        self.assertEqual((m.nbytes, m.itemsize, m.ndim), (len(v), 1, 1))  # format "<B": numpy reads it as uint8
         self.assertEqual(bytes(m), v)
         del h
         gc.collect()
@@ -469,8 +469,18 @@ class StoreTest(unittest.TestCase):
         self.s.put(k, b"from parent")
         ctx = multiprocessing.get_context("spawn")
         q = ctx.Queue()
-        p = ctx.Process(target=_child, args=(self.master, k, child_key, q))
-        p.start()
+        p = ctx.Process(target=_child, args=(k, child_key, q))
+        # The child's init_all finds the masters in MOONCAKE_MASTER. The library reads the
+        # environment the process started with, so it is set before the child starts.
+        old = os.environ.get("MOONCAKE_MASTER")
+        os.environ["MOONCAKE_MASTER"] = self.master
+        try:
+            p.start()
+        finally:
+            if old is None:
+                del os.environ["MOONCAKE_MASTER"]
+            else:
+                os.environ["MOONCAKE_MASTER"] = old
         p.join(60)
         self.assertEqual(p.exitcode, 0)
         self.assertEqual(q.get(timeout=5), "ok")
@@ -496,10 +506,9 @@ class StoreTest(unittest.TestCase):
         self.assertEqual(self.s.get(k), b"v")  # the parent is unaffected
 
 
-def _child(master, k, child_key, q):
+def _child(k, child_key, q):
     """Runs in a process made with multiprocessing "spawn": a fresh interpreter that loads the
-    library itself. init_all reads the masters from MOONCAKE_MASTER, set before the load."""
-    os.environ["MOONCAKE_MASTER"] = master
+    library itself. init_all reads the masters from MOONCAKE_MASTER."""
     s = MooncakeDistributedStore()
     rc = s.init_all("tcp", "", 0)
     if rc != 0:
