@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mooncake-go/mooncake/cmd/internal/mcconfig"
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyNoLeaks(m) }
+
+// buildLib builds the C library and the mooncake binary into dir, in parallel (the two links
+// are most of the test's time).
+func buildLib(t *testing.T, dir string) (lib, bin string) {
+	t.Helper()
+	lib = filepath.Join(dir, "libmooncake_store.so")
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		testutil.GoBuild(t, []string{"CGO_ENABLED=1"}, "-buildmode=c-shared", "-o", lib, "./cmd/libmooncake_store")
+	}()
+	go func() {
+		defer wg.Done()
+		bin = testutil.BuildMooncake(t, dir)
+	}()
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	return lib, bin
+}
+
+// TestCProgram compiles testdata/check.c with gcc against mooncake_store.h alone, links it to
+// the library built here and runs it against a real `mooncake standalone` process: put,
+// get_into, upserts, parts, batch and multi-buffer forms, ranges, removes, error codes,
+// misses, short buffers, bad pointers, eight threads, close and setup again with an embedded
+// worker.
+func TestCProgram(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the library and runs the binary; skipped with -short")
+	}
+	gcc := testutil.LookTool(t, "gcc")
+	dir := t.TempDir()
+	lib, bin := buildLib(t, dir)
+	// The header is the contract: every function it declares is exported by the library.
+	checkExports(t, lib)
+
+	// Only this directory's header is on the include path: not the generated one beside lib.
+	hdr := t.TempDir()
+	h, err := os.ReadFile("mooncake_store.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(hdr, "mooncake_store.h"), h, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(dir, "check")
+	cc := exec.Command(gcc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", hdr, "-o", prog, "testdata/check.c",
+		"-L", dir, "-lmooncake_store", "-Wl,-rpath,"+dir, "-lpthread")
+	if out, err := cc.CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+
+	master, _ := testutil.StartStandalone(t, bin, filepath.Join(dir, "data"), "256MiB")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run := exec.CommandContext(ctx, prog, master)
+	// The program runs with no MOONCAKE_* variables of the machine's.
+	run.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "MOONCAKE_") })
+	out, err := run.CombinedOutput()
+	t.Logf("check output:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "ok all") {
+		t.Fatalf("check: %v", err)
+	}
+	// One warning each for the Mooncake values this build ignores (metadata_server is given
+	// only to the second setup; the warning is printed once per process).
+	for _, w := range []string{"protocol is not in this build", "device_name is ignored", "metadata_server is ignored"} {
+		if n := strings.Count(string(out), w); n != 1 {
+			t.Errorf("warning %q printed %d times, want once", w, n)
+		}
+	}
+}
+
+// checkExports fails when a function the header declares is not exported by lib.
+func checkExports(t *testing.T, lib string) {
+	t.Helper()
+	h, err := os.ReadFile("mooncake_store.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	declared := regexp.MustCompile(`(?m)\b(mooncake_store_[a-z_]+)\(`).FindAllStringSubmatch(string(h), -1)
+	nm, err := exec.Command("nm", "-D", "--defined-only", lib).Output()
+	if err != nil {
+		t.Skipf("nm: %v", err)
+	}
+	if len(declared) < 30 {
+		t.Fatalf("found only %d declarations in the header", len(declared))
+	}
+	for _, d := range declared {
+		if !regexp.MustCompile(`(?m) T ` + d[1] + `$`).Match(nm) {
+			t.Errorf("the header declares %s but the library does not export it", d[1])
+		}
+	}
+}
+
+func TestErrorCode(t *testing.T) {
+	f := func(err error, want int) {
+		t.Helper()
+		if got := errorCode(err); got != want {
+			t.Errorf("errorCode(%v) = %d, want %d", err, got, want)
+		}
+	}
+	f(nil, 0)
+	f(fmt.Errorf("get: %w", base.ErrObjectNotFound), -704)
+	f(&base.CodeError{Code: base.CodeObjectAlreadyExists}, -705)
+	f(base.ErrInvalidParams, -600)
+	f(base.ErrTooLarge, -600)
+	f(base.ErrInvalidKey, -400)
+	f(base.ErrNoSpace, -200)
+	f(base.ErrCorruption, -801)
+	f(base.ErrNotSupported, -1012)
+	f(base.ErrUnavailable, -900)
+	f(context.DeadlineExceeded, -901)
+	f(base.ErrClosed, -1010)
+	f(errNotSetUp, -1010)
+	f(&net.OpError{Op: "read", Err: syscall.ECONNRESET}, -800)
+	f(io.ErrUnexpectedEOF, -800)
+	f(errors.New("something else"), -1)
+	// A get whose replicas failed differently: the sentinel wins over the transport error.
+	f(errors.Join(io.EOF, base.ErrCorruption), -801)
+	for c := range codeNames {
+		if c > 0 {
+			t.Errorf("code %d is positive", c)
+		}
+	}
+}
+
+func TestResolveMasters(t *testing.T) {
+	env := map[string]string{}
+	getenv := func(k string) string { return env[k] }
+	file := &mcconfig.File{MasterServerAddress: []string{"f:1"}}
+	f := func(arg string, want ...string) {
+		t.Helper()
+		got, err := resolveMasters(arg, getenv, file)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("resolveMasters(%q) = %v, %v; want %v", arg, got, err, want)
+		}
+	}
+	f("a:1, b:2", "a:1", "b:2")
+	f("", "f:1")
+	env[mcconfig.EnvMaster] = "e:1"
+	f("", "e:1")
+	f("a:1", "a:1")
+	delete(env, mcconfig.EnvMaster)
+	file = &mcconfig.File{}
+	f("", "127.0.0.1:50051")
+	if _, err := resolveMasters("etcd://x:2379", getenv, file); !errors.Is(err, base.ErrNotSupported) {
+		t.Errorf("etcd:// address: %v", err)
+	}
+	if _, err := resolveMasters("nohost", getenv, file); !errors.Is(err, base.ErrInvalidParams) {
+		t.Errorf("address without a port: %v", err)
+	}
+	for _, c := range []struct{ in, want string }{{"", "localhost:0"}, {"h", "h:0"}, {"h:5", "h:5"}, {"10.0.0.1", "10.0.0.1:0"}} {
+		if got, err := workerAddress(c.in); err != nil || got != c.want {
+			t.Errorf("workerAddress(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+}
