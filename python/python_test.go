@@ -36,7 +36,7 @@ func TestPythonSuite(t *testing.T) {
 	dir := t.TempDir()
 	bin, lib := buildAll(t, dir)
 
-	sa := startStandalone(t, bin, filepath.Join(dir, "standalone"))
+	sa := startStandalone(t, bin, filepath.Join(dir, "standalone"), "256MiB")
 	cl := startCluster(t, bin, filepath.Join(dir, "cluster"))
 
 	site := filepath.Join(dir, "site")
@@ -73,7 +73,7 @@ func TestPythonSuite(t *testing.T) {
 	}
 }
 
-func lookTool(t *testing.T, name string) string {
+func lookTool(t testing.TB, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
@@ -84,7 +84,7 @@ func lookTool(t *testing.T, name string) string {
 
 // buildAll builds the mooncake binary (static, no cgo, invariants on) and the C library
 // (c-shared) into dir, in parallel: the two links are most of this test's time.
-func buildAll(t *testing.T, dir string) (bin, lib string) {
+func buildAll(t testing.TB, dir string) (bin, lib string) {
 	t.Helper()
 	bin, lib = filepath.Join(dir, "mooncake"), filepath.Join(dir, "libmooncake_store.so")
 	var wg sync.WaitGroup
@@ -110,7 +110,7 @@ func buildAll(t *testing.T, dir string) (bin, lib string) {
 
 // install runs the README's install command into a --target directory, packing the library
 // built above (MOONCAKE_BUILD_LIB) instead of compiling it a second time.
-func install(t *testing.T, py, lib, site string) {
+func install(t testing.TB, py, lib, site string) {
 	t.Helper()
 	cmd := exec.Command(py, "-m", "pip", "install", "--no-index", "--no-cache-dir", "--target", site, ".")
 	cmd.Env = append(os.Environ(), "MOONCAKE_BUILD_LIB="+lib, "PIP_DISABLE_PIP_VERSION_CHECK=1")
@@ -137,7 +137,7 @@ type proc struct {
 	done   chan struct{} // closed when the process exited
 }
 
-func startProc(t *testing.T, name, bin string, args ...string) *proc {
+func startProc(t testing.TB, name, bin string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, stderr: &testutil.SyncBuffer{}, ready: make(chan struct{}), done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
@@ -191,7 +191,7 @@ func (p *proc) waitReady() (portInUse bool, err error) {
 
 // startReady starts the process and waits until it is ready, retrying with new ports (args is
 // called again) when one was taken meanwhile.
-func startReady(t *testing.T, name, bin string, args func() []string) *proc {
+func startReady(t testing.TB, name, bin string, args func() []string) *proc {
 	t.Helper()
 	for attempt := 0; ; attempt++ {
 		p := startProc(t, name, bin, args()...)
@@ -206,7 +206,7 @@ func startReady(t *testing.T, name, bin string, args func() []string) *proc {
 	}
 }
 
-func freePorts(t *testing.T, n int) []int {
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	ports := make([]int, n)
 	for i := range ports {
@@ -230,14 +230,14 @@ func tail(s string, n int) string {
 }
 
 // startStandalone runs `mooncake standalone` and returns its master address.
-func startStandalone(t *testing.T, bin, dataDir string) string {
+func startStandalone(t testing.TB, bin, dataDir, segment string) string {
 	t.Helper()
 	var addr string
 	startReady(t, "standalone", bin, func() []string {
 		p := freePorts(t, 1)[0]
 		addr = hostPort(p)
 		return []string{"standalone", "--data_dir", dataDir, "--rpc_port", strconv.Itoa(p),
-			"--metrics_port", "0", "--global_segment_size", "256MiB"}
+			"--metrics_port", "0", "--global_segment_size", segment}
 	})
 	return addr
 }
@@ -259,7 +259,7 @@ func (c *cluster) workerPIDs() string {
 // startCluster starts three masters (raft peers) and two workers. A start that loses a port
 // race is retried on new ports, in a data directory of its own (see cmd/mooncake's
 // e2e_cluster_test.go for why).
-func startCluster(t *testing.T, bin, dir string) *cluster {
+func startCluster(t testing.TB, bin, dir string) *cluster {
 	t.Helper()
 	c := &cluster{}
 	for attempt := 0; ; attempt++ {

@@ -966,6 +966,60 @@ class MooncakeDistributedStore:
         return out
 
 
+# Methods of Mooncake's Python API that mooncake-go does not provide (docs/python.md says
+# why). They raise NotImplementedError naming the method, instead of an AttributeError that
+# looks like a typo, so a program written for Mooncake fails loudly at the first call.
+_NOT_SUPPORTED = {
+    # torch tensor helpers: store raw bytes with put_from/get_into(tensor.data_ptr(), nbytes)
+    **dict.fromkeys(
+        [
+            "put_tensor", "get_tensor", "pub_tensor", "batch_put_tensor", "batch_get_tensor", "batch_pub_tensor",
+            "put_tensor_with_tp", "get_tensor_with_tp", "pub_tensor_with_tp", "batch_put_tensor_with_tp",
+            "batch_get_tensor_with_tp", "batch_pub_tensor_with_tp", "get_tensor_into", "batch_get_tensor_into",
+            "get_tensor_with_tp_into", "batch_get_tensor_with_tp_into", "put_tensor_from", "batch_put_tensor_from",
+            "put_tensor_with_tp_from", "batch_put_tensor_with_tp_from", "upsert_tensor", "upsert_tensor_from",
+            "batch_upsert_tensor", "batch_upsert_tensor_from", "upsert_pub_tensor", "batch_upsert_pub_tensor",
+            "put_tensor_with_parallelism", "batch_put_tensor_with_parallelism", "get_tensor_with_parallelism",
+            "batch_get_tensor_with_parallelism", "get_tensor_with_parallelism_into",
+            "batch_get_tensor_with_parallelism_into", "upsert_tensor_with_parallelism",
+            "batch_upsert_tensor_with_parallelism", "put_tensor_with_parallelism_from",
+            "batch_put_tensor_with_parallelism_from", "upsert_tensor_with_parallelism_from",
+            "batch_upsert_tensor_with_parallelism_from",
+        ],
+        "the torch tensor helpers are not supported: store the tensor's bytes with "
+        "put_from(key, t.data_ptr(), t.nbytes) and read them with get_into",
+    ),
+    **dict.fromkeys(
+        ["mount_segment", "unmount_segment", "allocate_and_mount_segment", "unmount_and_free_segment", "alloc_from_mem_pool"],
+        "mounting memory or files as extra segments (CXL, shared memory) is not supported: a worker's DRAM "
+        "is set by global_segment_size",
+    ),
+    **dict.fromkeys(
+        ["create_copy_task", "create_move_task", "query_task"],
+        "copy and move tasks are not supported: replicas are placed by replica_num and repaired by the masters",
+    ),
+    "put_from_with_metadata": "put_from_with_metadata is not supported: use put_parts or batch_put_from_multi_buffers",
+}
+
+
+def _unsupported(name: str):
+    def call(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"MooncakeDistributedStore.{name}: {_NOT_SUPPORTED[name]} (docs/python.md)")
+
+    call.__name__ = name
+    return call
+
+
+def _getattr(self: MooncakeDistributedStore, name: str) -> Any:
+    if name in _NOT_SUPPORTED:
+        return _unsupported(name)
+    raise AttributeError(f"'MooncakeDistributedStore' object has no attribute {name!r}")
+
+
+# Assigned after the class body so the type checker sees only the real methods.
+MooncakeDistributedStore.__getattr__ = _getattr  # type: ignore[attr-defined]
+
+
 def _not_set_up() -> int:
     if _lib._forked_after_load:
         _lib.set_error(_lib.FORK_ERROR)

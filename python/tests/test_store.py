@@ -342,6 +342,14 @@ class StoreTest(unittest.TestCase):
         self.assertIn("setup", s.last_error())
         self.assertEqual(s.close(), 0)
 
+    def test_unsupported_methods_say_so(self):
+        for name in ("put_tensor", "batch_get_tensor", "mount_segment", "create_copy_task", "put_from_with_metadata"):
+            with self.assertRaises(NotImplementedError, msg=name) as cm:
+                getattr(self.s, name)("k")
+            self.assertIn("docs/python.md", str(cm.exception))
+        with self.assertRaises(AttributeError):
+            self.s.no_such_method()
+
     # -- lifecycle --
 
     def test_close_and_setup_again(self):
