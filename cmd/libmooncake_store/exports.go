@@ -39,6 +39,14 @@ func open(h C.uintptr_t) (*store, *client.Client, error) {
 
 var bg = context.Background()
 
+// cGetenv reads the process environment as C sees it now (Python's os.environ writes reach
+// it through putenv; Go's os.Getenv has a copy taken when the library was loaded).
+func cGetenv(name string) string {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	return optString(C.getenv(cs))
+}
+
 // ---- Lifecycle ----
 
 //export mooncake_store_create
@@ -63,7 +71,7 @@ func mooncake_store_setup(h C.uintptr_t, localHostname, metadataServer *C.char, 
 		localHostname: optString(localHostname), metadataServer: optString(metadataServer),
 		globalSegmentSize: uint64(globalSegmentSize), localBufferSize: uint64(localBufferSize),
 		protocol: optString(protocol), deviceName: optString(deviceName), masterServerAddr: optString(masterServerAddr),
-	})))
+	}, cGetenv)))
 }
 
 //export mooncake_store_init_all

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/cmd/internal/mcconfig"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/internal/testutil"
@@ -88,12 +90,75 @@ func TestCProgram(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "ok all") {
 		t.Fatalf("check: %v", err)
 	}
+	t.Run("embedded worker serves another process", func(t *testing.T) { testEmbeddedWorker(t, prog, master) })
+
 	// One warning each for the Mooncake values this build ignores (metadata_server is given
 	// only to the second setup; the warning is printed once per process).
 	for _, w := range []string{"protocol is not in this build", "device_name is ignored", "metadata_server is ignored"} {
 		if n := strings.Count(string(out), w); n != 1 {
 			t.Errorf("warning %q printed %d times, want once", w, n)
 		}
+	}
+}
+
+// testEmbeddedWorker runs the program's "serve" mode: a process whose embedded worker holds
+// an object. This test process reads it through the Go client (from that worker, the only
+// replica), then has the program destroy its store and waits for the object to go (the
+// leader drops an ephemeral worker's replicas after its client_ttl, 10 s by default).
+func testEmbeddedWorker(t *testing.T, prog, master string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, prog, master, "serve")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		cmd.Wait()
+	}()
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "served ") {
+		t.Fatalf("serve: %q", lines.Text())
+	}
+	host := strings.TrimPrefix(lines.Text(), "served ")
+
+	cl, err := client.Connect(ctx, client.Config{MasterAddresses: []string{master}, LookupCacheTTL: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	info, err := cl.Describe(ctx, "served")
+	if err != nil || len(info.Replicas) != 1 || info.Replicas[0].Address != host {
+		t.Fatalf("the object is not on the embedded worker %s: %+v %v", host, info, err)
+	}
+	got, err := cl.Get(ctx, "served")
+	if err != nil || len(got) != 300000 || got[1] != 131+42 {
+		t.Fatalf("get from the embedded worker: %d bytes, %v", len(got), err)
+	}
+
+	io.WriteString(stdin, "close\n")
+	if !lines.Scan() || lines.Text() != "closed" {
+		t.Fatalf("serve: %q", lines.Text())
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, err := cl.Get(ctx, "served")
+		if errors.Is(err, base.ErrObjectNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the closed worker's object is still there after 60 s: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

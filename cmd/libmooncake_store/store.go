@@ -223,7 +223,9 @@ func workerAddress(localHostname string) (string, error) {
 }
 
 // setup connects the store and, with a segment, starts and registers the embedded worker.
-func (s *store) setup(a setupArgs) error {
+// getenv reads the environment (the C library passes C's getenv, which sees variables the
+// application set after the library was loaded; os.Getenv sees only those it started with).
+func (s *store) setup(a setupArgs, getenv func(string) string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cl != nil {
@@ -244,11 +246,11 @@ func (s *store) setup(a setupArgs) error {
 			stderrLogger.Warn("mooncake: device_name is ignored (RDMA is not in this build)", "device_name", a.deviceName)
 		})
 	}
-	file, err := mcconfig.Load(os.Getenv)
+	file, err := mcconfig.Load(getenv)
 	if err != nil {
 		return err
 	}
-	masters, err := resolveMasters(a.masterServerAddr, os.Getenv, file)
+	masters, err := resolveMasters(a.masterServerAddr, getenv, file)
 	if err != nil {
 		return err
 	}

@@ -289,12 +289,49 @@ static void check_embedded(mooncake_store_t s) {
     printf("ok embedded\n");
 }
 
+/*
+ * "check MASTER serve": an embedded worker holding one object for another process. Prints
+ * "served <host>", waits for a line on stdin, destroys the store, prints "closed", waits for
+ * stdin to close and exits.
+ */
+static int serve(void) {
+    mooncake_store_t s = mooncake_store_create();
+    if (mooncake_store_setup(s, "127.0.0.1", "", 32 << 20, 0, "tcp", "", master) != 0) {
+        printf("FAIL setup: %s\n", mooncake_store_last_error());
+        return 1;
+    }
+    char host[256];
+    mooncake_store_get_hostname(s, host, sizeof host);
+    unsigned char v[300000];
+    fill(v, sizeof v, 42);
+    const char *pref[1] = {host};
+    mooncake_replicate_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.preferred_segments = pref;
+    cfg.preferred_segments_count = 1;
+    if (mooncake_store_put(s, "served", v, sizeof v, &cfg) != 0) {
+        printf("FAIL put: %s\n", mooncake_store_last_error());
+        return 1;
+    }
+    printf("served %s\n", host);
+    fflush(stdout);
+    char line[64];
+    if (fgets(line, sizeof line, stdin) == NULL) return 1;
+    mooncake_store_destroy(s);
+    printf("closed\n");
+    fflush(stdout);
+    while (fgets(line, sizeof line, stdin) != NULL) {
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: check MASTER_ADDR\n");
+    if (argc < 2) {
+        fprintf(stderr, "usage: check MASTER_ADDR [serve]\n");
         return 2;
     }
     master = argv[1];
+    if (argc == 3 && strcmp(argv[2], "serve") == 0) return serve();
     mooncake_store_t s = mooncake_store_create();
     CHECK(s != NULL, "create");
     EQ(mooncake_store_put(s, "k", "v", 1, NULL), MOONCAKE_ERR_UNAVAILABLE_IN_CURRENT_STATUS, "put before setup");
