@@ -68,10 +68,10 @@ func (c *Client) BatchGetWith(ctx context.Context, keys []string, alloc func(i i
 			sizes[i] = len(buf)
 			return
 		}
-		if errors.Is(err, base.ErrObjectNotFound) || errors.Is(err, base.ErrInvalidVersion) {
-			// Replaced or removed since the lookup: once more the single-key way.
-			n, err2 := c.getInto(ctx, keys[i], func(size int64) ([]byte, error) { return alloc(i, size) })
-			sizes[i], errs[i] = n, err2
+		// The object may have been replaced, removed or moved since the lookup: once more
+		// the single-key way, with a fresh lookup.
+		if n, err2 := c.getInto(ctx, keys[i], func(size int64) ([]byte, error) { return alloc(i, size) }); err2 == nil {
+			sizes[i] = n
 			return
 		}
 		errs[i] = fmt.Errorf("get %q: %w", keys[i], err)
