@@ -149,10 +149,9 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
     # An editable install imports the sources in place: the library is built into the source
     # package directory (ignored by git) and a .pth file puts python/ on sys.path.
-    lib = _build_lib(_PKG_DIR)
-    dst = os.path.join(_PKG_DIR, LIB)
-    if os.path.abspath(lib) != dst:
-        shutil.copyfile(lib, dst)
+    with tempfile.TemporaryDirectory() as tmp:
+        # Built aside and copied: go build also writes a cgo header the package does not need.
+        shutil.copyfile(_build_lib(tmp), os.path.join(_PKG_DIR, LIB))
     return _write_wheel(wheel_directory, {f"__editable__.{NAME}.pth": (_PKG_ROOT + "\n").encode()})
 
 

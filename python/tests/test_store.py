@@ -4,6 +4,7 @@ import ctypes
 import gc
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import unittest
@@ -471,6 +472,35 @@ class StoreTest(unittest.TestCase):
             state["stop"] = True
             t.join()
         self.assertGreater(state["seen"], 0, "no other thread ran during get_into: the GIL was held")
+
+    def test_signals_stay_pythons(self):
+        # The library (loaded by setUpClass) installs no handler for asynchronous signals:
+        # a handler installed now still runs while Go threads are busy, and SIGINT still
+        # raises KeyboardInterrupt.
+        s, got, stop = self.s, [], threading.Event()
+        old = signal.signal(signal.SIGUSR1, lambda *a: got.append(1))
+
+        def load():
+            while not stop.is_set():
+                k = mctest.key("sig")
+                s.put(k, b"x" * 4096)
+                s.get(k)
+                s.remove(k)
+
+        t = threading.Thread(target=load)
+        t.start()
+        try:
+            for _ in range(50):
+                os.kill(os.getpid(), signal.SIGUSR1)
+                threading.Event().wait(0.002)
+            mctest.wait_for("SIGUSR1 handled", lambda: len(got) > 0, timeout=10)
+            with self.assertRaises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+                threading.Event().wait(5)
+        finally:
+            stop.set()
+            t.join()
+            signal.signal(signal.SIGUSR1, old)
 
     def test_spawn_child(self):
         k, child_key = mctest.key(), mctest.key("child")
