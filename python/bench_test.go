@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/client"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // BenchmarkPythonVsGo measures the cases of bench.py with the Go client and with Python (the
@@ -30,7 +31,7 @@ func BenchmarkPythonVsGo(b *testing.B) {
 	}
 	dir := b.TempDir()
 	bin, lib := buildAll(b, dir)
-	master := startStandalone(b, bin, filepath.Join(dir, "standalone"), "1GiB")
+	master, _ := testutil.StartStandalone(b, bin, filepath.Join(dir, "standalone"), "1GiB")
 	c, err := client.Connect(context.Background(), client.Config{MasterAddresses: []string{master}})
 	if err != nil {
 		b.Fatal(err)

@@ -1,19 +1,12 @@
 package python
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,12 +24,12 @@ func TestPythonSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the library and runs servers; skipped with -short")
 	}
-	py := lookTool(t, "python3")
-	lookTool(t, "gcc") // cgo needs it for the library
+	py := testutil.LookTool(t, "python3")
+	testutil.LookTool(t, "gcc") // cgo needs it for the library
 	dir := t.TempDir()
 	bin, lib := buildAll(t, dir)
 
-	sa := startStandalone(t, bin, filepath.Join(dir, "standalone"), "256MiB")
+	sa, _ := testutil.StartStandalone(t, bin, filepath.Join(dir, "standalone"), "256MiB")
 	cl := startCluster(t, bin, filepath.Join(dir, "cluster"))
 
 	site := filepath.Join(dir, "site")
@@ -73,38 +66,13 @@ func TestPythonSuite(t *testing.T) {
 	}
 }
 
-func lookTool(t testing.TB, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Skipf("%s is not installed: %v", name, err)
-	}
-	return p
-}
-
 // buildAll builds the mooncake binary (static, no cgo, invariants on) and the C library
-// (c-shared) into dir, in parallel: the two links are most of this test's time.
+// (c-shared) into dir.
 func buildAll(t testing.TB, dir string) (bin, lib string) {
 	t.Helper()
-	bin, lib = filepath.Join(dir, "mooncake"), filepath.Join(dir, "libmooncake_store.so")
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	build := func(i int, env string, args ...string) {
-		defer wg.Done()
-		cmd := exec.Command("go", append([]string{"build"}, args...)...)
-		cmd.Dir = ".."
-		cmd.Env = append(os.Environ(), env)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			errs[i] = fmt.Errorf("go build %v: %v\n%s", args, err, out)
-		}
-	}
-	wg.Add(2)
-	go build(0, "CGO_ENABLED=0", "-tags", "invariants", "-o", bin, "./cmd/mooncake")
-	go build(1, "CGO_ENABLED=1", "-buildmode=c-shared", "-o", lib, "./cmd/libmooncake_store")
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
+	bin = testutil.BuildMooncake(t, dir)
+	lib = filepath.Join(dir, "libmooncake_store.so")
+	testutil.GoBuild(t, []string{"CGO_ENABLED=1"}, "-buildmode=c-shared", "-o", lib, "./cmd/libmooncake_store")
 	return bin, lib
 }
 
@@ -126,132 +94,18 @@ func install(t testing.TB, py, lib, site string) {
 	}
 }
 
-// --- processes ---------------------------------------------------------------------------------
-
-// proc is one server process; it is SIGKILLed at cleanup if still running.
-type proc struct {
-	name   string
-	cmd    *exec.Cmd
-	stderr *testutil.SyncBuffer
-	ready  chan struct{} // closed at the first stdout line containing "ready"
-	done   chan struct{} // closed when the process exited
-}
-
-func startProc(t testing.TB, name, bin string, args ...string) *proc {
-	t.Helper()
-	p := &proc{name: name, stderr: &testutil.SyncBuffer{}, ready: make(chan struct{}), done: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Stderr = p.stderr
-	out, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		sc := bufio.NewScanner(out)
-		sent := false
-		for sc.Scan() {
-			if !sent && strings.Contains(sc.Text(), "ready") {
-				close(p.ready)
-				sent = true
-			}
-		}
-		io.Copy(io.Discard, out)
-		p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Signal(syscall.SIGKILL)
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("--- %s stderr (tail):\n%s", name, tail(p.stderr.String(), 3000))
-		}
-	})
-	return p
-}
-
-// waitReady waits for the ready line; portInUse tells the caller to retry on other ports.
-func (p *proc) waitReady() (portInUse bool, err error) {
-	select {
-	case <-p.ready:
-		return false, nil
-	case <-p.done:
-		s := p.stderr.String()
-		return strings.Contains(s, "address already in use"), fmt.Errorf("%s exited before ready: %s", p.name, tail(s, 2000))
-	case <-time.After(60 * time.Second):
-		return false, fmt.Errorf("%s not ready after 60s: %s", p.name, tail(p.stderr.String(), 2000))
-	}
-}
-
-// startReady starts the process and waits until it is ready, retrying with new ports (args is
-// called again) when one was taken meanwhile.
-func startReady(t testing.TB, name, bin string, args func() []string) *proc {
-	t.Helper()
-	for attempt := 0; ; attempt++ {
-		p := startProc(t, name, bin, args()...)
-		inUse, err := p.waitReady()
-		if err == nil {
-			return p
-		}
-		p.cmd.Process.Signal(syscall.SIGKILL)
-		if !inUse || attempt == 3 {
-			t.Fatal(err)
-		}
-	}
-}
-
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports
-}
-
-func hostPort(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "..." + s[len(s)-n:]
-}
-
-// startStandalone runs `mooncake standalone` and returns its master address.
-func startStandalone(t testing.TB, bin, dataDir, segment string) string {
-	t.Helper()
-	var addr string
-	startReady(t, "standalone", bin, func() []string {
-		p := freePorts(t, 1)[0]
-		addr = hostPort(p)
-		return []string{"standalone", "--data_dir", dataDir, "--rpc_port", strconv.Itoa(p),
-			"--metrics_port", "0", "--global_segment_size", segment}
-	})
-	return addr
-}
+// --- processes (helpers in internal/testutil) ----------------------------------------------
 
 // cluster is three masters and two workers.
 type cluster struct {
 	masters []string // client RPC addresses
-	workers []*proc
+	workers []*testutil.Proc
 }
 
 func (c *cluster) workerPIDs() string {
 	var s []string
 	for i, w := range c.workers {
-		s = append(s, fmt.Sprintf("w%d=%d", i+1, w.cmd.Process.Pid))
+		s = append(s, fmt.Sprintf("w%d=%d", i+1, w.Cmd.Process.Pid))
 	}
 	return strings.Join(s, ",")
 }
@@ -263,26 +117,26 @@ func startCluster(t testing.TB, bin, dir string) *cluster {
 	t.Helper()
 	c := &cluster{}
 	for attempt := 0; ; attempt++ {
-		ports := freePorts(t, 6)
+		ports := testutil.FreePorts(t, 6)
 		var peers, rpcs []string
 		c.masters = nil
 		for i := range 3 {
-			peers = append(peers, fmt.Sprintf("m%d=%s", i+1, hostPort(ports[2*i])))
-			c.masters = append(c.masters, hostPort(ports[2*i+1]))
+			peers = append(peers, fmt.Sprintf("m%d=%s", i+1, testutil.HostPort(ports[2*i])))
+			c.masters = append(c.masters, testutil.HostPort(ports[2*i+1]))
 			rpcs = append(rpcs, fmt.Sprintf("m%d=%s", i+1, c.masters[i]))
 		}
-		var ms []*proc
+		var ms []*testutil.Proc
 		for i := range 3 {
 			id := fmt.Sprintf("m%d", i+1)
-			ms = append(ms, startProc(t, id, bin, "master", "--id", id,
+			ms = append(ms, testutil.StartProc(t, id, bin, "master", "--id", id,
 				"--data_dir", filepath.Join(dir, fmt.Sprintf("attempt%d", attempt), id),
-				"--rpc_address", c.masters[i], "--raft_address", hostPort(ports[2*i]), "--metrics_port", "0",
+				"--rpc_address", c.masters[i], "--raft_address", testutil.HostPort(ports[2*i]), "--metrics_port", "0",
 				"--peers", strings.Join(peers, ","), "--peer_rpc_addresses", strings.Join(rpcs, ",")))
 		}
 		var err error
 		inUse := false
 		for _, m := range ms {
-			if inUse, err = m.waitReady(); err != nil {
+			if inUse, err = m.WaitReady(60 * time.Second); err != nil {
 				break
 			}
 		}
@@ -290,7 +144,7 @@ func startCluster(t testing.TB, bin, dir string) *cluster {
 			break
 		}
 		for _, m := range ms {
-			m.cmd.Process.Signal(syscall.SIGKILL)
+			m.Kill()
 		}
 		if !inUse || attempt == 3 {
 			t.Fatal(err)
@@ -298,9 +152,9 @@ func startCluster(t testing.TB, bin, dir string) *cluster {
 	}
 	for i := range 2 {
 		id := fmt.Sprintf("w%d", i+1)
-		c.workers = append(c.workers, startReady(t, id, bin, func() []string {
+		c.workers = append(c.workers, testutil.StartReady(t, id, bin, func() []string {
 			return []string{"worker", "--master_server_address", strings.Join(c.masters, ","),
-				"--worker_address", hostPort(freePorts(t, 1)[0]), "--worker_id", id, "--metrics_port", "0",
+				"--worker_address", testutil.HostPort(testutil.FreePorts(t, 1)[0]), "--worker_id", id, "--metrics_port", "0",
 				"--global_segment_size", "128MiB"}
 		}))
 	}

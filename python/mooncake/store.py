@@ -29,7 +29,7 @@ import json
 import os
 import threading
 import weakref
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from . import _lib
 from ._buffers import Borrowed, BufferHandle, make_handle
@@ -352,6 +352,30 @@ def _chunks(n: int):
         yield i, min(n, i + _MAX_BATCH)
 
 
+def _batched(n: int, restype: Any, call) -> List[int]:
+    """Runs a batch call in library-sized pieces: call(i, j, results) handles items [i, j)
+    and returns the library's code; a negative code (the arguments as a whole were refused)
+    stands for every item of its piece."""
+    out: List[int] = []
+    for i, j in _chunks(n):
+        res = (restype * (j - i))()
+        rc = call(i, j, res)
+        out.extend([rc] * (j - i) if rc < 0 else res)
+    return out
+
+
+def _cp(ks: List[bytes]) -> Any:
+    return (ctypes.c_char_p * len(ks))(*ks)
+
+
+def _vp(ps: List[int]) -> Any:
+    return (ctypes.c_void_p * len(ps))(*ps)
+
+
+def _sz(ns: List[int]) -> Any:
+    return (ctypes.c_size_t * len(ns))(*ns)
+
+
 class MooncakeDistributedStore:
     """A client of a mooncake-go cluster, with Mooncake's Python API.
 
@@ -541,7 +565,7 @@ class MooncakeDistributedStore:
                 fn = L.mooncake_store_upsert if upsert else L.mooncake_store_put
                 return fn(h, k, b.addrs[0], b.lens[0], c)
             fn = L.mooncake_store_upsert_parts if upsert else L.mooncake_store_put_parts
-            return fn(h, k, (ctypes.c_void_p * n)(*b.addrs), (ctypes.c_size_t * n)(*b.lens), n, c)
+            return fn(h, k, _vp(b.addrs), _sz(b.lens), n, c)
 
     def put_batch(self, keys: Sequence[Key], values: Sequence[Any], config: Optional[ReplicateConfig] = None) -> int:
         """Stores each value under its key in one batch. Returns 0, or the first negative
@@ -617,13 +641,7 @@ class MooncakeDistributedStore:
         if not h:
             return [_not_set_up()] * n
         fn = self._L.mooncake_store_batch_upsert_from if upsert else self._L.mooncake_store_batch_put_from
-        out: List[int] = []
-        for i, j in _chunks(n):
-            m = j - i
-            res = (ctypes.c_int * m)()
-            rc = fn(h, (ctypes.c_char_p * m)(*ks[i:j]), (ctypes.c_void_p * m)(*ps[i:j]), (ctypes.c_size_t * m)(*ns[i:j]), m, c, res)
-            out.extend([rc] * m if rc < 0 else res)
-        return out
+        return _batched(n, ctypes.c_int, lambda i, j, res: fn(h, _cp(ks[i:j]), _vp(ps[i:j]), _sz(ns[i:j]), j - i, c, res))
 
     def batch_put_from_multi_buffers(
         self,
@@ -643,16 +661,13 @@ class MooncakeDistributedStore:
         h = self._h
         if not h:
             return [_not_set_up()] * n
-        out: List[int] = []
-        for i, j, counts, ps, ns in _multi_chunks(ks, flat):
-            m, t = j - i, len(ps)
-            res = (ctypes.c_int * m)()
-            rc = self._L.mooncake_store_batch_put_from_multi_buffers(
-                h, (ctypes.c_char_p * m)(*ks[i:j]), m, (ctypes.c_void_p * t)(*ps), (ctypes.c_size_t * t)(*ns),
-                (ctypes.c_size_t * m)(*counts), c, res,
-            )
-            out.extend([rc] * m if rc < 0 else res)
-        return out
+        counts, ps, ns, at = flat
+        fn = self._L.mooncake_store_batch_put_from_multi_buffers
+        return _batched(
+            n,
+            ctypes.c_int,
+            lambda i, j, res: fn(h, _cp(ks[i:j]), j - i, _vp(ps[at[i] : at[j]]), _sz(ns[at[i] : at[j]]), _sz(counts[i:j]), c, res),
+        )
 
     # -- get --
 
@@ -705,7 +720,7 @@ class MooncakeDistributedStore:
             m = j - i
             datas = (ctypes.c_void_p * m)()
             sizes = (ctypes.c_int64 * m)()
-            rc = self._L.mooncake_store_batch_get_buffer(h, (ctypes.c_char_p * m)(*ks[i:j]), m, datas, sizes)
+            rc = self._L.mooncake_store_batch_get_buffer(h, _cp(ks[i:j]), m, datas, sizes)
             if rc < 0:
                 out.extend([None] * m)
                 continue
@@ -738,15 +753,8 @@ class MooncakeDistributedStore:
         h = self._h
         if not h:
             return [_not_set_up()] * n
-        out: List[int] = []
-        for i, j in _chunks(n):
-            m = j - i
-            res = (ctypes.c_int64 * m)()
-            rc = self._L.mooncake_store_batch_get_into(
-                h, (ctypes.c_char_p * m)(*ks[i:j]), (ctypes.c_void_p * m)(*ps[i:j]), (ctypes.c_size_t * m)(*ns[i:j]), m, res
-            )
-            out.extend([rc] * m if rc < 0 else res)
-        return out
+        fn = self._L.mooncake_store_batch_get_into
+        return _batched(n, ctypes.c_int64, lambda i, j, res: fn(h, _cp(ks[i:j]), _vp(ps[i:j]), _sz(ns[i:j]), j - i, res))
 
     def batch_get_into_multi_buffers(
         self,
@@ -767,16 +775,13 @@ class MooncakeDistributedStore:
         h = self._h
         if not h:
             return [_not_set_up()] * n
-        out: List[int] = []
-        for i, j, counts, ps, ns in _multi_chunks(ks, flat):
-            m, t = j - i, len(ps)
-            res = (ctypes.c_int64 * m)()
-            rc = self._L.mooncake_store_batch_get_into_multi_buffers(
-                h, (ctypes.c_char_p * m)(*ks[i:j]), m, (ctypes.c_void_p * t)(*ps), (ctypes.c_size_t * t)(*ns),
-                (ctypes.c_size_t * m)(*counts), res,
-            )
-            out.extend([rc] * m if rc < 0 else res)
-        return out
+        counts, ps, ns, at = flat
+        fn = self._L.mooncake_store_batch_get_into_multi_buffers
+        return _batched(
+            n,
+            ctypes.c_int64,
+            lambda i, j, res: fn(h, _cp(ks[i:j]), j - i, _vp(ps[at[i] : at[j]]), _sz(ns[at[i] : at[j]]), _sz(counts[i:j]), res),
+        )
 
     def get_into_ranges(
         self,
@@ -828,8 +833,8 @@ class MooncakeDistributedStore:
             m = len(part)
             res = (ctypes.c_int64 * m)()
             rc = self._L.mooncake_store_get_into_ranges(
-                h, m, (ctypes.c_char_p * m)(*[x[0] for x in part]), (ctypes.c_void_p * m)(*[x[1] for x in part]),
-                (ctypes.c_uint64 * m)(*[x[2] for x in part]), (ctypes.c_size_t * m)(*[x[3] for x in part]), res,
+                h, m, _cp([x[0] for x in part]), _vp([x[1] for x in part]),
+                (ctypes.c_uint64 * m)(*[x[2] for x in part]), _sz([x[3] for x in part]), res,
             )
             for x, (_, _, _, _, i, j, f) in enumerate(part):
                 results[i][j][f] = rc if rc < 0 else res[x]
@@ -882,13 +887,9 @@ class MooncakeDistributedStore:
         if not h:
             _not_set_up()
             return [-1] * n
-        out: List[int] = []
-        for i, j in _chunks(n):
-            m = j - i
-            res = (ctypes.c_int * m)()
-            rc = self._L.mooncake_store_batch_is_exist(h, (ctypes.c_char_p * m)(*ks[i:j]), m, res)
-            out.extend([-1] * m if rc < 0 else [r if r in (0, 1) else -1 for r in res])
-        return out
+        fn = self._L.mooncake_store_batch_is_exist
+        res = _batched(n, ctypes.c_int, lambda i, j, res: fn(h, _cp(ks[i:j]), j - i, res))
+        return [r if r in (0, 1) else -1 for r in res]
 
     def get_size(self, key: Key) -> int:
         """The object's size in bytes, or a negative code (OBJECT_NOT_FOUND on a miss)."""
@@ -957,13 +958,8 @@ class MooncakeDistributedStore:
         h = self._h
         if not h:
             return [_not_set_up()] * n
-        out: List[int] = []
-        for i, j in _chunks(n):
-            m = j - i
-            res = (ctypes.c_int * m)()
-            rc = self._L.mooncake_store_batch_remove(h, (ctypes.c_char_p * m)(*ks[i:j]), m, 1 if force else 0, res)
-            out.extend([rc] * m if rc < 0 else res)
-        return out
+        fn, f = self._L.mooncake_store_batch_remove, 1 if force else 0
+        return _batched(n, ctypes.c_int, lambda i, j, res: fn(h, _cp(ks[i:j]), j - i, f, res))
 
 
 # Methods of Mooncake's Python API that mooncake-go does not provide (docs/python.md says
@@ -1029,8 +1025,9 @@ def _not_set_up() -> int:
 
 
 def _flatten_multi(n: int, all_ptrs: Sequence[Sequence[int]], all_sizes: Sequence[Sequence[int]]):
-    """(counts, flat pointers, flat sizes) for the multi-buffer calls, or None (and an error
-    recorded) when the shapes do not match."""
+    """(part counts, flat pointers, flat sizes, starts) for the multi-buffer calls, where
+    key i's parts are flat[starts[i]:starts[i+1]]; or None (and an error recorded) when the
+    shapes do not match."""
     all_ptrs, all_sizes = _seq(all_ptrs, "all_buffer_ptrs"), _seq(all_sizes, "all_sizes")
     if len(all_ptrs) != n or len(all_sizes) != n:
         _lib.set_error(f"{n} keys but {len(all_ptrs)} buffer lists and {len(all_sizes)} size lists")
@@ -1038,6 +1035,7 @@ def _flatten_multi(n: int, all_ptrs: Sequence[Sequence[int]], all_sizes: Sequenc
     counts: List[int] = []
     ps: List[int] = []
     ns: List[int] = []
+    starts = [0]
     for i in range(n):
         p_i, s_i = _addrs(all_ptrs[i], "all_buffer_ptrs[i]"), _sizes(all_sizes[i], "all_sizes[i]")
         if len(p_i) != len(s_i):
@@ -1046,15 +1044,5 @@ def _flatten_multi(n: int, all_ptrs: Sequence[Sequence[int]], all_sizes: Sequenc
         counts.append(len(p_i))
         ps.extend(p_i)
         ns.extend(s_i)
-    return counts, ps, ns
-
-
-def _multi_chunks(ks: List[bytes], flat):
-    """Cuts a flattened multi-buffer batch into library-sized calls:
-    (first key, end key, part counts, pointers, sizes) per call."""
-    counts, ps, ns = flat
-    start = 0
-    for i, j in _chunks(len(ks)):
-        end = start + sum(counts[i:j])
-        yield i, j, counts[i:j], ps[start:end], ns[start:end]
-        start = end
+        starts.append(len(ps))
+    return counts, ps, ns, starts
