@@ -652,21 +652,26 @@ class MooncakeDistributedStore:
     ) -> List[int]:
         """Stores, under keys[i], the concatenation of the buffers all_buffer_ptrs[i] (sizes
         all_sizes[i]); one code per key. Mismatched shapes give INVALID_PARAMS for every key."""
+        c = _lib.config(config)
+        return self._multi("mooncake_store_batch_put_from_multi_buffers", ctypes.c_int, keys, all_buffer_ptrs, all_sizes, c)
+
+    def _multi(self, name: str, restype: Any, keys, all_buffer_ptrs, all_sizes, *config: Any) -> List[int]:
+        """The two multi-buffer batch calls: flattened (keys, buffers, sizes, part counts),
+        then config for the put, then the results array."""
         ks = _keys(keys)
         n = len(ks)
         flat = _flatten_multi(n, all_buffer_ptrs, all_sizes)
-        c = _lib.config(config)
         if flat is None:
             return [_INVALID] * n
         h = self._h
         if not h:
             return [_not_set_up()] * n
         counts, ps, ns, at = flat
-        fn = self._L.mooncake_store_batch_put_from_multi_buffers
+        fn = getattr(self._L, name)
         return _batched(
             n,
-            ctypes.c_int,
-            lambda i, j, res: fn(h, _cp(ks[i:j]), j - i, _vp(ps[at[i] : at[j]]), _sz(ns[at[i] : at[j]]), _sz(counts[i:j]), c, res),
+            restype,
+            lambda i, j, res: fn(h, _cp(ks[i:j]), j - i, _vp(ps[at[i] : at[j]]), _sz(ns[at[i] : at[j]]), _sz(counts[i:j]), *config, res),
         )
 
     # -- get --
@@ -767,21 +772,7 @@ class MooncakeDistributedStore:
         all_sizes[i]); one object size or negative code per key (INVALID_PARAMS when the
         buffers hold less than the object). prefer_alloc_in_same_node is accepted and ignored
         (reads already prefer a replica on this host)."""
-        ks = _keys(keys)
-        n = len(ks)
-        flat = _flatten_multi(n, all_buffer_ptrs, all_sizes)
-        if flat is None:
-            return [_INVALID] * n
-        h = self._h
-        if not h:
-            return [_not_set_up()] * n
-        counts, ps, ns, at = flat
-        fn = self._L.mooncake_store_batch_get_into_multi_buffers
-        return _batched(
-            n,
-            ctypes.c_int64,
-            lambda i, j, res: fn(h, _cp(ks[i:j]), j - i, _vp(ps[at[i] : at[j]]), _sz(ns[at[i] : at[j]]), _sz(counts[i:j]), res),
-        )
+        return self._multi("mooncake_store_batch_get_into_multi_buffers", ctypes.c_int64, keys, all_buffer_ptrs, all_sizes)
 
     def get_into_ranges(
         self,
