@@ -38,7 +38,7 @@ func BenchmarkPythonVsGo(b *testing.B) {
 	}
 	defer c.Close()
 
-	const rounds = 3
+	const rounds = 5
 	ratios := map[string][]float64{}
 	goRes, pyRes := map[string][]float64{}, map[string][]float64{}
 	for range b.N {

@@ -559,6 +559,11 @@ class MooncakeDistributedStore:
         if not h:
             return _not_set_up()
         L = self._L
+        if len(parts) == 1 and type(parts[0]) is bytes:
+            # Fast path for the common case: ctypes passes a bytes object's own buffer (the
+            # object is alive for the call, and bytes are immutable).
+            v = parts[0]
+            return (L.mooncake_store_upsert if upsert else L.mooncake_store_put)(h, k, v, len(v), c)
         with Borrowed(list(parts)) as b:
             n = len(b.addrs)
             if n == 1:

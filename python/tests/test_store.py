@@ -318,8 +318,14 @@ class StoreTest(unittest.TestCase):
             s.batch_get_into("k", [1], [1])  # a single key where a list is expected
         with self.assertRaises(ValueError):
             s.put("a\0b", b"v")
+        k = mctest.key()
+        with self.assertRaises(TypeError):
+            s.put_parts(k, b"a", "a str part")
+        self.assertEqual(s.is_exist(k), 0)  # nothing half-written
         long_key = "k" * 4097
         self.assertEqual(s.put(long_key, b"v"), int(ErrorCode.INVALID_KEY))
+        src, sp = mctest.cbuf(8)
+        self.assertEqual(s.batch_put_from([k, long_key], [sp, sp], [8, 8])[1], int(ErrorCode.INVALID_KEY))
         self.assertEqual(s.get(long_key), b"")
         self.assertEqual(s.is_exist(long_key), -1)
         self.assertEqual(s.put("", b"v"), int(ErrorCode.INVALID_KEY))
