@@ -79,7 +79,8 @@ func TestCProgram(t *testing.T) {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
 
-	master, _ := testutil.StartStandalone(t, bin, filepath.Join(dir, "data"), "256MiB")
+	// A short client_ttl: a closed embedded worker's objects go after it (see testEmbeddedWorker).
+	master, _ := testutil.StartStandalone(t, bin, filepath.Join(dir, "data"), "256MiB", "--client_ttl", "3s")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	run := exec.CommandContext(ctx, prog, master)
@@ -104,7 +105,7 @@ func TestCProgram(t *testing.T) {
 // testEmbeddedWorker runs the program's "serve" mode: a process whose embedded worker holds
 // an object. This test process reads it through the Go client (from that worker, the only
 // replica), then has the program destroy its store and waits for the object to go (the
-// leader drops an ephemeral worker's replicas after its client_ttl, 10 s by default).
+// leader drops an ephemeral worker's replicas after its client_ttl, 3 s here).
 func testEmbeddedWorker(t *testing.T, prog, master string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -149,16 +149,16 @@ func StartReady(t testing.TB, name, bin string, args func() []string) *Proc {
 	}
 }
 
-// StartStandalone runs `mooncake standalone` with a segment of the given size (e.g. "256MiB")
-// and its data under dataDir, and returns its master address.
-func StartStandalone(t testing.TB, bin, dataDir, segment string) (string, *Proc) {
+// StartStandalone runs `mooncake standalone` with a segment of the given size (e.g. "256MiB"),
+// its data under dataDir and any extra flags, and returns its master address.
+func StartStandalone(t testing.TB, bin, dataDir, segment string, extra ...string) (string, *Proc) {
 	t.Helper()
 	var addr string
 	p := StartReady(t, "standalone", bin, func() []string {
 		port := FreePorts(t, 1)[0]
 		addr = HostPort(port)
-		return []string{"standalone", "--data_dir", dataDir, "--rpc_port", strconv.Itoa(port),
-			"--metrics_port", "0", "--global_segment_size", segment}
+		return append([]string{"standalone", "--data_dir", dataDir, "--rpc_port", strconv.Itoa(port),
+			"--metrics_port", "0", "--global_segment_size", segment}, extra...)
 	})
 	return addr, p
 }
