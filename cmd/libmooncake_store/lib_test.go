@@ -91,7 +91,8 @@ func TestCProgram(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "ok all") {
 		t.Fatalf("check: %v", err)
 	}
-	t.Run("embedded worker serves another process", func(t *testing.T) { testEmbeddedWorker(t, prog, master) })
+	t.Run("embedded worker, closed", func(t *testing.T) { testEmbeddedWorker(t, prog, master, "close") })
+	t.Run("embedded worker, process exit", func(t *testing.T) { testEmbeddedWorker(t, prog, master, "exit") })
 
 	// One warning each for the Mooncake values this build ignores (metadata_server is given
 	// only to the second setup; the warning is printed once per process).
@@ -104,9 +105,10 @@ func TestCProgram(t *testing.T) {
 
 // testEmbeddedWorker runs the program's "serve" mode: a process whose embedded worker holds
 // an object. This test process reads it through the Go client (from that worker, the only
-// replica), then has the program destroy its store and waits for the object to go (the
-// leader drops an ephemeral worker's replicas after its client_ttl, 3 s here).
-func testEmbeddedWorker(t *testing.T, prog, master string) {
+// replica), then has the program destroy its store (how "close") or exit without closing it
+// (how "exit"), and waits for the object to go (the leader drops an ephemeral worker's
+// replicas after its client_ttl, 3 s here).
+func testEmbeddedWorker(t *testing.T, prog, master, how string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, prog, master, "serve")
@@ -124,7 +126,9 @@ func testEmbeddedWorker(t *testing.T, prog, master string) {
 	}
 	defer func() {
 		stdin.Close()
-		cmd.Wait()
+		if cmd.ProcessState == nil {
+			cmd.Wait()
+		}
 	}()
 	lines := bufio.NewScanner(stdout)
 	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "served ") {
@@ -142,12 +146,16 @@ func testEmbeddedWorker(t *testing.T, prog, master string) {
 		t.Fatalf("the object is not on the embedded worker %s: %+v %v", host, info, err)
 	}
 	got, err := cl.Get(ctx, "served")
-	if err != nil || len(got) != 300000 || got[1] != 131+42 {
+	if err != nil || len(got) != 300000 || got[1] != 131+42 { // check.c's fill(v, n, 42)
 		t.Fatalf("get from the embedded worker: %d bytes, %v", len(got), err)
 	}
 
-	io.WriteString(stdin, "close\n")
-	if !lines.Scan() || lines.Text() != "closed" {
+	io.WriteString(stdin, how+"\n")
+	if how == "exit" {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("serve exit: %v", err)
+		}
+	} else if !lines.Scan() || lines.Text() != "closed" {
 		t.Fatalf("serve: %q", lines.Text())
 	}
 	deadline := time.Now().Add(60 * time.Second)

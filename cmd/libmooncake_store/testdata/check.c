@@ -291,8 +291,8 @@ static void check_embedded(mooncake_store_t s) {
 
 /*
  * "check MASTER serve": an embedded worker holding one object for another process. Prints
- * "served <host>", waits for a line on stdin, destroys the store, prints "closed", waits for
- * stdin to close and exits.
+ * "served <host>" and waits for a line on stdin: "exit" ends the process without closing the
+ * store; anything else destroys the store, prints "closed", waits for stdin to close and exits.
  */
 static int serve(void) {
     mooncake_store_t s = mooncake_store_create();
@@ -317,6 +317,7 @@ static int serve(void) {
     fflush(stdout);
     char line[64];
     if (fgets(line, sizeof line, stdin) == NULL) return 1;
+    if (strncmp(line, "exit", 4) == 0) exit(0);
     mooncake_store_destroy(s);
     printf("closed\n");
     fflush(stdout);
