@@ -91,8 +91,9 @@ class ReplicateConfig:
     mode), "cache", "spill" or "durable" (docs/persistence.md).
 
     Differences from Mooncake: a ``soft_pin_ttl_ms`` set while soft_pin_action is not ENABLE
-    is refused with INVALID_PARAMS (as Mooncake's master does); PRESERVE cannot carry an
-    existing pin across an upsert (the new version is not soft-pinned unless asked).
+    is ignored (Mooncake's master refuses it with INVALID_PARAMS); PRESERVE cannot carry an
+    existing pin across an upsert (the new version is not soft-pinned unless asked); a
+    preferred segment that names no live worker is ignored, not an error.
     """
 
     __slots__ = (
