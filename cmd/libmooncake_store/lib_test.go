@@ -169,6 +169,9 @@ func testEmbeddedWorker(t *testing.T, prog, master, how string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	if ok, err := cl.Exists(ctx, "served"); ok || err != nil {
+		t.Fatalf("exists after its worker went: %v %v", ok, err)
+	}
 }
 
 // checkExports fails when a function the header declares is not exported by lib.

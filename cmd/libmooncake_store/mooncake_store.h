@@ -66,10 +66,10 @@ extern "C" {
                                                    or more replicas asked than workers */
 #define MOONCAKE_ERR_INVALID_VERSION (-300)    /* the object changed under the call */
 #define MOONCAKE_ERR_INVALID_KEY (-400)        /* an empty key or one over 4096 bytes */
-#define MOONCAKE_ERR_INVALID_PARAMS (-600)     /* bad arguments: NULL, bad handle, bad sizes,
-                                                  mismatched counts, a buffer too small for the
-                                                  object, a value over the size limit, a store
-                                                  that is not set up */
+#define MOONCAKE_ERR_INVALID_PARAMS (-600)     /* bad arguments: NULL or unmapped pointers, a bad
+                                                  handle, bad sizes, a buffer too small for the
+                                                  object, a value over the size limit, a batch
+                                                  over 4096 items, bad config values */
 #define MOONCAKE_ERR_REPLICA_IS_NOT_READY (-703) /* the object is still being written */
 #define MOONCAKE_ERR_OBJECT_NOT_FOUND (-704)   /* no such key */
 #define MOONCAKE_ERR_OBJECT_ALREADY_EXISTS (-705) /* (not returned by put: see Conventions) */
@@ -77,9 +77,10 @@ extern "C" {
 #define MOONCAKE_ERR_CHECKSUM_MISMATCH (-801)  /* every replica failed its checksum */
 #define MOONCAKE_ERR_RPC_FAIL (-900)           /* no master reachable, or no leader */
 #define MOONCAKE_ERR_RPC_TIMEOUT (-901)        /* the call's deadline passed */
-#define MOONCAKE_ERR_UNAVAILABLE_IN_CURRENT_STATUS (-1010) /* the store is closed */
-#define MOONCAKE_ERR_NOT_SUPPORTED (-1012)     /* a feature this build lacks (protocol rdma,
-                                                  an etcd:// master address) */
+#define MOONCAKE_ERR_UNAVAILABLE_IN_CURRENT_STATUS (-1010) /* the store is not set up, or
+                                                             closed */
+#define MOONCAKE_ERR_NOT_SUPPORTED (-1012)     /* a feature this build lacks (an etcd:// master
+                                                  address; protocol "rdma" is served over tcp) */
 
 /* An opaque handle (an integer, not a pointer to library memory). 0/NULL is never valid. */
 typedef void *mooncake_store_t;
