@@ -3,7 +3,7 @@ GO ?= go
 TAGS ?= invariants
 PKGS ?= ./...
 
-.PHONY: test testrace stress lint bench fuzz check build libmooncake_store
+.PHONY: test testrace stress lint bench fuzz check build install libmooncake_store
 
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/mooncake ./cmd/mooncake
@@ -11,6 +11,14 @@ build:
 # libmooncake_store builds the C library (the only cgo target; needs gcc). Header: cmd/libmooncake_store/mooncake_store.h
 libmooncake_store:
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o bin/libmooncake_store.so ./cmd/libmooncake_store
+
+# install puts the binary in $(PREFIX)/bin with Mooncake's binary names linked to it
+# (mooncake_master, mooncake_client, mooncake_http_metadata_server).
+PREFIX ?= /usr/local
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 bin/mooncake $(DESTDIR)$(PREFIX)/bin/mooncake
+	$(DESTDIR)$(PREFIX)/bin/mooncake install-links $(DESTDIR)$(PREFIX)/bin
 
 test:
 	$(GO) test -tags '$(TAGS)' $(PKGS)

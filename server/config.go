@@ -98,6 +98,13 @@ type MasterConfig struct {
 	MaxValueSize int64
 	// SummaryInterval is the period of the leader's "Master Metrics:" log line. Default 10 s.
 	SummaryInterval time.Duration
+	// NoSummary turns the "Master Metrics:" line off (Mooncake's
+	// --enable_metric_reporting=false). Default false.
+	NoSummary bool
+	// RootFSDir is the NVMe directory this master hands to workers that set none of their own
+	// (Mooncake's master --root_fs_dir): it is in Status, which a worker reads at start.
+	// Default "": workers without one are DRAM only.
+	RootFSDir string
 	// Logger receives every log line. Default slog.Default().
 	Logger *slog.Logger
 
@@ -260,6 +267,10 @@ type WorkerConfig struct {
 	Protocol string
 	// HugePages chooses the arena's page mode. Default dram.HugePagesAuto.
 	HugePages dram.HugePages
+	// HighWatermark and LowWatermark are the shares of the DRAM arena at which background
+	// eviction starts and stops (cmd derives them from the master's
+	// eviction_high_watermark_ratio and eviction_ratio). Default: tier's (0.95 / 0.85).
+	HighWatermark, LowWatermark float64
 	// HeartbeatInterval is the period of heartbeats to the leader. Default 1 s.
 	HeartbeatInterval time.Duration
 	// PendingWriteTimeout: bytes written but never committed are dropped this long after the
@@ -276,6 +287,9 @@ type WorkerConfig struct {
 	// ShmLeaseTTL bounds how long a client on this host may keep an object pinned with ShmPin
 	// without releasing it (a lease also ends with its connection). Default 30 s.
 	ShmLeaseTTL time.Duration
+	// Conns bound the connections clients keep open and do nothing with. Defaults: see
+	// ConnLimits.
+	Conns ConnLimits
 	// Logger receives every log line. Default slog.Default().
 	Logger *slog.Logger
 	// Ephemeral marks a worker that will not come back after Shutdown (the worker the C
@@ -348,6 +362,9 @@ func (c *WorkerConfig) Validate() error {
 	if err := base.ValidateWorkerID(base.WorkerID(c.ClusterID)); err != nil {
 		return bad("cluster_id %q must be a usable directory name (letters, digits, '.', '_', '-')", c.ClusterID)
 	}
+	if err := c.Conns.Validate(); err != nil {
+		return fmt.Errorf("worker config: %w", err)
+	}
 	switch {
 	case len(c.MasterAddresses) == 0:
 		return bad("master_server_address is required")
@@ -359,6 +376,9 @@ func (c *WorkerConfig) Validate() error {
 		return bad("global_segment_size %d is negative", c.GlobalSegmentSize)
 	case c.SSDCapacity < 0:
 		return bad("ssd_capacity %d is negative", c.SSDCapacity)
+	case c.HighWatermark < 0 || c.HighWatermark > 1 || c.LowWatermark < 0 || c.LowWatermark > 1 ||
+		(c.HighWatermark > 0 && c.LowWatermark > c.HighWatermark):
+		return bad("watermarks high %v, low %v: want 0 <= low <= high <= 1", c.HighWatermark, c.LowWatermark)
 	case c.HeartbeatInterval < 0, c.PendingWriteTimeout < 0, c.ShmLeaseTTL < 0:
 		return bad("negative interval")
 	case c.Persistence > base.PersistenceDurable:

@@ -142,6 +142,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	w.eng, err = tier.Open(tier.Options{
 		Arena: w.arena, Lower: lower, Persistence: cfg.Persistence, Logger: cfg.Logger,
+		HighWatermark: cfg.HighWatermark, LowWatermark: cfg.LowWatermark,
 		Events: tier.EventListener{
 			ObjectLost: func(m base.ObjectMeta, why string) {
 				w.log.Debug("object lost; the master will be told at the next registration", "key", m.Key, "version", m.Version, "why", why)
@@ -158,14 +159,21 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := transfer.NewServer(&workerHandler{w: w}, transfer.ServerOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger})
+	sopts := transfer.ServerOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger}
+	cfg.Conns.apply(&sopts)
+	srv, err := transfer.NewServer(&workerHandler{w: w}, sopts)
 	if err != nil {
 		return nil, err
+	}
+	w.met.reg.MustRegister(newConnCollector("worker", srv.Stats))
+	if w.store != nil {
+		w.met.reg.MustRegister(newNVMeSpaceCollector(w.store.Metrics))
 	}
 	w.rpc = rpcServer{srv: srv, ln: ln, done: make(chan struct{})}
 	w.adm, err = startAdmin(cfg.MetricsAddress, adminHandlers{
 		reg:    w.met.reg,
 		health: func() error { return nil },
+		ready:  w.ready,
 		status: func() (any, error) { return w.status(), nil },
 	}, w.log)
 	if err != nil {

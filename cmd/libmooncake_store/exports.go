@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/mooncake-go/mooncake/client"
+	"github.com/mooncake-go/mooncake/client/mooncakestore"
 	"github.com/mooncake-go/mooncake/internal/base"
 )
 
@@ -387,18 +388,19 @@ func mooncake_store_last_error() *C.char { return lastError() }
 
 // errorNames holds each code's name as static C text (allocated once, never freed).
 var errorNames = func() map[int]*C.char {
-	m := make(map[int]*C.char, len(codeNames)+1)
-	for c, name := range codeNames {
-		m[c] = C.CString(name)
+	m := map[int]*C.char{}
+	for _, c := range mooncakestore.Codes() {
+		m[c] = C.CString(mooncakestore.CodeName(c))
 	}
-	m[1] = C.CString("UNKNOWN") // any code not listed
 	return m
 }()
+
+var unknownName = C.CString("UNKNOWN")
 
 //export mooncake_store_error_name
 func mooncake_store_error_name(code C.int) *C.char {
 	if p, ok := errorNames[int(code)]; ok {
 		return p
 	}
-	return errorNames[1]
+	return unknownName
 }

@@ -192,7 +192,7 @@ func catchInt64(rc *C.int64_t, oldFault bool) {
 // fail records err as the thread's last error and returns its code (0 for nil).
 func fail(err error) int {
 	if err == nil {
-		return codeOK
+		return 0
 	}
 	setLastError(err)
 	return errorCode(err)

@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/mooncake-go/mooncake/client"
+	"github.com/mooncake-go/mooncake/client/mooncakestore"
 	"github.com/mooncake-go/mooncake/cmd/internal/mcconfig"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/server"
@@ -23,79 +22,14 @@ import (
 // and close, the replicate config, and the mapping of errors to Mooncake's codes. exports.go
 // converts C arguments and calls it.
 
-// Mooncake's ErrorCode numbers (mooncake_store.h lists what each means here).
-const (
-	codeOK                = 0
-	codeInternal          = -1
-	codeSegmentNotFound   = -101
-	codeNoAvailableHandle = -200
-	codeInvalidVersion    = -300
-	codeInvalidKey        = -400
-	codeInvalidParams     = -600
-	codeReplicaNotReady   = -703
-	codeObjectNotFound    = -704
-	codeObjectExists      = -705
-	codeTransferFail      = -800
-	codeChecksumMismatch  = -801
-	codeRPCFail           = -900
-	codeRPCTimeout        = -901
-	codeUnavailable       = -1010
-	codeNotSupported      = -1012
-)
-
-// codeNames names the codes for mooncake_store_error_name.
-var codeNames = map[int]string{
-	codeOK: "OK", codeInternal: "INTERNAL_ERROR", codeSegmentNotFound: "SEGMENT_NOT_FOUND",
-	codeNoAvailableHandle: "NO_AVAILABLE_HANDLE", codeInvalidVersion: "INVALID_VERSION",
-	codeInvalidKey: "INVALID_KEY", codeInvalidParams: "INVALID_PARAMS",
-	codeReplicaNotReady: "REPLICA_IS_NOT_READY", codeObjectNotFound: "OBJECT_NOT_FOUND",
-	codeObjectExists: "OBJECT_ALREADY_EXISTS", codeTransferFail: "TRANSFER_FAIL",
-	codeChecksumMismatch: "CHECKSUM_MISMATCH", codeRPCFail: "RPC_FAIL", codeRPCTimeout: "RPC_TIMEOUT",
-	codeUnavailable: "UNAVAILABLE_IN_CURRENT_STATUS", codeNotSupported: "NOT_SUPPORTED",
-}
-
-// errorCode maps an error of the client (or of argument checks) to Mooncake's code. The
-// sentinels of internal/base come first; a failure that carries none is a transfer failure
-// when it came from the network, else internal.
+// errorCode maps an error to Mooncake's code: the numbers of mooncakestore.ErrorCode (the
+// Go binding's, so Go, C and Python callers see the same ones); a store not set up is
+// UNAVAILABLE_IN_CURRENT_STATUS, as a closed one.
 func errorCode(err error) int {
-	switch {
-	case err == nil:
-		return codeOK
-	case errors.Is(err, base.ErrClosed), errors.Is(err, errNotSetUp):
-		return codeUnavailable
-	case errors.Is(err, base.ErrInvalidKey):
-		return codeInvalidKey
-	case errors.Is(err, base.ErrInvalidParams), errors.Is(err, base.ErrTooLarge):
-		return codeInvalidParams
-	case errors.Is(err, base.ErrObjectNotFound):
-		return codeObjectNotFound
-	case errors.Is(err, base.ErrObjectAlreadyExists):
-		return codeObjectExists
-	case errors.Is(err, base.ErrNoSpace):
-		return codeNoAvailableHandle
-	case errors.Is(err, base.ErrCorruption):
-		return codeChecksumMismatch
-	case errors.Is(err, base.ErrInvalidVersion):
-		return codeInvalidVersion
-	case errors.Is(err, base.ErrReplicaNotReady):
-		return codeReplicaNotReady
-	case errors.Is(err, base.ErrSegmentNotFound):
-		return codeSegmentNotFound
-	case errors.Is(err, base.ErrNotSupported):
-		return codeNotSupported
-	case errors.Is(err, base.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		return codeRPCTimeout
-	case errors.Is(err, base.ErrUnavailable), errors.Is(err, base.ErrNotLeader),
-		errors.Is(err, base.ErrClusterMismatch), errors.Is(err, base.ErrProtocolVersion),
-		errors.Is(err, context.Canceled):
-		return codeRPCFail
+	if errors.Is(err, errNotSetUp) {
+		return mooncakestore.ErrorCode(base.ErrClosed)
 	}
-	var ne net.Error
-	var errno syscall.Errno
-	if errors.As(err, &ne) || errors.As(err, &errno) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return codeTransferFail
-	}
-	return codeInternal
+	return mooncakestore.ErrorCode(err)
 }
 
 // errNotSetUp marks a call on a store that setup has not connected (or close disconnected).
@@ -190,7 +124,7 @@ var stderrLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{
 
 // resolveMasters picks the master list: the argument, else $MOONCAKE_MASTER, else the config
 // file's master_server_address, else the default (as the mooncake CLI does).
-func resolveMasters(arg string, getenv func(string) string, file *mcconfig.File) ([]string, error) {
+func resolveMasters(arg string, getenv func(string) string, file *mcconfig.ClientFile) ([]string, error) {
 	switch {
 	case strings.TrimSpace(arg) != "":
 		return mcconfig.ParseAddressList(arg)
@@ -246,7 +180,7 @@ func (s *store) setup(a setupArgs, getenv func(string) string) error {
 			stderrLogger.Warn("mooncake: device_name is ignored (RDMA is not in this build)", "device_name", a.deviceName)
 		})
 	}
-	file, err := mcconfig.Load(getenv)
+	file, err := mcconfig.LoadClient(getenv)
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,7 @@
 package mcconfig
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,33 +15,13 @@ import (
 // EnvConfigPath names a mooncake.json (Mooncake's variable).
 const EnvConfigPath = "MOONCAKE_CONFIG_PATH"
 
-// EnvMaster is the default master address list of the client commands.
+// EnvMaster is the default master address list of the client commands and the C library.
 const EnvMaster = "MOONCAKE_MASTER"
-
-// File is a mooncake.json with Mooncake's keys. Every key is optional; a key that is not
-// listed here is an error (json.Decoder.DisallowUnknownFields), so a typo is never ignored.
-// Flags given on the command line override the file.
-type File struct {
-	LocalHostname       string      `json:"local_hostname"`
-	MasterServerAddress AddressList `json:"master_server_address"`
-	GlobalSegmentSize   *base.Bytes `json:"global_segment_size"`
-	LocalBufferSize     *base.Bytes `json:"local_buffer_size"`
-	Protocol            string      `json:"protocol"`
-	DeviceName          string      `json:"device_name"`
-	RootFSDir           string      `json:"root_fs_dir"`
-	ClusterID           string      `json:"cluster_id"`
-	// MetadataServer is Mooncake's etcd/HTTP metadata service. Raft replaces it: the key is
-	// accepted so existing files keep working, and ignored with a notice.
-	MetadataServer json.RawMessage `json:"metadata_server"`
-
-	// Path is where the file was read from; "" when there is none.
-	Path string `json:"-"`
-}
 
 // AddressList accepts "a:1,b:2" or ["a:1", "b:2"].
 type AddressList []string
 
-// UnmarshalJSON accepts both spellings.
+// UnmarshalJSON accepts both spellings and checks every address.
 func (l *AddressList) UnmarshalJSON(p []byte) error {
 	var s string
 	if err := json.Unmarshal(p, &s); err == nil {
@@ -67,7 +45,8 @@ func (l *AddressList) UnmarshalJSON(p []byte) error {
 	return nil
 }
 
-// ParseAddressList splits "a:1, b:2" and checks each host:port.
+// ParseAddressList splits "a:1, b:2" and checks each host:port. A discovery URL
+// ("etcd://...") is ErrNotSupported.
 func ParseAddressList(s string) ([]string, error) {
 	var out []string
 	for _, a := range strings.Split(s, ",") {
@@ -106,73 +85,6 @@ func CheckHostPort(a string, needPort bool) error {
 	return nil
 }
 
-// Load reads the file MOONCAKE_CONFIG_PATH names, or returns an empty config when
-// the variable is unset. Unknown keys, bad values and trailing data are errors.
-func Load(getenv func(string) string) (*File, error) {
-	path := getenv(EnvConfigPath)
-	if path == "" {
-		return &File{}, nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvConfigPath, err)
-	}
-	defer f.Close()
-	fc, err := Parse(f)
-	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
-	}
-	fc.Path = path
-	return fc, nil
-}
-
-// Parse decodes and checks one mooncake.json.
-func Parse(r io.Reader) (*File, error) {
-	data, err := io.ReadAll(io.LimitReader(r, 1<<20+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > 1<<20 {
-		return nil, fmt.Errorf("%w: the file is over 1 MiB", base.ErrInvalidParams)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var fc File
-	if err := dec.Decode(&fc); err != nil {
-		return nil, jsonError(err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: data after the JSON object", base.ErrInvalidParams)
-	}
-	switch {
-	case fc.GlobalSegmentSize != nil && *fc.GlobalSegmentSize <= 0:
-		return nil, fmt.Errorf("%w: global_segment_size must be positive", base.ErrInvalidParams)
-	case fc.LocalBufferSize != nil && *fc.LocalBufferSize < 0:
-		return nil, fmt.Errorf("%w: local_buffer_size must not be negative", base.ErrInvalidParams)
-	case fc.LocalHostname != "" && strings.ContainsAny(fc.LocalHostname, ":/ "):
-		return nil, fmt.Errorf("%w: local_hostname %q must be a host name or IP without a port", base.ErrInvalidParams, fc.LocalHostname)
-	}
-	if fc.ClusterID != "" {
-		if err := ValidateClusterID(fc.ClusterID); err != nil {
-			return nil, err
-		}
-	}
-	return &fc, nil
-}
-
-// jsonError turns encoding/json's errors into one-line messages naming the key.
-func jsonError(err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return fmt.Errorf("%w: key %q: want %s, got a JSON %s", base.ErrInvalidParams, te.Field, te.Type, te.Value)
-	}
-	if errors.Is(err, base.ErrInvalidParams) || errors.Is(err, base.ErrNotSupported) {
-		return err
-	}
-	// Unknown keys come back as `json: unknown field "x"`.
-	return fmt.Errorf("%w: %v", base.ErrInvalidParams, err)
-}
-
 // ValidateClusterID allows what a directory name under root_fs_dir can hold.
 func ValidateClusterID(id string) error { return validateName("cluster id", id) }
 
@@ -185,4 +97,48 @@ func validateName(what, id string) error {
 		return fmt.Errorf("%w: %s %q: only letters, digits, '.', '_' and '-' are allowed", base.ErrInvalidParams, what, id)
 	}
 	return nil
+}
+
+// ClientFile is what a client library takes from the mooncake.json MOONCAKE_CONFIG_PATH
+// names: the masters and the cluster id. Its other keys are the CLI's to check (`mooncake`
+// refuses unknown ones); a library loaded into an application (whose file may also carry
+// SGLang's or vLLM's keys) reads these two and leaves the rest alone.
+type ClientFile struct {
+	MasterServerAddress AddressList `json:"master_server_address"`
+	ClusterID           string      `json:"cluster_id"`
+	// Path is where the file was read from; "" when the variable is unset.
+	Path string `json:"-"`
+}
+
+// LoadClient reads the client keys of the file MOONCAKE_CONFIG_PATH names (getenv reads the
+// environment), or returns an empty ClientFile when the variable is unset. A file that
+// cannot be read or is not a JSON object, a bad address or cluster id are errors.
+func LoadClient(getenv func(string) string) (*ClientFile, error) {
+	path := getenv(EnvConfigPath)
+	if path == "" {
+		return &ClientFile{}, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", base.ErrInvalidParams, EnvConfigPath, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: config %s: %v", base.ErrInvalidParams, path, err)
+	}
+	if len(data) > 1<<20 {
+		return nil, fmt.Errorf("%w: config %s is over 1 MiB", base.ErrInvalidParams, path)
+	}
+	var cf ClientFile
+	if err := json.Unmarshal(data, &cf); err != nil {
+		return nil, fmt.Errorf("%w: config %s: %v", base.ErrInvalidParams, path, err)
+	}
+	if cf.ClusterID != "" {
+		if err := ValidateClusterID(cf.ClusterID); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	cf.Path = path
+	return &cf, nil
 }
