@@ -92,7 +92,7 @@ func (c *Client) put(ctx context.Context, key string, size int64, rc ReplicateCo
 	}
 	sum, err := write(ctx, &pl)
 	if err == nil {
-		err = c.putEnd(ctx, key, pl.Version, size, sum, &pl, cfg)
+		err = c.putEnd(ctx, key, pl.Version, size, sum, &pl, cfg, rc)
 	}
 	if err != nil {
 		c.revoke(key, pl.Version)
@@ -113,9 +113,10 @@ func replicaIDs(pl *transfer.PutStartResponse) []base.WorkerID {
 // committed it before dying) and the retry finds the key taken (or, for an upsert, the
 // reservation gone), a Lookup tells whether the object there is ours.
 func (c *Client) putEnd(ctx context.Context, key string, v base.Version, size int64, sum uint64,
-	pl *transfer.PutStartResponse, cfg transfer.PutConfig) error {
+	pl *transfer.PutStartResponse, cfg transfer.PutConfig, rc ReplicateConfig) error {
 	var st attemptState
-	req := &transfer.PutEndRequest{Key: key, Version: v, Size: size, Checksum: sum, Replicas: replicaIDs(pl), Config: cfg}
+	req := &transfer.PutEndRequest{Key: key, Version: v, Size: size, Checksum: sum, Replicas: replicaIDs(pl), Config: cfg,
+		Tokens: rc.Tokens, Model: rc.Model}
 	err := c.masterCall(ctx, req, transfer.NewEmpty(transfer.OpPutEnd), &st)
 	if c.ownCommit(ctx, err, &st, key, v) {
 		return nil

@@ -155,6 +155,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, fmt.Errorf("server: worker tier engine: %w", err)
 	}
 	w.met = newWorkerMetrics(w.stats)
+	w.met.reg.MustRegister(workerMemoryCollector{w})
 	w.cli, err = transfer.NewClient(transfer.ClientOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger, ConnsPerPeer: 1})
 	if err != nil {
 		return nil, err
@@ -175,6 +176,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		health: func() error { return nil },
 		ready:  w.ready,
 		status: func() (any, error) { return w.status(), nil },
+		routes: w.memoryRoutes,
 	}, w.log)
 	if err != nil {
 		return nil, fmt.Errorf("server: worker metrics listen on %s: %w", cfg.MetricsAddress, err)

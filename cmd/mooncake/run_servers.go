@@ -110,6 +110,9 @@ func runStandalone(ctx context.Context, e *env, ms masterSettings, ws workerSett
 		_ = m.Shutdown(sctx)
 		return fmt.Errorf("standalone: %w", err)
 	}
+	if err := m.ExportWorkerMetrics(w); err != nil {
+		e.logger().Warn("standalone: the worker's metrics are not exported", "err", err)
+	}
 	printStandaloneHelp(e.stdout, e.argv0, m.Addr(), m.MetricsAddr(), w.Addr(), ws)
 	<-ctx.Done()
 	e.logger().Info("signal received, shutting down: worker first (spilling DRAM), then master")
