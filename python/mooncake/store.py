@@ -69,6 +69,8 @@ class ErrorCode(enum.IntEnum):
 
 
 _INVALID = int(ErrorCode.INVALID_PARAMS)
+# What a call on a store that is not set up (or was closed) returns: the library's code for it.
+_NOT_SET_UP = int(ErrorCode.UNAVAILABLE_IN_CURRENT_STATUS)
 
 
 class SoftPinAction(enum.IntEnum):
@@ -382,8 +384,8 @@ class MooncakeDistributedStore:
 
     Create it, call setup(...) (or setup_dummy / init_all), use it from any number of
     threads, close() it. After close() the same object may be set up again. Calls on an
-    object that is not set up return INVALID_PARAMS (or b"", None, [], -1 as the method's
-    convention says) instead of crashing.
+    object that is not set up return UNAVAILABLE_IN_CURRENT_STATUS (or b"", None, [], -1 as
+    the method's convention says) instead of crashing.
     """
 
     def __init__(self) -> None:
@@ -1018,7 +1020,7 @@ def _not_set_up() -> int:
         _lib.set_error(_lib.FORK_ERROR)
     else:
         _lib.set_error("the store is not set up: call setup() first (or again after close())")
-    return _INVALID
+    return _NOT_SET_UP
 
 
 def _flatten_multi(n: int, all_ptrs: Sequence[Sequence[int]], all_sizes: Sequence[Sequence[int]]):

@@ -21,6 +21,7 @@ from mooncake.store import (
 
 INVALID = int(ErrorCode.INVALID_PARAMS)
 NOT_FOUND = int(ErrorCode.OBJECT_NOT_FOUND)
+NOT_SET_UP = int(ErrorCode.UNAVAILABLE_IN_CURRENT_STATUS)
 
 
 class StoreTest(unittest.TestCase):
@@ -338,12 +339,13 @@ class StoreTest(unittest.TestCase):
 
     def test_not_set_up(self):
         s = MooncakeDistributedStore()
-        self.assertEqual(s.put("k", b"v"), INVALID)
+        self.assertEqual(s.put("k", b"v"), NOT_SET_UP)
         self.assertEqual(s.get("k"), b"")
         self.assertIsNone(s.get_buffer("k"))
         self.assertEqual(s.is_exist("k"), -1)
         self.assertEqual(s.batch_is_exist(["k"]), [-1])
-        self.assertEqual(s.get_into("k", 1, 1), INVALID)
+        self.assertEqual(s.get_into("k", 1, 1), NOT_SET_UP)
+        self.assertEqual(s.batch_get_into(["k"], [1], [1]), [NOT_SET_UP])
         self.assertEqual(s.health_check(), 1)
         self.assertEqual(s.get_hostname(), "")
         self.assertIn("setup", s.last_error())
@@ -367,7 +369,7 @@ class StoreTest(unittest.TestCase):
         self.assertEqual(s.close(), 0)
         self.assertEqual(s.close(), 0)
         self.assertEqual(s.get(k), b"")
-        self.assertEqual(s.put(k, b"v2"), INVALID)
+        self.assertEqual(s.put(k, b"v2"), NOT_SET_UP)
         self.assertEqual(s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", self.master), 0)
         self.assertEqual(s.get(k), b"v1")
         s.close()
@@ -513,18 +515,8 @@ class StoreTest(unittest.TestCase):
         self.s.put(k, b"from parent")
         ctx = multiprocessing.get_context("spawn")
         q = ctx.Queue()
-        p = ctx.Process(target=_child, args=(k, child_key, q))
-        # The child's init_all finds the masters in MOONCAKE_MASTER. The library reads the
-        # environment the process started with, so it is set before the child starts.
-        old = os.environ.get("MOONCAKE_MASTER")
-        os.environ["MOONCAKE_MASTER"] = self.master
-        try:
-            p.start()
-        finally:
-            if old is None:
-                del os.environ["MOONCAKE_MASTER"]
-            else:
-                os.environ["MOONCAKE_MASTER"] = old
+        p = ctx.Process(target=_child, args=(self.master, k, child_key, q))
+        p.start()
         p.join(60)
         self.assertEqual(p.exitcode, 0)
         self.assertEqual(q.get(timeout=5), "ok")
@@ -538,7 +530,7 @@ class StoreTest(unittest.TestCase):
         self.s.put(k, b"v")
         pid = os.fork()
         if pid == 0:
-            ok = self.s.get(k) == b"" and self.s.put(k, b"x") == INVALID and "spawn" in self.s.last_error()
+            ok = self.s.get(k) == b"" and self.s.put(k, b"x") == NOT_SET_UP and "spawn" in self.s.last_error()
             try:
                 MooncakeDistributedStore().setup("127.0.0.1", "", 0, 0, "tcp", "", self.master)
                 ok = False
@@ -550,9 +542,11 @@ class StoreTest(unittest.TestCase):
         self.assertEqual(self.s.get(k), b"v")  # the parent is unaffected
 
 
-def _child(k, child_key, q):
+def _child(master, k, child_key, q):
     """Runs in a process made with multiprocessing "spawn": a fresh interpreter that loads the
-    library itself. init_all reads the masters from MOONCAKE_MASTER."""
+    library itself. init_all finds the masters in MOONCAKE_MASTER, set here from Python (the
+    library reads it with C's getenv, so a variable set after start counts)."""
+    os.environ["MOONCAKE_MASTER"] = master
     s = MooncakeDistributedStore()
     rc = s.init_all("tcp", "", 0)
     if rc != 0:
