@@ -26,26 +26,47 @@ import (
 
 func TestMain(m *testing.M) { testutil.VerifyNoLeaks(m) }
 
-// buildLib builds the C library and the mooncake binary into dir, in parallel (the two links
-// are most of the test's time).
-func buildLib(t *testing.T, dir string) (lib, bin string) {
-	t.Helper()
-	lib = filepath.Join(dir, "libmooncake_store.so")
+// buildCheck builds the C library and the mooncake binary into dir (in parallel: the two
+// links are most of the test's time), checks that every function the header declares is
+// exported, and compiles testdata/check.c with gcc against the header alone. It returns the
+// check program and the binary.
+func buildCheck(tb testing.TB, dir string) (prog, bin string) {
+	tb.Helper()
+	gcc := testutil.LookTool(tb, "gcc")
+	lib := filepath.Join(dir, "libmooncake_store.so")
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		testutil.GoBuild(t, []string{"CGO_ENABLED=1"}, "-buildmode=c-shared", "-o", lib, "./cmd/libmooncake_store")
+		testutil.GoBuild(tb, []string{"CGO_ENABLED=1"}, "-buildmode=c-shared", "-o", lib, "./cmd/libmooncake_store")
 	}()
 	go func() {
 		defer wg.Done()
-		bin = testutil.BuildMooncake(t, dir)
+		bin = testutil.BuildMooncake(tb, dir)
 	}()
 	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
+	if tb.Failed() {
+		tb.FailNow()
 	}
-	return lib, bin
+	// The header is the contract: every function it declares is exported by the library.
+	checkExports(tb, lib)
+
+	// Only this directory's header is on the include path: not the generated one beside lib.
+	hdr := tb.TempDir()
+	h, err := os.ReadFile("mooncake_store.h")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(hdr, "mooncake_store.h"), h, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	prog = filepath.Join(dir, "check")
+	cc := exec.Command(gcc, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-I", hdr, "-o", prog, "testdata/check.c",
+		"-L", dir, "-lmooncake_store", "-Wl,-rpath,"+dir, "-lpthread")
+	if out, err := cc.CombinedOutput(); err != nil {
+		tb.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return prog, bin
 }
 
 // TestCProgram compiles testdata/check.c with gcc against mooncake_store.h alone, links it to
@@ -57,27 +78,8 @@ func TestCProgram(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the library and runs the binary; skipped with -short")
 	}
-	gcc := testutil.LookTool(t, "gcc")
 	dir := t.TempDir()
-	lib, bin := buildLib(t, dir)
-	// The header is the contract: every function it declares is exported by the library.
-	checkExports(t, lib)
-
-	// Only this directory's header is on the include path: not the generated one beside lib.
-	hdr := t.TempDir()
-	h, err := os.ReadFile("mooncake_store.h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(hdr, "mooncake_store.h"), h, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	prog := filepath.Join(dir, "check")
-	cc := exec.Command(gcc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", hdr, "-o", prog, "testdata/check.c",
-		"-L", dir, "-lmooncake_store", "-Wl,-rpath,"+dir, "-lpthread")
-	if out, err := cc.CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	prog, bin := buildCheck(t, dir)
 
 	// A short client_ttl: a closed embedded worker's objects go after it (see testEmbeddedWorker).
 	master, _ := testutil.StartStandalone(t, bin, filepath.Join(dir, "data"), "256MiB", "--client_ttl", "3s")
@@ -175,7 +177,7 @@ func testEmbeddedWorker(t *testing.T, prog, master, how string) {
 }
 
 // checkExports fails when a function the header declares is not exported by lib.
-func checkExports(t *testing.T, lib string) {
+func checkExports(t testing.TB, lib string) {
 	t.Helper()
 	h, err := os.ReadFile("mooncake_store.h")
 	if err != nil {

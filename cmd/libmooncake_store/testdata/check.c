@@ -326,13 +326,81 @@ static int serve(void) {
     return 0;
 }
 
+/*
+ * "check MASTER bench": the C side of BenchmarkGoClient. Reads commands from stdin, answers
+ * each with "ok" (or "FAIL ..." and exits):
+ *   prep KEY SIZE          upsert KEY with SIZE bytes
+ *   get_into KEY SIZE N    N get_into calls into one SIZE-byte buffer
+ *   batch PREFIX M SIZE N  N batch_get_into calls of keys PREFIX0..PREFIX<M-1>, SIZE bytes each
+ *   get_buffer KEY N       N get_buffer calls, each buffer freed
+ */
+static int bench(void) {
+    mooncake_store_t s = mooncake_store_create();
+    if (mooncake_store_setup(s, "127.0.0.1", "", 0, 0, "tcp", "", master) != 0) {
+        printf("FAIL setup: %s\n", mooncake_store_last_error());
+        return 1;
+    }
+    char line[512], key[256];
+    unsigned long long size, n, m;
+    while (fgets(line, sizeof line, stdin) != NULL) {
+        int ok = 1;
+        if (sscanf(line, "prep %255s %llu", key, &size) == 2) {
+            unsigned char *v = malloc(size);
+            fill(v, size, 3);
+            ok = mooncake_store_upsert(s, key, v, size, NULL) == 0;
+            free(v);
+        } else if (sscanf(line, "get_into %255s %llu %llu", key, &size, &n) == 3) {
+            unsigned char *b = malloc(size);
+            for (unsigned long long i = 0; ok && i < n; i++) ok = mooncake_store_get_into(s, key, b, size) == (int64_t)size;
+            free(b);
+        } else if (sscanf(line, "batch %200s %llu %llu %llu", key, &m, &size, &n) == 4) {
+            char **keys = calloc(m, sizeof *keys);
+            void **bufs = calloc(m, sizeof *bufs);
+            size_t *sizes = calloc(m, sizeof *sizes);
+            int64_t *res = calloc(m, sizeof *res);
+            for (unsigned long long j = 0; j < m; j++) {
+                keys[j] = malloc(300); /* a prefix of up to 200 bytes and a number */
+                snprintf(keys[j], 300, "%s%llu", key, j);
+                bufs[j] = malloc(size);
+                sizes[j] = size;
+            }
+            for (unsigned long long i = 0; ok && i < n; i++) {
+                ok = mooncake_store_batch_get_into(s, (const char **)keys, bufs, sizes, m, res) == 0 &&
+                     res[0] == (int64_t)size && res[m - 1] == (int64_t)size;
+            }
+            for (unsigned long long j = 0; j < m; j++) {
+                free(keys[j]);
+                free(bufs[j]);
+            }
+            free(keys), free(bufs), free(sizes), free(res);
+        } else if (sscanf(line, "get_buffer %255s %llu", key, &n) == 2) {
+            for (unsigned long long i = 0; ok && i < n; i++) {
+                void *b = NULL;
+                ok = mooncake_store_get_buffer(s, key, &b) > 0;
+                mooncake_store_free_buffer(b);
+            }
+        } else {
+            ok = 0;
+        }
+        if (!ok) {
+            printf("FAIL %s: %s\n", line, mooncake_store_last_error());
+            return 1;
+        }
+        printf("ok\n");
+        fflush(stdout);
+    }
+    mooncake_store_destroy(s);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: check MASTER_ADDR [serve]\n");
+        fprintf(stderr, "usage: check MASTER_ADDR [serve|bench]\n");
         return 2;
     }
     master = argv[1];
     if (argc == 3 && strcmp(argv[2], "serve") == 0) return serve();
+    if (argc == 3 && strcmp(argv[2], "bench") == 0) return bench();
     mooncake_store_t s = mooncake_store_create();
     CHECK(s != NULL, "create");
     EQ(mooncake_store_put(s, "k", "v", 1, NULL), MOONCAKE_ERR_UNAVAILABLE_IN_CURRENT_STATUS, "put before setup");
