@@ -105,74 +105,119 @@ func TestCProgram(t *testing.T) {
 	}
 }
 
-// testEmbeddedWorker runs the program's "serve" mode: a process whose embedded worker holds
-// an object. This test process reads it through the Go client (from that worker, the only
-// replica), then has the program destroy its store (how "close") or exit without closing it
-// (how "exit"), and waits for the object to go (the leader drops an ephemeral worker's
-// replicas after its client_ttl, 3 s here).
+// serveProc is the check program in "serve" mode: a process whose embedded worker holds
+// the object "served".
+type serveProc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines *bufio.Scanner
+	host  string // the embedded worker's address
+}
+
+func startServe(ctx context.Context, t *testing.T, prog, master string) *serveProc {
+	t.Helper()
+	sp := &serveProc{cmd: exec.CommandContext(ctx, prog, master, "serve")}
+	var err error
+	if sp.stdin, err = sp.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := sp.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp.cmd.Stderr = os.Stderr
+	if err := sp.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sp.stdin.Close()
+		if sp.cmd.ProcessState == nil {
+			sp.cmd.Wait()
+		}
+	})
+	sp.lines = bufio.NewScanner(stdout)
+	if !sp.lines.Scan() || !strings.HasPrefix(sp.lines.Text(), "served ") {
+		t.Fatalf("serve: %q", sp.lines.Text())
+	}
+	sp.host = strings.TrimPrefix(sp.lines.Text(), "served ")
+	return sp
+}
+
+// testEmbeddedWorker runs the program's "serve" mode. This test process reads the object
+// through the Go client (from the embedded worker, its only replica), then has the program
+// destroy its store (how "close") or exit without closing it (how "exit"), and waits for the
+// object to go (the leader finds an ephemeral worker dead after its client_ttl, 3 s here) and
+// for the worker to be retired: by its own store after close, or, after an exit, by the next
+// store set up anywhere (a second serve process here).
 func testEmbeddedWorker(t *testing.T, prog, master, how string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, prog, master, "serve")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		stdin.Close()
-		if cmd.ProcessState == nil {
-			cmd.Wait()
-		}
-	}()
-	lines := bufio.NewScanner(stdout)
-	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "served ") {
-		t.Fatalf("serve: %q", lines.Text())
-	}
-	host := strings.TrimPrefix(lines.Text(), "served ")
-
+	sp := startServe(ctx, t, prog, master)
 	cl, err := client.Connect(ctx, client.Config{MasterAddresses: []string{master}, LookupCacheTTL: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	info, err := cl.Describe(ctx, "served")
-	if err != nil || len(info.Replicas) != 1 || info.Replicas[0].Address != host {
-		t.Fatalf("the object is not on the embedded worker %s: %+v %v", host, info, err)
+	if err != nil || len(info.Replicas) != 1 || info.Replicas[0].Address != sp.host {
+		t.Fatalf("the object is not on the embedded worker %s: %+v %v", sp.host, info, err)
+	}
+	id := string(info.Replicas[0].WorkerID)
+	if !strings.HasPrefix(id, embeddedPrefix) {
+		t.Fatalf("embedded worker id %q", id)
 	}
 	got, err := cl.Get(ctx, "served")
 	if err != nil || len(got) != 300000 || got[1] != 131+42 { // check.c's fill(v, n, 42)
 		t.Fatalf("get from the embedded worker: %d bytes, %v", len(got), err)
 	}
 
-	io.WriteString(stdin, how+"\n")
+	io.WriteString(sp.stdin, how+"\n")
 	if how == "exit" {
-		if err := cmd.Wait(); err != nil {
+		if err := sp.cmd.Wait(); err != nil {
 			t.Fatalf("serve exit: %v", err)
 		}
-	} else if !lines.Scan() || lines.Text() != "closed" {
-		t.Fatalf("serve: %q", lines.Text())
+	} else if !sp.lines.Scan() || sp.lines.Text() != "closed" {
+		t.Fatalf("serve: %q", sp.lines.Text())
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		_, err := cl.Get(ctx, "served")
-		if errors.Is(err, base.ErrObjectNotFound) {
-			break
+	waitFor(t, "the closed worker's object to go", func() error {
+		if _, err := cl.Get(ctx, "served"); !errors.Is(err, base.ErrObjectNotFound) {
+			return fmt.Errorf("get: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the closed worker's object is still there after 60 s: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if ok, err := cl.Exists(ctx, "served"); ok || err != nil {
 		t.Fatalf("exists after its worker went: %v %v", ok, err)
+	}
+	if how == "exit" {
+		startServe(ctx, t, prog, master) // its setup retires the dead embedded worker
+	}
+	waitFor(t, "the worker to be retired", func() error {
+		st, err := cl.Status(ctx)
+		if err != nil {
+			return err
+		}
+		for _, w := range st.Workers {
+			if w.ID == id {
+				return fmt.Errorf("worker %s is still listed (%s)", id, w.State)
+			}
+		}
+		return nil
+	})
+}
+
+// waitFor polls cond every 100 ms until it holds, for at most 60 s.
+func waitFor(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

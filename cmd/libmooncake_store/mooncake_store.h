@@ -149,7 +149,10 @@ void mooncake_store_destroy(mooncake_store_t store);
  *   worker inside this process with an arena of that size: registered with the masters, it
  *   serves other clients, holds objects other clients put, and this process reads its own
  *   objects from it by a memory copy. mooncake_store_close, _destroy and process exit
- *   unregister it, and the objects it held go (as in Mooncake). 0: a pure client.
+ *   unregister it, and the objects it held go (as in Mooncake): unreadable once the leader
+ *   finds the worker gone (client_ttl, 10 s by default), then forgotten when the worker is
+ *   retired (by the closing store, or by the next setup anywhere after an exit). 0: a pure
+ *   client.
  * - local_buffer_size: accepted and unused (reads land in the caller's buffer directly).
  * - protocol: "tcp" (NULL or "": "tcp"); any other value (e.g. "rdma") is accepted with one
  *   warning and served over TCP (RDMA is not in this build).

@@ -39,8 +39,8 @@ var errNotSetUp = errors.New("mooncake: the store is not set up (call mooncake_s
 // master's default_kv_soft_pin_ttl (30 minutes).
 const softPinDefaultTTL = 30 * time.Minute
 
-// workerReadyTimeout bounds how long setup waits for the embedded worker to be active at the
-// leader (registration is asynchronous; it usually takes one heartbeat).
+// workerReadyTimeout bounds setup: reaching a master and, with a segment, the embedded
+// worker's registration (asynchronous; it usually takes one heartbeat).
 const workerReadyTimeout = 30 * time.Second
 
 // store is what a handle names. Its methods are safe for concurrent use.
@@ -205,21 +205,11 @@ func (s *store) setup(a setupArgs, getenv func(string) string) error {
 	if s.hostname == "" {
 		s.hostname = "localhost"
 	}
+	// Dead embedded workers of earlier processes (exited without closing) are retired first.
+	retireDeadEmbedded(ctx, cl)
 	if a.globalSegmentSize > 0 {
-		w, err := server.NewWorker(server.WorkerConfig{
-			ClusterID:         file.ClusterID,
-			MasterAddresses:   masters,
-			Address:           waddr,
-			GlobalSegmentSize: int64(a.globalSegmentSize),
-			Ephemeral:         true,
-			Logger:            stderrLogger,
-		})
+		w, err := startEmbedded(ctx, cl, file.ClusterID, masters, waddr, int64(a.globalSegmentSize))
 		if err != nil {
-			cl.Close()
-			return err
-		}
-		if err := waitActive(ctx, cl, w.ID()); err != nil {
-			shutdownWorker(w)
 			cl.Close()
 			return err
 		}
@@ -229,47 +219,18 @@ func (s *store) setup(a setupArgs, getenv func(string) string) error {
 	return nil
 }
 
-// waitActive polls the leader's status until worker id is active (bounded by ctx).
-func waitActive(ctx context.Context, cl *client.Client, id base.WorkerID) error {
-	for {
-		st, err := cl.Status(ctx)
-		if err == nil {
-			for _, w := range st.Workers {
-				if w.ID == string(id) && w.State == "active" {
-					return nil
-				}
-			}
-		}
-		t := time.NewTimer(20 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%w: the embedded worker %s did not register in %v (last status error: %v)", base.ErrUnavailable, id, workerReadyTimeout, err)
-		case <-t.C:
-		}
-	}
-}
-
-func shutdownWorker(w *server.Worker) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := w.Shutdown(ctx); err != nil {
-		stderrLogger.Warn("mooncake: embedded worker shutdown", "err", err)
-	}
-}
-
-// close disconnects the store and stops its embedded worker. The worker is ephemeral: the
-// leader marks it dead after its client_ttl and drops its replicas.
+// close disconnects the store and stops its embedded worker (see stopEmbedded: its objects
+// go once the leader finds it dead).
 func (s *store) close() {
 	s.mu.Lock()
 	cl, w := s.cl, s.worker
 	s.cl, s.worker, s.segments = nil, nil, nil
 	s.mu.Unlock()
-	if cl != nil {
+	switch {
+	case w != nil:
+		stopEmbedded(cl, w) // takes over cl
+	case cl != nil:
 		cl.Close()
-	}
-	if w != nil {
-		shutdownWorker(w)
 	}
 }
 
