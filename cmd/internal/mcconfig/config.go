@@ -2,6 +2,7 @@ package mcconfig
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -132,6 +133,9 @@ func LoadClient(getenv func(string) string) (*ClientFile, error) {
 	}
 	var cf ClientFile
 	if err := json.Unmarshal(data, &cf); err != nil {
+		if errors.Is(err, base.ErrInvalidParams) || errors.Is(err, base.ErrNotSupported) {
+			return nil, fmt.Errorf("config %s: %w", path, err) // a bad address: keep its class
+		}
 		return nil, fmt.Errorf("%w: config %s: %v", base.ErrInvalidParams, path, err)
 	}
 	if cf.ClusterID != "" {
