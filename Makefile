@@ -3,10 +3,14 @@ GO ?= go
 TAGS ?= invariants
 PKGS ?= ./...
 
-.PHONY: test testrace stress lint bench fuzz check build install chromium
+.PHONY: test testrace stress lint bench fuzz check build install chromium libmooncake_store
 
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/mooncake ./cmd/mooncake
+
+# libmooncake_store builds the C library (the only cgo target; needs gcc). Header: cmd/libmooncake_store/mooncake_store.h
+libmooncake_store:
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o bin/libmooncake_store.so ./cmd/libmooncake_store
 
 # install puts the binary in $(PREFIX)/bin with Mooncake's binary names linked to it
 # (mooncake_master, mooncake_client, mooncake_http_metadata_server).

@@ -160,37 +160,16 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 
 // BatchGet reads several objects. values[i] is keys[i]'s bytes when errs[i] is nil.
 func (c *Client) BatchGet(ctx context.Context, keys []string) (values [][]byte, errs []error) {
-	values, errs = make([][]byte, len(keys)), make([]error, len(keys))
-	if err := checkBatchKeys(keys); err != nil {
-		return values, fill(len(keys), err)
-	}
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	var resp transfer.BatchLookupResponse
-	if err := c.masterCall(ctx, &transfer.BatchLookupRequest{Keys: keys}, &resp, nil); err != nil {
-		return values, fill(len(keys), fmt.Errorf("batch get: %w", err))
-	}
-	if len(resp.Items) != len(keys) {
-		return values, fill(len(keys), fmt.Errorf("%w: batch lookup: %d answers for %d keys", base.ErrInternal, len(resp.Items), len(keys)))
-	}
-	parallel(len(keys), func(i int) {
-		it := &resp.Items[i]
-		if err := it.Err.Err(); err != nil {
-			errs[i] = fmt.Errorf("get %q: %w", keys[i], err)
-			return
-		}
-		buf := make([]byte, it.Size)
-		if _, err := c.readReplicas(ctx, keys[i], &it.LookupResponse, buf); err != nil {
-			// The object may have been replaced since the lookup: one more try the slow way.
-			if buf2, err2 := c.Get(ctx, keys[i]); err2 == nil {
-				values[i] = buf2
-				return
-			}
-			errs[i] = fmt.Errorf("get %q: %w", keys[i], err)
-			return
-		}
-		values[i] = buf
+	values = make([][]byte, len(keys))
+	_, errs = c.BatchGetWith(ctx, keys, func(i int, size int64) ([]byte, error) {
+		values[i] = make([]byte, size)
+		return values[i], nil
 	})
+	for i, err := range errs {
+		if err != nil {
+			values[i] = nil
+		}
+	}
 	return values, errs
 }
 

@@ -303,6 +303,12 @@ type WorkerConfig struct {
 	Conns ConnLimits
 	// Logger receives every log line. Default slog.Default().
 	Logger *slog.Logger
+	// Ephemeral marks a worker that will not come back after Shutdown (the worker the C
+	// library embeds in an application process): Shutdown then skips the final heartbeat
+	// that asks the leader for a restart grace, so the leader marks the worker dead after
+	// its client_ttl and drops its replicas, as Mooncake drops a closed client's segment.
+	// Default false.
+	Ephemeral bool
 
 	// testResyncInterval overrides minResyncInterval (test hook; 0 in production).
 	testResyncInterval time.Duration

@@ -306,7 +306,7 @@ func (w *Worker) heartbeat(addr string) error {
 // result is only logged (without it the worker is marked dead after ClientTTL, as before).
 func (w *Worker) announceLeaving(ctx context.Context) {
 	addr, _ := w.leader.Load().(string)
-	if addr == "" || w.cfg.testNoLeavingBeat {
+	if addr == "" || w.cfg.testNoLeavingBeat || w.cfg.Ephemeral {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.heartbeatTimeout())

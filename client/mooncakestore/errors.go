@@ -3,6 +3,9 @@ package mooncakestore
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 )
@@ -35,7 +38,9 @@ func wrap(kind, cause error) error {
 	return fmt.Errorf("%w: %w", kind, cause)
 }
 
-// Mooncake's ErrorCode numbers (mooncake-store types.h), for per-key batch results.
+// Mooncake's ErrorCode numbers (mooncake-store types.h), for per-key batch results. The C
+// library (cmd/libmooncake_store) and the Python package over it return the same numbers,
+// through ErrorCode.
 const (
 	codeOK                  = 0
 	codeInternal            = -1
@@ -44,21 +49,56 @@ const (
 	codeInvalidVersion      = -300
 	codeInvalidKey          = -400
 	codeInvalidParams       = -600
-	codeInvalidRead         = -701
 	codeReplicaNotReady     = -703
 	codeObjectNotFound      = -704
 	codeObjectAlreadyExists = -705
+	codeTransferFail        = -800
+	codeChecksumMismatch    = -801
 	codeRPCFail             = -900
+	codeRPCTimeout          = -901
 	codeUnavailable         = -1010
+	codeNotSupported        = -1012
 )
 
-// mooncakeCode maps an error to Mooncake's ErrorCode number.
-func mooncakeCode(err error) int {
-	switch base.CodeOf(err) {
-	case base.CodeOK:
+var codeNames = map[int]string{
+	codeOK: "OK", codeInternal: "INTERNAL_ERROR", codeSegmentNotFound: "SEGMENT_NOT_FOUND",
+	codeNoAvailableHandle: "NO_AVAILABLE_HANDLE", codeInvalidVersion: "INVALID_VERSION",
+	codeInvalidKey: "INVALID_KEY", codeInvalidParams: "INVALID_PARAMS",
+	codeReplicaNotReady: "REPLICA_IS_NOT_READY", codeObjectNotFound: "OBJECT_NOT_FOUND",
+	codeObjectAlreadyExists: "OBJECT_ALREADY_EXISTS", codeTransferFail: "TRANSFER_FAIL",
+	codeChecksumMismatch: "CHECKSUM_MISMATCH", codeRPCFail: "RPC_FAIL", codeRPCTimeout: "RPC_TIMEOUT",
+	codeUnavailable: "UNAVAILABLE_IN_CURRENT_STATUS", codeNotSupported: "NOT_SUPPORTED",
+}
+
+// CodeName returns Mooncake's name of an ErrorCode number ErrorCode returns
+// ("OBJECT_NOT_FOUND"), or "" for a number it never returns.
+func CodeName(code int) string { return codeNames[code] }
+
+// Codes lists the numbers ErrorCode returns.
+func Codes() []int {
+	out := make([]int, 0, len(codeNames))
+	for c := range codeNames {
+		out = append(out, c)
+	}
+	return out
+}
+
+// ErrorCode maps an error to Mooncake's ErrorCode number: 0 for nil; the sentinels of
+// internal/base (raised here or by a server) to their Mooncake counterparts; a closed store to
+// UNAVAILABLE_IN_CURRENT_STATUS; no master or leader reachable to RPC_FAIL; a failure of the
+// network under a transfer to TRANSFER_FAIL; anything else to INTERNAL_ERROR.
+func ErrorCode(err error) int {
+	switch {
+	case err == nil:
 		return codeOK
-	case base.CodeInvalidParams, base.CodeNotSupported, base.CodeTooLarge:
+	case errors.Is(err, base.ErrClosed):
+		return codeUnavailable
+	}
+	switch base.CodeOf(err) {
+	case base.CodeInvalidParams, base.CodeTooLarge:
 		return codeInvalidParams
+	case base.CodeNotSupported:
+		return codeNotSupported
 	case base.CodeInvalidKey:
 		return codeInvalidKey
 	case base.CodeObjectNotFound:
@@ -74,11 +114,16 @@ func mooncakeCode(err error) int {
 	case base.CodeSegmentNotFound:
 		return codeSegmentNotFound
 	case base.CodeCorrupted:
-		return codeInvalidRead
-	case base.CodeUnavailable:
-		return codeUnavailable
-	case base.CodeNotLeader, base.CodeTimeout, base.CodeClusterMismatch, base.CodeProtocolVersion:
+		return codeChecksumMismatch
+	case base.CodeTimeout:
+		return codeRPCTimeout
+	case base.CodeUnavailable, base.CodeNotLeader, base.CodeClusterMismatch, base.CodeProtocolVersion:
 		return codeRPCFail
+	}
+	var ne net.Error
+	var errno syscall.Errno
+	if errors.As(err, &ne) || errors.As(err, &errno) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return codeTransferFail
 	}
 	return codeInternal
 }

@@ -286,7 +286,7 @@ func (s *Store) BatchPutFrom(keys []string, ptrs []uintptr, sizes []uint64, conf
 		return nil, err
 	}
 	out := make([]int, len(keys))
-	parallel(len(keys), func(i int) { out[i] = mooncakeCode(put(c, keys[i], bufs[i], rc)) })
+	parallel(len(keys), func(i int) { out[i] = ErrorCode(put(c, keys[i], bufs[i], rc)) })
 	return out, nil
 }
 
@@ -340,7 +340,7 @@ func (s *Store) BatchGetInto(keys []string, ptrs []uintptr, sizes []uint64) ([]i
 	parallel(len(keys), func(i int) {
 		n, err := c.GetInto(context.Background(), keys[i], bufs[i])
 		if err != nil {
-			out[i] = int64(mooncakeCode(err))
+			out[i] = int64(ErrorCode(err))
 			return
 		}
 		out[i] = int64(n)

@@ -6,19 +6,27 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"strconv"
 	"strings"
 
+	"github.com/mooncake-go/mooncake/cmd/internal/mcconfig"
 	"github.com/mooncake-go/mooncake/internal/base"
 )
 
-// envConfigPath names a mooncake.json (Mooncake's variable).
-const envConfigPath = "MOONCAKE_CONFIG_PATH"
+// The variables and the address-list parsing are package mcconfig's, shared with the C
+// library (cmd/libmooncake_store), which resolves masters as these commands do.
+const (
+	// envConfigPath names a mooncake.json (Mooncake's variable).
+	envConfigPath = mcconfig.EnvConfigPath
+	// envMaster is the default master address list of the client commands.
+	envMaster = mcconfig.EnvMaster
+)
 
-// envMaster is the default master address list of the client commands.
-const envMaster = "MOONCAKE_MASTER"
+// addressList accepts "a:1,b:2" or ["a:1", "b:2"].
+type addressList = mcconfig.AddressList
+
+func parseAddressList(s string) ([]string, error) { return mcconfig.ParseAddressList(s) }
+func checkHostPort(a string, needPort bool) error { return mcconfig.CheckHostPort(a, needPort) }
 
 // fileConfig is a mooncake.json with Mooncake's keys. Every key is optional; a key that is not
 // listed here is an error (json.Decoder.DisallowUnknownFields), so a typo is never ignored.
@@ -49,71 +57,6 @@ type fileConfig struct {
 	envMasters []string
 	// devicesWarned: the protocol warning named device_name already (tcpOnly).
 	devicesWarned bool
-}
-
-// addressList accepts "a:1,b:2" or ["a:1", "b:2"].
-type addressList []string
-
-func (l *addressList) UnmarshalJSON(p []byte) error {
-	var s string
-	if err := json.Unmarshal(p, &s); err == nil {
-		v, err := parseAddressList(s)
-		*l = v
-		return err
-	}
-	var list []string
-	if err := json.Unmarshal(p, &list); err != nil {
-		return fmt.Errorf("%w: want a string \"host:port,host:port\" or a list of strings", base.ErrInvalidParams)
-	}
-	var out []string
-	for _, s := range list {
-		v, err := parseAddressList(s)
-		if err != nil {
-			return err
-		}
-		out = append(out, v...)
-	}
-	*l = out
-	return nil
-}
-
-// parseAddressList splits "a:1, b:2" and checks each host:port.
-func parseAddressList(s string) ([]string, error) {
-	var out []string
-	for _, a := range strings.Split(s, ",") {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			continue
-		}
-		if strings.Contains(a, "://") {
-			return nil, fmt.Errorf("%w: master address %q: %s discovery is not supported; list the masters as host:port,host:port",
-				base.ErrNotSupported, a, a[:strings.Index(a, "://")])
-		}
-		if err := checkHostPort(a, true); err != nil {
-			return nil, fmt.Errorf("master address %q: %w", a, err)
-		}
-		out = append(out, a)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: no master address given", base.ErrInvalidParams)
-	}
-	return out, nil
-}
-
-// checkHostPort checks host:port; port 0 ("pick a free port") is allowed when !needPort.
-func checkHostPort(a string, needPort bool) error {
-	host, port, err := net.SplitHostPort(a)
-	if err != nil {
-		return fmt.Errorf("%w: want host:port: %v", base.ErrInvalidParams, err)
-	}
-	if host == "" {
-		return fmt.Errorf("%w: %q has no host", base.ErrInvalidParams, a)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n < 0 || n > 65535 || (needPort && n == 0) {
-		return fmt.Errorf("%w: bad port %q", base.ErrInvalidParams, port)
-	}
-	return nil
 }
 
 // loadFileConfig reads the file MOONCAKE_CONFIG_PATH names, or returns an empty config when
@@ -199,15 +142,8 @@ func jsonError(err error) error {
 }
 
 // validateClusterID allows what a directory name under root_fs_dir can hold.
-func validateClusterID(id string) error { return validateName("cluster id", id) }
+func validateClusterID(id string) error { return mcconfig.ValidateClusterID(id) }
 
 // validateMasterID allows the same characters as a cluster id (a master id names a raft
 // server and appears in paths and status output).
-func validateMasterID(id string) error { return validateName("master id", id) }
-
-func validateName(what, id string) error {
-	if err := base.ValidateWorkerID(base.WorkerID(id)); err != nil {
-		return fmt.Errorf("%w: %s %q: only letters, digits, '.', '_' and '-' are allowed", base.ErrInvalidParams, what, id)
-	}
-	return nil
-}
+func validateMasterID(id string) error { return mcconfig.ValidateMasterID(id) }

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mooncake-go/mooncake/client"
+	"github.com/mooncake-go/mooncake/internal/testutil"
+)
+
+// TestEmbeddedLocalRead drives the library's Go side (no C) against a standalone process: a
+// store set up with a segment reads the objects its embedded worker holds through the
+// worker's shared arena (a memory copy, no TCP transfer), and close retires the worker.
+func TestEmbeddedLocalRead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary; skipped with -short")
+	}
+	dir := t.TempDir()
+	bin := testutil.BuildMooncake(t, dir)
+	master, _ := testutil.StartStandalone(t, bin, filepath.Join(dir, "data"), "256MiB", "--client_ttl", "2s")
+	h := newHandle()
+	s, err := lookupHandle(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dropHandle(h)
+	env := func(string) string { return "" }
+	if err := s.setup(setupArgs{localHostname: "127.0.0.1", globalSegmentSize: 32 << 20, masterServerAddr: master}, env); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := s.client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := s.worker.ID()
+	rc, err := s.replicateConfig(cl, rcArgs{preferred: []string{s.getHostname()}})
+	if err != nil || rc.PreferredWorker != id {
+		t.Fatalf("the embedded worker's address %s resolves to %q, want %s: %v", s.getHostname(), rc.PreferredWorker, id, err)
+	}
+	ctx := context.Background()
+	v := bytes.Repeat([]byte("embedded"), 1<<16)
+	if err := cl.Put(ctx, "own", v, rc); err != nil {
+		t.Fatal(err)
+	}
+	before := cl.ReadStats()
+	buf := make([]byte, len(v))
+	if n, err := cl.GetInto(ctx, "own", buf); err != nil || n != len(v) || !bytes.Equal(buf, v) {
+		t.Fatalf("get: %d %v", n, err)
+	}
+	if after := cl.ReadStats(); after.SharedMemory != before.SharedMemory+1 || after.TCP != before.TCP {
+		t.Fatalf("a read of the embedded worker's object took TCP: %+v -> %+v", before, after)
+	}
+
+	s.close()
+	other, err := client.Connect(ctx, client.Config{MasterAddresses: []string{master}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, err := other.Status(ctx)
+		listed := err != nil
+		for _, w := range st.Workers {
+			listed = listed || w.ID == string(id)
+		}
+		if !listed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the closed store's worker %s was not retired: %+v %v", id, st.Workers, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,232 @@
+//go:build cgo
+
+package main
+
+/*
+#include <stdlib.h>
+#include <string.h>
+#define MOONCAKE_STORE_TYPES_ONLY
+#include "mooncake_store.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"unsafe"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+// Conversions of C arguments: pointers arrive as uintptr_t and become slices only after
+// their checks (rules 2 and 3 of doc.go).
+
+// minPointer is the lowest address a caller's buffer may have: no mapping lives in the first
+// page, and a value under it in a Go pointer slot would crash the runtime's stack scan.
+const minPointer = 4096
+
+// maxParts bounds the parts of one multi-buffer call (the sum over its objects).
+const maxParts = 1 << 20
+
+// maxBatchItems is the client's batch limit (client.maxBatch), checked before C arrays are read.
+const maxBatchItems = 4096
+
+// pointerOf reinterprets an address as a pointer to C memory. The address must have passed
+// checkRange. (Written this way because a uintptr to unsafe.Pointer conversion of a value
+// that did not come from a pointer is what go vet flags; this one is C memory the Go heap
+// never sees.)
+func pointerOf(u uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&u)) }
+
+func checkRange(what string, u uintptr, n uint64) error {
+	switch {
+	case n == 0:
+		return nil
+	case u == 0:
+		return fmt.Errorf("%w: %s is NULL with a size of %d", base.ErrInvalidParams, what, n)
+	case u < minPointer:
+		return fmt.Errorf("%w: %s %#x is not a valid address", base.ErrInvalidParams, what, u)
+	case n > 1<<48 || uint64(u)+n < uint64(u):
+		return fmt.Errorf("%w: %s size %d is not valid", base.ErrInvalidParams, what, n)
+	}
+	return nil
+}
+
+// bytesAt returns the caller's n bytes at u, used in place.
+func bytesAt(what string, u uintptr, n uint64) ([]byte, error) {
+	if err := checkRange(what, u, n); err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return unsafe.Slice((*byte)(pointerOf(u)), n), nil
+}
+
+// array returns the caller's C array of n elements at p (nil p with n > 0 is an error).
+func array[T any](what string, p *T, n int) ([]T, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	if p == nil {
+		return nil, fmt.Errorf("%w: %s is NULL with %d items", base.ErrInvalidParams, what, n)
+	}
+	var zero T
+	if err := checkRange(what, uintptr(unsafe.Pointer(p)), uint64(n)*uint64(unsafe.Sizeof(zero))); err != nil {
+		return nil, err
+	}
+	return unsafe.Slice(p, n), nil
+}
+
+// goString copies a NUL-terminated C string of at most max bytes; a longer one is an error
+// (a key is at most base.MaxKeyLen bytes: the scan stops there).
+func goString(what string, u uintptr, max int) (string, error) {
+	if u == 0 {
+		return "", fmt.Errorf("%w: %s is NULL", base.ErrInvalidParams, what)
+	}
+	if u < minPointer {
+		return "", fmt.Errorf("%w: %s %#x is not a valid address", base.ErrInvalidParams, what, u)
+	}
+	n := int(C.strnlen((*C.char)(pointerOf(u)), C.size_t(max+1)))
+	if n > max {
+		return "", fmt.Errorf("%w: %s is over %d bytes", base.ErrInvalidKey, what, max)
+	}
+	return C.GoStringN((*C.char)(pointerOf(u)), C.int(n)), nil
+}
+
+func goKey(p *C.char) (string, error) {
+	return goString("key", uintptr(unsafe.Pointer(p)), base.MaxKeyLen)
+}
+
+// optString is an optional C string argument ("" for NULL).
+func optString(p *C.char) string {
+	if p == nil {
+		return ""
+	}
+	return C.GoString(p)
+}
+
+func goKeys(p *C.uintptr_t, n int) ([]string, error) {
+	ptrs, err := array("keys", p, n)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, n)
+	for i, u := range ptrs {
+		if keys[i], err = goString(fmt.Sprintf("keys[%d]", i), uintptr(u), base.MaxKeyLen); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
+}
+
+// checkCount bounds a batch before its arrays are read.
+func checkCount(n C.size_t) (int, error) {
+	if n > maxBatchItems {
+		return 0, fmt.Errorf("%w: batch of %d items is over the limit of %d", base.ErrInvalidParams, uint64(n), maxBatchItems)
+	}
+	return int(n), nil
+}
+
+// pageSize is the probe stride.
+var pageSize = os.Getpagesize()
+
+// probeRead reads one byte of every page of b in the calling goroutine, which runs with
+// debug.SetPanicOnFault: an unmapped buffer panics here (recovered into INVALID_PARAMS)
+// instead of faulting in a transfer goroutine, which would kill the process.
+func probeRead(b []byte) {
+	var x byte
+	for i := 0; i < len(b); i += pageSize {
+		x ^= b[i]
+	}
+	if len(b) > 0 {
+		x ^= b[len(b)-1]
+	}
+	probeSink = x
+}
+
+// probeWrite writes one byte of every page of b (an output buffer, overwritten by the get
+// anyway), so a read-only or unmapped buffer fails here, as probeRead.
+func probeWrite(b []byte) {
+	for i := 0; i < len(b); i += pageSize {
+		b[i] = 0
+	}
+	if len(b) > 0 {
+		b[len(b)-1] = 0
+	}
+}
+
+var probeSink byte
+
+// panicError turns a recovered panic into an error: a memory fault (a bad caller pointer,
+// under SetPanicOnFault) is INVALID_PARAMS, anything else is a bug (INTERNAL, stack on stderr).
+func panicError(r any) error {
+	var re runtime.Error
+	if e, ok := r.(error); ok && errors.As(e, &re) {
+		if f, ok := re.(interface{ Addr() uintptr }); ok {
+			return fmt.Errorf("%w: bad memory address %#x passed in (%v)", base.ErrInvalidParams, f.Addr(), re)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "libmooncake_store: panic: %v\n%s", r, debug.Stack())
+	return fmt.Errorf("%w: panic: %v", base.ErrInternal, r)
+}
+
+// catchInt and catchInt64 end every export: they restore the goroutine's fault mode and turn
+// a panic into an error code (recover works only in the deferred function itself, hence two).
+func catchInt(rc *C.int, oldFault bool) {
+	debug.SetPanicOnFault(oldFault)
+	if r := recover(); r != nil {
+		*rc = C.int(fail(panicError(r)))
+	}
+}
+
+func catchInt64(rc *C.int64_t, oldFault bool) {
+	debug.SetPanicOnFault(oldFault)
+	if r := recover(); r != nil {
+		*rc = C.int64_t(fail(panicError(r)))
+	}
+}
+
+// fail records err as the thread's last error and returns its code (0 for nil).
+func fail(err error) int {
+	if err == nil {
+		return 0
+	}
+	setLastError(err)
+	return errorCode(err)
+}
+
+// replicateArgs converts the C config (NULL: the defaults).
+func replicateArgs(c *C.mooncake_replicate_config_t) (rcArgs, error) {
+	var a rcArgs
+	if c == nil {
+		return a, nil
+	}
+	a.replicaNum = uint64(c.replica_num)
+	a.hardPin = c.with_hard_pin != 0
+	a.softPinAction = int(c.soft_pin_action)
+	a.hasSoftPinTTL = c.has_soft_pin_ttl != 0
+	a.softPinTTLms = uint64(c.soft_pin_ttl_ms)
+	a.persistence = int(c.persistence)
+	n := uint64(c.preferred_segments_count)
+	if n > 64 {
+		return a, fmt.Errorf("%w: %d preferred segments (at most 64)", base.ErrInvalidParams, n)
+	}
+	segs, err := array("preferred_segments", (*C.uintptr_t)(unsafe.Pointer(c.preferred_segments)), int(n))
+	if err != nil {
+		return a, err
+	}
+	for i, u := range segs {
+		if u == 0 {
+			continue
+		}
+		s, err := goString(fmt.Sprintf("preferred_segments[%d]", i), uintptr(u), 1024)
+		if err != nil {
+			return a, err
+		}
+		a.preferred = append(a.preferred, s)
+	}
+	return a, nil
+}

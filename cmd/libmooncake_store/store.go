@@ -1,0 +1,389 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mooncake-go/mooncake/client"
+	"github.com/mooncake-go/mooncake/client/mooncakestore"
+	"github.com/mooncake-go/mooncake/cmd/internal/mcconfig"
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server"
+)
+
+// This file is the library's Go side with no cgo in it: the store a handle names, its setup
+// and close, the replicate config, and the mapping of errors to Mooncake's codes. exports.go
+// converts C arguments and calls it.
+
+// errorCode maps an error to Mooncake's code: the numbers of mooncakestore.ErrorCode (the
+// Go binding's, so Go, C and Python callers see the same ones); a store not set up is
+// UNAVAILABLE_IN_CURRENT_STATUS, as a closed one.
+func errorCode(err error) int {
+	if errors.Is(err, errNotSetUp) {
+		return mooncakestore.ErrorCode(base.ErrClosed)
+	}
+	return mooncakestore.ErrorCode(err)
+}
+
+// errNotSetUp marks a call on a store that setup has not connected (or close disconnected).
+var errNotSetUp = errors.New("mooncake: the store is not set up (call mooncake_store_setup)")
+
+// softPinDefaultTTL is the soft pin of MOONCAKE_SOFT_PIN_ENABLE without a TTL: Mooncake
+// master's default_kv_soft_pin_ttl (30 minutes).
+const softPinDefaultTTL = 30 * time.Minute
+
+// workerReadyTimeout bounds setup: reaching a master and, with a segment, the embedded
+// worker's registration (asynchronous; it usually takes one heartbeat).
+const workerReadyTimeout = 30 * time.Second
+
+// store is what a handle names. Its methods are safe for concurrent use.
+type store struct {
+	mu sync.Mutex // guards the fields below; never held across a network call of an operation
+	// cl is nil until setup and after close. Operations take it under mu and call it
+	// without: a close in between makes their calls fail with ErrClosed.
+	cl *client.Client
+	// worker is the embedded worker (setup with global_segment_size > 0), else nil.
+	worker   *server.Worker
+	hostname string
+	// bufs records registered buffers: start address -> length (see register).
+	bufs map[uintptr]uintptr
+	// segments caches worker address -> id for preferred segments given as addresses.
+	segments map[string]base.WorkerID
+}
+
+// handles maps handle numbers to stores. Handles are small integers handed to C as
+// pointers-sized values: C never holds a Go pointer (the cgo rules).
+var handles struct {
+	sync.RWMutex
+	m    map[uintptr]*store
+	next uintptr
+}
+
+func newHandle() uintptr {
+	handles.Lock()
+	defer handles.Unlock()
+	if handles.m == nil {
+		handles.m = map[uintptr]*store{}
+	}
+	handles.next++
+	handles.m[handles.next] = &store{bufs: map[uintptr]uintptr{}}
+	return handles.next
+}
+
+func lookupHandle(h uintptr) (*store, error) {
+	handles.RLock()
+	s := handles.m[h]
+	handles.RUnlock()
+	if s == nil {
+		return nil, fmt.Errorf("%w: %#x is not a store handle (never created, or destroyed)", base.ErrInvalidParams, h)
+	}
+	return s, nil
+}
+
+func dropHandle(h uintptr) *store {
+	handles.Lock()
+	defer handles.Unlock()
+	s := handles.m[h]
+	delete(handles.m, h)
+	return s
+}
+
+// client returns the connected client, or errNotSetUp.
+func (s *store) client() (*client.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cl == nil {
+		return nil, errNotSetUp
+	}
+	return s.cl, nil
+}
+
+// setupArgs are mooncake_store_setup's seven values.
+type setupArgs struct {
+	localHostname, metadataServer string
+	globalSegmentSize             uint64
+	localBufferSize               uint64
+	protocol, deviceName          string
+	masterServerAddr              string
+}
+
+// warnings are printed once per process each (Mooncake's values this build accepts and
+// ignores).
+var warnOnce struct{ metadata, protocol, device sync.Once }
+
+// stderrLogger is the log of the library and its embedded worker: warnings and errors to
+// stderr (an application's own output is not the place for a worker's info lines).
+var stderrLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+// resolveMasters picks the master list: the argument, else $MOONCAKE_MASTER, else the config
+// file's master_server_address, else the default (as the mooncake CLI does).
+func resolveMasters(arg string, getenv func(string) string, file *mcconfig.ClientFile) ([]string, error) {
+	switch {
+	case strings.TrimSpace(arg) != "":
+		return mcconfig.ParseAddressList(arg)
+	case getenv(mcconfig.EnvMaster) != "":
+		m, err := mcconfig.ParseAddressList(getenv(mcconfig.EnvMaster))
+		if err != nil {
+			return nil, fmt.Errorf("$%s: %w", mcconfig.EnvMaster, err)
+		}
+		return m, nil
+	case len(file.MasterServerAddress) > 0:
+		return file.MasterServerAddress, nil
+	}
+	return []string{client.DefaultMasterAddress}, nil
+}
+
+// workerAddress turns local_hostname ("host" or "host:port") into the embedded worker's
+// listen address (port 0: a free one).
+func workerAddress(localHostname string) (string, error) {
+	h := strings.TrimSpace(localHostname)
+	if h == "" {
+		h = "localhost"
+	}
+	if _, _, err := net.SplitHostPort(h); err != nil {
+		h = net.JoinHostPort(h, "0")
+	}
+	if err := mcconfig.CheckHostPort(h, false); err != nil {
+		return "", fmt.Errorf("local_hostname %q: %w", localHostname, err)
+	}
+	return h, nil
+}
+
+// setup connects the store and, with a segment, starts and registers the embedded worker.
+// getenv reads the environment (the C library passes C's getenv, which sees variables the
+// application set after the library was loaded; os.Getenv sees only those it started with).
+func (s *store) setup(a setupArgs, getenv func(string) string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cl != nil {
+		return fmt.Errorf("%w: the store is already set up; close it first", base.ErrInvalidParams)
+	}
+	if a.metadataServer != "" {
+		warnOnce.metadata.Do(func() {
+			stderrLogger.Warn("mooncake: metadata_server is ignored: the masters' raft replaces Mooncake's metadata server", "metadata_server", a.metadataServer)
+		})
+	}
+	if p := strings.ToLower(a.protocol); p != "" && p != "tcp" {
+		warnOnce.protocol.Do(func() {
+			stderrLogger.Warn("mooncake: protocol is not in this build; using tcp", "protocol", a.protocol)
+		})
+	}
+	if a.deviceName != "" {
+		warnOnce.device.Do(func() {
+			stderrLogger.Warn("mooncake: device_name is ignored (RDMA is not in this build)", "device_name", a.deviceName)
+		})
+	}
+	file, err := mcconfig.LoadClient(getenv)
+	if err != nil {
+		return err
+	}
+	masters, err := resolveMasters(a.masterServerAddr, getenv, file)
+	if err != nil {
+		return err
+	}
+	if a.globalSegmentSize > 1<<50 {
+		return fmt.Errorf("%w: global_segment_size %d is implausible", base.ErrInvalidParams, a.globalSegmentSize)
+	}
+	waddr, err := workerAddress(a.localHostname)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), workerReadyTimeout)
+	defer cancel()
+	cl, err := client.Connect(ctx, client.Config{MasterAddresses: masters, ClusterID: file.ClusterID, Logger: stderrLogger})
+	if err != nil {
+		return err
+	}
+	s.hostname = strings.TrimSpace(a.localHostname)
+	if s.hostname == "" {
+		s.hostname = "localhost"
+	}
+	// Dead embedded workers of earlier processes (exited without closing) are retired first.
+	retireDeadEmbedded(ctx, cl)
+	if a.globalSegmentSize > 0 {
+		w, err := startEmbedded(ctx, cl, file.ClusterID, masters, waddr, int64(a.globalSegmentSize))
+		if err != nil {
+			cl.Close()
+			return err
+		}
+		s.worker, s.hostname = w, w.Addr()
+	}
+	s.cl = cl
+	return nil
+}
+
+// close disconnects the store and stops its embedded worker (see stopEmbedded: its objects
+// go once the leader finds it dead).
+func (s *store) close() {
+	s.mu.Lock()
+	cl, w := s.cl, s.worker
+	s.cl, s.worker, s.segments = nil, nil, nil
+	s.mu.Unlock()
+	switch {
+	case w != nil:
+		stopEmbedded(cl, w) // takes over cl
+	case cl != nil:
+		cl.Close()
+	}
+}
+
+// getHostname is the embedded worker's address, else local_hostname.
+func (s *store) getHostname() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hostname
+}
+
+// healthCheck returns 0 (a master answers), 1 (not set up) or 2 (no master answers).
+func (s *store) healthCheck() int {
+	cl, err := s.client()
+	if err != nil {
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cl.Status(ctx); err != nil {
+		return 2
+	}
+	return 0
+}
+
+// register records [addr, addr+n) (see mooncake_store_register_buffer).
+func (s *store) register(addr, n uintptr) error {
+	if addr == 0 || n == 0 || addr+n < addr {
+		return fmt.Errorf("%w: register_buffer: address %#x, size %d", base.ErrInvalidParams, addr, n)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bufs[addr] = n
+	return nil
+}
+
+func (s *store) unregister(addr uintptr) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.bufs[addr]; !ok {
+		return fmt.Errorf("%w: unregister_buffer: no buffer is registered at %#x", base.ErrInvalidParams, addr)
+	}
+	delete(s.bufs, addr)
+	return nil
+}
+
+// registered reports whether [addr, addr+n) lies inside one registered buffer.
+func (s *store) registered(addr, n uintptr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for start, size := range s.bufs {
+		if addr >= start && addr-start <= size && n <= size-(addr-start) {
+			return true
+		}
+	}
+	return false
+}
+
+// rcArgs is mooncake_replicate_config_t in Go terms (exports.go fills it).
+type rcArgs struct {
+	replicaNum    uint64
+	hardPin       bool
+	preferred     []string
+	softPinAction int
+	hasSoftPinTTL bool
+	softPinTTLms  uint64
+	persistence   int
+	upsert        bool // not in the struct: the upsert calls set it
+}
+
+// Soft pin actions (enum mooncake_soft_pin_action).
+const (
+	softPinPreserve = 0
+	softPinEnable   = 1
+	softPinDisable  = 2
+)
+
+// replicateConfig checks a and resolves its preferred segments.
+func (s *store) replicateConfig(cl *client.Client, a rcArgs) (client.ReplicateConfig, error) {
+	rc := client.ReplicateConfig{Replicas: int(min(a.replicaNum, 1<<16)), HardPin: a.hardPin, Upsert: a.upsert}
+	if a.replicaNum > 255 {
+		return rc, fmt.Errorf("%w: replica_num must be 1 to 255, got %d", base.ErrInvalidParams, a.replicaNum)
+	}
+	switch a.softPinAction {
+	case softPinPreserve, softPinDisable:
+	case softPinEnable:
+		rc.SoftPinTTL = softPinDefaultTTL
+		if a.hasSoftPinTTL {
+			if a.softPinTTLms == 0 || a.softPinTTLms > uint64(100*365*24*time.Hour/time.Millisecond) {
+				return rc, fmt.Errorf("%w: soft_pin_ttl_ms %d is out of range", base.ErrInvalidParams, a.softPinTTLms)
+			}
+			rc.SoftPinTTL = time.Duration(a.softPinTTLms) * time.Millisecond
+		}
+	default:
+		return rc, fmt.Errorf("%w: soft_pin_action %d is not one of 0 (preserve), 1 (enable), 2 (disable)", base.ErrInvalidParams, a.softPinAction)
+	}
+	if a.persistence < 0 || a.persistence > int(base.PersistenceDurable) {
+		return rc, fmt.Errorf("%w: persistence %d is not one of 0 (default), 1 (cache), 2 (spill), 3 (durable)", base.ErrInvalidParams, a.persistence)
+	}
+	rc.Persistence = base.Persistence(a.persistence)
+	rc.PreferredWorker = s.resolvePreferred(cl, a.preferred)
+	return rc, nil
+}
+
+// resolvePreferred returns the worker id the first usable entry names: a worker id as is, a
+// worker address ("host:port") through the leader's status (cached). "" when none is usable.
+func (s *store) resolvePreferred(cl *client.Client, segs []string) base.WorkerID {
+	for _, seg := range segs {
+		seg = strings.TrimSpace(seg)
+		if seg == "" {
+			continue
+		}
+		if !strings.Contains(seg, ":") {
+			if base.ValidateWorkerID(base.WorkerID(seg)) == nil {
+				return base.WorkerID(seg)
+			}
+			continue
+		}
+		s.mu.Lock()
+		if s.worker != nil && s.worker.Addr() == seg {
+			id := s.worker.ID()
+			s.mu.Unlock()
+			return id
+		}
+		id, ok := s.segments[seg]
+		s.mu.Unlock()
+		if ok {
+			return id
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := cl.Status(ctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		m := map[string]base.WorkerID{}
+		for _, w := range st.Workers {
+			m[w.Address] = base.WorkerID(w.ID)
+		}
+		s.mu.Lock()
+		s.segments = m
+		s.mu.Unlock()
+		if id, ok := m[seg]; ok {
+			return id
+		}
+	}
+	return ""
+}
+
+// okIfExists applies Mooncake's put semantics: an existing key is success (the stored value
+// stays) for a plain put.
+func okIfExists(err error, a rcArgs) error {
+	if !a.upsert && errors.Is(err, base.ErrObjectAlreadyExists) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Throughput and latency of mooncake.store from Python, case for case with the Go client.
+
+    python3 python/bench.py --master 127.0.0.1:50051 [--json] [--quick]
+
+Cases (one thread, one operation at a time, objects on the store's workers):
+  get_into/1MiB, get_into/16MiB, get_into/64MiB   GB/s (10^9 bytes/s) into a ctypes buffer
+  put_from/1MiB, put_from/16MiB                   GB/s from a ctypes buffer (fresh keys)
+  batch_get_into/64x64KiB                         GB/s of one batch of 64 objects of 64 KiB
+  get/4KiB                                        median latency in microseconds (get -> bytes)
+
+The Go benchmark BenchmarkPythonVsGo (python/bench_test.go) runs the same cases with the Go
+client against the same store, alternating with this script, and reports the ratios; run that
+to compare (`go test -run '^$' -bench PythonVsGo -benchtime 1x ./python/`). Standard library only.
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+
+try:
+    from mooncake.store import MooncakeDistributedStore
+except ImportError:  # not installed: the sources beside this file (set MOONCAKE_STORE_LIB)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from mooncake.store import MooncakeDistributedStore
+
+MiB, KiB = 1 << 20, 1 << 10
+
+
+def _buf(n, fill=0):
+    b = (ctypes.c_ubyte * n)()
+    if fill:
+        ctypes.memset(b, fill, n)
+    return b, ctypes.addressof(b)
+
+
+def _check(rc, what, s):
+    if rc < 0:
+        raise SystemExit(f"bench: {what} = {rc}: {s.last_error()}")
+
+
+def get_into(s, size, seconds):
+    keys = [f"bench-py-{uuid.uuid4().hex}-{i}" for i in range(4)]
+    src, sp = _buf(size, 7)
+    for k in keys:
+        _check(s.put_from(k, sp, size), "put_from", s)
+    dst, dp = _buf(size)
+    s.get_into(keys[0], dp, size)  # warm: connections, lookups
+    n, t0 = 0, time.perf_counter()
+    while True:
+        _check(s.get_into(keys[n % len(keys)], dp, size), "get_into", s)
+        n += 1
+        el = time.perf_counter() - t0
+        if el >= seconds and n >= 3:
+            break
+    s.batch_remove(keys)
+    return n * size / el / 1e9
+
+
+def put_from(s, size, seconds):
+    src, sp = _buf(size, 9)
+    prefix = f"bench-py-put-{uuid.uuid4().hex}"
+    _check(s.put_from(prefix + "-warm", sp, size), "put_from", s)
+    keys = [prefix + "-warm"]
+    n, t0 = 0, time.perf_counter()
+    while True:
+        k = f"{prefix}-{n}"
+        _check(s.put_from(k, sp, size), "put_from", s)
+        keys.append(k)
+        n += 1
+        el = time.perf_counter() - t0
+        if el >= seconds and n >= 3:
+            break
+    s.batch_remove(keys)
+    return n * size / el / 1e9
+
+
+def batch_get_into(s, count, size, seconds):
+    keys = [f"bench-py-b-{uuid.uuid4().hex}-{i}" for i in range(count)]
+    src, sp = _buf(size, 3)
+    _check(min(s.batch_put_from(keys, [sp] * count, [size] * count)), "batch_put_from", s)
+    bufs = [_buf(size) for _ in range(count)]
+    ptrs, sizes = [p for _, p in bufs], [size] * count
+    s.batch_get_into(keys, ptrs, sizes)
+    n, t0 = 0, time.perf_counter()
+    while True:
+        r = s.batch_get_into(keys, ptrs, sizes)
+        _check(min(r), "batch_get_into", s)
+        n += 1
+        el = time.perf_counter() - t0
+        if el >= seconds and n >= 3:
+            break
+    s.batch_remove(keys)
+    return n * count * size / el / 1e9
+
+
+def get_latency(s, size, count):
+    k = f"bench-py-lat-{uuid.uuid4().hex}"
+    _check(s.put(k, b"x" * size), "put", s)
+    s.get(k)
+    lat = []
+    for _ in range(count):
+        t0 = time.perf_counter()
+        v = s.get(k)
+        lat.append(time.perf_counter() - t0)
+        if len(v) != size:
+            raise SystemExit(f"bench: get returned {len(v)} bytes: {s.last_error()}")
+    s.remove(k)
+    return statistics.median(lat) * 1e6
+
+
+def run(master, quick):
+    s = MooncakeDistributedStore()
+    _check(s.setup("127.0.0.1", "", 0, 0, "tcp", "", master), "setup", s)
+    sec = 0.3 if quick else 1.0
+    out = {
+        "get_into/1MiB GB/s": get_into(s, 1 * MiB, sec),
+        "get_into/16MiB GB/s": get_into(s, 16 * MiB, sec),
+        "get_into/64MiB GB/s": get_into(s, 64 * MiB, sec),
+        "put_from/1MiB GB/s": put_from(s, 1 * MiB, sec),
+        "put_from/16MiB GB/s": put_from(s, 16 * MiB, sec),
+        "batch_get_into/64x64KiB GB/s": batch_get_into(s, 64, 64 * KiB, sec),
+        "get/4KiB p50-µs": get_latency(s, 4 * KiB, 300 if quick else 2000),
+    }
+    s.close()
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--master", required=True, help="master address(es), host:port[,host:port...]")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--quick", action="store_true", help="shorter runs (0.3 s per case)")
+    a = ap.parse_args()
+    r = run(a.master, a.quick)
+    if a.json:
+        print(json.dumps(r))
+    else:
+        for k, v in r.items():
+            print(f"{k:32s} {v:10.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+package python
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mooncake-go/mooncake/client"
+	"github.com/mooncake-go/mooncake/internal/testutil"
+)
+
+// BenchmarkPythonVsGo measures the cases of bench.py with the Go client and with Python (the
+// script, over the C library) against one `mooncake standalone`, alternating Go and Python
+// in each round so both see the same machine load, and reports each case's Python/Go ratio
+// (the median over rounds). Throughputs are GB/s (higher is better); the 4 KiB get is the
+// median latency, and its metric is Python's added cost in microseconds.
+//
+//	go test -run '^$' -bench PythonVsGo -benchtime 1x ./python/
+func BenchmarkPythonVsGo(b *testing.B) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		b.Skip("python3 is not installed")
+	}
+	dir := b.TempDir()
+	bin, lib := buildAll(b, dir)
+	master, _ := testutil.StartStandalone(b, bin, filepath.Join(dir, "standalone"), "1GiB")
+	c, err := client.Connect(context.Background(), client.Config{MasterAddresses: []string{master}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+
+	const rounds = 5
+	ratios := map[string][]float64{}
+	goRes, pyRes := map[string][]float64{}, map[string][]float64{}
+	for range b.N {
+		for round := range rounds {
+			g, err := goCases(c, 300*time.Millisecond)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p, err := pythonCases(py, lib, master)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for k, gv := range g {
+				pv, ok := p[k]
+				if !ok {
+					b.Fatalf("bench.py has no case %q", k)
+				}
+				goRes[k], pyRes[k] = append(goRes[k], gv), append(pyRes[k], pv)
+				if strings.HasSuffix(k, "p50-µs") {
+					ratios[k] = append(ratios[k], pv-gv)
+				} else {
+					ratios[k] = append(ratios[k], pv/gv)
+				}
+			}
+			b.Logf("round %d: go %v\n python %v", round, g, p)
+		}
+	}
+	keys := make([]string, 0, len(ratios))
+	for k := range ratios {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		name := strings.NewReplacer(" GB/s", "", " p50-µs", "", "/", "-").Replace(k)
+		if strings.HasSuffix(k, "p50-µs") {
+			b.ReportMetric(median(ratios[k]), name+"-py-added-µs")
+		} else {
+			b.ReportMetric(median(ratios[k]), name+"-py/go")
+		}
+		b.Logf("%-30s go %8.3f  python %8.3f", k, median(goRes[k]), median(pyRes[k]))
+	}
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// pythonCases runs bench.py once (its quick mode: 0.3 s per case, as goCases) and returns its
+// figures.
+func pythonCases(py, lib, master string) (map[string]float64, error) {
+	cmd := exec.Command(py, "bench.py", "--master", master, "--json", "--quick")
+	cmd.Env = append(os.Environ(), "MOONCAKE_STORE_LIB="+lib)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("bench.py: %v: %s", err, stderr.String())
+	}
+	var r map[string]float64
+	if err := json.Unmarshal(out, &r); err != nil {
+		return nil, fmt.Errorf("bench.py output %q: %v", out, err)
+	}
+	return r, nil
+}
+
+// goCases runs bench.py's cases with the Go client: the same sizes, one operation at a time,
+// each case for at least d.
+func goCases(c *client.Client, d time.Duration) (map[string]float64, error) {
+	ctx := context.Background()
+	r := map[string]float64{}
+	id := time.Now().UnixNano()
+	for _, size := range []int{1 << 20, 16 << 20, 64 << 20} {
+		keys := make([]string, 4)
+		val := make([]byte, size)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("bench-go-%d-%d-%d", id, size, i)
+			if err := c.Put(ctx, keys[i], val, client.ReplicateConfig{}); err != nil {
+				return nil, err
+			}
+		}
+		buf := make([]byte, size)
+		if _, err := c.GetInto(ctx, keys[0], buf); err != nil {
+			return nil, err
+		}
+		_, perNs, err := loop(d, func(i int) error { _, err := c.GetInto(ctx, keys[i%len(keys)], buf); return err })
+		if err != nil {
+			return nil, err
+		}
+		r[fmt.Sprintf("get_into/%dMiB GB/s", size>>20)] = perNs * float64(size)
+		c.BatchRemove(ctx, keys)
+	}
+	for _, size := range []int{1 << 20, 16 << 20} {
+		val := make([]byte, size)
+		var keys []string
+		_, perNs, err := loop(d, func(i int) error {
+			k := fmt.Sprintf("bench-go-put-%d-%d-%d", id, size, i)
+			keys = append(keys, k)
+			return c.Put(ctx, k, val, client.ReplicateConfig{})
+		})
+		if err != nil {
+			return nil, err
+		}
+		r[fmt.Sprintf("put_from/%dMiB GB/s", size>>20)] = perNs * float64(size)
+		c.BatchRemove(ctx, keys)
+	}
+	keys := make([]string, 64)
+	vals, bufs := make([][]byte, 64), make([][]byte, 64)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("bench-go-b-%d-%d", id, i)
+		vals[i], bufs[i] = make([]byte, 64<<10), make([]byte, 64<<10)
+	}
+	for _, err := range c.BatchPut(ctx, keys, vals, client.ReplicateConfig{}) {
+		if err != nil {
+			return nil, err
+		}
+	}
+	_, perNs, err := loop(d, func(int) error {
+		_, errs := c.BatchGetInto(ctx, keys, bufs)
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	r["batch_get_into/64x64KiB GB/s"] = perNs * float64(64*64<<10)
+	c.BatchRemove(ctx, keys)
+
+	k := fmt.Sprintf("bench-go-lat-%d", id)
+	if err := c.Put(ctx, k, make([]byte, 4<<10), client.ReplicateConfig{}); err != nil {
+		return nil, err
+	}
+	lat := make([]float64, 0, 300)
+	for range 300 {
+		t0 := time.Now()
+		if _, err := c.Get(ctx, k); err != nil {
+			return nil, err
+		}
+		lat = append(lat, float64(time.Since(t0).Nanoseconds())/1e3)
+	}
+	r["get/4KiB p50-µs"] = median(lat)
+	c.Remove(ctx, k)
+	return r, nil
+}
+
+// loop calls op until d passed (at least 3 times) and returns the calls made and calls per
+// nanosecond times n, so the caller turns it into GB/s with the bytes per call.
+func loop(d time.Duration, op func(i int) error) (n int, perNs float64, err error) {
+	t0 := time.Now()
+	for {
+		if err := op(n); err != nil {
+			return 0, 0, err
+		}
+		n++
+		if el := time.Since(t0); el >= d && n >= 3 {
+			return n, float64(n) / float64(el.Nanoseconds()), nil
+		}
+	}
+}

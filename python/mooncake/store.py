@@ -1,0 +1,1047 @@
+"""Mooncake Store's Python API (``mooncake.store``) over mooncake-go's C library.
+
+A program written for Mooncake runs unchanged::
+
+    from mooncake.store import MooncakeDistributedStore, ReplicateConfig
+
+    store = MooncakeDistributedStore()
+    store.setup("localhost", "P2PHANDSHAKE", 512 << 20, 128 << 20, "tcp", "", "127.0.0.1:50051")
+    store.put("hello", b"world")
+    assert store.get("hello") == b"world"
+    store.close()
+
+Conventions are Mooncake's: methods return 0 or a negative Mooncake error code (ErrorCode
+below), sizes or a negative code, ``get`` returns ``b""`` on a miss, ``is_exist`` 1/0/-1.
+Pointers are plain ints (``ctypes.addressof``, ``numpy.ndarray.ctypes.data``,
+``torch.Tensor.data_ptr()``). Bad arguments from Python (wrong types, unknown keywords) raise
+TypeError or ValueError; what the store refuses comes back as a code, and
+``last_error()`` gives its text. Every call releases the GIL while the library works, so
+threads overlap.
+
+Where this differs from Mooncake, the method's docstring says so; docs/python.md has the
+whole list.
+"""
+
+import atexit
+import ctypes
+import enum
+import json
+import os
+import threading
+import weakref
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+from . import _lib
+from ._buffers import Borrowed, BufferHandle, make_handle
+
+__all__ = [
+    "MooncakeDistributedStore",
+    "ReplicateConfig",
+    "SoftPinAction",
+    "ErrorCode",
+    "BufferHandle",
+    "ReplicaDescriptor",
+]
+
+Key = Union[str, bytes]
+
+
+class ErrorCode(enum.IntEnum):
+    """Mooncake's error codes (the numbers its Python API returns)."""
+
+    OK = 0
+    INTERNAL_ERROR = -1
+    BUFFER_OVERFLOW = -10
+    SEGMENT_NOT_FOUND = -101
+    NO_AVAILABLE_HANDLE = -200
+    INVALID_VERSION = -300
+    INVALID_KEY = -400
+    INVALID_PARAMS = -600
+    REPLICA_IS_NOT_READY = -703
+    OBJECT_NOT_FOUND = -704
+    OBJECT_ALREADY_EXISTS = -705
+    TRANSFER_FAIL = -800
+    CHECKSUM_MISMATCH = -801
+    RPC_FAIL = -900
+    RPC_TIMEOUT = -901
+    UNAVAILABLE_IN_CURRENT_STATUS = -1010
+    NOT_SUPPORTED = -1012
+
+
+_INVALID = int(ErrorCode.INVALID_PARAMS)
+# What a call on a store that is not set up (or was closed) returns: the library's code for it.
+_NOT_SET_UP = int(ErrorCode.UNAVAILABLE_IN_CURRENT_STATUS)
+
+
+class SoftPinAction(enum.IntEnum):
+    """What a put does to the object's soft pin (Mooncake's SoftPinAction)."""
+
+    PRESERVE = 0  # a new object is not soft-pinned (an upsert cannot keep the old pin here)
+    ENABLE = 1  # soft-pin for soft_pin_ttl_ms (default: the masters' default TTL)
+    DISABLE = 2  # not soft-pinned
+
+
+class ReplicateConfig:
+    """How a put places and protects an object (Mooncake's ReplicateConfig).
+
+    Fields: replica_num (copies on distinct workers, default 1), with_hard_pin (never
+    evicted until removed), soft_pin_action and soft_pin_ttl_ms (kept in DRAM for that long;
+    with_soft_pin=True is the older spelling of soft_pin_action=ENABLE), preferred_segment /
+    preferred_segments (worker ids, or a worker's address, to place the first replica on),
+    prefer_alloc_in_same_node (accepted; placement already prefers this host's worker when it
+    is named in preferred_segment), and mooncake-go's own ``persistence``: "" (the worker's
+    mode), "cache", "spill" or "durable" (docs/persistence.md).
+
+    Differences from Mooncake: a ``soft_pin_ttl_ms`` set while soft_pin_action is not ENABLE
+    is ignored (Mooncake's master refuses it with INVALID_PARAMS); PRESERVE cannot carry an
+    existing pin across an upsert (the new version is not soft-pinned unless asked); a
+    preferred segment that names no live worker is ignored, not an error.
+    """
+
+    __slots__ = (
+        "replica_num",
+        "with_soft_pin",
+        "with_hard_pin",
+        "soft_pin_action",
+        "soft_pin_ttl_ms",
+        "preferred_segment",
+        "preferred_segments",
+        "prefer_alloc_in_same_node",
+        "persistence",
+    )
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.replica_num: int = 1
+        self.with_soft_pin: bool = False
+        self.with_hard_pin: bool = False
+        self.soft_pin_action: SoftPinAction = SoftPinAction.PRESERVE
+        self.soft_pin_ttl_ms: Optional[int] = None
+        self.preferred_segment: str = ""
+        self.preferred_segments: List[str] = []
+        self.prefer_alloc_in_same_node: bool = False
+        self.persistence: str = ""
+        for k, v in kwargs.items():
+            if k not in self.__slots__:
+                raise TypeError(f"ReplicateConfig has no field {k!r}")
+            setattr(self, k, v)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
+        return f"ReplicateConfig({fields})"
+
+
+class ReplicaDescriptor:
+    """One replica of an object (what get_replica_desc returns).
+
+    Mooncake's descriptor has a status and a memory or disk descriptor. Here every replica is
+    a worker's ("memory": the worker serves it from DRAM or its NVMe tier alike), named by
+    segment_name (the worker id) and address (host:port, usable as a preferred_segment).
+    """
+
+    __slots__ = ("status", "segment_name", "address", "type", "object_size")
+
+    def __init__(self, d: Dict[str, Any], object_size: int = 0) -> None:
+        self.status: str = str(d.get("status", ""))
+        self.segment_name: str = str(d.get("segment_name", ""))
+        self.address: str = str(d.get("address", ""))
+        self.type: str = str(d.get("type", "memory"))
+        self.object_size: int = int(object_size)
+
+    def is_memory_replica(self) -> bool:
+        return self.type == "memory"
+
+    def is_disk_replica(self) -> bool:
+        return self.type == "disk"
+
+    def get_memory_descriptor(self) -> "ReplicaDescriptor":
+        return self
+
+    def get_disk_descriptor(self) -> "ReplicaDescriptor":
+        return self
+
+    @property
+    def buffer_descriptor(self) -> str:
+        """Mooncake's memory descriptor names the segment holding the bytes: here the worker."""
+        return self.address
+
+    @property
+    def file_path(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        return (
+            f"ReplicaDescriptor(segment_name={self.segment_name!r}, address={self.address!r}, "
+            f"status={self.status!r}, type={self.type!r})"
+        )
+
+
+def _key(key: Key) -> bytes:
+    if isinstance(key, str):
+        k = key.encode("utf-8", "surrogatepass")
+    elif isinstance(key, bytes):
+        k = key
+    else:
+        raise TypeError(f"key must be str or bytes, not {type(key).__name__}")
+    if b"\0" in k:
+        # The C API takes NUL-terminated keys: refuse instead of silently cutting the key.
+        raise ValueError("key must not contain NUL characters")
+    return k
+
+
+def _seq(v: Any, what: str) -> Sequence[Any]:
+    if isinstance(v, (str, bytes, bytearray)) or not hasattr(v, "__len__"):
+        raise TypeError(f"{what} must be a list, not {type(v).__name__}")
+    return v
+
+
+def _keys(keys: Sequence[Key]) -> List[bytes]:
+    return [_key(k) for k in _seq(keys, "keys")]
+
+
+def _int(v: Any, what: str) -> int:
+    if isinstance(v, int):
+        return v
+    idx = getattr(type(v), "__index__", None)  # numpy integers, ctypes-free ints
+    if idx is None:
+        raise TypeError(f"{what} must be an int, not {type(v).__name__}")
+    return idx(v)
+
+
+def _ints(vs: Sequence[Any], what: str) -> List[int]:
+    return [_int(v, what) for v in _seq(vs, what)]
+
+
+_MAX_ADDR = (1 << 64) - 1
+
+
+def _addrs(vs: Sequence[Any], what: str) -> List[int]:
+    """Pointers as ints. A negative or out-of-range one cannot be passed to C: ValueError."""
+    out = _ints(vs, what)
+    for v in out:
+        if v < 0 or v > _MAX_ADDR:
+            raise ValueError(f"{what}: {v} is not an address")
+    return out
+
+
+def _sizes(vs: Sequence[Any], what: str) -> List[int]:
+    out = _ints(vs, what)
+    for v in out:
+        if v < 0:
+            raise ValueError(f"{what}: size {v} is negative")
+    return out
+
+
+# --- setup arguments -------------------------------------------------------------------------
+
+# Size units, as the mooncake CLI and mooncake.json read them (internal/base ParseBytes):
+# binary KiB..TiB and decimal KB..TB mean what they say; K, M, G, T alone are binary.
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 1 << 10, "kib": 1 << 10, "kb": 10**3,
+    "m": 1 << 20, "mib": 1 << 20, "mb": 10**6,
+    "g": 1 << 30, "gib": 1 << 30, "gb": 10**9,
+    "t": 1 << 40, "tib": 1 << 40, "tb": 10**12,
+}
+
+
+def parse_size(name: str, v: Any) -> int:
+    """A size in bytes from an int or a string such as "16MB", "16 MB", "1.5GiB" or "4096".
+    Raises ValueError for a percentage, a negative size or an unknown unit, TypeError for
+    another type."""
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise TypeError(f"{name} must be a size (an int or a string such as \"16MB\"), not {type(v).__name__}")
+    if isinstance(v, int):
+        if v < 0:
+            raise ValueError(f"{name} must not be negative, got {v}")
+        return v
+    t = v.strip()
+    if t.endswith("%"):
+        raise ValueError(f"{name}={v!r}: a percentage of memory is not supported; give a size such as \"16GB\"")
+    i = 0
+    while i < len(t) and (t[i].isdigit() or t[i] == "."):
+        i += 1
+    num, unit = t[:i], t[i:].strip().lower()
+    if not num or unit not in _UNITS:
+        raise ValueError(f"{name}={v!r}: want a number with an optional unit such as 512MiB, 16MB or 4GB")
+    try:
+        n = int(num) * _UNITS[unit] if "." not in num else int(float(num) * _UNITS[unit])
+    except ValueError:
+        raise ValueError(f"{name}={v!r}: not a number") from None
+    if n >= 1 << 63:
+        raise ValueError(f"{name}={v!r}: too large")
+    return n
+
+
+# The keys setup(dict) accepts: setup's parameter names and their mooncake.json spellings.
+_SETUP_KEYS = {
+    "local_hostname": "local_hostname",
+    "metadata_server": "metadata_server",
+    "global_segment_size": "global_segment_size",
+    "local_buffer_size": "local_buffer_size",
+    "protocol": "protocol",
+    "rdma_devices": "rdma_devices",
+    "device_name": "rdma_devices",
+    "master_server_addr": "master_server_addr",
+    "master_server_address": "master_server_addr",
+}
+
+
+def _setup_args(cfg: Dict[str, Any]) -> Dict[str, Any]:
+    out: Dict[str, Any] = {
+        "local_hostname": "",
+        "metadata_server": "",
+        "global_segment_size": 16 << 20,
+        "local_buffer_size": 1 << 30,
+        "protocol": "tcp",
+        "rdma_devices": "",
+        "master_server_addr": "",
+    }
+    for k, v in cfg.items():
+        name = _SETUP_KEYS.get(k) if isinstance(k, str) else None
+        if name is None:
+            raise ValueError(f"setup: unknown key {k!r} (known: {', '.join(sorted(_SETUP_KEYS))})")
+        if name in ("global_segment_size", "local_buffer_size"):
+            out[name] = parse_size(k, v)
+        elif name == "master_server_addr" and isinstance(v, (list, tuple)):
+            out[name] = ",".join(str(x) for x in v)
+        elif v is None or isinstance(v, str):
+            out[name] = v or ""
+        else:
+            raise TypeError(f"setup: {k} must be a string, not {type(v).__name__}")
+    return out
+
+
+def _cstr(s: str) -> bytes:
+    b = s.encode()
+    if b"\0" in b:
+        raise ValueError("strings passed to the library must not contain NUL characters")
+    return b
+
+
+# --- the store ---------------------------------------------------------------------------------
+
+# Stores that are set up, closed at interpreter exit (as Mooncake's ResourceTracker does) so
+# an embedded worker unregisters and its objects go.
+_live: "weakref.WeakSet[MooncakeDistributedStore]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for s in list(_live):
+        try:
+            s.close()
+        except Exception:
+            pass
+
+
+def _after_fork_in_child() -> None:
+    # The child has no Go threads: every store in it is unusable. Drop the handles without
+    # calling the library (which would hang), so calls fail with a code and a clear text.
+    for s in list(_live):
+        s._h = 0
+        s._handle = 0
+    _live.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+# The library refuses larger batches as a whole; bigger ones are cut into calls of this many.
+_MAX_BATCH = 4096
+
+
+def _chunks(n: int):
+    for i in range(0, n, _MAX_BATCH):
+        yield i, min(n, i + _MAX_BATCH)
+
+
+def _batched(n: int, restype: Any, call) -> List[int]:
+    """Runs a batch call in library-sized pieces: call(i, j, results) handles items [i, j)
+    and returns the library's code; a negative code (the arguments as a whole were refused)
+    stands for every item of its piece."""
+    out: List[int] = []
+    for i, j in _chunks(n):
+        res = (restype * (j - i))()
+        rc = call(i, j, res)
+        out.extend([rc] * (j - i) if rc < 0 else res)
+    return out
+
+
+def _cp(ks: List[bytes]) -> Any:
+    return (ctypes.c_char_p * len(ks))(*ks)
+
+
+def _vp(ps: List[int]) -> Any:
+    return (ctypes.c_void_p * len(ps))(*ps)
+
+
+def _sz(ns: List[int]) -> Any:
+    return (ctypes.c_size_t * len(ns))(*ns)
+
+
+class MooncakeDistributedStore:
+    """A client of a mooncake-go cluster, with Mooncake's Python API.
+
+    Create it, call setup(...) (or setup_dummy / init_all), use it from any number of
+    threads, close() it. After close() the same object may be set up again. Calls on an
+    object that is not set up return UNAVAILABLE_IN_CURRENT_STATUS (or b"", None, [], -1 as
+    the method's convention says) instead of crashing.
+    """
+
+    def __init__(self) -> None:
+        self._L: Any = None  # the loaded library
+        self._handle = 0  # the library's store handle, made at the first setup, freed in __del__
+        self._h = 0  # == _handle while set up, else 0: every call reads it once
+        self._mu = threading.Lock()  # serializes setup and close
+
+    # -- lifecycle --
+
+    def setup(
+        self,
+        local_hostname: Union[str, Dict[str, Any]] = "",
+        metadata_server: str = "",
+        global_segment_size: Union[int, str] = 16 << 20,
+        local_buffer_size: Union[int, str] = 1 << 30,
+        protocol: str = "tcp",
+        rdma_devices: str = "",
+        master_server_addr: str = "",
+        engine: Any = None,
+    ) -> int:
+        """Connects to the masters; with global_segment_size > 0 also runs a worker in this
+        process that contributes that much DRAM to the cluster (as Mooncake does).
+
+        Also accepts one dict with the same names or mooncake.json's (device_name,
+        master_server_address); sizes may be ints or strings such as "16MB" or "16 MB" (the
+        CLI's units); a percentage is refused with ValueError. An empty master address falls
+        back to MOONCAKE_MASTER, then to the file MOONCAKE_CONFIG_PATH names, as the CLI does.
+
+        Differences from Mooncake: metadata_server, a protocol other than "tcp" and
+        rdma_devices are accepted with one warning each (raft replaces the metadata server;
+        RDMA is not in this build); the master address may list several masters
+        ("a:50051,b:50051"); ``engine`` (a shared TransferEngine) must be None, else
+        NOT_SUPPORTED. Returns 0 or a negative code.
+        """
+        if isinstance(local_hostname, dict):
+            a = _setup_args(local_hostname)
+        else:
+            a = _setup_args(
+                {
+                    "local_hostname": local_hostname,
+                    "metadata_server": metadata_server,
+                    "global_segment_size": global_segment_size,
+                    "local_buffer_size": local_buffer_size,
+                    "protocol": protocol,
+                    "rdma_devices": rdma_devices,
+                    "master_server_addr": master_server_addr,
+                }
+            )
+        if engine is not None:
+            _lib.set_error("setup: engine= (a shared TransferEngine) is not supported by mooncake-go")
+            return int(ErrorCode.NOT_SUPPORTED)
+        args = (
+            _cstr(a["local_hostname"]),
+            _cstr(a["metadata_server"]),
+            a["global_segment_size"],
+            a["local_buffer_size"],
+            _cstr(a["protocol"]),
+            _cstr(a["rdma_devices"]),
+            _cstr(a["master_server_addr"]),
+        )
+        return self._setup(lambda L, h: L.mooncake_store_setup(h, *args))
+
+    def setup_dummy(self, mem_pool_size: int, local_buffer_size: int, server_address: str) -> int:
+        """Mooncake's "dummy client" talks to a separate client process that owns the memory.
+        mooncake-go has no such process (a worker plays that role), so this sets up a pure
+        client (no DRAM contributed) whose masters are server_address; mem_pool_size and
+        local_buffer_size are checked and otherwise ignored."""
+        parse_size("mem_pool_size", mem_pool_size)
+        parse_size("local_buffer_size", local_buffer_size)
+        if not isinstance(server_address, str):
+            raise TypeError("server_address must be a string")
+        addr = _cstr(server_address)
+        return self._setup(lambda L, h: L.mooncake_store_setup(h, b"", b"", 0, 0, b"tcp", b"", addr))
+
+    def init_all(self, protocol: str, device_name: str, mount_segment_size: Union[int, str] = 16 << 20) -> int:
+        """Mooncake's older one-call setup: masters from MOONCAKE_MASTER or the file
+        MOONCAKE_CONFIG_PATH names, mount_segment_size bytes of DRAM contributed."""
+        if not isinstance(protocol, str) or not isinstance(device_name, str):
+            raise TypeError("protocol and device_name must be strings")
+        size = parse_size("mount_segment_size", mount_segment_size)
+        p, d = _cstr(protocol), _cstr(device_name)
+        return self._setup(lambda L, h: L.mooncake_store_init_all(h, p, d, size))
+
+    def _setup(self, call) -> int:
+        L = _lib.load()
+        with self._mu:
+            if self._h:
+                _lib.set_error("setup: this store is already set up; close() it first")
+                return _INVALID
+            if not self._handle:
+                self._handle = L.mooncake_store_create() or 0
+                if not self._handle:
+                    return int(ErrorCode.INTERNAL_ERROR)
+            self._L = L
+            rc = call(L, self._handle)
+            if rc == 0:
+                self._h = self._handle
+                _live.add(self)
+            else:
+                _lib.clear_py_error()
+            return rc
+
+    def close(self) -> int:
+        """Closes the client; an embedded worker unregisters and its objects go, as in
+        Mooncake. Idempotent. The object can be set up again afterwards."""
+        with self._mu:
+            h, self._h = self._h, 0
+            if not h:
+                return 0
+            _live.discard(self)
+            return self._L.mooncake_store_close(h)
+
+    def __del__(self) -> None:
+        # Nothing else can be calling: the object is unreachable. In a forked child the
+        # handle was dropped (_handle == 0), so the library is not called.
+        try:
+            h, self._handle, self._h = self._handle, 0, 0
+            if h and self._L is not None:
+                self._L.mooncake_store_destroy(h)
+        except Exception:
+            pass
+
+    def health_check(self) -> int:
+        """0 when a master answers, 1 when the store is not set up, 2 when no master answered
+        (the library's convention), or a negative code."""
+        h = self._h
+        if not h:
+            return 1
+        return self._L.mooncake_store_health_check(h)
+
+    def get_hostname(self) -> str:
+        """This store's address: the embedded worker's "host:port" when it runs (usable as a
+        preferred_segment), else local_hostname; "" when not set up."""
+        h = self._h
+        if not h:
+            return ""
+        buf = ctypes.create_string_buffer(1024)
+        rc = self._L.mooncake_store_get_hostname(h, buf, len(buf))
+        return buf.value.decode(errors="replace") if rc == 0 else ""
+
+    def last_error(self) -> str:
+        """The text of the last error reported to this thread (mooncake-go's addition;
+        Mooncake writes it to its log). Like errno, a success does not clear it."""
+        if _lib._forked_after_load:
+            return _lib.FORK_ERROR
+        return _lib.last_error()
+
+    # -- put --
+
+    def put(self, key: Key, value: Any, config: Optional[ReplicateConfig] = None) -> int:
+        """Stores value (any bytes-like object, read in place). As in Mooncake, a put of a
+        key that already exists returns 0 and keeps the stored value (upsert replaces it); an
+        empty value is INVALID_PARAMS. Returns 0 or a negative code."""
+        return self._put_parts(key, (value,), config, False)
+
+    def upsert(self, key: Key, value: Any, config: Optional[ReplicateConfig] = None) -> int:
+        """Inserts, or replaces an existing object (readers see the old or the new value
+        whole, never a mix). Returns 0 or a negative code."""
+        return self._put_parts(key, (value,), config, True)
+
+    def put_parts(self, key: Key, *parts: Any, config: Optional[ReplicateConfig] = None) -> int:
+        """Stores the concatenation of parts (bytes-like, read in place) as one object."""
+        return self._put_parts(key, parts, config, False)
+
+    def upsert_parts(self, key: Key, *parts: Any, config: Optional[ReplicateConfig] = None) -> int:
+        """upsert of the concatenation of parts."""
+        return self._put_parts(key, parts, config, True)
+
+    def _put_parts(self, key: Key, parts: Sequence[Any], config: Optional[ReplicateConfig], upsert: bool) -> int:
+        k = _key(key)
+        c = _lib.config(config)
+        h = self._h
+        if not h:
+            return _not_set_up()
+        L = self._L
+        if len(parts) == 1 and type(parts[0]) is bytes:
+            # Fast path for the common case: ctypes passes a bytes object's own buffer (the
+            # object is alive for the call, and bytes are immutable).
+            v = parts[0]
+            return (L.mooncake_store_upsert if upsert else L.mooncake_store_put)(h, k, v, len(v), c)
+        with Borrowed(list(parts)) as b:
+            n = len(b.addrs)
+            if n == 1:
+                fn = L.mooncake_store_upsert if upsert else L.mooncake_store_put
+                return fn(h, k, b.addrs[0], b.lens[0], c)
+            fn = L.mooncake_store_upsert_parts if upsert else L.mooncake_store_put_parts
+            return fn(h, k, _vp(b.addrs), _sz(b.lens), n, c)
+
+    def put_batch(self, keys: Sequence[Key], values: Sequence[Any], config: Optional[ReplicateConfig] = None) -> int:
+        """Stores each value under its key in one batch. Returns 0, or the first negative
+        code (Mooncake's convention; the keys whose put succeeded are stored)."""
+        return self._put_batch(keys, values, config, False)
+
+    def upsert_batch(self, keys: Sequence[Key], values: Sequence[Any], config: Optional[ReplicateConfig] = None) -> int:
+        """upsert of each value under its key in one batch; 0 or the first negative code."""
+        return self._put_batch(keys, values, config, True)
+
+    def _put_batch(self, keys: Sequence[Key], values: Sequence[Any], config: Optional[ReplicateConfig], upsert: bool) -> int:
+        ks = _keys(keys)
+        if isinstance(values, (bytes, bytearray, memoryview, str)):
+            raise TypeError("values must be a list of bytes-like objects")
+        values = list(values)
+        if len(ks) != len(values):
+            _lib.set_error(f"put_batch: {len(ks)} keys but {len(values)} values")
+            return _INVALID
+        with Borrowed(values) as b:
+            rs = self._batch_put(ks, b.addrs, b.lens, config, upsert)
+        for r in rs:
+            if r != 0:
+                return r
+        return 0
+
+    def put_from(self, key: Key, buffer_ptr: int, size: int, config: Optional[ReplicateConfig] = None) -> int:
+        """Stores size bytes read from buffer_ptr (no copy on this side). Unlike Mooncake the
+        buffer need not be registered. Returns 0 or a negative code."""
+        return self._put_from(key, buffer_ptr, size, config, False)
+
+    def upsert_from(self, key: Key, buffer_ptr: int, size: int, config: Optional[ReplicateConfig] = None) -> int:
+        """upsert from a buffer; 0 or a negative code."""
+        return self._put_from(key, buffer_ptr, size, config, True)
+
+    def _put_from(self, key: Key, buffer_ptr: int, size: int, config: Optional[ReplicateConfig], upsert: bool) -> int:
+        k = _key(key)
+        p, n = _int(buffer_ptr, "buffer_ptr"), _int(size, "size")
+        c = _lib.config(config)
+        h = self._h
+        if not h:
+            return _not_set_up()
+        if p < 0 or n < 0:
+            _lib.set_error("put_from: buffer_ptr and size must not be negative")
+            return _INVALID
+        fn = self._L.mooncake_store_upsert_from if upsert else self._L.mooncake_store_put_from
+        return fn(h, k, p, n, c)
+
+    def batch_put_from(
+        self, keys: Sequence[Key], buffer_ptrs: Sequence[int], sizes: Sequence[int], config: Optional[ReplicateConfig] = None
+    ) -> List[int]:
+        """Stores each buffer under its key; one code per key. Mismatched list lengths give
+        INVALID_PARAMS for every key."""
+        return self._batch_put_from(keys, buffer_ptrs, sizes, config, False)
+
+    def batch_upsert_from(
+        self, keys: Sequence[Key], buffer_ptrs: Sequence[int], sizes: Sequence[int], config: Optional[ReplicateConfig] = None
+    ) -> List[int]:
+        """upsert form of batch_put_from; one code per key."""
+        return self._batch_put_from(keys, buffer_ptrs, sizes, config, True)
+
+    def _batch_put_from(self, keys, buffer_ptrs, sizes, config, upsert) -> List[int]:
+        ks = _keys(keys)
+        ps, ns = _addrs(buffer_ptrs, "buffer_ptrs"), _sizes(sizes, "sizes")
+        if not (len(ks) == len(ps) == len(ns)):
+            _lib.set_error(f"batch_put_from: {len(ks)} keys, {len(ps)} buffer_ptrs, {len(ns)} sizes")
+            return [_INVALID] * len(ks)
+        return self._batch_put(ks, ps, ns, config, upsert)
+
+    def _batch_put(self, ks: List[bytes], ps: List[int], ns: List[int], config, upsert: bool) -> List[int]:
+        c = _lib.config(config)
+        h = self._h
+        n = len(ks)
+        if not h:
+            return [_not_set_up()] * n
+        fn = self._L.mooncake_store_batch_upsert_from if upsert else self._L.mooncake_store_batch_put_from
+        return _batched(n, ctypes.c_int, lambda i, j, res: fn(h, _cp(ks[i:j]), _vp(ps[i:j]), _sz(ns[i:j]), j - i, c, res))
+
+    def batch_put_from_multi_buffers(
+        self,
+        keys: Sequence[Key],
+        all_buffer_ptrs: Sequence[Sequence[int]],
+        all_sizes: Sequence[Sequence[int]],
+        config: Optional[ReplicateConfig] = None,
+    ) -> List[int]:
+        """Stores, under keys[i], the concatenation of the buffers all_buffer_ptrs[i] (sizes
+        all_sizes[i]); one code per key. Mismatched shapes give INVALID_PARAMS for every key."""
+        c = _lib.config(config)
+        return self._multi("mooncake_store_batch_put_from_multi_buffers", ctypes.c_int, keys, all_buffer_ptrs, all_sizes, c)
+
+    def _multi(self, name: str, restype: Any, keys, all_buffer_ptrs, all_sizes, *config: Any) -> List[int]:
+        """The two multi-buffer batch calls: flattened (keys, buffers, sizes, part counts),
+        then config for the put, then the results array."""
+        ks = _keys(keys)
+        n = len(ks)
+        flat = _flatten_multi(n, all_buffer_ptrs, all_sizes)
+        if flat is None:
+            return [_INVALID] * n
+        h = self._h
+        if not h:
+            return [_not_set_up()] * n
+        counts, ps, ns, at = flat
+        fn = getattr(self._L, name)
+        return _batched(
+            n,
+            restype,
+            lambda i, j, res: fn(h, _cp(ks[i:j]), j - i, _vp(ps[at[i] : at[j]]), _sz(ns[at[i] : at[j]]), _sz(counts[i:j]), *config, res),
+        )
+
+    # -- get --
+
+    def get(self, key: Key) -> bytes:
+        """The object's bytes, or b"" on a miss or an error (last_error() says which)."""
+        k = _key(key)
+        h = self._h
+        if not h:
+            _not_set_up()
+            return b""
+        L = self._L
+        data = ctypes.c_void_p()
+        n = L.mooncake_store_get_buffer(h, k, ctypes.byref(data))
+        if n < 0:
+            return b""
+        try:
+            return ctypes.string_at(data.value, n) if n else b""
+        finally:
+            L.mooncake_store_free_buffer(data)
+
+    def get_batch(self, keys: Sequence[Key]) -> List[bytes]:
+        """The bytes of each key (b"" for a miss or an error), in one batch."""
+        return [b"" if hd is None else bytes(hd) for hd in self.batch_get_buffer(keys)]
+
+    def get_buffer(self, key: Key) -> Optional[BufferHandle]:
+        """The object in memory the library allocated, or None on a miss or an error. The
+        handle supports the buffer protocol (memoryview, numpy.frombuffer), .ptr(), .size()
+        and len(); the memory is freed when the handle is garbage-collected."""
+        k = _key(key)
+        h = self._h
+        if not h:
+            _not_set_up()
+            return None
+        data = ctypes.c_void_p()
+        n = self._L.mooncake_store_get_buffer(h, k, ctypes.byref(data))
+        if n < 0:
+            return None
+        return make_handle(data.value or 0, n)
+
+    def batch_get_buffer(self, keys: Sequence[Key]) -> List[Optional[BufferHandle]]:
+        """get_buffer for each key in one batch (None for a miss or an error)."""
+        ks = _keys(keys)
+        n = len(ks)
+        h = self._h
+        if not h:
+            _not_set_up()
+            return [None] * n
+        out: List[Optional[BufferHandle]] = []
+        for i, j in _chunks(n):
+            m = j - i
+            datas = (ctypes.c_void_p * m)()
+            sizes = (ctypes.c_int64 * m)()
+            rc = self._L.mooncake_store_batch_get_buffer(h, _cp(ks[i:j]), m, datas, sizes)
+            if rc < 0:
+                out.extend([None] * m)
+                continue
+            out.extend(make_handle(datas[x] or 0, sizes[x]) if sizes[x] >= 0 else None for x in range(m))
+        return out
+
+    def get_into(self, key: Key, buffer_ptr: int, size: int) -> int:
+        """Reads the object into size bytes at buffer_ptr and returns its size, or a negative
+        code: OBJECT_NOT_FOUND on a miss, INVALID_PARAMS when the buffer is smaller than the
+        object. Unlike Mooncake the buffer need not be registered."""
+        k = _key(key)
+        p, n = _int(buffer_ptr, "buffer_ptr"), _int(size, "size")
+        h = self._h
+        if not h:
+            return _not_set_up()
+        if p < 0 or n < 0:
+            _lib.set_error("get_into: buffer_ptr and size must not be negative")
+            return _INVALID
+        return self._L.mooncake_store_get_into(h, k, p, n)
+
+    def batch_get_into(self, keys: Sequence[Key], buffer_ptrs: Sequence[int], sizes: Sequence[int]) -> List[int]:
+        """get_into for each key, in parallel: one size or negative code per key. Mismatched
+        list lengths give INVALID_PARAMS for every key."""
+        ks = _keys(keys)
+        ps, ns = _addrs(buffer_ptrs, "buffer_ptrs"), _sizes(sizes, "sizes")
+        n = len(ks)
+        if not (n == len(ps) == len(ns)):
+            _lib.set_error(f"batch_get_into: {n} keys, {len(ps)} buffer_ptrs, {len(ns)} sizes")
+            return [_INVALID] * n
+        h = self._h
+        if not h:
+            return [_not_set_up()] * n
+        fn = self._L.mooncake_store_batch_get_into
+        return _batched(n, ctypes.c_int64, lambda i, j, res: fn(h, _cp(ks[i:j]), _vp(ps[i:j]), _sz(ns[i:j]), j - i, res))
+
+    def batch_get_into_multi_buffers(
+        self,
+        keys: Sequence[Key],
+        all_buffer_ptrs: Sequence[Sequence[int]],
+        all_sizes: Sequence[Sequence[int]],
+        prefer_alloc_in_same_node: bool = False,
+    ) -> List[int]:
+        """Reads keys[i] scattered over the buffers all_buffer_ptrs[i] in order (sizes
+        all_sizes[i]); one object size or negative code per key (INVALID_PARAMS when the
+        buffers hold less than the object). prefer_alloc_in_same_node is accepted and ignored
+        (reads already prefer a replica on this host)."""
+        return self._multi("mooncake_store_batch_get_into_multi_buffers", ctypes.c_int64, keys, all_buffer_ptrs, all_sizes)
+
+    def get_into_ranges(
+        self,
+        buffer_ptrs: Sequence[int],
+        all_keys: Sequence[Sequence[Key]],
+        all_dst_offsets: Sequence[Sequence[Sequence[int]]],
+        all_src_offsets: Sequence[Sequence[Sequence[int]]],
+        all_sizes: Sequence[Sequence[Sequence[int]]],
+    ) -> List[List[List[int]]]:
+        """Reads byte ranges of objects into registered buffers, buffer-major as in Mooncake:
+        for each (i, j, k), bytes [src, src + size) of all_keys[i][j] go to buffer_ptrs[i] +
+        all_dst_offsets[i][j][k], where src = all_src_offsets[i][j][k] and size =
+        all_sizes[i][j][k]. Returns results[i][j][k]: the bytes read or a negative code. A
+        shape mismatch gives INVALID_PARAMS in the entries it covers; a missing key, a range
+        past the object's end or a destination outside every registered buffer fails only its
+        own fragments. Unlike Mooncake, replicas on NVMe serve ranges too."""
+        ps = _addrs(buffer_ptrs, "buffer_ptrs")
+        nb = len(ps)
+        top_ok = len(all_keys) == len(all_dst_offsets) == len(all_src_offsets) == len(all_sizes) == nb
+        if not top_ok:
+            _lib.set_error("get_into_ranges: buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets and all_sizes differ in length")
+        results: List[List[List[int]]] = []
+        frags: List[tuple] = []  # (key, dst address, src offset, size, i, j, f)
+        for i, keys_i in enumerate(all_keys):
+            res_i: List[List[int]] = []
+            for j, key in enumerate(_seq(keys_i, "all_keys[i]")):
+                k = _key(key)
+                try:
+                    d, sr, z = all_dst_offsets[i][j], all_src_offsets[i][j], all_sizes[i][j]
+                except (IndexError, TypeError, KeyError):
+                    res_i.append([_INVALID])
+                    continue
+                d, sr, z = _ints(d, "dst offsets"), _ints(sr, "src offsets"), _ints(z, "sizes")
+                if not top_ok or not (len(d) == len(sr) == len(z)):
+                    res_i.append([_INVALID] * max(len(d), len(sr), len(z), 1))
+                    continue
+                res_i.append([_INVALID] * len(d))
+                for f in range(len(d)):
+                    if d[f] < 0 or sr[f] < 0 or z[f] < 0:
+                        continue
+                    frags.append((k, ps[i] + d[f], sr[f], z[f], i, j, f))
+            results.append(res_i)
+        h = self._h
+        if not h:
+            _not_set_up()
+            return results
+        for a, b in _chunks(len(frags)):
+            part = frags[a:b]
+            m = len(part)
+            res = (ctypes.c_int64 * m)()
+            rc = self._L.mooncake_store_get_into_ranges(
+                h, m, _cp([x[0] for x in part]), _vp([x[1] for x in part]),
+                (ctypes.c_uint64 * m)(*[x[2] for x in part]), _sz([x[3] for x in part]), res,
+            )
+            for x, (_, _, _, _, i, j, f) in enumerate(part):
+                results[i][j][f] = rc if rc < 0 else res[x]
+        return results
+
+    # -- buffers --
+
+    def register_buffer(self, buffer_ptr: int, size: int) -> int:
+        """Registers memory for the zero-copy calls; 0 or a negative code. Over TCP nothing
+        needs pinning, so this only records the range: get_into_ranges refuses destinations
+        outside every registered buffer (as Mooncake does); put_from and get_into accept any
+        memory."""
+        p, n = _int(buffer_ptr, "buffer_ptr"), _int(size, "size")
+        h = self._h
+        if not h:
+            return _not_set_up()
+        if p <= 0 or n <= 0:
+            _lib.set_error("register_buffer: buffer_ptr and size must be positive")
+            return _INVALID
+        return self._L.mooncake_store_register_buffer(h, p, n)
+
+    def unregister_buffer(self, buffer_ptr: int) -> int:
+        """Forgets the buffer registered at buffer_ptr; 0, or INVALID_PARAMS when none is."""
+        p = _int(buffer_ptr, "buffer_ptr")
+        h = self._h
+        if not h:
+            return _not_set_up()
+        if p <= 0:
+            _lib.set_error("unregister_buffer: buffer_ptr must be positive")
+            return _INVALID
+        return self._L.mooncake_store_unregister_buffer(h, p)
+
+    # -- queries --
+
+    def is_exist(self, key: Key) -> int:
+        """1 if the object exists, 0 if not, -1 on an error."""
+        k = _key(key)
+        h = self._h
+        if not h:
+            _not_set_up()
+            return -1
+        r = self._L.mooncake_store_is_exist(h, k)
+        return r if r in (0, 1) else -1
+
+    def batch_is_exist(self, keys: Sequence[Key]) -> List[int]:
+        """is_exist for each key: 1, 0 or -1."""
+        ks = _keys(keys)
+        n = len(ks)
+        h = self._h
+        if not h:
+            _not_set_up()
+            return [-1] * n
+        fn = self._L.mooncake_store_batch_is_exist
+        res = _batched(n, ctypes.c_int, lambda i, j, res: fn(h, _cp(ks[i:j]), j - i, res))
+        return [r if r in (0, 1) else -1 for r in res]
+
+    def get_size(self, key: Key) -> int:
+        """The object's size in bytes, or a negative code (OBJECT_NOT_FOUND on a miss)."""
+        k = _key(key)
+        h = self._h
+        if not h:
+            return _not_set_up()
+        return self._L.mooncake_store_get_size(h, k)
+
+    def get_replica_desc(self, key: Key) -> List[ReplicaDescriptor]:
+        """The object's replicas ([] on a miss or an error); see ReplicaDescriptor."""
+        k = _key(key)
+        h = self._h
+        if not h:
+            _not_set_up()
+            return []
+        L = self._L
+        out = ctypes.c_void_p()
+        n = L.mooncake_store_get_replica_desc(h, k, ctypes.byref(out))
+        if n < 0 or not out.value:
+            return []
+        try:
+            doc = json.loads(ctypes.string_at(out.value, n))
+        finally:
+            L.mooncake_store_free_buffer(out)
+        return [ReplicaDescriptor(r, doc.get("size", 0)) for r in doc.get("replicas") or []]
+
+    def batch_get_replica_desc(self, keys: Sequence[Key]) -> Dict[Key, List[ReplicaDescriptor]]:
+        """get_replica_desc for several keys: {key: [descriptors]} (a miss maps to [])."""
+        return {k: self.get_replica_desc(k) for k in _seq(keys, "keys")}
+
+    # -- remove --
+
+    def remove(self, key: Key, force: bool = False) -> int:
+        """Removes the object; 0 or a negative code (OBJECT_NOT_FOUND on a miss). force is
+        accepted and changes nothing: objects here have no leases, and a reader already
+        reading finishes before the memory is freed."""
+        k = _key(key)
+        h = self._h
+        if not h:
+            return _not_set_up()
+        return self._L.mooncake_store_remove(h, k, 1 if force else 0)
+
+    def remove_by_regex(self, regex_pattern: str, force: bool = False) -> int:
+        """Removes every object whose key matches (RE2 syntax, as Go's regexp; unanchored
+        unless the pattern says ^...$). Returns the number removed or a negative code."""
+        if not isinstance(regex_pattern, str):
+            raise TypeError("regex_pattern must be a string")
+        pat = _cstr(regex_pattern)
+        h = self._h
+        if not h:
+            return _not_set_up()
+        return self._L.mooncake_store_remove_by_regex(h, pat, 1 if force else 0)
+
+    def remove_all(self, force: bool = False) -> int:
+        """Removes every object; the number removed or a negative code."""
+        h = self._h
+        if not h:
+            return _not_set_up()
+        return self._L.mooncake_store_remove_all(h, 1 if force else 0)
+
+    def batch_remove(self, keys: Sequence[Key], force: bool = False) -> List[int]:
+        """remove for each key in one batch: one code per key."""
+        ks = _keys(keys)
+        n = len(ks)
+        h = self._h
+        if not h:
+            return [_not_set_up()] * n
+        fn, f = self._L.mooncake_store_batch_remove, 1 if force else 0
+        return _batched(n, ctypes.c_int, lambda i, j, res: fn(h, _cp(ks[i:j]), j - i, f, res))
+
+
+# Methods of Mooncake's Python API that mooncake-go does not provide (docs/python.md says
+# why). They raise NotImplementedError naming the method, instead of an AttributeError that
+# looks like a typo, so a program written for Mooncake fails loudly at the first call.
+_NOT_SUPPORTED = {
+    # torch tensor helpers: store raw bytes with put_from/get_into(tensor.data_ptr(), nbytes)
+    **dict.fromkeys(
+        [
+            "put_tensor", "get_tensor", "pub_tensor", "batch_put_tensor", "batch_get_tensor", "batch_pub_tensor",
+            "put_tensor_with_tp", "get_tensor_with_tp", "pub_tensor_with_tp", "batch_put_tensor_with_tp",
+            "batch_get_tensor_with_tp", "batch_pub_tensor_with_tp", "get_tensor_into", "batch_get_tensor_into",
+            "get_tensor_with_tp_into", "batch_get_tensor_with_tp_into", "put_tensor_from", "batch_put_tensor_from",
+            "put_tensor_with_tp_from", "batch_put_tensor_with_tp_from", "upsert_tensor", "upsert_tensor_from",
+            "batch_upsert_tensor", "batch_upsert_tensor_from", "upsert_pub_tensor", "batch_upsert_pub_tensor",
+            "put_tensor_with_parallelism", "batch_put_tensor_with_parallelism", "get_tensor_with_parallelism",
+            "batch_get_tensor_with_parallelism", "get_tensor_with_parallelism_into",
+            "batch_get_tensor_with_parallelism_into", "upsert_tensor_with_parallelism",
+            "batch_upsert_tensor_with_parallelism", "put_tensor_with_parallelism_from",
+            "batch_put_tensor_with_parallelism_from", "upsert_tensor_with_parallelism_from",
+            "batch_upsert_tensor_with_parallelism_from",
+        ],
+        "the torch tensor helpers are not supported: store the tensor's bytes with "
+        "put_from(key, t.data_ptr(), t.nbytes) and read them with get_into",
+    ),
+    **dict.fromkeys(
+        ["mount_segment", "unmount_segment", "allocate_and_mount_segment", "unmount_and_free_segment", "alloc_from_mem_pool"],
+        "mounting memory or files as extra segments (CXL, shared memory) is not supported: a worker's DRAM "
+        "is set by global_segment_size",
+    ),
+    **dict.fromkeys(
+        ["create_copy_task", "create_move_task", "query_task"],
+        "copy and move tasks are not supported: replicas are placed by replica_num and repaired by the masters",
+    ),
+    "put_from_with_metadata": "put_from_with_metadata is not supported: use put_parts or batch_put_from_multi_buffers",
+}
+
+
+def _unsupported(name: str):
+    def call(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"MooncakeDistributedStore.{name}: {_NOT_SUPPORTED[name]} (docs/python.md)")
+
+    call.__name__ = name
+    return call
+
+
+def _getattr(self: MooncakeDistributedStore, name: str) -> Any:
+    if name in _NOT_SUPPORTED:
+        return _unsupported(name)
+    raise AttributeError(f"'MooncakeDistributedStore' object has no attribute {name!r}")
+
+
+# Assigned after the class body so the type checker sees only the real methods.
+MooncakeDistributedStore.__getattr__ = _getattr  # type: ignore[attr-defined]
+
+
+def _not_set_up() -> int:
+    if _lib._forked_after_load:
+        _lib.set_error(_lib.FORK_ERROR)
+    else:
+        _lib.set_error("the store is not set up: call setup() first (or again after close())")
+    return _NOT_SET_UP
+
+
+def _flatten_multi(n: int, all_ptrs: Sequence[Sequence[int]], all_sizes: Sequence[Sequence[int]]):
+    """(part counts, flat pointers, flat sizes, starts) for the multi-buffer calls, where
+    key i's parts are flat[starts[i]:starts[i+1]]; or None (and an error recorded) when the
+    shapes do not match."""
+    all_ptrs, all_sizes = _seq(all_ptrs, "all_buffer_ptrs"), _seq(all_sizes, "all_sizes")
+    if len(all_ptrs) != n or len(all_sizes) != n:
+        _lib.set_error(f"{n} keys but {len(all_ptrs)} buffer lists and {len(all_sizes)} size lists")
+        return None
+    counts: List[int] = []
+    ps: List[int] = []
+    ns: List[int] = []
+    starts = [0]
+    for i in range(n):
+        p_i, s_i = _addrs(all_ptrs[i], "all_buffer_ptrs[i]"), _sizes(all_sizes[i], "all_sizes[i]")
+        if len(p_i) != len(s_i):
+            _lib.set_error(f"key {i}: {len(p_i)} buffers but {len(s_i)} sizes")
+            return None
+        counts.append(len(p_i))
+        ps.extend(p_i)
+        ns.extend(s_i)
+        starts.append(len(ps))
+    return counts, ps, ns, starts

@@ -1,0 +1,162 @@
+package python
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyNoLeaks(m) }
+
+// TestPythonSuite runs the Python unittest suite (tests/) against real processes: a
+// `mooncake standalone` and a cluster of three masters and two workers, all on 127.0.0.1.
+// The package is installed with pip (no network, the library built here) into a scratch
+// directory and imported from there, so the installed layout is what the suite tests.
+// It fails if any Python test fails or is skipped.
+func TestPythonSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the library and runs servers; skipped with -short")
+	}
+	py := testutil.LookTool(t, "python3")
+	testutil.LookTool(t, "gcc") // cgo needs it for the library
+	dir := t.TempDir()
+	bin, lib := buildAll(t, dir)
+
+	sa, _ := testutil.StartStandalone(t, bin, filepath.Join(dir, "standalone"), "256MiB")
+	cl := startCluster(t, bin, filepath.Join(dir, "cluster"))
+
+	site := filepath.Join(dir, "site")
+	install(t, py, lib, site)
+
+	env := append(os.Environ(),
+		"PYTHONPATH="+site,
+		"MOONCAKE_STORE_LIB=", // the installed package must find its library beside itself
+		"MOONCAKE_MASTER=",    // tests name their masters explicitly
+		"MOONCAKE_CONFIG_PATH=",
+		"MOONCAKE_TEST_STRICT=1", // a missing fixture fails instead of skipping
+		"MOONCAKE_TEST_MASTER="+sa,
+		"MOONCAKE_TEST_CLUSTER="+strings.Join(cl.masters, ","),
+		"MOONCAKE_TEST_CLUSTER_WORKER_PIDS="+cl.workerPIDs(),
+	)
+	tests, err := filepath.Abs("tests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// Run from the scratch directory so `import mooncake` cannot pick up the sources in
+	// python/mooncake instead of the installed package.
+	cmd := exec.CommandContext(ctx, py, "-m", "unittest", "discover", "-v", "-s", tests, "-t", tests)
+	cmd.Dir = dir
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	t.Logf("python3 -m unittest:\n%s", out)
+	if err != nil {
+		t.Fatalf("Python suite failed: %v", err)
+	}
+	if strings.Contains(string(out), "skipped") {
+		t.Fatal("Python suite skipped tests: every fixture is provided here, so a skip hides a failure")
+	}
+}
+
+// buildAll builds the mooncake binary (static, no cgo, invariants on) and the C library
+// (c-shared) into dir.
+func buildAll(t testing.TB, dir string) (bin, lib string) {
+	t.Helper()
+	bin = testutil.BuildMooncake(t, dir)
+	lib = filepath.Join(dir, "libmooncake_store.so")
+	testutil.GoBuild(t, []string{"CGO_ENABLED=1"}, "-buildmode=c-shared", "-o", lib, "./cmd/libmooncake_store")
+	return bin, lib
+}
+
+// install runs the README's install command into a --target directory, packing the library
+// built above (MOONCAKE_BUILD_LIB) instead of compiling it a second time.
+func install(t testing.TB, py, lib, site string) {
+	t.Helper()
+	cmd := exec.Command(py, "-m", "pip", "install", "--no-index", "--no-cache-dir", "--target", site, ".")
+	cmd.Env = append(os.Environ(), "MOONCAKE_BUILD_LIB="+lib, "PIP_DISABLE_PIP_VERSION_CHECK=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if strings.Contains(string(out), "No module named pip") {
+			t.Skipf("pip is not installed for %s", py)
+		}
+		t.Fatalf("pip install: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(site, "mooncake", "libmooncake_store.so")); err != nil {
+		t.Fatalf("pip install did not put the library beside the package: %v", err)
+	}
+}
+
+// --- processes (helpers in internal/testutil) ----------------------------------------------
+
+// cluster is three masters and two workers.
+type cluster struct {
+	masters []string // client RPC addresses
+	workers []*testutil.Proc
+}
+
+func (c *cluster) workerPIDs() string {
+	var s []string
+	for i, w := range c.workers {
+		s = append(s, fmt.Sprintf("w%d=%d", i+1, w.Cmd.Process.Pid))
+	}
+	return strings.Join(s, ",")
+}
+
+// startCluster starts three masters (raft peers) and two workers. A start that loses a port
+// race is retried on new ports, in a data directory of its own (see cmd/mooncake's
+// e2e_cluster_test.go for why).
+func startCluster(t testing.TB, bin, dir string) *cluster {
+	t.Helper()
+	c := &cluster{}
+	for attempt := 0; ; attempt++ {
+		ports := testutil.FreePorts(t, 6)
+		var peers, rpcs []string
+		c.masters = nil
+		for i := range 3 {
+			peers = append(peers, fmt.Sprintf("m%d=%s", i+1, testutil.HostPort(ports[2*i])))
+			c.masters = append(c.masters, testutil.HostPort(ports[2*i+1]))
+			rpcs = append(rpcs, fmt.Sprintf("m%d=%s", i+1, c.masters[i]))
+		}
+		var ms []*testutil.Proc
+		for i := range 3 {
+			id := fmt.Sprintf("m%d", i+1)
+			ms = append(ms, testutil.StartProc(t, id, bin, "master", "--id", id,
+				"--data_dir", filepath.Join(dir, fmt.Sprintf("attempt%d", attempt), id),
+				"--rpc_address", c.masters[i], "--raft_address", testutil.HostPort(ports[2*i]), "--metrics_port", "0",
+				"--peers", strings.Join(peers, ","), "--peer_rpc_addresses", strings.Join(rpcs, ",")))
+		}
+		var err error
+		inUse := false
+		for _, m := range ms {
+			if inUse, err = m.WaitReady(60 * time.Second); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			break
+		}
+		for _, m := range ms {
+			m.Kill()
+		}
+		if !inUse || attempt == 3 {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		id := fmt.Sprintf("w%d", i+1)
+		c.workers = append(c.workers, testutil.StartReady(t, id, bin, func() []string {
+			return []string{"worker", "--master_server_address", strings.Join(c.masters, ","),
+				"--worker_address", testutil.HostPort(testutil.FreePorts(t, 1)[0]), "--worker_id", id, "--metrics_port", "0",
+				"--global_segment_size", "128MiB"}
+		}))
+	}
+	return c
+}

@@ -1,0 +1,50 @@
+"""An embedded worker: setup with global_segment_size > 0 contributes this process's DRAM."""
+
+import multiprocessing
+import unittest
+
+import mctest
+from mooncake.store import ReplicateConfig
+
+
+class EmbeddedWorkerTest(unittest.TestCase):
+    def test_embedded_worker_serves_another_process(self):
+        master = mctest.standalone()
+        s = mctest.connect(master, segment=64 << 20)
+        try:
+            me = s.get_hostname()
+            self.assertTrue(me)
+            k, v = mctest.key("emb"), mctest.value(1 << 20, 7)
+            # Place the object on this process's worker and check it landed there.
+            self.assertEqual(s.put(k, v, ReplicateConfig(preferred_segment=me)), 0)
+            ds = s.get_replica_desc(k)
+            self.assertEqual([d.address for d in ds], [me], s.last_error())
+            self.assertEqual(s.get(k), v)  # a local read
+            # A second process (a pure client) reads it from this process's worker.
+            ctx = multiprocessing.get_context("spawn")
+            q = ctx.Queue()
+            p = ctx.Process(target=_reader, args=(master, k, len(v), q))
+            p.start()
+            p.join(60)
+            self.assertEqual(p.exitcode, 0)
+            self.assertEqual(q.get(timeout=5), mctest.value(1 << 20, 7)[:16] + b"|ok")
+        finally:
+            s.close()
+        # close() unregisters the worker: its objects go, as in Mooncake.
+        other = mctest.connect(master)
+        try:
+            mctest.wait_for("the embedded worker's object to go after close", lambda: other.is_exist(k) == 0)
+            self.assertEqual(other.get(k), b"")
+        finally:
+            other.close()
+
+
+def _reader(master, k, n, q):
+    s = mctest.connect(master)
+    v = s.get(k)
+    q.put(v[:16] + (b"|ok" if len(v) == n else b"|short"))
+    s.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
