@@ -18,12 +18,7 @@ const soloNudge = time.Millisecond
 // single-voter candidate wins at once. In any other configuration it does nothing, and the
 // 1 ms nudge stays (harmless).
 func (n *Node) electIfSoleVoter() {
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
-		return
-	}
-	servers := f.Configuration().Servers
-	if len(servers) != 1 || servers[0].ID != raft.ServerID(n.cfg.ID) || servers[0].Suffrage != raft.Voter {
+	if !n.SoleVoter() {
 		return
 	}
 	rc := n.raft.ReloadableConfig()
@@ -36,4 +31,16 @@ func (n *Node) electIfSoleVoter() {
 		return
 	}
 	n.log.Info("raftmeta: sole voter, electing itself at once")
+}
+
+// SoleVoter reports whether the latest configuration has exactly one voter and it is this
+// node: then it leads as soon as its election (started at once) ends, and a caller may wait
+// for that before it says it is ready.
+func (n *Node) SoleVoter() bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	servers := f.Configuration().Servers
+	return len(servers) == 1 && servers[0].ID == raft.ServerID(n.cfg.ID) && servers[0].Suffrage == raft.Voter
 }

@@ -109,6 +109,10 @@ func (m *Master) notLeader() error {
 	return &raftmeta.NotLeaderError{LeaderID: id, LeaderRPCAddr: addr}
 }
 
+// soleVoterWait bounds how long NewMaster waits for a sole voter to elect itself (a few
+// milliseconds normally; raft's own election timeout is 1 s).
+const soleVoterWait = 5 * time.Second
+
 // NewMaster starts a master: it listens on cfg.RPCAddress, opens (or bootstraps) raft under
 // cfg.DataDir, serves the master calls, and starts the leader loop and the admin HTTP server.
 // With no Peers the master bootstraps a single-voter cluster of itself (standalone); with
@@ -163,6 +167,16 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 			node.Close()
 			return nil, err
 		}
+	}
+	if node.SoleVoter() {
+		// Ready means ready: a lone master (standalone, a lone mooncake_master) elects itself
+		// within milliseconds, so it returns as the leader rather than as a follower that
+		// answers "no leader" for a moment. Bounded: a stuck election is logged, not fatal.
+		wctx, cancel := context.WithTimeout(context.Background(), soleVoterWait)
+		if _, err := node.WaitLeader(wctx); err != nil {
+			cfg.Logger.Warn("the sole voter has not elected itself yet; clients wait for it", "waited", soleVoterWait, "err", err)
+		}
+		cancel()
 	}
 	sopts := transfer.ServerOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger}
 	cfg.Conns.apply(&sopts)
