@@ -50,7 +50,8 @@ type WorkerMemory struct {
 	LargestFree   int64   `json:"largest_free_block_bytes"`
 	Fragmentation float64 `json:"fragmentation"`
 	// HighWatermark and LowWatermark are the shares of the arena where eviction starts and
-	// stops. Saturated: the arena is past the low watermark and the worker has evicted.
+	// stops. Saturated: the worker has evicted and the arena is still at its low watermark,
+	// less one evicted object (eviction stops at the first object that takes it under).
 	HighWatermark float64 `json:"high_watermark_ratio"`
 	LowWatermark  float64 `json:"low_watermark_ratio"`
 	Saturated     bool    `json:"saturated"`

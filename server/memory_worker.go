@@ -31,7 +31,13 @@ func (w *Worker) memory() WorkerMemory {
 	}
 	// The engine's watermarks: the master's eviction flags, else the tier's defaults.
 	wm.HighWatermark, wm.LowWatermark = w.eng.Watermarks()
-	wm.Saturated = wm.Evictions > 0 && float64(as.Used) >= wm.LowWatermark*float64(as.Capacity)
+	if wm.Evictions > 0 {
+		// Eviction frees objects until the arena is at or under the low watermark, so a
+		// saturated arena sits within one object of it: with objects large against the
+		// arena, a plain "used >= low" would miss it.
+		perObject := m.EvictedBytes / wm.Evictions
+		wm.Saturated = float64(as.Used+perObject) >= wm.LowWatermark*float64(as.Capacity)
+	}
 	if w.store != nil {
 		nm := w.store.Metrics()
 		wm.NVMeCapacity, wm.NVMeUsed = nm.Capacity, nm.BytesUsed
