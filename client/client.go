@@ -44,6 +44,8 @@ type Client struct {
 	lookups *lookupCache
 	// shm maps the arenas of workers on this host (shm.go); unused with DisableSharedMemory.
 	shm shmPeers
+	// group coalesces concurrent puts' PutStart and PutEnd calls (put.go).
+	group groupCommits
 	// reads counts completed object reads by path (ReadStats).
 	reads struct{ shm, tcp atomic.Int64 }
 

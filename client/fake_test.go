@@ -38,6 +38,29 @@ type fakeCluster struct {
 	// dropFirstPutEndReply makes the next PutEnd commit and then fail like a broken
 	// connection, as when a leader dies after committing.
 	dropFirstPutEndReply bool
+	// dropFirstBatchPutEndReply does the same for the next BatchPutEnd.
+	dropFirstBatchPutEndReply bool
+	// failPutEnd refuses the PutEnd (or BatchPutEnd item) of these keys with the error.
+	failPutEnd map[string]error
+	// holds stops the next call of an op until the test releases it (see hold).
+	holds map[transfer.Op]*heldCall
+}
+
+// heldCall stops one call: arrived is closed when the call reaches the fake, which then
+// waits for release to be closed before serving it.
+type heldCall struct{ arrived, release chan struct{} }
+
+// hold makes the next call of op wait (before it is served) until the returned release is
+// called; the returned arrived channel is closed when the call is waiting.
+func (f *fakeCluster) hold(op transfer.Op) (arrived <-chan struct{}, release func()) {
+	h := &heldCall{arrived: make(chan struct{}), release: make(chan struct{})}
+	f.mu.Lock()
+	if f.holds == nil {
+		f.holds = map[transfer.Op]*heldCall{}
+	}
+	f.holds[op] = h
+	f.mu.Unlock()
+	return h.arrived, func() { close(h.release) }
 }
 
 type fakeObject struct {
@@ -81,6 +104,13 @@ func (f *fakeCluster) Call(ctx context.Context, addr string, req, resp transfer.
 		return err
 	}
 	f.mu.Lock()
+	if h := f.holds[req.Op()]; h != nil {
+		delete(f.holds, req.Op())
+		f.mu.Unlock()
+		close(h.arrived)
+		<-h.release
+		f.mu.Lock()
+	}
 	out, err := f.callLocked(addr, req)
 	f.mu.Unlock()
 	if err != nil {
@@ -213,6 +243,11 @@ func (f *fakeCluster) callLocked(addr string, req transfer.Message) (transfer.Me
 		for i := range r.Items {
 			items = append(items, transfer.ItemErrorOf(f.putEndLocked(&r.Items[i])))
 		}
+		if f.dropFirstBatchPutEndReply {
+			f.dropFirstBatchPutEndReply = false
+			f.leader = (f.leader + 1) % len(f.masters)
+			return nil, errors.New("read tcp: connection reset by peer")
+		}
 		return transfer.NewBatchResponse(transfer.OpBatchPutEnd, items), nil
 	case *transfer.BatchLookupRequest:
 		resp := &transfer.BatchLookupResponse{}
@@ -268,6 +303,9 @@ func (f *fakeCluster) putStartLocked(r *transfer.PutStartRequest) (*transfer.Put
 }
 
 func (f *fakeCluster) putEndLocked(r *transfer.PutEndRequest) error {
+	if err := f.failPutEnd[r.Key]; err != nil {
+		return err
+	}
 	if _, ok := f.objects[r.Key]; ok && !r.Config.Upsert {
 		return codeErr(base.ErrObjectAlreadyExists, "object %q already exists", r.Key)
 	}
