@@ -15,8 +15,9 @@ const maxCoalesced = 128
 // flight) and the same for PutStart.
 //
 // The window is adaptive, never a timer: a call made while none is in flight is sent at
-// once, alone (at concurrency 1 nothing waits); calls made while one is in flight queue and
-// leave together as soon as it returns. So a batch holds what arrived during one round trip,
+// once, alone, from the caller's goroutine (at concurrency 1 nothing waits and nothing
+// changes hands); calls made while one is in flight queue and leave together, from a flush
+// goroutine, as soon as it returns. So a batch holds what arrived during one round trip,
 // and each caller still returns only after its own item's answer: nothing is acknowledged
 // earlier or less durably than a call of its own would be.
 //
@@ -32,8 +33,8 @@ type coalescer[Req, Res any] struct {
 
 	mu struct {
 		sync.Mutex // protects the fields below
-		// busy is true while a flush goroutine runs; it drains queue before clearing busy,
-		// so queue is empty whenever busy is false.
+		// busy is true while a call is in flight (a caller's own, or the flush goroutine's,
+		// which drains queue before clearing busy), so queue is empty whenever busy is false.
 		busy  bool
 		queue []*coalesced[Req, Res]
 	}
@@ -54,20 +55,35 @@ type coalesced[Req, Res any] struct {
 	done chan struct{}
 }
 
-// do queues req, makes sure a flush goroutine runs, and waits for req's result or the end
-// of ctx. An item whose ctx ended before its batch left is never sent. An item whose ctx
-// ends while its call is in flight returns ctx's error although the call may still succeed:
-// the same ambiguity as a call of its own abandoned on cancellation (put revokes it).
+// do sends req, alone and on the caller's goroutine when no call is in flight, else queues
+// it for the flush goroutine and waits for its result or the end of ctx. An item whose ctx
+// ended before its batch left is never sent. An item whose ctx ends while its call is in
+// flight returns ctx's error although the call may still succeed: the same ambiguity as a
+// call of its own abandoned on cancellation (put revokes it).
 func (c *coalescer[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
-	it := &coalesced[Req, Res]{ctx: ctx, req: req, done: make(chan struct{})}
 	c.mu.Lock()
-	c.mu.queue = append(c.mu.queue, it)
-	start := !c.mu.busy
-	c.mu.busy = true
-	c.mu.Unlock()
-	if start {
-		go c.drain()
+	if !c.mu.busy {
+		// Nothing in flight (so nothing queued): this call goes at once, as a call of its
+		// own, under the caller's ctx. Calls arriving meanwhile queue behind it.
+		c.mu.busy = true
+		c.mu.Unlock()
+		res, err := c.send(ctx, []Req{req})
+		c.mu.Lock()
+		if len(c.mu.queue) == 0 {
+			c.mu.busy = false
+		} else {
+			go c.drain() // it inherits busy
+		}
+		c.mu.Unlock()
+		if err != nil {
+			var zero Res
+			return zero, err
+		}
+		return res[0].res, res[0].err
 	}
+	it := &coalesced[Req, Res]{ctx: ctx, req: req, done: make(chan struct{})}
+	c.mu.queue = append(c.mu.queue, it)
+	c.mu.Unlock()
 	select {
 	case <-it.done:
 		return it.res.res, it.res.err
