@@ -71,7 +71,12 @@ type fakeObject struct {
 }
 
 type fakeWorker struct {
-	id      base.WorkerID
+	id base.WorkerID
+	// bootID, when set, is the boot id ShmOpen answers (else ShmOpen is not supported, as
+	// from a worker whose arena is private).
+	bootID string
+	reads  int // Reads served
+
 	pending map[string][]byte // key@version -> bytes
 	data    map[string]fakeData
 }
@@ -320,6 +325,13 @@ func (f *fakeCluster) putEndLocked(r *transfer.PutEndRequest) error {
 func (f *fakeCluster) workerCallLocked(w *fakeWorker, req transfer.Message) (transfer.Message, error) {
 	switch r := req.(type) {
 	case *transfer.Empty:
+		if r.Op() == transfer.OpShmOpen {
+			if w.bootID == "" {
+				return nil, codeErr(base.ErrNotSupported, "arena is private")
+			}
+			// Nothing a client could map: the client learns the host and reads over TCP.
+			return &transfer.ShmOpenResponse{BootID: w.bootID}, nil
+		}
 		return nil, nil
 	case *transfer.CommitRequest:
 		return nil, w.commitLocked(r.Key, r.Version, r.Checksum)
@@ -373,6 +385,7 @@ func (f *fakeCluster) Read(ctx context.Context, addr string, req *transfer.ReadR
 		return nil, 0, 0, errConnRefused
 	}
 	f.calls[transfer.OpRead]++
+	w.reads++
 	d, ok := w.data[req.Key]
 	if !ok {
 		return nil, 0, 0, codeErr(base.ErrObjectNotFound, "not here")
