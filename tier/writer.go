@@ -13,8 +13,8 @@ import (
 )
 
 // Writer is a put in progress: an arena range the caller fills (the transfer layer reads the
-// socket straight into Bytes()), invisible until Commit. It must end with exactly one Commit,
-// CommitTrusted or Abort, from one goroutine. Bytes() may be filled by several goroutines at
+// socket straight into Bytes()), invisible until Commit. It must end with exactly one Commit
+// or Abort, from one goroutine. Bytes() may be filled by several goroutines at
 // disjoint offsets (striped transfers) as long as every fill happens before that call.
 type Writer struct {
 	e       *Engine
@@ -195,21 +195,6 @@ func (w *Writer) Commit(checksum uint64) error {
 		return fmt.Errorf("%w: tier: %q version %d: checksum %#x, want %#x", base.ErrCorruption, w.key, w.v, sum, checksum)
 	}
 	return w.commit(sum)
-}
-
-// CommitTrusted is Commit without the checksum pass: it records checksum as the object's
-// checksum without reading the bytes. For callers that verified the bytes already (or
-// computed the checksum while writing them); a wrong checksum here is served to readers and
-// caught only by the lower tier's own checks. checksum must not be 0.
-func (w *Writer) CommitTrusted(checksum uint64) error {
-	if w.done {
-		return fmt.Errorf("%w: tier: Writer already committed or aborted", base.ErrInvalidParams)
-	}
-	if checksum == 0 {
-		w.Abort()
-		return fmt.Errorf("%w: tier: CommitTrusted needs the checksum", base.ErrInvalidParams)
-	}
-	return w.commit(checksum)
 }
 
 func (w *Writer) commit(sum uint64) (err error) {
