@@ -19,7 +19,8 @@
 #  5. prints one table (ops/s, GB/s = 10^9 bytes/s, and mooncake's ratio to raw TCP and to
 #     Redis), stops both servers and removes their data.
 #
-# Environment: SIZES, CONC, BYTES (bytes moved per measurement, default 1GiB; the count is
+# Environment: SIZES, CONC, ROUNDS (default 3: each cell is the median of ROUNDS measurements,
+# mooncake and raw TCP alternating as `mooncake bench --rounds` does), BYTES (bytes moved per measurement, default 1GiB; the count is
 # BYTES/size, 200 to 20000), SEGMENT (default 4GiB), PREFAULT (0/1), SHM (false: gets over
 # TCP, verified; true: through shared memory), REPLICAS (1), RPC_PORT (27551), REDIS_PORT
 # (27552), MOONCAKE (a built binary). The figures are only comparable within one run: on a
@@ -28,6 +29,7 @@ set -euo pipefail
 
 SIZES=${SIZES:-"4KiB 64KiB 1MiB 16MiB"}
 CONC=${CONC:-8}
+ROUNDS=${ROUNDS:-3}
 BYTES=${BYTES:-1073741824}
 SEGMENT=${SEGMENT:-4GiB}
 PREFAULT=${PREFAULT:-0}
@@ -117,8 +119,13 @@ if [ $have_redis = 1 ]; then
 	done
 fi
 
-# field LINE NAME: the number before NAME (e.g. "ops/s", "GB/s") in a bench output line.
-field() { awk -v want="$2" '{ for (i = 2; i <= NF; i++) if ($i == want) { print $(i-1); exit } }' <<<"$1"; }
+# field LINES NAME: the median over LINES (one per round) of the number before NAME (e.g.
+# "ops/s", "GB/s") in bench output lines.
+field() {
+	awk -v want="$2" '{ for (i = 2; i <= NF; i++) if ($i == want) { print $(i-1); break } }' <<<"$1" | median
+}
+# median: the median of the numbers on stdin, one per line ("-" when none).
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR+1)/2]; else print (v[NR/2] + v[NR/2+1]) / 2 }'; }
 # ratio A B: A/B with 2 decimals, "-" when either is missing.
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || a == "-" || b == "" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
 # gbps OPS SIZE: GB/s of OPS operations per second of SIZE bytes.
@@ -134,19 +141,21 @@ for size in $SIZES; do
 	for c in $CONC; do
 		log "size $size, concurrency $c, $count operations"
 		put=$("$mc" bench --master_server_address "$master" --op put --size "$size" --count "$count" \
-			--concurrency "$c" --replicas "$REPLICAS" --baseline)
+			--concurrency "$c" --replicas "$REPLICAS" --baseline --rounds "$ROUNDS")
 		get=$("$mc" bench --master_server_address "$master" --op get --size "$size" --count "$count" \
-			--concurrency "$c" --replicas "$REPLICAS" --baseline --shared_memory="$SHM")
+			--concurrency "$c" --replicas "$REPLICAS" --baseline --rounds "$ROUNDS" --shared_memory="$SHM")
 		mc_put=$(grep '^mooncake put' <<<"$put")
 		raw_put=$(grep '^loopback put' <<<"$put")
 		mc_get=$(grep '^mooncake get' <<<"$get")
 		raw_get=$(grep '^loopback get' <<<"$get")
 		rset="-" rget="-"
 		if [ $have_redis = 1 ]; then
-			csv=$(redis-benchmark -p "$REDIS_PORT" -t set,get -d "$b" -c "$c" -n "$count" --csv 2>/dev/null || true)
-			rset=$(awk -F'"' '$2 == "SET" { print $4 }' <<<"$csv")
-			rget=$(awk -F'"' '$2 == "GET" { print $4 }' <<<"$csv")
-			: "${rset:=-}" "${rget:=-}"
+			csv=""
+			for _ in $(seq "$ROUNDS"); do
+				csv+=$(redis-benchmark -p "$REDIS_PORT" -t set,get -d "$b" -c "$c" -n "$count" --csv 2>/dev/null || true)$'\n'
+			done
+			rset=$(awk -F'"' '$2 == "SET" { print $4 }' <<<"$csv" | median)
+			rget=$(awk -F'"' '$2 == "GET" { print $4 }' <<<"$csv" | median)
 			redis-cli -p "$REDIS_PORT" flushall >/dev/null
 		fi
 		rows+=("$size|$c|$(field "$raw_put" ops/s)|$(field "$raw_put" GB/s)|$rset|$(gbps "$rset" "$b")|$(field "$mc_put" ops/s)|$(field "$mc_put" GB/s)|$(field "$raw_get" GB/s)|$rget|$(gbps "$rget" "$b")|$(field "$mc_get" ops/s)|$(field "$mc_get" GB/s)")
@@ -156,7 +165,7 @@ done
 # 5. the table
 echo
 echo "$("$mc" --version 2>/dev/null | head -1 || echo mooncake), standalone (DRAM, prefault=$PREFAULT, gets shared_memory=$SHM, $REPLICAS replica(s)); $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "GB/s = 10^9 bytes/s; x raw = mooncake GB/s / raw loopback TCP GB/s, x Redis = mooncake ops/s / Redis ops/s (same run)"
+echo "medians of $ROUNDS rounds; GB/s = 10^9 bytes/s; x raw = mooncake GB/s / raw loopback TCP GB/s, x Redis = mooncake ops/s / Redis ops/s (same run)"
 echo
 echo "| size | conc | raw TCP put ops/s | raw TCP put GB/s | Redis SET ops/s | Redis SET GB/s | mooncake PUT ops/s | mooncake PUT GB/s | PUT x raw | PUT x Redis | raw TCP get GB/s | Redis GET ops/s | Redis GET GB/s | mooncake GET ops/s | mooncake GET GB/s | GET x raw | GET x Redis |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
