@@ -3,10 +3,18 @@ GO ?= go
 TAGS ?= invariants
 PKGS ?= ./...
 
-.PHONY: test testrace stress lint bench fuzz check build
+.PHONY: test testrace stress lint bench fuzz check build install
 
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/mooncake ./cmd/mooncake
+
+# install puts the binary in $(PREFIX)/bin with Mooncake's binary names linked to it
+# (mooncake_master, mooncake_client, mooncake_http_metadata_server).
+PREFIX ?= /usr/local
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 bin/mooncake $(DESTDIR)$(PREFIX)/bin/mooncake
+	$(DESTDIR)$(PREFIX)/bin/mooncake install-links $(DESTDIR)$(PREFIX)/bin
 
 test:
 	$(GO) test -tags '$(TAGS)' $(PKGS)

@@ -94,7 +94,7 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	var resp transfer.BatchPutStartResponse
-	if err := c.masterCall(ctx, req, &resp, nil); err != nil {
+	if err := c.batchPutStart(ctx, req, &resp); err != nil {
 		for _, i := range idx {
 			errs[i] = fmt.Errorf("put %q: %w", keys[i], err)
 		}

@@ -81,28 +81,45 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// connectWith builds a client over r and pings the masters until one answers.
+// connectWith builds a client over r and pings the masters until one answers, for up to
+// cfg.ConnectWait (one round when it is negative).
 func connectWith(ctx context.Context, cfg Config, r rpc) (*Client, error) {
 	c := &Client{cfg: cfg, rpc: r, log: cfg.Logger, lookups: newLookupCache(cfg.LookupCacheTTL, cfg.LookupCacheEntries)}
 	c.mu.masters = slices.Clone(cfg.MasterAddresses)
-	var errs []error
-	for _, addr := range cfg.MasterAddresses {
-		pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
-		err := r.Call(pctx, addr, transfer.NewEmpty(transfer.OpPing), transfer.NewEmpty(transfer.OpPing))
-		cancel()
-		if err == nil {
-			c.mu.leader = addr // a guess; the first call corrects it
-			return c, nil
+	deadline := time.Now().Add(max(cfg.ConnectWait, 0))
+	backoff := 20 * time.Millisecond
+	for {
+		var errs []error
+		for _, addr := range cfg.MasterAddresses {
+			pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+			err := r.Call(pctx, addr, transfer.NewEmpty(transfer.OpPing), transfer.NewEmpty(transfer.OpPing))
+			cancel()
+			if err == nil {
+				c.mu.leader = addr // a guess; the first call corrects it
+				return c, nil
+			}
+			if errors.Is(err, base.ErrClusterMismatch) || errors.Is(err, base.ErrProtocolVersion) {
+				return nil, fmt.Errorf("master %s: %w", addr, err)
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+			if ctx.Err() != nil {
+				break
+			}
 		}
-		if errors.Is(err, base.ErrClusterMismatch) || errors.Is(err, base.ErrProtocolVersion) {
-			return nil, fmt.Errorf("master %s: %w", addr, err)
+		wait := backoff + rand.N(backoff/2+1)
+		if ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+			return nil, fmt.Errorf("%w: no master reachable (waited %v for one to answer, dial timeout %v): %w",
+				base.ErrUnavailable, max(cfg.ConnectWait, 0), cfg.DialTimeout, errors.Join(errs...))
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
-		if ctx.Err() != nil {
-			break
+		c.log.Debug("client: no master answers yet, retrying", "masters", cfg.MasterAddresses, "err", errors.Join(errs...))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
 		}
+		backoff = min(2*backoff, cfg.MaxBackoff)
 	}
-	return nil, fmt.Errorf("%w: no master reachable (dial timeout %v): %w", base.ErrUnavailable, cfg.DialTimeout, errors.Join(errs...))
 }
 
 // Close releases the client's connections. Calls in flight fail.
@@ -140,7 +157,7 @@ func (c *Client) masterCall(ctx context.Context, req, resp transfer.Message, st 
 		}
 		lastErr = err
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w (last error from %s: %v)", ctx.Err(), addr, err)
+			return fmt.Errorf("%w: gave up waiting for a leader and a live worker (last error from %s: %v)", ctx.Err(), addr, err)
 		}
 		var nl *transfer.NotLeaderError
 		switch {
@@ -166,7 +183,7 @@ func (c *Client) masterCall(ctx context.Context, req, resp transfer.Message, st 
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%w: no leader answered in time: %w", base.ErrUnavailable, lastErr)
+			return fmt.Errorf("%w: gave up waiting for a leader and a live worker: %w", base.ErrUnavailable, lastErr)
 		case <-t.C:
 		}
 		backoff = min(2*backoff, c.cfg.MaxBackoff)

@@ -150,7 +150,7 @@ func TestTypedErrors(t *testing.T) {
 	check(err, base.ErrInvalidParams)
 	// No master reachable: a typed, prompt error.
 	f.setDown(f.masters[0], true)
-	cfg := Config{MasterAddresses: f.masters, DialTimeout: 50 * time.Millisecond}
+	cfg := Config{MasterAddresses: f.masters, DialTimeout: 50 * time.Millisecond, ConnectWait: -1}
 	cfg.EnsureDefaults()
 	_, err = connectWith(ctx, cfg, f)
 	check(err, base.ErrUnavailable)

@@ -62,6 +62,12 @@ type Config struct {
 	LookupCacheTTL time.Duration
 	// LookupCacheEntries bounds the keys the lookup cache holds. The default is 65536.
 	LookupCacheEntries int
+	// ConnectWait is how long Connect keeps trying while no master answers at all (a master
+	// that is still starting refuses connections for a moment), so a client started together
+	// with its cluster does not fail. Once connected, calls wait within Timeout for a leader
+	// and for a first live worker. The default is min(Timeout, 5s); a negative value tries
+	// each master once.
+	ConnectWait time.Duration
 	// MaxBackoff bounds the wait between two attempts to find a leader (plus up to 50%
 	// jitter). The default is 100ms: during a failover a client then reaches the new leader
 	// within about 150 ms of its election (BenchmarkFailover in server/; 500 ms cost up to
@@ -99,6 +105,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.LookupCacheEntries == 0 {
 		c.LookupCacheEntries = 65536
+	}
+	if c.ConnectWait == 0 {
+		c.ConnectWait = min(c.Timeout, 5*time.Second)
 	}
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = 100 * time.Millisecond

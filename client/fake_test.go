@@ -295,6 +295,9 @@ func (f *fakeCluster) putStartLocked(r *transfer.PutStartRequest) (*transfer.Put
 			live = append(live, a)
 		}
 	}
+	if len(live) == 0 { // as the master: a cluster without a live worker is starting
+		return nil, codeErr(base.ErrUnavailable, "%d replicas asked, no worker is alive yet", n)
+	}
 	if n > len(live) {
 		return nil, codeErr(base.ErrNoSpace, "%d replicas asked, %d workers alive", n, len(live))
 	}

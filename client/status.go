@@ -36,6 +36,12 @@ type Status struct {
 	RaftState     string `json:"raft_state"`
 	RaftTerm      uint64 `json:"raft_term"`
 	AppliedIndex  uint64 `json:"applied_index"`
+	// EvictionHighWatermarkRatio and EvictionRatio are the master's settings; a worker started
+	// without its own derives its DRAM watermarks from them.
+	EvictionHighWatermarkRatio float64 `json:"eviction_high_watermark_ratio"`
+	EvictionRatio              float64 `json:"eviction_ratio"`
+	// RootFSDir is the master's --root_fs_dir, for workers that set none ("" when unset).
+	RootFSDir string `json:"root_fs_dir,omitempty"`
 
 	Raw json.RawMessage `json:"-"`
 }

@@ -158,8 +158,9 @@ func (c *Config) raftConfig() *raft.Config {
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.SnapshotInterval = c.SnapshotInterval
 	rc.TrailingLogs = c.TrailingLogs
-	rc.HeartbeatTimeout = c.HeartbeatTimeout
-	rc.ElectionTimeout = c.ElectionTimeout
+	// NB: soloNudge lets electIfSoleVoter start a sole voter's election at once (solo.go).
+	rc.HeartbeatTimeout = c.HeartbeatTimeout + soloNudge
+	rc.ElectionTimeout = max(c.ElectionTimeout, rc.HeartbeatTimeout) // raft wants election >= heartbeat
 	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
 	rc.CommitTimeout = c.CommitTimeout
 	rc.MaxAppendEntries = c.MaxAppendEntries

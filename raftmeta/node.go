@@ -63,6 +63,9 @@ type Node struct {
 		drained chan struct{} // set by Close; closed when n drops to 0
 	}
 
+	// obs counts leader changes and commit latencies (obs.go).
+	obs nodeObs
+
 	closeOnce sync.Once
 	closeErr  error
 	closed    chan struct{} // closed by Close; stops the background goroutine
@@ -119,8 +122,9 @@ func Open(cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, fmt.Errorf("raftmeta: start raft: %w", err)
 	}
+	obsCh, observer := n.newLeaderObserver()
 	n.wg.Add(1)
-	go n.watchLeadership()
+	go n.watchLeadership(obsCh, observer)
 	if !existing && len(cfg.Peers) > 0 {
 		peers := slices.Clone(cfg.Peers)
 		for i := range peers {
@@ -135,6 +139,9 @@ func Open(cfg Config) (*Node, error) {
 	}
 	if existing && len(cfg.Peers) > 0 {
 		n.warnPeersIgnored(cfg.Peers)
+	}
+	if existing {
+		n.electIfSoleVoter()
 	}
 	n.log.Info("raftmeta: node started", "raft_addr", n.RaftAddr(), "existing_state", existing)
 	return n, nil
@@ -198,6 +205,7 @@ func (n *Node) Bootstrap(peers []Peer) error {
 	n.peers.mu.Lock()
 	n.peers.list = slices.Clone(peers)
 	n.peers.mu.Unlock()
+	n.electIfSoleVoter()
 	return nil
 }
 
@@ -413,10 +421,12 @@ func (n *Node) propose(ctx context.Context, data []byte) (Result, error) {
 		return Result{}, fmt.Errorf("raftmeta: %w", base.ErrClosed)
 	default:
 	}
+	start := time.Now()
 	f := n.raft.Apply(data, timeoutOf(ctx))
 	if err := n.waitFuture(ctx, f); err != nil {
 		return Result{}, n.mapRaftErr(err)
 	}
+	n.obs.observeCommit(time.Since(start))
 	res, ok := f.Response().(Result)
 	if !ok {
 		return Result{}, fmt.Errorf("raftmeta: unexpected FSM response %T: %w", f.Response(), base.ErrInternal)
@@ -595,12 +605,15 @@ func lastSnapshotIndex(r *raft.Raft) (uint64, error) {
 // registers this master's RPC address (and that of every bootstrap peer that has one and is
 // still a member; see registerMasters) in the masters table, so followers can redirect clients
 // here. It registers before it signals LeaderCh.
-func (n *Node) watchLeadership() {
+func (n *Node) watchLeadership(obsCh <-chan raft.Observation, observer *raft.Observer) {
 	defer n.wg.Done()
+	defer n.raft.DeregisterObserver(observer)
 	for {
 		select {
 		case <-n.closed:
 			return
+		case <-obsCh:
+			n.obs.leaderChanges.Add(1)
 		case leader := <-n.raft.LeaderCh():
 			n.log.Info("raftmeta: leadership changed", "leader", leader, "term", n.raft.CurrentTerm())
 			// Latest value wins: drop an unread older value, then send.

@@ -98,6 +98,13 @@ type MasterConfig struct {
 	MaxValueSize int64
 	// SummaryInterval is the period of the leader's "Master Metrics:" log line. Default 10 s.
 	SummaryInterval time.Duration
+	// NoSummary turns the "Master Metrics:" line off (Mooncake's
+	// --enable_metric_reporting=false). Default false.
+	NoSummary bool
+	// RootFSDir is the NVMe directory this master hands to workers that set none of their own
+	// (Mooncake's master --root_fs_dir): it is in Status, which a worker reads at start.
+	// Default "": workers without one are DRAM only.
+	RootFSDir string
 	// Logger receives every log line. Default slog.Default().
 	Logger *slog.Logger
 
@@ -264,6 +271,10 @@ type WorkerConfig struct {
 	// pay first-touch page faults, at the price of RSS = GlobalSegmentSize from the start
 	// and a slower start. Default false.
 	PrefaultArena bool
+	// HighWatermark and LowWatermark are the shares of the DRAM arena at which background
+	// eviction starts and stops (cmd derives them from the master's
+	// eviction_high_watermark_ratio and eviction_ratio). Default: tier's (0.95 / 0.85).
+	HighWatermark, LowWatermark float64
 	// HeartbeatInterval is the period of heartbeats to the leader. Default 1 s.
 	HeartbeatInterval time.Duration
 	// PendingWriteTimeout: bytes written but never committed are dropped this long after the
@@ -357,6 +368,9 @@ func (c *WorkerConfig) Validate() error {
 		return bad("global_segment_size %d is negative", c.GlobalSegmentSize)
 	case c.SSDCapacity < 0:
 		return bad("ssd_capacity %d is negative", c.SSDCapacity)
+	case c.HighWatermark < 0 || c.HighWatermark > 1 || c.LowWatermark < 0 || c.LowWatermark > 1 ||
+		(c.HighWatermark > 0 && c.LowWatermark > c.HighWatermark):
+		return bad("watermarks high %v, low %v: want 0 <= low <= high <= 1", c.HighWatermark, c.LowWatermark)
 	case c.HeartbeatInterval < 0, c.PendingWriteTimeout < 0, c.ShmLeaseTTL < 0:
 		return bad("negative interval")
 	case c.Persistence > base.PersistenceDurable:

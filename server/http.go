@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -34,8 +35,13 @@ type adminServer struct {
 type adminHandlers struct {
 	reg       *prometheus.Registry
 	health    func() error        // nil: healthy (200), else 503 with the error
+	ready     func() error        // nil: ready to serve puts and gets; nil func: as health
 	status    func() (any, error) // the JSON body of /api/v1/status
 	dashboard bool                // serve the dashboard page at /
+	// routes, when set, adds endpoints (Mooncake's admin endpoints on masters, http_compat.go).
+	routes func(mux *http.ServeMux)
+	// healthKV, when set, adds fields to /health's JSON (Mooncake's role, ha_state, ...).
+	healthKV func() map[string]any
 }
 
 // startAdmin listens on addr and serves h. addr "" means no admin server (nil, nil).
@@ -51,13 +57,23 @@ func startAdmin(addr string, h adminHandlers, logger *slog.Logger) (*adminServer
 	mux.Handle("GET /metrics", promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
+		body := map[string]any{"status": "ok", "live": true}
+		if h.healthKV != nil {
+			maps.Copy(body, h.healthKV())
+		}
 		if err := h.health(); err != nil {
+			body["status"], body["ready"], body["error"] = "unavailable", false, err.Error()
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_ = json.NewEncoder(w).Encode(map[string]string{"status": "unavailable", "error": err.Error()})
+			_ = json.NewEncoder(w).Encode(body)
 			return
 		}
-		_ = json.NewEncoder(w).Encode(map[string]string{"status": "ok"})
+		body["ready"] = h.isReady() == nil
+		_ = json.NewEncoder(w).Encode(body)
 	})
+	registerProbes(mux, h)
+	if h.routes != nil {
+		h.routes(mux)
+	}
 	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		v, err := h.status()

@@ -1118,6 +1118,7 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	}
 	m.mu.rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x6d6f6f6e63616b65))
 	m.met = newMasterMetrics(m.stats)
+	m.met.mc = newMooncakeMasterMetrics(m)
 
 	tr, err := transfer.NewTransport(DefaultProtocol)
 	if err != nil {
@@ -1165,8 +1166,11 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	m.adm, err = startAdmin(cfg.MetricsAddress, adminHandlers{
 		reg:       m.met.reg,
 		health:    m.health,
+		ready:     m.ready,
 		status:    func() (any, error) { return m.status(), nil },
 		dashboard: true,
+		routes:    m.compatRoutes,
+		healthKV:  m.healthFields,
 	}, log)
 	if err != nil {
 		_ = m.rpc.shutdown(context.Background())
@@ -1269,9 +1273,7 @@ func (m *Master) leaderLoop() {
 			m.expireReservations()
 			m.expireRegSessions()
 		case <-summary.C:
-			if m.node.IsLeader() {
-				m.log.Info(formatSummary(m.stats(), &m.met.ops))
-			}
+			m.logSummary()
 		}
 	}
 }
@@ -1483,6 +1485,8 @@ type Status struct {
 	RaftState                  string  `json:"raft_state"`
 	RaftTerm                   uint64  `json:"raft_term"`
 	AppliedIndex               uint64  `json:"applied_index"`
+	// RootFSDir is handed to workers that set none of their own (MasterConfig.RootFSDir).
+	RootFSDir string `json:"root_fs_dir,omitempty"`
 }
 
 // MasterStatus is one member of the raft configuration in Status.
@@ -1519,7 +1523,7 @@ func (m *Master) status() Status {
 	s := Status{ClusterID: m.cfg.ClusterID, Self: m.cfg.ID, Leader: lid, LeaderAddress: laddr,
 		Keys: st.Keys, SoftPinnedKeys: st.SoftPinned, Bytes: st.Bytes, RaftState: st.State, RaftTerm: st.Term,
 		AppliedIndex: st.AppliedIndex, Masters: []MasterStatus{}, Workers: []WorkerStatus{},
-		EvictionHighWatermarkRatio: m.cfg.EvictionHighWatermarkRatio, EvictionRatio: m.cfg.EvictionRatio}
+		EvictionHighWatermarkRatio: m.cfg.EvictionHighWatermarkRatio, EvictionRatio: m.cfg.EvictionRatio, RootFSDir: m.cfg.RootFSDir}
 	s.Masters = masterStatuses(m.node, lid)
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -53,7 +53,9 @@ func firstErr(errs []error) error {
 }
 
 func (h *masterHandler) HandleCall(ctx context.Context, req transfer.Message) (transfer.Message, error) {
+	start := time.Now()
 	resp, op, err := h.call(ctx, req)
+	h.m.met.mc.observeCall(req, resp, time.Since(start), err)
 	if op >= 0 {
 		h.m.met.observe(op, err)
 	}

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"fmt"
-	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -104,6 +102,8 @@ type segmentStat struct {
 type masterMetrics struct {
 	reg *prometheus.Registry
 	ops [numMasterOps]opCounter
+	// mc holds the Mooncake-named metrics and the summary line's window (metrics_compat.go).
+	mc *mooncakeMasterMetrics
 }
 
 // newMasterMetrics registers every master metric on a fresh registry. stats is called at
@@ -176,34 +176,6 @@ func (c *masterStatsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// summaryOps are the calls the periodic summary line lists, in Mooncake's order first.
-var summaryOps = []masterOp{
-	opPutStart, opPutEnd, opPutRevoke, opLookup, opExists, opRemove, opRemoveByRegex, opRemoveAll,
-	opBatchPutStart, opBatchPutEnd, opBatchLookup, opBatchExists, opBatchRemove, opRegisterWorker, opHeartbeat,
-}
-
-// formatSummary renders the leader's periodic line in Mooncake's shape:
-//
-//	Master Metrics: Storage: 1.2 GiB / 4.0 GiB (30.0%) | Keys: N (soft-pinned: M) | Workers: W | Requests (Success/Total): PutStart=a/b, ...
-func formatSummary(s masterStats, ops *[numMasterOps]opCounter) string {
-	var b strings.Builder
-	pct := 0.0
-	if s.CapacityBytes > 0 {
-		pct = 100 * float64(s.AllocatedBytes) / float64(s.CapacityBytes)
-	}
-	fmt.Fprintf(&b, "Master Metrics: Storage: %s / %s (%.1f%%) | Keys: %d (soft-pinned: %d) | Workers: %d | Requests (Success/Total): ",
-		base.Bytes(s.AllocatedBytes), base.Bytes(s.CapacityBytes), pct, s.Keys, s.SoftPinnedKeys, s.Workers)
-	for i, op := range summaryOps {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		total := ops[op].requests.Load()
-		fail := ops[op].failures.Load()
-		fmt.Fprintf(&b, "%s=%d/%d", masterOpNames[op][1], total-min(fail, total), total)
-	}
-	return b.String()
-}
-
 // workerStats is what the worker's gauges read at scrape time: a snapshot the worker builds
 // from its arena, tier engine and nvme store.
 type workerStats struct {
@@ -262,11 +234,14 @@ var workerOpNames = [numWorkerOps]string{
 type workerMetrics struct {
 	reg *prometheus.Registry
 	ops [numWorkerOps]opCounter
+	// mc holds the Mooncake-named hit counters and the latency histograms (metrics_compat.go).
+	mc *mooncakeWorkerMetrics
 }
 
 func newWorkerMetrics(stats func() workerStats) *workerMetrics {
 	m := &workerMetrics{reg: newRegistry()}
 	m.reg.MustRegister(&workerStatsCollector{stats: stats, ops: &m.ops})
+	m.mc = newMooncakeWorkerMetrics(m.reg)
 	return m
 }
 

@@ -7,13 +7,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/mooncake-go/mooncake/internal/base"
 	mctest "github.com/mooncake-go/mooncake/internal/testutil"
+	"github.com/mooncake-go/mooncake/transfer"
 )
 
-func TestFormatSummary(t *testing.T) {
-	var ops [numMasterOps]opCounter
+// TestSummaryLine: the master part of the "Master Metrics:" line in Mooncake's current shape,
+// with rates per second over the window since the last logged line.
+func TestSummaryLine(t *testing.T) {
+	m := &Master{met: &masterMetrics{}}
+	mc := &mooncakeMasterMetrics{m: m}
+	ops := &m.met.ops
+	t0 := time.Unix(1000, 0)
+	s := masterStats{Keys: 7, SoftPinnedKeys: 2, AllocatedBytes: 1288490189, CapacityBytes: 4 << 30, Workers: 3}
+	u := usageTotals{nvmeUsed: 1 << 20, nvmeCap: 1 << 30}
+	first := mc.summary(s, u, t0, true)
+	if !strings.Contains(first, "PutStart=0.00/0.00") {
+		t.Fatalf("first window: %s", first)
+	}
 	for range 10 {
 		ops[opPutStart].requests.Add(1)
 	}
@@ -21,17 +35,39 @@ func TestFormatSummary(t *testing.T) {
 	ops[opPutEnd].requests.Add(8)
 	ops[opLookup].requests.Add(5)
 	ops[opLookup].failures.Add(1)
-	s := masterStats{Keys: 7, SoftPinnedKeys: 2, AllocatedBytes: 1288490189, CapacityBytes: 4 << 30, Workers: 3}
-	got := formatSummary(s, &ops)
-	want := "Master Metrics: Storage: 1.2 GiB / 4.0 GiB (30.0%) | Keys: 7 (soft-pinned: 2) | Workers: 3 | " +
-		"Requests (Success/Total): PutStart=8/10, PutEnd=8/8, PutRevoke=0/0, Lookup=4/5, Exists=0/0, Remove=0/0, " +
-		"RemoveByRegex=0/0, RemoveAll=0/0, BatchPutStart=0/0, BatchPutEnd=0/0, BatchLookup=0/0, BatchExists=0/0, " +
-		"BatchRemove=0/0, Register=0/0, Heartbeat=0/0"
+	// A batch PutEnd of 3 items with 1 failed (partial), one of 2 that failed whole, two fine.
+	items := func(codes ...base.Code) *transfer.BatchResponse {
+		errs := make([]transfer.ItemError, len(codes))
+		for i, c := range codes {
+			errs[i].Code = c
+		}
+		return transfer.NewBatchResponse(transfer.OpBatchPutEnd, errs)
+	}
+	put := func(n int) *transfer.BatchPutEndRequest {
+		return &transfer.BatchPutEndRequest{Items: make([]transfer.PutEndRequest, n)}
+	}
+	mc.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "l"}, []string{"op"})
+	mc.valueSize = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "v"})
+	mc.observeCall(put(3), items(base.CodeOK, base.CodeNoAvailableHandle, base.CodeOK), time.Millisecond, nil)
+	mc.observeCall(put(2), nil, time.Millisecond, errors.New("not leader"))
+	mc.observeCall(put(1), items(base.CodeOK), time.Millisecond, nil)
+	mc.observeCall(put(2), items(base.CodeOK, base.CodeOK), time.Millisecond, nil)
+	if b := mc.batch[opBatchPutEnd].load(); b != (batchSnapshot{requests: 4, partial: 1, failures: 1, items: 8, failedItems: 3}) {
+		t.Fatalf("batch counts %+v", b)
+	}
+	got := mc.summary(s, u, t0.Add(2*time.Second), true)
+	want := "Mem Storage: 1.2 GiB / 4.0 GiB (30.0%) | SSD Storage: 1.0 MiB / 1.0 GiB | Keys: 7 (soft-pinned: 2) | Clients: 3 | " +
+		"Requests (Success/Total per sec): PutStart=4.00/5.00, PutEnd=4.00/4.00, PutRevoke=0.00/0.00, Get=2.00/2.50, " +
+		"Exist=0.00/0.00, Del=0.00/0.00, DelRegex=0.00/0.00, DelAll=0.00/0.00, Mount=0.00/0.00, Ping=0.00/0.00 | " +
+		"Batch Requests (per sec, Req=Success/PartialSuccess/Total, Item=Success/Total): PutStart:(Req=0.00/0.00/0.00, Item=0.00/0.00), " +
+		"PutEnd:(Req=1.00/0.50/2.00, Item=2.50/4.00), Get:(Req=0.00/0.00/0.00, Item=0.00/0.00), ExistKey:(Req=0.00/0.00/0.00, Item=0.00/0.00), " +
+		"Del:(Req=0.00/0.00/0.00, Item=0.00/0.00)"
 	if got != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
-	// No capacity: no division by zero.
-	if got := formatSummary(masterStats{}, &ops); !strings.HasPrefix(got, "Master Metrics: Storage: 0 B / 0 B (0.0%) | Keys: 0 (soft-pinned: 0) | Workers: 0 |") {
+	// The next window starts at the last logged line: nothing happened since.
+	if got := mc.summary(masterStats{}, usageTotals{}, t0.Add(3*time.Second), false); !strings.HasPrefix(got,
+		"Mem Storage: 0 B / 0 B (0.0%) | SSD Storage: 0 B / 0 B | Keys: 0 (soft-pinned: 0) | Clients: 0 | Requests (Success/Total per sec): PutStart=0.00/0.00") {
 		t.Fatal(got)
 	}
 }
@@ -136,7 +172,7 @@ func TestSummaryLogged(t *testing.T) {
 	})
 	c.addWorker("", nil)
 	eventually(t, "summary line", func() bool {
-		return strings.Contains(buf.String(), "Master Metrics: Storage: 0 B / 32.0 MiB (0.0%) | Keys: 0 (soft-pinned: 0) | Workers: 1 |")
+		return strings.Contains(buf.String(), "Master Metrics: Mem Storage: 0 B / 32.0 MiB (0.0%) | SSD Storage: 0 B / 0 B | Keys: 0 (soft-pinned: 0) | Clients: 1 |")
 	})
 	if !strings.Contains(buf.String(), "msg=\"master starting\"") || !strings.Contains(buf.String(), "client_ttl=10s") {
 		t.Fatalf("effective config not logged:\n%s", buf.String())

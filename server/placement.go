@@ -54,7 +54,9 @@ func place(cands []placementCandidate, n int, size int64, preferred base.WorkerI
 		}
 	}
 	if len(cands) == 0 {
-		return nil, fmt.Errorf("%w: asked for %d replicas, no worker is alive", base.ErrNoSpace, n)
+		// Unavailable, not no-space: a cluster that is starting (or whose workers are all
+		// restarting) gets one soon, and clients retry unavailable calls within their timeout.
+		return nil, fmt.Errorf("%w: asked for %d replicas, no worker is alive yet", base.ErrUnavailable, n)
 	}
 	if len(eligible) == 0 {
 		return nil, fmt.Errorf("%w: value of %s is larger than every worker segment (largest %s)",

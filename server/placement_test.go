@@ -58,7 +58,7 @@ func TestPlace(t *testing.T) {
 	bad(1, 5000, base.ErrNoSpace, "larger than every worker segment")
 	bad(0, 10, base.ErrInvalidParams, "at least 1")
 	bad(1, -1, base.ErrInvalidParams, "negative")
-	if _, err := place(nil, 1, 1, "", rand.New(rand.NewPCG(1, 2))); !errors.Is(err, base.ErrNoSpace) {
+	if _, err := place(nil, 1, 1, "", rand.New(rand.NewPCG(1, 2))); !errors.Is(err, base.ErrUnavailable) {
 		t.Fatalf("no workers: %v", err)
 	}
 }

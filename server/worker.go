@@ -142,6 +142,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	w.eng, err = tier.Open(tier.Options{
 		Arena: w.arena, Lower: lower, Persistence: cfg.Persistence, Logger: cfg.Logger,
+		HighWatermark: cfg.HighWatermark, LowWatermark: cfg.LowWatermark,
 		Events: tier.EventListener{
 			ObjectLost: func(m base.ObjectMeta, why string) {
 				w.log.Debug("object lost; the master will be told at the next registration", "key", m.Key, "version", m.Version, "why", why)
@@ -166,6 +167,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	w.adm, err = startAdmin(cfg.MetricsAddress, adminHandlers{
 		reg:    w.met.reg,
 		health: func() error { return nil },
+		ready:  w.ready,
 		status: func() (any, error) { return w.status(), nil },
 	}, w.log)
 	if err != nil {

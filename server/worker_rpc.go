@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/tier"
@@ -120,6 +121,9 @@ func (w *Worker) beginWrite(req *transfer.WriteRequest, n int64) (transfer.Write
 			if doCommit {
 				err := p.w.Commit(checksum)
 				w.met.observe(wopCommit, err)
+				if err == nil {
+					w.met.mc.observeWrite(w.now().Sub(p.deadline.Add(-w.cfg.PendingWriteTimeout)))
+				}
 				return err
 			}
 			return nil
@@ -146,7 +150,11 @@ func (w *Worker) commit(req *transfer.CommitRequest) error {
 	}
 	delete(w.pend.m, k)
 	w.pend.Unlock()
-	return p.w.Commit(req.Checksum)
+	if err := p.w.Commit(req.Checksum); err != nil {
+		return err
+	}
+	w.met.mc.observeWrite(w.now().Sub(p.deadline.Add(-w.cfg.PendingWriteTimeout)))
+	return nil
 }
 
 func (h *workerHandler) HandleCall(ctx context.Context, req transfer.Message) (transfer.Message, error) {
@@ -183,8 +191,17 @@ func (h *workerHandler) HandleCall(ctx context.Context, req transfer.Message) (t
 }
 
 func (h *workerHandler) HandleRead(_ context.Context, req *transfer.ReadRequest) (transfer.ReadSource, error) {
+	start := time.Now()
 	src, err := h.w.read(req)
 	h.w.met.observe(wopRead, err)
+	if err == nil {
+		// The transfer server calls Release after the last byte is sent: the read's end.
+		release, tier, n := src.Release, src.Resp.Tier, int64(len(src.Data))
+		src.Release = func() {
+			release()
+			h.w.met.mc.observeRead(tier, n, time.Since(start))
+		}
+	}
 	return src, err
 }
 

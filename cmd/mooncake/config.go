@@ -35,8 +35,20 @@ type fileConfig struct {
 	// MetadataServer is Mooncake's etcd/HTTP metadata service. Raft replaces it: the key is
 	// accepted so existing files keep working, and ignored with a notice.
 	MetadataServer json.RawMessage `json:"metadata_server"`
+	// EnableSSDOffload with SSDOffloadPath is Mooncake's SSD tier: it maps onto root_fs_dir
+	// (compat.go). The other keys below are Mooncake's too, accepted with a notice.
+	EnableSSDOffload *bool  `json:"enable_ssd_offload"`
+	SSDOffloadPath   string `json:"ssd_offload_path"`
+	mooncakeOnlyKeys
 
 	path string // where the file was read from; "" when there is none
+	// notices are what resolving the configuration noticed (keys without effect, a protocol
+	// run over TCP), printed once by fileNotices.
+	notices []notice
+	// envMasters is $MOONCAKE_MASTER, which `worker` honours as client commands do.
+	envMasters []string
+	// devicesWarned: the protocol warning named device_name already (tcpOnly).
+	devicesWarned bool
 }
 
 // addressList accepts "a:1,b:2" or ["a:1", "b:2"].
@@ -121,6 +133,22 @@ func loadFileConfig(getenv func(string) string) (*fileConfig, error) {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	fc.path = path
+	return fc, nil
+}
+
+// loadConfig is loadFileConfig, then Mooncake's MOONCAKE_* variables for what the file does
+// not set, then the protocol and SSD-offload mapping (compat.go).
+func loadConfig(getenv func(string) string) (*fileConfig, error) {
+	fc, err := loadFileConfig(getenv)
+	if err != nil {
+		return nil, err
+	}
+	if err := fc.applyMooncake(getenv); err != nil {
+		if fc.path != "" {
+			return nil, fmt.Errorf("config %s: %w", fc.path, err)
+		}
+		return nil, err
+	}
 	return fc, nil
 }
 

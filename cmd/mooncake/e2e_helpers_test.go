@@ -100,6 +100,8 @@ type proc struct {
 	name   string
 	bin    string
 	args   []string
+	env    []string // added to the test's environment
+	dir    string   // working directory ("" the test's)
 	cmd    *exec.Cmd
 	stderr *testutil.SyncBuffer
 	ready  chan string   // the "ready" line from stdout
@@ -110,7 +112,13 @@ type proc struct {
 // startProc starts bin with args and returns at once; waitReady waits for its ready line.
 func startProc(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: name, bin: bin, args: args}
+	return startProcIn(t, "", nil, name, bin, args...)
+}
+
+// startProcIn is startProc with a working directory and extra environment variables.
+func startProcIn(t *testing.T, dir string, env []string, name, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, bin: bin, args: args, env: env, dir: dir}
 	p.start()
 	t.Cleanup(func() {
 		p.kill()
@@ -124,6 +132,8 @@ func startProc(t *testing.T, name, bin string, args ...string) *proc {
 func (p *proc) start() {
 	p.t.Helper()
 	p.cmd = exec.Command(p.bin, p.args...)
+	p.cmd.Env = append(os.Environ(), p.env...)
+	p.cmd.Dir = p.dir
 	p.stderr = &testutil.SyncBuffer{}
 	p.cmd.Stderr = p.stderr
 	out, err := p.cmd.StdoutPipe()

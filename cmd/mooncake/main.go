@@ -54,6 +54,11 @@ type env struct {
 	logLevel string
 	// argv0 is the program name, for the lines standalone prints.
 	argv0 string
+	// verbosity is Mooncake's -v (glog verbosity) on its binary names; >= 1 logs at debug.
+	verbosity int
+	// mooncakeLines makes the servers print Mooncake's start lines too ("Master service
+	// started on port N"), set by the Mooncake binary names.
+	mooncakeLines bool
 }
 
 // run executes one command line (argv[0] is the program name) and returns the process exit code. Errors are printed as one
@@ -61,7 +66,7 @@ type env struct {
 func run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, argv0: argv[0]}
 	root := newRootCmd(e)
-	root.SetArgs(argv[1:])
+	root.SetArgs(compatArgs(argv)[1:])
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -96,6 +101,8 @@ func newRootCmd(e *env) *cobra.Command {
 
 Servers:  mooncake standalone | master | worker
 Client:   mooncake put | get | rm | ls | status | bench
+Mooncake: mooncake_master | mooncake_client | mooncake_http_metadata_server, as subcommands or
+          under those names (links made by "mooncake install-links DIR" or "make install")
 
 Flags follow Mooncake's names (snake_case). MOONCAKE_CONFIG_PATH may name a mooncake.json with
 Mooncake's keys; flags given on the command line override it. Client commands talk to
@@ -107,7 +114,7 @@ Mooncake's keys; flags given on the command line override it. Client commands ta
 			if _, err := parseLevel(e.logLevel); err != nil {
 				return usageError{err}
 			}
-			fc, err := loadFileConfig(e.getenv)
+			fc, err := loadConfig(e.getenv)
 			if err != nil {
 				return usageError{err}
 			}
@@ -121,6 +128,7 @@ Mooncake's keys; flags given on the command line override it. Client commands ta
 	root.AddCommand(
 		newStandaloneCmd(e), newMasterCmd(e), newWorkerCmd(e),
 		newPutCmd(e), newGetCmd(e), newRmCmd(e), newLsCmd(e), newStatusCmd(e), newBenchCmd(e),
+		newMooncakeMasterCmd(e), newMooncakeClientCmd(e), newMetadataServerCmd(e), newInstallLinksCmd(e),
 	)
 	return root
 }
@@ -136,6 +144,9 @@ func parseLevel(s string) (slog.Level, error) {
 // logger logs text lines to stderr at --log_level.
 func (e *env) logger() *slog.Logger {
 	l, _ := parseLevel(e.logLevel) // checked in PersistentPreRunE
+	if e.verbosity > 0 {
+		l = min(l, slog.LevelDebug)
+	}
 	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: l}))
 }
 

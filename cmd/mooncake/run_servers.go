@@ -33,6 +33,7 @@ func (e *env) masterConfig(s masterSettings) server.MasterConfig {
 		MetricsAddress: s.MetricsAddress, Peers: peers, ClusterID: s.ClusterID, ClientTTL: s.ClientTTL,
 		EvictionHighWatermarkRatio: s.EvictionHighWatermarkRatio, EvictionRatio: s.EvictionRatio,
 		PutTimeout: s.PutTimeout, MaxValueSize: s.MaxValueSize, WorkerRestartGrace: grace, Join: s.Join, Logger: e.logger(),
+		RootFSDir: s.RootFSDir, NoSummary: s.NoSummary,
 	}
 }
 
@@ -42,6 +43,7 @@ func (e *env) workerConfig(s workerSettings) server.WorkerConfig {
 		MetricsAddress: s.MetricsAddress, GlobalSegmentSize: s.GlobalSegmentSize, RootFSDir: s.RootFSDir,
 		Persistence: s.Persistence, SSDCapacity: s.SSDCapacity, Protocol: s.Protocol, HugePages: s.HugePages,
 		PrefaultArena: s.PrefaultArena, WarmUp: s.WarmUp, PrivateArena: s.PrivateArena, Logger: e.logger(),
+		HighWatermark: s.HighWatermark, LowWatermark: s.LowWatermark,
 	}
 }
 
@@ -53,6 +55,9 @@ func runMaster(ctx context.Context, e *env, s masterSettings) error {
 		return fmt.Errorf("master %s: %w", s.ID, err)
 	}
 	fmt.Fprintf(e.stdout, "mooncake master %s ready: rpc %s, metrics %s\n", s.ID, m.Addr(), metricsURL(m.MetricsAddr()))
+	if e.mooncakeLines {
+		printMooncakeMasterLines(e, m)
+	}
 	if s.Join {
 		fmt.Fprintf(e.stdout, "joining: unless it is a member already, add it from any host with\n  %s master add --id %s --raft_address %s --rpc_address %s --master_server_address <a master>\n",
 			cliName(e.argv0), s.ID, s.RaftAddress, m.Addr())
@@ -73,6 +78,9 @@ func runWorker(ctx context.Context, e *env, s workerSettings) error {
 	}
 	fmt.Fprintf(e.stdout, "mooncake worker %s ready: data %s, metrics %s, DRAM %s, NVMe %s\n", w.ID(), w.Addr(),
 		metricsURL(w.MetricsAddr()), base.Bytes(s.GlobalSegmentSize), nvmeDesc(s))
+	if e.mooncakeLines {
+		fmt.Fprintf(e.stdout, "Starting real client service on %s\n", w.Addr())
+	}
 	<-ctx.Done()
 	e.logger().Info("signal received, shutting down", "worker", w.ID(), "limit", s.ShutdownTimeout)
 	sctx, cancel := shutdownCtx(s.ShutdownTimeout)

@@ -50,6 +50,10 @@ type masterSettings struct {
 	WorkerRestartGrace                        time.Duration
 	EvictionHighWatermarkRatio, EvictionRatio float64
 	MaxValueSize                              int64
+	// RootFSDir is handed to workers without their own (Mooncake's master --root_fs_dir).
+	RootFSDir string
+	// NoSummary turns the "Master Metrics:" line off (--enable_metric_reporting=false).
+	NoSummary bool
 }
 
 // workerSettings is the effective configuration of a worker; it maps onto server.WorkerConfig.
@@ -68,6 +72,12 @@ type workerSettings struct {
 	ShutdownTimeout         time.Duration
 	WarmUp                  bool
 	PrivateArena            bool
+	// HighWatermark, LowWatermark: DRAM eviction watermarks, from the master's eviction flags
+	// (inheritFromMaster); 0 means the tier's defaults.
+	HighWatermark, LowWatermark float64
+	// rootFromUser: the root_fs_dir came from a flag, the file or the environment, so the
+	// master's is not taken.
+	rootFromUser bool
 }
 
 // masterFlags are the flags of `mooncake master` (and the master half of standalone).
@@ -96,7 +106,8 @@ func (f *masterFlags) register(fs *pflag.FlagSet, standalone bool) {
 	fs.IntVar(&f.metricsPort, "metrics_port", defaultMetricsPort, "HTTP port of /metrics, /health and /api/v1/status (0: a free port)")
 	fs.StringVar(&f.clusterID, "cluster_id", "", "cluster id; masters, workers and clients must agree (default "+base.DefaultClusterID+")")
 	fs.StringVar(&f.localHostname, "local_hostname", "", "host to bind and advertise (default: the config file's, else 127.0.0.1)")
-	fs.DurationVar(&f.clientTTL, "client_ttl", defaultClientTTL, "a worker silent this long is marked dead and its replicas dropped")
+	f.clientTTL = defaultClientTTL
+	fs.Var((*secondsDuration)(&f.clientTTL), "client_ttl", "a worker silent this long is marked dead and its replicas dropped; a plain number is seconds, as in Mooncake (default 10s)")
 	fs.DurationVar(&f.restartGrace, "worker_restart_grace", defaultRestartGrace, "a worker stopped with SIGTERM (which tells the leader it is restarting) keeps its replicas this long instead of client_ttl (0: no grace)")
 	fs.DurationVar(&f.putTimeout, "put_timeout", 0, "a put not ended within this time is dropped (default: the server's)")
 	fs.Float64Var(&f.evictHigh, "eviction_high_watermark_ratio", defaultEvictHigh, "DRAM fill ratio at which workers start evicting")
@@ -128,6 +139,9 @@ func (f *masterFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 	}
 	if s.RPCAddress == "" {
 		s.RPCAddress = net.JoinHostPort(host, strconv.Itoa(f.rpcPort))
+	} else if bareHost(s.RPCAddress) {
+		// Mooncake's --rpc_address is a host; the port is --rpc_port (or --port).
+		s.RPCAddress = net.JoinHostPort(strings.Trim(s.RPCAddress, "[]"), strconv.Itoa(f.rpcPort))
 	}
 	if err := checkHostPort(s.RPCAddress, false); err != nil {
 		return s, fmt.Errorf("--rpc_address: %w", err)
@@ -140,7 +154,7 @@ func (f *masterFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 	} else {
 		switch {
 		case s.ID == "":
-			return s, usagef("master: --id is required (e.g. --id m1)")
+			return s, usagef("master: --id is required (e.g. --id m1; mooncake_master without --id runs a one-master cluster)")
 		case s.DataDir == "":
 			return s, usagef("master: --data_dir is required")
 		case s.RaftAddress == "":
@@ -282,12 +296,12 @@ func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
 		fs.StringVar(&f.address, "worker_address", "", "worker data address host:port (default: a free port on 127.0.0.1)")
 		return
 	}
-	fs.StringVar(&f.masters, "master_server_address", "", "the masters, host:port,host:port (default: the config file's, else "+client.DefaultMasterAddress+")")
+	fs.StringVar(&f.masters, "master_server_address", "", "the masters, host:port,host:port (default $"+envMaster+", else the config file's, else "+client.DefaultMasterAddress+")")
 	fs.StringVar(&f.address, "worker_address", "", "worker data address host:port (default <local_hostname>:12300)")
 	fs.StringVar(&f.workerID, "worker_id", "", "worker id, stable across restarts (default: derived from --worker_address, kept under --root_fs_dir)")
 	fs.IntVar(&f.metricsPort, "metrics_port", 0, "HTTP port of /metrics, /health and /api/v1/status (0: a free port)")
 	fs.StringVar(&f.clusterID, "cluster_id", "", "cluster id (default: the config file's, else "+base.DefaultClusterID+")")
-	fs.StringVar(&f.protocol, "protocol", "", "transport: tcp (default: the config file's, else tcp)")
+	fs.StringVar(&f.protocol, "protocol", "", "transport: tcp; Mooncake's rdma and others run over tcp with a warning (default: the config file's, else tcp)")
 	fs.StringVar(&f.localHostname, "local_hostname", "", "host to bind and advertise (default: the config file's, else 127.0.0.1)")
 }
 
@@ -296,11 +310,12 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		WorkerID:          base.WorkerID(f.workerID),
 		GlobalSegmentSize: int64(f.segmentSize),
 		RootFSDir:         pick(fs, "root_fs_dir", f.rootFSDir, fc.RootFSDir, ""),
+		rootFromUser:      changed(fs, "root_fs_dir") || fc.RootFSDir != "",
 		SSDCapacity:       int64(f.ssdCapacity),
 		ShutdownTimeout:   f.shutdownTimeout,
 		WarmUp:            f.warmUp,
 		PrivateArena:      !f.sharedMemory,
-		Protocol:          pick(fs, "protocol", f.protocol, fc.Protocol, "tcp"),
+		Protocol:          tcpOnly(fc, "protocol", pick(fs, "protocol", f.protocol, fc.Protocol, "tcp")),
 		ClusterID:         pick(fs, "cluster_id", f.clusterID, fc.ClusterID, base.DefaultClusterID),
 	}
 	if !changed(fs, "global_segment_size") && fc.GlobalSegmentSize != nil {
@@ -331,6 +346,8 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 				return s, fmt.Errorf("--master_server_address: %w", err)
 			}
 			s.MasterAddresses = m
+		case len(fc.envMasters) > 0:
+			s.MasterAddresses = fc.envMasters
 		case len(fc.MasterServerAddress) > 0:
 			s.MasterAddresses = fc.MasterServerAddress
 		default:
@@ -409,7 +426,11 @@ func checkPort(name string, p int, zeroOK bool) error {
 // a user reads).
 func (e *env) fileNotices(cmd string) {
 	fc, log := e.file, e.logger()
-	if fc == nil || fc.path == "" {
+	if fc == nil {
+		return
+	}
+	if fc.path == "" {
+		e.printNotices(cmd)
 		return
 	}
 	level := slog.LevelInfo
@@ -421,16 +442,18 @@ func (e *env) fileNotices(cmd string) {
 	if len(fc.MetadataServer) > 0 {
 		log.Log(ctx, level, "config: metadata_server is ignored: the masters keep metadata with raft, no metadata server is needed")
 	}
-	if fc.DeviceName != "" {
+	if fc.DeviceName != "" && !fc.devicesWarned {
 		log.Log(ctx, level, "config: device_name is ignored: it names an RDMA device and this build moves bytes over TCP", "device_name", fc.DeviceName)
 	}
 	if fc.LocalBufferSize != nil {
 		log.Log(ctx, level, "config: local_buffer_size is ignored: the Go client reads into the caller's buffers", "local_buffer_size", fc.LocalBufferSize.String())
 	}
+	e.printNotices(cmd)
 }
 
 func newMasterCmd(e *env) *cobra.Command {
 	var f masterFlags
+	var mf mooncakeMasterFlags
 	cmd := &cobra.Command{
 		Use:   "master --id m1 --data_dir DIR --rpc_address HOST:PORT --raft_address HOST:PORT --peers m1=HOST:PORT,... | --join",
 		Short: "Run one master (metadata replicated with raft); master add|remove|list change and show the masters",
@@ -440,7 +463,9 @@ running cluster (a replacement): start it with --join instead of --peers, then r
 commands that change and show the masters of a running cluster.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := f.resolve(cmd.Flags(), e.file, false)
+			// Mooncake's master flags are accepted here too (compat.go); a master of this
+			// command is always a raft member with an id (mooncake_master also runs alone).
+			s, err := resolveMooncakeMaster(cmd.Flags(), &f, &mf, e, false)
 			if err != nil {
 				return err
 			}
@@ -449,6 +474,7 @@ commands that change and show the masters of a running cluster.`,
 		},
 	}
 	f.register(cmd.Flags(), false)
+	mf.register(cmd.Flags())
 	addMasterCmds(cmd, e)
 	return cmd
 }
@@ -465,6 +491,7 @@ func newWorkerCmd(e *env) *cobra.Command {
 				return err
 			}
 			e.fileNotices("worker")
+			s = inheritFromMaster(cmd.Context(), e, s)
 			return runWorker(cmd.Context(), e, s)
 		},
 	}
@@ -492,6 +519,7 @@ func newStandaloneCmd(e *env) *cobra.Command {
 			}
 			ws.ClusterID = ms.ClusterID
 			ws.MasterAddresses = []string{ms.RPCAddress}
+			ws.HighWatermark, ws.LowWatermark = watermarks(ms.EvictionHighWatermarkRatio, ms.EvictionRatio)
 			e.fileNotices("standalone")
 			return runStandalone(cmd.Context(), e, ms, ws)
 		},
