@@ -365,9 +365,9 @@ func TestServerStaleLookupCacheOtherWorker(t *testing.T) {
 
 // TestServerStripedPut: objects larger than the stripe size go over several connections in
 // stripes that the worker hashes as they land (tier.Writer.Landed); they commit and read
-// back intact, on both replicas.
+// back intact, on both replicas. The workers pre-fault their arenas (--prefault_arena).
 func TestServerStripedPut(t *testing.T) {
-	ip := startInproc(t, 2, 64<<20)
+	ip := startInprocWith(t, 2, 64<<20, func(c *server.WorkerConfig) { c.PrefaultArena = true })
 	c := connectWith(t, ip, client.Config{StripeSize: 64 << 10, DisableSharedMemory: true, LookupCacheTTL: -1})
 	ctx := context.Background()
 	for i, size := range []int{64<<10 + 1, 1 << 20, 3<<20 + 12345} {
