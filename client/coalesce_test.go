@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,5 +238,62 @@ func TestPutSequentialNotBatched(t *testing.T) {
 		if got := f.callCount(op); got != want {
 			t.Errorf("%s: %d calls, want %d", op, got, want)
 		}
+	}
+}
+
+// batchStartingWorker brings the fake's worker up at the second BatchPutStart call.
+type batchStartingWorker struct {
+	*fakeCluster
+	batches atomic.Int32
+}
+
+func (s *batchStartingWorker) Call(ctx context.Context, addr string, req, resp transfer.Message) error {
+	if req.Op() == transfer.OpBatchPutStart && s.batches.Add(1) == 2 {
+		s.setDown(s.wids[0], false)
+	}
+	return s.fakeCluster.Call(ctx, addr, req, resp)
+}
+
+// TestCoalescedPutsWaitForAFirstWorker: puts whose PutStarts were coalesced into one
+// BatchPutStart while no worker is alive wait for one, as a single put does
+// (TestPutsWaitForAFirstWorker), instead of failing item by item.
+func TestCoalescedPutsWaitForAFirstWorker(t *testing.T) {
+	f := newFakeCluster(1, 1)
+	f.setDown(f.wids[0], true)
+	s := &batchStartingWorker{fakeCluster: f}
+	cfg := Config{MasterAddresses: f.masters, MaxBackoff: 20 * time.Millisecond}
+	cfg.EnsureDefaults()
+	c, err := connectWith(context.Background(), cfg, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The first put's PutStart is held, then retried (no worker) until its short deadline;
+	// the others queue behind it and leave together as one BatchPutStart.
+	arrived, release := f.hold(transfer.OpPutStart)
+	first := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		first <- c.Put(ctx, "first", []byte("0"), ReplicateConfig{})
+	}()
+	<-arrived
+	const n = 4
+	errs := make(chan error, n)
+	for i := range n {
+		go func() { errs <- c.Put(context.Background(), fmt.Sprintf("k%d", i), []byte("v"), ReplicateConfig{}) }()
+	}
+	waitFor(t, "the PutStarts to queue", func() bool { return queued(&c.group.starts) == n })
+	release()
+	if err := <-first; !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, base.ErrUnavailable) {
+		t.Fatalf("first put: %v, want its deadline", err)
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("coalesced put while the worker starts: %v", err)
+		}
+	}
+	if got := s.batches.Load(); got < 2 {
+		t.Fatalf("%d BatchPutStart calls, want at least 2 (the batch waited)", got)
 	}
 }

@@ -162,7 +162,8 @@ func (c *Client) groupCommit() *groupCommits {
 
 // sendPutStarts places the puts of reqs: one PutStart for one put (exactly the call a put
 // made before coalescing), one BatchPutStart for several (the master places them in order,
-// as it would the same calls one after the other).
+// as it would the same calls one after the other; like a single PutStart, the call waits
+// within ctx for a first live worker of a starting cluster).
 func (c *Client) sendPutStarts(ctx context.Context, reqs []*transfer.PutStartRequest) ([]itemResult[*transfer.PutStartResponse], error) {
 	out := make([]itemResult[*transfer.PutStartResponse], len(reqs))
 	if len(reqs) == 1 {
@@ -178,7 +179,8 @@ func (c *Client) sendPutStarts(ctx context.Context, reqs []*transfer.PutStartReq
 		req.Items[i] = *r
 	}
 	var resp transfer.BatchPutStartResponse
-	if err := c.masterCall(ctx, req, &resp, nil); err != nil {
+	// batchPutStart waits for a first live worker as masterCall does for a single PutStart.
+	if err := c.batchPutStart(ctx, req, &resp); err != nil {
 		return nil, err
 	}
 	if len(resp.Items) != len(reqs) {
