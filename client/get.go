@@ -218,6 +218,9 @@ const (
 // distance: this host, then unknown, then other hosts), then the least loaded (rank's reads
 // in flight from this client), ties in random order so equal replicas share the reads.
 func orderReplicas(rs []transfer.Replica, rank func(addr string) (replicaDistance, int64)) []transfer.Replica {
+	if len(rs) < 2 {
+		return rs // nothing to choose (the common case of one replica): no allocation
+	}
 	type ranked struct {
 		r    transfer.Replica
 		d    replicaDistance
