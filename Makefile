@@ -3,7 +3,7 @@ GO ?= go
 TAGS ?= invariants
 PKGS ?= ./...
 
-.PHONY: test testrace stress lint bench fuzz check build install
+.PHONY: test testrace stress lint bench fuzz check build install chromium
 
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/mooncake ./cmd/mooncake
@@ -45,3 +45,7 @@ lint:
 check: lint
 	$(GO) mod tidy -diff
 	CGO_ENABLED=0 $(GO) build ./...
+
+# chromium installs headless Chromium (Debian's package) for the dashboard test when missing.
+chromium:
+	sh .ci/ensure-chromium.sh

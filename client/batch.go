@@ -127,7 +127,7 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 		}
 		it := &resp.Items[j]
 		end.Items = append(end.Items, transfer.PutEndRequest{Key: keys[i], Version: it.Version, Size: int64(len(values[i])),
-			Checksum: sums[j], Replicas: replicaIDs(&it.PutStartResponse), Config: cfg})
+			Checksum: sums[j], Replicas: replicaIDs(&it.PutStartResponse), Config: cfg, Tokens: rc.Tokens, Model: rc.Model})
 		endIdx = append(endIdx, j)
 	}
 	if len(endIdx) == 0 {

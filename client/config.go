@@ -166,6 +166,12 @@ type ReplicateConfig struct {
 	// Upsert replaces an existing object of the same key instead of failing with
 	// base.ErrObjectAlreadyExists.
 	Upsert bool
+	// Tokens is how many KV-cache tokens the object holds (for a batch: each object), and
+	// Model the model they belong to (a name registered with `mooncake model add`). Both are
+	// optional; the master counts them per model to set expected bytes against actual ones
+	// (`mooncake memory`). Tokens is 0 to 4294967295.
+	Tokens int64
+	Model  string
 }
 
 func (rc ReplicateConfig) normalized() (ReplicateConfig, error) {
@@ -182,6 +188,9 @@ func (rc ReplicateConfig) normalized() (ReplicateConfig, error) {
 		if err := base.ValidateWorkerID(rc.PreferredWorker); err != nil {
 			return rc, err
 		}
+	}
+	if err := rc.checkTokens(); err != nil {
+		return rc, err
 	}
 	if rc.Persistence > base.PersistenceDurable {
 		return rc, fmt.Errorf("%w: unknown persistence %d", base.ErrInvalidParams, rc.Persistence)

@@ -126,7 +126,7 @@ func (c *Client) put(ctx context.Context, key string, size int64, rc ReplicateCo
 	sum, err := write(ctx, pl)
 	if err == nil {
 		_, err = g.ends.do(ctx, &transfer.PutEndRequest{Key: key, Version: pl.Version, Size: size, Checksum: sum,
-			Replicas: replicaIDs(pl), Config: cfg})
+			Replicas: replicaIDs(pl), Config: cfg, Tokens: rc.Tokens, Model: rc.Model})
 	}
 	if err != nil {
 		c.revoke(key, pl.Version)

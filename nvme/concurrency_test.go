@@ -12,13 +12,20 @@ import (
 )
 
 // TestConcurrent runs writers, readers, deletes and GC at once (for -race), then checks the
-// store against a model of what each writer last did to its own keys.
+// store against a model of what each writer last did to its own keys: under each sync
+// policy with dead records punched out (a read must never see a punched range), and with GC
+// copying.
 func TestConcurrent(t *testing.T) {
-	for _, sp := range []SyncPolicy{SyncGroup, SyncAlways, SyncNone} {
-		t.Run(sp.String(), func(t *testing.T) {
+	for _, c := range []struct {
+		sp    SyncPolicy
+		punch bool
+	}{{SyncGroup, true}, {SyncAlways, true}, {SyncNone, true}, {SyncGroup, false}} {
+		sp := c.sp
+		t.Run(fmt.Sprintf("%s/punch=%v", sp, c.punch), func(t *testing.T) {
 			dir := t.TempDir()
 			o := testOptions(dir)
 			o.Sync = sp
+			o.DisableHolePunch = !c.punch
 			o.GCLiveRatio = 0.7
 			s := mustOpen(t, o)
 			const writers, ops = 3, 60
@@ -110,7 +117,7 @@ func TestConcurrent(t *testing.T) {
 
 // TestGCRacesWithPut: a Put of the key GC is copying wins; GC must not bring the old bytes back.
 func TestGCRacesWithPut(t *testing.T) {
-	s := mustOpen(t, testOptions(t.TempDir()))
+	s := mustOpen(t, copyGCOptions(t.TempDir()))
 	defer s.Close()
 	old := payload(1, 100<<10, false)
 	if err := s.Put("x", 1, old, true); err != nil {

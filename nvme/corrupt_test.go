@@ -160,7 +160,7 @@ func dirSize(t *testing.T, dir string) int64 {
 
 func TestGC(t *testing.T) {
 	dir := t.TempDir()
-	o := testOptions(dir)
+	o := copyGCOptions(dir)
 	var gcEnds []GCStats
 	o.Events.GCEnd = func(st GCStats) { gcEnds = append(gcEnds, st) }
 	s := mustOpen(t, o)

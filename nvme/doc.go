@@ -11,6 +11,7 @@
 //
 //	<Dir>/index/                pebble DB: the index and inline values
 //	<Dir>/extents/<id>.ext      extent files, id = 16 lowercase hex digits, never reused
+//	<Dir>/ballast               zeros: room the index takes if the disk fills (ballast.go)
 //
 // # Index (pebble)
 //
@@ -70,7 +71,10 @@
 //
 // A record is live when the index entry of its key points at (extent id, offset); everything
 // else (overwritten, deleted, a torn tail after a crash, a write whose index commit never
-// happened) is dead space that GC reclaims. Rebuilding an index from extents alone would also
+// happened) is dead space: punched out of the file (fallocate PUNCH_HOLE) once the index change
+// that killed it is synced, where the filesystem supports it (reclaim.go), else reclaimed by GC
+// copying the live records out. Punched ranges read as zeros, and no index entry points at
+// one. Rebuilding an index from extents alone would also
 // bring back objects deleted since their extent was last collected (deletes live only in the
 // index); that tool does not exist yet.
 //
@@ -111,5 +115,6 @@
 //
 // # Open and GC
 //
-// Open's recovery steps are listed on Open; GC's crash-safe order on GC.
+// Open's recovery steps are listed on Open; GC's crash-safe order on GC; hole punching's in
+// reclaim.go. Neither ever needs free disk space to free space.
 package nvme

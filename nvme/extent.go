@@ -33,7 +33,14 @@ func invariantf(format string, args ...any) error {
 // to a new extent when it is full. It returns the extent with a write reference the caller
 // must drop with releaseW, the offset, and the write handle.
 func (s *Store) reserveRecord(n int64, force bool) (*extent, int64, vfs.File, error) {
-	if err := s.reserveMaybeForce(n, true, force); err != nil {
+	reserve := s.reserve
+	if force {
+		if s.ballastGone.Load() {
+			return nil, 0, nil, s.errBallastGone() // GC copies too: the room is the index's
+		}
+		reserve = func(n int64, extentBytes bool) error { return s.reserveMaybeForce(n, extentBytes, true) }
+	}
+	if err := reserve(n, true); err != nil {
 		return nil, 0, nil, err
 	}
 	s.mu.Lock()
@@ -47,7 +54,7 @@ func (s *Store) reserveRecord(n int64, force bool) (*extent, int64, vfs.File, er
 	}
 	if e == nil {
 		var err error
-		e, err = s.newExtentLocked(force)
+		e, err = s.newExtentLocked()
 		if err != nil {
 			s.mu.Unlock()
 			s.m.extentBytes.Add(-n)
@@ -69,9 +76,11 @@ func (s *Store) reserveRecord(n int64, force bool) (*extent, int64, vfs.File, er
 }
 
 // newExtentLocked creates the next extent file, writes its header and syncs the directory,
-// so a record synced into it later is found after a power failure.
+// so a record synced into it later is found after a power failure. The header block is
+// counted even past capacity: the record that needs the extent was admitted, and one block
+// over is harmless.
 // REQUIRES: s.mu.
-func (s *Store) newExtentLocked(force bool) (*extent, error) {
+func (s *Store) newExtentLocked() (*extent, error) {
 	id := s.mu.nextID
 	s.mu.nextID++
 	path := s.fs.PathJoin(s.extDir, extentName(id))
@@ -89,9 +98,7 @@ func (s *Store) newExtentLocked(force bool) (*extent, error) {
 			return fail("O_DIRECT on a new extent", err)
 		}
 	}
-	if err := s.reserveMaybeForce(blockSize, true, force); err != nil {
-		return fail("extent header", err)
-	}
+	_ = s.reserveMaybeForce(blockSize, true, true)
 	hdr := getBuf(blockSize)
 	encodeExtentHeader(hdr, id)
 	_, err = w.WriteAt(hdr, 0)

@@ -1,8 +1,10 @@
 package nvme
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -16,8 +18,11 @@ type GCStats struct {
 	BytesReclaimed int64 // extent bytes deleted minus bytes moved
 }
 
-// GC rewrites every sealed extent whose live ratio is under Options.GCLiveRatio: it copies the
-// live records to the active extent, and deletes the old file. The order makes it crash-safe:
+// GC reclaims extents. Every sealed extent with no live record left is deleted. Without hole
+// punching (Options.DisableHolePunch, or a filesystem without it), GC also rewrites every
+// sealed extent whose live ratio is under Options.GCLiveRatio, emptiest first: it copies the
+// live records to the active extent, and deletes the old file. (With hole punching, dead
+// records are already free: reclaim.go.) The order makes it crash-safe:
 //
 //  1. copy each live record (verifying its checksum; a corrupt one is quarantined, not copied),
 //  2. sync the new copies,
@@ -27,8 +32,13 @@ type GCStats struct {
 //
 // A crash before 4 leaves both copies; the index points at one of them and the other is dead
 // space for the next GC. Readers holding the old file finish their read (the file is unlinked,
-// its descriptor stays valid). GC also runs in the background every Options.GCInterval and
-// when a Put finds the store full.
+// its descriptor stays valid). The first copy that fails (a full disk) ends the copying for
+// this pass, with one log line: extents already emptied are still deleted, and GC never
+// needs free space to delete an extent with nothing live. Without hole punching the active
+// extent is sealed when it is mostly dead, so that it can be collected too.
+//
+// GC also runs in the background every Options.GCInterval, after dead records are queued,
+// and when a Put finds the store full.
 func (s *Store) GC() (GCStats, error) {
 	if err := s.enter(); err != nil {
 		return GCStats{}, err
@@ -39,61 +49,98 @@ func (s *Store) GC() (GCStats, error) {
 	return s.gcLocked()
 }
 
-func (s *Store) gcLocked() (GCStats, error) {
-	var st GCStats
-	victims := map[uint64]*extent{}
+// gcVictims picks the extents to collect, emptiest first; it seals a mostly dead active
+// extent when GC copies (no hole punching).
+func (s *Store) gcVictims() []*extent {
+	var seal *extent
+	var victims []*extent
 	s.mu.Lock()
-	for id, e := range s.mu.extents {
+	if a := s.mu.active; a != nil && !s.punch {
+		size, live := a.size.Load(), a.live.Load()
+		if size >= s.opts.ExtentSize/4 && float64(live)/float64(size) < s.opts.GCLiveRatio {
+			seal = a
+		}
+	}
+	s.mu.Unlock()
+	if seal != nil {
+		s.sealExtent(seal) // its write handle closes now unless writes are in flight
+	}
+	s.mu.Lock()
+	for _, e := range s.mu.extents {
 		if !e.sealed || e.w != nil || e.removed {
 			continue // active, or writes still in flight
 		}
 		size, live := e.size.Load(), e.live.Load()
-		if size > 0 && float64(live)/float64(size) < s.opts.GCLiveRatio {
-			victims[id] = e
+		if live == 0 || !s.punch && size > 0 && float64(live)/float64(size) < s.opts.GCLiveRatio {
+			victims = append(victims, e)
 		}
 	}
 	s.mu.Unlock()
+	slices.SortFunc(victims, func(a, b *extent) int {
+		ra := float64(a.live.Load()) / float64(a.size.Load())
+		rb := float64(b.live.Load()) / float64(b.size.Load())
+		return cmp.Compare(ra, rb)
+	})
+	return victims
+}
+
+func (s *Store) gcLocked() (GCStats, error) {
+	var st GCStats
+	victims := s.gcVictims()
 	if len(victims) == 0 {
 		return st, nil
 	}
+	byID := make(map[uint64]*extent, len(victims))
+	rank := make(map[uint64]int, len(victims))
+	anyLive := false
+	for i, e := range victims {
+		byID[e.id], rank[e.id] = e, i
+		anyLive = anyLive || e.live.Load() > 0
+	}
 
-	// Find the live records of the victims: one pass over the index.
+	// Find the live records of the victims: one pass over the index (none when every
+	// victim is empty).
 	type liveRec struct {
 		key string
 		ent indexEntry
 	}
 	var recs []liveRec
-	it, err := s.newObjectIter()
-	if err != nil {
-		return st, fmt.Errorf("nvme: gc: %w", err)
-	}
-	for ok := it.First(); ok; ok = it.Next() {
-		val, err := it.ValueAndErr()
+	if anyLive {
+		it, err := s.newObjectIter()
 		if err != nil {
-			it.Close()
 			return st, fmt.Errorf("nvme: gc: %w", err)
 		}
-		ent, err := decodeIndexEntry(val)
-		if err != nil || ent.isInline() || ent.flags&flagQuarantined != 0 || victims[ent.extent] == nil {
-			continue
+		for ok := it.First(); ok; ok = it.Next() {
+			val, err := it.ValueAndErr()
+			if err != nil {
+				it.Close()
+				return st, fmt.Errorf("nvme: gc: %w", err)
+			}
+			ent, err := decodeIndexEntry(val)
+			if err != nil || ent.isInline() || ent.flags&flagQuarantined != 0 || byID[ent.extent] == nil {
+				continue
+			}
+			key, err := decodeIndexKey(it.Key())
+			if err != nil {
+				continue
+			}
+			recs = append(recs, liveRec{key, ent})
 		}
-		key, err := decodeIndexKey(it.Key())
-		if err != nil {
-			continue
+		if err := it.Close(); err != nil {
+			return st, fmt.Errorf("nvme: gc: %w", err)
 		}
-		recs = append(recs, liveRec{key, ent})
-	}
-	if err := it.Close(); err != nil {
-		return st, fmt.Errorf("nvme: gc: %w", err)
+		// Emptiest extents first: they free the most for the bytes moved.
+		slices.SortStableFunc(recs, func(a, b liveRec) int { return cmp.Compare(rank[a.ent.extent], rank[b.ent.extent]) })
 	}
 
 	// 1-3. Copy, sync and re-point each live record. put with onlyIfAt does the three steps
 	// per record (durable, so the copy is synced before the index points at it).
-	failed := map[uint64]bool{}
-	for _, r := range recs {
-		e := victims[r.ent.extent]
+	for i, r := range recs {
+		e := byID[r.ent.extent]
 		stored := getBuf(int(r.ent.storedLen))
+		s.punchMu.RLock()
 		err := s.readStored(e, r.key, r.ent, stored)
+		s.punchMu.RUnlock()
 		if errors.Is(err, base.ErrCorruption) {
 			putBuf(stored)
 			s.quarantine(r.key, r.ent, err)
@@ -107,22 +154,23 @@ func (s *Store) gcLocked() (GCStats, error) {
 			continue
 		}
 		if err != nil {
-			failed[r.ent.extent] = true
-			s.log.Error("nvme: gc: cannot move a record; its extent stays", "key", r.key, "extent", r.ent.extent, "err", err)
-			continue
+			s.log.Warn("nvme: gc: cannot move live records; the extents holding them stay until there is room",
+				"records_left", len(recs)-i, "extent", r.ent.extent, "err", err)
+			break
 		}
 		st.RecordsMoved++
 		st.BytesMoved += recordLenOf(r.key, r.ent)
 	}
 
-	// 4. Delete the victims whose records all moved.
+	// 4. Delete the victims with nothing live left, with no reader or punch inside them.
 	removedBytes := int64(0)
-	for id, e := range victims {
-		if failed[id] || e.live.Load() != 0 {
+	s.punchMu.Lock()
+	for _, e := range victims {
+		if e.live.Load() != 0 {
 			continue
 		}
 		s.mu.Lock()
-		delete(s.mu.extents, id)
+		delete(s.mu.extents, e.id)
 		e.removed = true
 		closeR := e.refs == 0
 		s.mu.Unlock()
@@ -132,11 +180,13 @@ func (s *Store) gcLocked() (GCStats, error) {
 		if err := s.fs.Remove(e.path); err != nil {
 			s.log.Error("nvme: gc: cannot remove an extent", "file", e.path, "err", err)
 		}
-		s.m.extentBytes.Add(-e.size.Load())
+		used := e.size.Load() - e.punched.Load()
+		s.m.extentBytes.Add(-used)
 		s.m.extents.Add(-1)
-		removedBytes += e.size.Load()
+		removedBytes += used
 		st.ExtentsRemoved++
 	}
+	s.punchMu.Unlock()
 	if st.ExtentsRemoved > 0 {
 		if err := s.syncDir(); err != nil {
 			return st, ioErr("gc: sync extent directory", err)
@@ -173,7 +223,8 @@ func (s *Store) readStored(e *extent, key string, ent indexEntry, stored []byte)
 	return s.decodeInto(ent, stored, obj)
 }
 
-// gcLoop runs GC every GCInterval (if positive) and when kicked by a full store.
+// gcLoop runs reclaim and GC every GCInterval (if positive), when dead records are queued
+// and when kicked by a full store.
 func (s *Store) gcLoop() {
 	defer s.wg.Done()
 	var tick <-chan time.Time
@@ -189,6 +240,13 @@ func (s *Store) gcLoop() {
 		case <-tick:
 		case <-s.gcKick:
 		}
+		s.maybeRestoreBallast()
+		if err := s.reclaimBackground(); err != nil && !errors.Is(err, base.ErrClosed) {
+			s.log.Error("nvme: background reclaim failed", "err", err)
+			if s.opts.Events.BackgroundError != nil {
+				s.opts.Events.BackgroundError(err)
+			}
+		}
 		if _, err := s.GC(); err != nil && !errors.Is(err, base.ErrClosed) {
 			s.log.Error("nvme: background gc failed", "err", err)
 			if s.opts.Events.BackgroundError != nil {
@@ -196,4 +254,14 @@ func (s *Store) gcLoop() {
 			}
 		}
 	}
+}
+
+// reclaimBackground is reclaim for the background loop: inside enter/exit, like GC.
+func (s *Store) reclaimBackground() error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.exit()
+	_, err := s.reclaim()
+	return err
 }

@@ -52,12 +52,35 @@ func Open(opts Options) (*Store, error) {
 			return nil, ioErr("create "+d, err)
 		}
 	}
+	s.punch = s.probePunch() // before recover, which queues the dead space it finds
+
+	// The disk is measured before pebble opens, to size its memtable (and so its WAL
+	// preallocation) to the disk. A filesystem that cannot say (a MemFS) counts as large.
+	du, duErr := s.fs.GetDiskUsage(opts.Dir)
+	budget := opts.Capacity
+	if duErr == nil && (budget == 0 || budget > int64(du.TotalBytes)) {
+		budget = int64(du.TotalBytes)
+	}
+	memTable := memTableSize(budget)
+	// The ballast (ballast.go), on a filesystem that can report being full.
+	indexFS := s.fs
+	if duErr == nil {
+		s.ballast = ballastSize(memTable)
+		_ = s.fs.Remove(s.fs.PathJoin(opts.Dir, ballastName)) // an earlier run's; sized again
+		if err := s.createBallast(); err != nil {
+			s.ballastGone.Store(true)
+			s.log.Warn("nvme: no room for the index's reserve: new objects are refused until the disk has room",
+				"reserve", base.Bytes(s.ballast), "err", err)
+		}
+		indexFS = vfs.OnDiskFull(s.fs, s.onIndexDiskFull)
+	}
 	db, err := pebble.Open(indexDir, &pebble.Options{
-		FS:     s.fs,
+		FS:     indexFS,
 		Logger: pebbleLogger{s.log},
 		// Inline values are up to 64 KiB: a larger memtable than the 4 MiB default keeps
-		// flushes rare under spill bursts of small objects.
-		MemTableSize: 32 << 20,
+		// flushes rare under spill bursts of small objects (memTableSize scales it down on
+		// small disks).
+		MemTableSize: uint64(memTable),
 	})
 	if err != nil {
 		return nil, ioErr("open index", err)
@@ -70,19 +93,37 @@ func Open(opts Options) (*Store, error) {
 
 	s.direct = s.probeDirect()
 	used := s.m.extentBytes.Load() + s.m.inlineBytes.Load()
+	headroom := indexHeadroom(memTable)
 	s.capacity = opts.Capacity
-	if s.capacity == 0 {
-		du, err := s.fs.GetDiskUsage(opts.Dir)
-		if err != nil {
-			s.closeFiles()
-			return nil, ioErr("disk usage", err)
-		}
-		s.capacity = used + int64(float64(du.AvailBytes)*DefaultCapacityFraction)
+	if duErr == nil {
+		du, duErr = s.fs.GetDiskUsage(opts.Dir) // again: recovery may have removed extents
+	}
+	switch {
+	case s.capacity == 0 && duErr != nil:
+		s.closeFiles()
+		return nil, ioErr("disk usage (set Options.Capacity)", duErr)
+	case s.capacity == 0:
+		s.capacity = max(0, used+int64(float64(du.AvailBytes)*DefaultCapacityFraction)-headroom)
+	case duErr == nil && s.capacity > used+int64(du.AvailBytes)-headroom:
+		s.log.Warn("nvme: the capacity is larger than the room left on the filesystem; writes will fail with no space before it is reached",
+			"capacity", base.Bytes(s.capacity), "bytes_used", base.Bytes(used), "disk_free", base.Bytes(du.AvailBytes),
+			"index_headroom", base.Bytes(headroom))
+	}
+	if s.opts.ExtentSize == 0 {
+		s.opts.ExtentSize = autoExtentSize(s.capacity)
 	}
 	s.log.Info("nvme: opened",
 		"objects", s.m.objects.Load(), "bytes_used", base.Bytes(used), "capacity", base.Bytes(s.capacity),
-		"extents", s.m.extents.Load(), "dropped", s.m.droppedOnOpen.Load(),
-		"sync", opts.Sync.String(), "o_direct", s.direct, "took", now().Sub(start))
+		"extents", s.m.extents.Load(), "extent_size", base.Bytes(s.opts.ExtentSize), "dropped", s.m.droppedOnOpen.Load(),
+		"sync", opts.Sync.String(), "o_direct", s.direct, "hole_punch", s.punch,
+		"index_memtable", base.Bytes(memTable), "index_headroom", base.Bytes(headroom), "index_reserve", base.Bytes(s.ballast),
+		"took", now().Sub(start))
+	// The dead space recovery found (torn tails, records whose index commit never happened,
+	// holes already punched) is punched now, so the accounting starts from what the disk
+	// really holds.
+	if _, err := s.reclaim(); err != nil {
+		s.log.Warn("nvme: reclaiming dead space at open failed; retried in the background", "err", err)
+	}
 
 	if opts.Sync == SyncGroup {
 		s.wg.Add(1)
@@ -91,6 +132,33 @@ func Open(opts Options) (*Store, error) {
 	s.wg.Add(1)
 	go s.gcLoop()
 	return s, nil
+}
+
+// memTableSize is the pebble memtable size for a store whose disk budget is budget bytes
+// (0: unknown, taken as large): DefaultMemTableSize, or budget/32 on a small disk, at least
+// minMemTableSize, a power of two.
+func memTableSize(budget int64) int64 {
+	if budget <= 0 || budget/32 >= DefaultMemTableSize {
+		return DefaultMemTableSize
+	}
+	m := int64(minMemTableSize)
+	for m*2 <= budget/32 {
+		m *= 2
+	}
+	return m
+}
+
+// indexHeadroom is the disk room the default capacity leaves to the pebble index beyond the
+// inline values it counts: pebble preallocates each WAL to 110% of the memtable size, keeps
+// up to two WALs while a memtable flushes (plus one recycled), and writes the flushed
+// sstable. Four memtables cover those. Without it the WAL preallocation filled a small disk
+// before the capacity was reached, and pebble cannot continue after a failed WAL write.
+func indexHeadroom(memTable int64) int64 { return 4 * memTable }
+
+// autoExtentSize is the extent size for a capacity when Options.ExtentSize is not set.
+func autoExtentSize(capacity int64) int64 {
+	n := capacity / autoExtentDivisor &^ (1<<20 - 1)
+	return min(max(n, 1<<20), DefaultExtentSize)
 }
 
 // closeFiles releases what Open acquired when it fails half way.
@@ -172,6 +240,9 @@ func (s *Store) recover() error {
 		s.m.droppedOnOpen.Add(1)
 		s.log.Warn("nvme: dropping an index entry: "+why, args...)
 	}
+	// spans holds the live records of each extent (offset, length), for the dead space
+	// between them.
+	spans := map[uint64][][2]int64{}
 	it, err := s.newObjectIter()
 	if err != nil {
 		return ioErr("scan index", err)
@@ -233,6 +304,7 @@ func (s *Store) recover() error {
 			}
 			e.live.Add(recordLenOf(key, ent))
 			s.m.extentLive.Add(recordLenOf(key, ent))
+			spans[ent.extent] = append(spans[ent.extent], [2]int64{ent.offset, recordLenOf(key, ent)})
 		}
 		s.m.objects.Add(1)
 	}
@@ -259,6 +331,7 @@ func (s *Store) recover() error {
 		e.size.Store(alignUp(fileSize[id]))
 		s.m.extentBytes.Add(e.size.Load())
 		s.m.extents.Add(1)
+		s.addDeadGaps(e, spans[id])
 	}
 	if removed > 0 {
 		if err := s.syncDir(); err != nil {

@@ -74,8 +74,21 @@ const (
 	DefaultGCInterval = 10 * time.Second
 	// DefaultLZ4MinSaving: a compressed object is kept only if it is at least 10% smaller.
 	DefaultLZ4MinSaving = 0.10
-	// DefaultCapacityFraction of the free disk at Open is the default capacity.
+	// DefaultCapacityFraction of the free disk at Open is the default capacity (less the
+	// index headroom, indexHeadroom).
 	DefaultCapacityFraction = 0.90
+	// DefaultMemTableSize is the pebble memtable size on a large disk. Pebble preallocates
+	// each WAL file to 110% of it, so on a small disk (budget under 32 times this) the
+	// memtable is budget/32, down to minMemTableSize: a 64 MiB tier must not give half its
+	// disk to one preallocated WAL.
+	DefaultMemTableSize = 32 << 20
+	minMemTableSize     = 1 << 20
+	// minAutoExtentSize and the divisor autoExtentDivisor size extents relative to the
+	// capacity when Options.ExtentSize is not set: capacity/8, between 1 MiB and
+	// DefaultExtentSize, so that a small store is made of several extents and a sealed,
+	// mostly dead one can be collected (a 16 MiB store with 128 MiB extents never sealed
+	// its only extent, and so never reclaimed anything without hole punching).
+	autoExtentDivisor = 8
 )
 
 // Options configure a Store. A zero field means "use the default".
@@ -96,8 +109,8 @@ type Options struct {
 	// Logger receives open/recovery, corruption and GC lines. Default slog.Default().
 	Logger *slog.Logger
 
-	// ExtentSize is the size at which an extent is sealed. Default 128 MiB. An object larger
-	// than it gets an extent of its own.
+	// ExtentSize is the size at which an extent is sealed. Default: Capacity/8, between
+	// 1 MiB and 128 MiB. An object larger than it gets an extent of its own.
 	ExtentSize int64
 	// InlineThreshold: stored values of at most this many bytes live in the index. Default
 	// 64 KiB; a negative value puts every value in extents.
@@ -116,13 +129,22 @@ type Options struct {
 	DirectIO DirectIO
 	// Events receives callbacks for background work and failures (nil fields are skipped).
 	Events EventListener
+	// DisableHolePunch turns off reclaiming dead records by punching holes in their extent
+	// (fallocate PUNCH_HOLE). By default Open probes the filesystem (ext4, xfs, btrfs and
+	// tmpfs support it; a non-OS vfs.FS does not) and, when it works, every deleted or
+	// overwritten extent record is punched out within moments of its index change being
+	// synced, so its space is free again without copying anything; GC then only deletes
+	// extents with no live record left. Without hole punching, GC copies the live records
+	// of mostly dead extents (Options.GCLiveRatio), which needs room for the copies.
+	DisableHolePunch bool
 	// VerifyOnOpen reads every extent record in full at Open and checks its checksum (slow:
 	// reads the whole store). By default Open checks each record's header only, and data is
 	// verified on every read.
 	VerifyOnOpen bool
 }
 
-// EnsureDefaults fills zero fields with their defaults. Capacity is resolved at Open.
+// EnsureDefaults fills zero fields with their defaults. Capacity, and ExtentSize which
+// depends on it, are resolved at Open.
 func (o *Options) EnsureDefaults() {
 	if o.FS == nil {
 		o.FS = vfs.Default
@@ -132,9 +154,6 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.GroupCommitInterval == 0 {
 		o.GroupCommitInterval = DefaultGroupCommitInterval
-	}
-	if o.ExtentSize == 0 {
-		o.ExtentSize = DefaultExtentSize
 	}
 	if o.InlineThreshold == 0 {
 		o.InlineThreshold = DefaultInlineThreshold
@@ -164,7 +183,7 @@ func (o *Options) Validate() error {
 		return bad("unknown sync policy %d", o.Sync)
 	case o.GroupCommitInterval < 0:
 		return bad("GroupCommitInterval %s is negative", o.GroupCommitInterval)
-	case o.ExtentSize < 1<<20 || o.ExtentSize > 1<<40:
+	case o.ExtentSize != 0 && (o.ExtentSize < 1<<20 || o.ExtentSize > 1<<40):
 		return bad("ExtentSize %d is outside [1 MiB, 1 TiB]", o.ExtentSize)
 	case o.InlineThreshold > 1<<20:
 		return bad("InlineThreshold %d is over 1 MiB", o.InlineThreshold)

@@ -31,6 +31,8 @@ type Store struct {
 	db       *pebble.DB
 	extDir   string
 	direct   bool  // extents are written with O_DIRECT
+	punch    bool  // dead records are punched out (reclaim.go); set at Open
+	ballast  int64 // bytes of the index's ballast file (ballast.go); 0: none
 	capacity int64 // bytes; see Options.Capacity
 
 	// ops is held shared by every public operation and exclusively by Close, so Close waits
@@ -60,6 +62,19 @@ type Store struct {
 	// the pebble WAL when it is set.
 	indexDirty atomic.Bool
 
+	// ballastGone is set when pebble spent the ballast on a full disk: no new record is
+	// admitted until the background loop restores it (ballast.go).
+	ballastGone atomic.Bool
+
+	// dead holds the dead ranges waiting for reclaim; reclaimMu serializes reclaims.
+	dead      deadQueue
+	reclaimMu sync.Mutex
+	// punchMu orders hole punching against extent reads: ReadInto and GC's copies hold it
+	// shared from their index lookup to the end of their extent read, reclaim (and GC's
+	// deletion of extents) exclusively. So no range is punched, nor file deleted, under a
+	// reader that found its record live.
+	punchMu sync.RWMutex
+
 	gcMu   sync.Mutex // one GC at a time
 	gcKick chan struct{}
 	stop   chan struct{}
@@ -85,6 +100,7 @@ type counters struct {
 	gcRuns        atomic.Int64
 	gcReclaimed   atomic.Int64
 	droppedOnOpen atomic.Int64
+	punched       atomic.Int64
 }
 
 // extent is one append-only extent file.
@@ -96,6 +112,9 @@ type extent struct {
 	size atomic.Int64
 	// live is the aligned length of the records the index points at.
 	live atomic.Int64
+	// punched is the bytes of dead records punched out (reclaim.go). The extent uses
+	// size - punched bytes of disk, which is what counters.extentBytes counts.
+	punched atomic.Int64
 
 	// Guarded by Store.mu.
 	r       vfs.File // buffered read handle; closed once removed and refs == 0
@@ -134,6 +153,13 @@ type Metrics struct {
 	LZ4BytesSaved int64
 	// GCRuns and GCBytesReclaimed count GC passes that removed at least one extent.
 	GCRuns, GCBytesReclaimed int64
+	// PunchedBytes counts the bytes of dead records punched out since Open.
+	PunchedBytes int64
+	// HolePunch says whether dead records are punched out (see Options.DisableHolePunch).
+	HolePunch bool
+	// DiskFull says the disk filled and the index took its reserve (the ballast): new
+	// objects are refused until the disk has room again.
+	DiskFull bool
 	// Sync is the sync policy; DirectIO says whether extents are written with O_DIRECT.
 	Sync     SyncPolicy
 	DirectIO bool
@@ -160,6 +186,9 @@ func (s *Store) Metrics() Metrics {
 		LZ4BytesSaved:    s.m.lz4Saved.Load(),
 		GCRuns:           s.m.gcRuns.Load(),
 		GCBytesReclaimed: s.m.gcReclaimed.Load(),
+		PunchedBytes:     s.m.punched.Load(),
+		HolePunch:        s.punch,
+		DiskFull:         s.ballastGone.Load(),
 		Sync:             s.opts.Sync,
 		DirectIO:         s.direct,
 	}
@@ -275,14 +304,20 @@ func (s *Store) put(key string, ent indexEntry, data []byte, onlyIfAt *indexEntr
 	}
 	defer s.releaseW(e)
 	if err := s.writeRecord(w, off, hdr, stored, streamSum); err != nil {
-		// The bytes at off are unknown now; no index entry will point at them. Seal the
-		// extent so nothing is appended after a hole (the space is dead until GC).
-		s.sealExtent(e)
-		return fmt.Errorf("nvme: put %q: %w", key, ioErr(fmt.Sprintf("write extent %d at %d", e.id, off), err))
+		// The bytes at off are unknown now; no index entry will point at them: dead space.
+		// After an I/O error the extent is sealed (the file may be damaged past off); a
+		// full disk is no reason to start a new file, which would only fail again.
+		err = ioErr(fmt.Sprintf("write extent %d at %d", e.id, off), err)
+		if !errors.Is(err, base.ErrNoSpace) {
+			s.sealExtent(e)
+		}
+		s.addDead(e, off, hdr.recordLen())
+		return fmt.Errorf("nvme: put %q: %w", key, err)
 	}
 	ent.checksum = hdr.checksum
 	if durable {
 		if err := s.syncExtent(e); err != nil {
+			s.addDead(e, off, hdr.recordLen())
 			return fmt.Errorf("nvme: put %q: sync extent %d: %w", key, e.id, err)
 		}
 	}
@@ -291,6 +326,7 @@ func (s *Store) put(key string, ent indexEntry, data []byte, onlyIfAt *indexEntr
 		s.testHookBeforeIndexCommit(key)
 	}
 	if err := s.commit(key, ent, e, onlyIfAt, durable); err != nil {
+		s.addDead(e, off, hdr.recordLen()) // never indexed (or GC's copy lost a race)
 		return err
 	}
 	if !durable && s.opts.Sync != SyncNone {
@@ -449,8 +485,20 @@ func recordLenOf(key string, ent indexEntry) int64 {
 }
 
 // reserve counts n more bytes against capacity, or fails with ErrNoSpace and kicks GC.
-// extentBytes says which counter the bytes go to.
+// extentBytes says which counter the bytes go to. When the store is full it first punches
+// out the dead records queued (a Delete a moment ago) and tries once more, so the room a
+// Delete frees is usable by the next write.
 func (s *Store) reserve(n int64, extentBytes bool) error {
+	if s.ballastGone.Load() {
+		return s.errBallastGone()
+	}
+	err := s.reserveMaybeForce(n, extentBytes, false)
+	if err == nil || !s.punch {
+		return err
+	}
+	if _, rerr := s.reclaim(); rerr != nil {
+		s.log.Warn("nvme: reclaiming dead space for a write failed", "err", rerr)
+	}
 	return s.reserveMaybeForce(n, extentBytes, false)
 }
 
@@ -471,7 +519,7 @@ func (s *Store) reserveMaybeForce(n int64, extentBytes, force bool) error {
 			case s.gcKick <- struct{}{}:
 			default:
 			}
-			return fmt.Errorf("%w: the store holds %d of %d bytes (%d live; GC reclaims the rest), %d more needed",
+			return fmt.Errorf("%w: the store holds %d of %d bytes (%d live; the rest is reclaimed in the background), %d more needed",
 				base.ErrNoSpace, eb+ib, s.capacity, s.m.extentLive.Load()+ib, n)
 		}
 		if extentBytes {
@@ -505,6 +553,7 @@ func (s *Store) commit(key string, ent indexEntry, e *extent, onlyIfAt *indexEnt
 	}
 	if found {
 		s.forgetLocked(key, old)
+		s.addDeadRecord(key, old)
 	}
 	s.m.objects.Add(1)
 	if e != nil {
@@ -539,6 +588,20 @@ func (s *Store) forgetLocked(key string, old indexEntry) {
 	}
 	if old.isInline() {
 		s.m.inlineBytes.Add(-inlineCost(key, old))
+	}
+}
+
+// addDeadRecord queues the extent record of an index entry that was just replaced or
+// deleted to be punched out (a quarantined record too: its entry is gone now).
+func (s *Store) addDeadRecord(key string, old indexEntry) {
+	if old.isInline() || !s.punch {
+		return
+	}
+	s.mu.Lock()
+	e := s.mu.extents[old.extent]
+	s.mu.Unlock()
+	if e != nil {
+		s.addDead(e, old.offset, recordLenOf(key, old))
 	}
 }
 
@@ -603,6 +666,8 @@ func (s *Store) ReadInto(key string, v base.Version, dst []byte) error {
 	defer s.exit()
 	// GC may move the record between the index lookup and the extent read; the second lookup
 	// then finds the new location. Three tries bound the loop.
+	s.punchMu.RLock()
+	defer s.punchMu.RUnlock()
 	for try := 0; ; try++ {
 		ent, found, err := s.getEntry(key, true)
 		if err != nil {
@@ -825,6 +890,7 @@ func (s *Store) Delete(key string, v base.Version) error {
 	}
 	if found {
 		s.forgetLocked(key, old)
+		s.addDeadRecord(key, old)
 	}
 	return nil
 }

@@ -71,6 +71,10 @@ type PutItem struct {
 	// SoftPinUntil is the soft pin deadline in unix nanoseconds, 0 for none.
 	SoftPinUntil int64
 	HardPin      bool
+	// Tokens (0 to MaxTokens) and Model (a model name, "" for none) say which KV-cache tokens
+	// the object holds (models.go); both optional.
+	Tokens int64
+	Model  string
 }
 
 // PutEnd makes objects visible: one raft entry for the whole batch. Without Upsert a key that
@@ -206,7 +210,7 @@ func (it *PutItem) Validate() error {
 			}
 		}
 	}
-	return nil
+	return it.validateTokens()
 }
 
 func (c PutEnd) Validate() error {
@@ -341,7 +345,7 @@ func (c PutEnd) appendFields(b []byte) []byte {
 			b = appendStr(b, string(w))
 		}
 	}
-	return b
+	return appendPutTokens(b, c.Items)
 }
 
 func (c Remove) appendFields(b []byte) []byte {
@@ -517,6 +521,7 @@ func DecodeCommand(b []byte) (Command, error) {
 				it.Replicas[j] = base.WorkerID(d.str(base.MaxWorkerIDLen))
 			}
 		}
+		decodePutTokens(d, &p)
 		c = p
 	case TypeRemove:
 		n := d.count(MaxBatch, 2)
@@ -563,7 +568,9 @@ func DecodeCommand(b []byte) (Command, error) {
 		r.RPCAddr = d.str(maxAddrLen)
 		c = r
 	default:
-		return nil, fmt.Errorf("%w: unknown command type %d", ErrBadCommand, b[1])
+		if c = decodeModelCommand(CommandType(b[1]), d); c == nil {
+			return nil, fmt.Errorf("%w: unknown command type %d", ErrBadCommand, b[1])
+		}
 	}
 	if d.err != nil {
 		return nil, d.err

@@ -95,6 +95,12 @@
 //	8 MarkWorkerDead   worker_id
 //	9 SetPin           key, version uvarint, soft_pin_until varint, hard_pin bool
 //	10 RegisterMaster  master_id, rpc_addr (empty: remove)
+//	30 RegisterModel   name, bytes_per_token varint, description
+//	31 RemoveModel     name
+//
+// PutEnd may end with a tokens section (models.go), present only when an item carries a token
+// count or a model: m uvarint (>= 1), m × (item index uvarint, strictly increasing, tokens
+// uvarint, model string).
 //
 // Decoders check every length against its bound (keys base.MaxKeyLen, worker ids
 // base.MaxWorkerIDLen, batches MaxBatch, replicas MaxReplicas) and against the bytes left
@@ -107,6 +113,8 @@
 //	| segments: n uvarint, n × (slot u16, worker_id, address, dram varint, nvme varint, state 1B) |
 //	| objects: n uvarint, n × (key, size_flags uvarint, version uvarint, checksum u64,
 //	|          created varint, soft_pin_until varint, r uvarint, r × slot u16) |
+//	| trailing sections, each opened by its id byte (models.go: 30, written only when a
+//	|   model is registered or an object carries tokens) |
 //	| checksum u64: HighwayHash-64 (base.Checksum) of every byte before it |
 //
 // Slots are the small integers objects use to name workers (below); size_flags is the size
@@ -114,9 +122,10 @@
 //
 // # Memory
 //
-// An object costs a 24-byte map slot (key string header + uint32 record index), a 56-byte
+// An object costs a 24-byte map slot (key string header + uint32 record index), a 64-byte
 // record in a chunked table (size with the hard pin flag in bit 63, version, checksum,
-// created, soft pin deadline, and a string of packed uint16 worker slots), the key bytes, and
+// created, soft pin deadline, a string of packed uint16 worker slots, and the KV-cache token
+// count and model index of models.go), the key bytes, and
 // 4 bytes per replica. Go's map keeps 1.1x to 2.3x slots per live entry (Swiss-table groups,
 // tables split when 7/8 full), which is why the records live outside it. Worker ids are
 // interned: each registered worker gets the lowest free slot (1..65535), so slots depend only
@@ -124,7 +133,8 @@
 //
 // BenchmarkMemoryPerObject (1,000,000 objects, 64-byte keys, 2 replicas, HeapAlloc after GC)
 // measured 180 bytes per object, 116 beyond the key, against 248 for a plain
-// map[string]*Object of the same data (ratio 0.73). Records were 56 bytes inline in the map
+// map[string]*Object of the same data (ratio 0.73), measured before the token fields added 8
+// bytes to the record. Records were 56 bytes inline in the map
 // before (171 beyond the key at the same point).
 //
 // # Versions

@@ -22,7 +22,7 @@ const hardPinBit = 1 << 63
 const maxSlots = 1<<16 - 1
 
 // objRec is one object's record. It is built to be small (see doc.go, "Memory"):
-// 56 bytes in a recTable chunk, plus the replica string's bytes (the map holds key -> index).
+// 64 bytes in a recTable chunk, plus the replica string's bytes (the map holds key -> index).
 //
 // Invariant: reps is non-empty, has even length, and every uint16 in it names an occupied
 // slot whose worker is listed once.
@@ -35,6 +35,8 @@ type objRec struct {
 	created   int64
 	softPin   int64
 	reps      string // packed little-endian uint16 worker slots
+	tokens    uint32 // KV-cache tokens the object holds, 0 if not given (models.go)
+	model     uint16 // index in state.mdl, 0 for none
 }
 
 func (r *objRec) size() int64   { return int64(r.sizeFlags &^ hardPinBit) }
@@ -116,6 +118,8 @@ type state struct {
 	slots   []*segRec
 	slotOf  map[base.WorkerID]uint16
 	masters map[string]string
+	// mdl is the model registry and per-model counters (models.go).
+	mdl modelTable
 
 	// Counters kept by apply (see Stats).
 	keyBytes, bytes, replicas, softPinned, hardPinned int64
@@ -200,6 +204,7 @@ func (st *state) apply(c Command) Result {
 		clear(st.objects)
 		st.recs = recTable{}
 		st.keyBytes, st.bytes, st.replicas, st.softPinned, st.hardPinned = 0, 0, 0, 0, 0
+		st.mdl.clearObjects()
 		for _, s := range st.slots {
 			if s != nil {
 				s.objects, s.bytes = 0, 0
@@ -254,6 +259,10 @@ func (st *state) apply(c Command) Result {
 		}
 		st.account(rec)
 		return Result{}
+	case RegisterModel:
+		return st.registerModel(c)
+	case RemoveModel:
+		return st.removeModel(c)
 	case RegisterMaster:
 		if c.RPCAddr == "" {
 			delete(st.masters, c.ID)
@@ -311,6 +320,10 @@ func (st *state) putEnd(c *PutEnd) Result {
 		}
 		if it.HardPin {
 			rec.sizeFlags |= hardPinBit
+		}
+		if err := st.setTokens(&rec, it); err != nil {
+			res.Items[i] = err
+			continue
 		}
 		if old != nil {
 			st.unaccount(old)
@@ -424,6 +437,7 @@ func (st *state) count(rec *objRec, sign int64) {
 	if rec.hardPin() {
 		st.hardPinned += sign
 	}
+	st.countModel(rec, sign)
 	for i := 0; i < rec.nreps(); i++ {
 		s := st.slots[rec.rep(i)]
 		if s == nil {
@@ -479,6 +493,10 @@ func (st *state) object(key string, rec *objRec) Object {
 		SoftPinUntil: rec.softPin,
 		HardPin:      rec.hardPin(),
 		Created:      rec.created,
+		Tokens:       int64(rec.tokens),
+	}
+	if rec.model != 0 {
+		o.Model = st.mdl.recs[rec.model].name
 	}
 	for i := range o.Replicas {
 		if s := st.slots[rec.rep(i)]; s != nil {
@@ -633,5 +651,6 @@ func (st *state) clone() *state {
 	}
 	c.slotOf = maps.Clone(st.slotOf)
 	c.masters = maps.Clone(st.masters)
+	c.mdl = st.mdl.clone()
 	return &c
 }

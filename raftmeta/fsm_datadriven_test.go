@@ -88,13 +88,23 @@ func TestFSMDataDriven(t *testing.T) {
 					c.Items = append(c.Items, kv)
 				}
 				return apply(c)
+			case "register-model":
+				return apply(RegisterModel{Name: str("name"), BytesPerToken: num("bpt"), Description: str("desc")})
+			case "remove-model":
+				return apply(RemoveModel{Name: str("name")})
+			case "models":
+				return formatModels(f.st.models())
 			case "pin":
 				return apply(SetPin{Key: str("key"), Version: base.Version(num("version")), SoftPinUntil: num("soft"), HardPin: d.HasArg("hard")})
 			case "objects":
 				var out []string
 				f.rangePrefix("", func(o Object) bool {
-					out = append(out, fmt.Sprintf("%s size=%d version=%d checksum=%d replicas=%s soft=%d hard=%t created=%d",
-						o.Key, o.Size, o.Version, o.Checksum, joinWorkers(o.Replicas), o.SoftPinUntil, o.HardPin, o.Created))
+					line := fmt.Sprintf("%s size=%d version=%d checksum=%d replicas=%s soft=%d hard=%t created=%d",
+						o.Key, o.Size, o.Version, o.Checksum, joinWorkers(o.Replicas), o.SoftPinUntil, o.HardPin, o.Created)
+					if o.Tokens != 0 || o.Model != "" {
+						line += fmt.Sprintf(" tokens=%d model=%s", o.Tokens, o.Model)
+					}
+					out = append(out, line)
 					return true
 				})
 				return strings.Join(out, "\n") + "\n"
@@ -173,6 +183,10 @@ func parsePutItem(t *testing.T, line string) PutItem {
 			it.SoftPinUntil = atoi(t, v)
 		case "hard":
 			it.HardPin = true
+		case "tokens":
+			it.Tokens = atoi(t, v)
+		case "model":
+			it.Model = v
 		case "replicas":
 			for _, w := range strings.Split(v, ",") {
 				it.Replicas = append(it.Replicas, base.WorkerID(w))

@@ -40,6 +40,8 @@ func checkInvariants(t testing.TB, st *state) {
 			}
 		}
 	}
+	want.mdl = st.mdl.clone()
+	want.mdl.clearObjects()
 	if len(st.slotOf) != countSlots(st) {
 		t.Fatalf("slotOf has %d entries, %d slots used", len(st.slotOf), countSlots(st))
 	}
@@ -78,6 +80,7 @@ func checkInvariants(t testing.TB, st *state) {
 	if got != exp {
 		t.Fatalf("counters %v, recomputed %v", got, exp)
 	}
+	checkModelInvariants(t, st, want)
 }
 
 func countSlots(st *state) int {
@@ -111,6 +114,9 @@ func statesEqual(a, b *state) string {
 	if a.keyBytes != b.keyBytes || a.bytes != b.bytes || a.replicas != b.replicas ||
 		a.softPinned != b.softPinned || a.hardPinned != b.hardPinned {
 		return "counters differ"
+	}
+	if !reflect.DeepEqual(a.models(), b.models()) {
+		return fmt.Sprintf("models differ: %+v vs %+v", a.models(), b.models())
 	}
 	return ""
 }
@@ -308,6 +314,8 @@ func FuzzDecodeCommand(f *testing.F) {
 	for range 40 {
 		f.Add(EncodeCommand(randomCommand(r, 5)))
 	}
+	f.Add(EncodeCommand(RegisterModel{Name: "qwen2-7b", BytesPerToken: 57344, Description: "d"}))
+	f.Add(EncodeCommand(PutEnd{Items: []PutItem{{Key: "k", Size: 9, Version: 1, Replicas: []base.WorkerID{"w1"}, Tokens: 3, Model: "m"}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := DecodeCommand(b)
 		if err != nil {
@@ -334,6 +342,10 @@ func FuzzReadSnapshot(f *testing.F) {
 		r := rand.New(rand.NewPCG(seed, 3))
 		for i := range int(seed * 10) {
 			applyEncoded(f, fs, uint64(i+1), randomCommand(r, int64(i)))
+		}
+		if seed%2 == 1 { // the models section (models.go)
+			applyEncoded(f, fs, fs.applied+1, RegisterModel{Name: "m", BytesPerToken: 2})
+			applyEncoded(f, fs, fs.applied+1, PutEnd{Items: []PutItem{{Key: "tok", Size: 9, Version: 1, Replicas: []base.WorkerID{"w1"}, Tokens: 3, Model: "m"}}})
 		}
 		var buf bytes.Buffer
 		if err := writeSnapshot(&buf, fs.st, fs.applied); err != nil {

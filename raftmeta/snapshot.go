@@ -76,6 +76,13 @@ func writeSnapshot(w io.Writer, st *state, applied uint64) error {
 			}
 		}
 	}
+	var err error
+	if b, err = appendModelsSection(b, st, func(b []byte) ([]byte, error) {
+		_, err := bw.Write(b)
+		return b[:0], err
+	}); err != nil {
+		return err
+	}
 	if err := flush(); err != nil {
 		return err
 	}
@@ -83,7 +90,7 @@ func writeSnapshot(w io.Writer, st *state, applied uint64) error {
 		return err
 	}
 	// The trailer is written to w only: it is the checksum of everything before it.
-	_, err := w.Write(binary.LittleEndian.AppendUint64(nil, h.Sum64()))
+	_, err = w.Write(binary.LittleEndian.AppendUint64(nil, h.Sum64()))
 	return err
 }
 
@@ -328,12 +335,25 @@ func readSnapshot(r io.Reader) (*state, uint64, error) {
 	if d.err != nil {
 		return nil, 0, d.err
 	}
-	// Everything before the trailer must have been consumed.
-	if _, err := d.r.ReadByte(); !errors.Is(err, io.EOF) {
+	// Trailing sections, each opened by its id byte; then everything before the trailer must
+	// have been consumed.
+	for {
+		id, err := d.r.ReadByte()
+		if errors.Is(err, io.EOF) {
+			break
+		}
 		if err != nil {
 			return nil, 0, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
 		}
-		return nil, 0, fmt.Errorf("%w: trailing bytes after the objects", ErrCorruptSnapshot)
+		switch id {
+		case sectionModels:
+			readModelsSection(d, st)
+		default:
+			return nil, 0, fmt.Errorf("%w: unknown section %d after the objects", ErrCorruptSnapshot, id)
+		}
+		if d.err != nil {
+			return nil, 0, d.err
+		}
 	}
 	sum := tr.h.Sum64()
 	if len(tr.trailer()) != 8 {

@@ -22,6 +22,10 @@ type Object struct {
 	HardPin      bool
 	// Created is the proposer's clock (unix nanoseconds) in the PutEnd that made this version.
 	Created int64
+	// Tokens and Model are the KV-cache tokens the object holds and their model (0 and "" when
+	// the put did not say; see models.go).
+	Tokens int64
+	Model  string
 }
 
 // SegmentState is a worker's (segment's) state in the FSM.

@@ -291,6 +291,9 @@ type WorkerConfig struct {
 	// ShmLeaseTTL bounds how long a client on this host may keep an object pinned with ShmPin
 	// without releasing it (a lease also ends with its connection). Default 30 s.
 	ShmLeaseTTL time.Duration
+	// Conns bound the connections clients keep open and do nothing with. Defaults: see
+	// ConnLimits.
+	Conns ConnLimits
 	// Logger receives every log line. Default slog.Default().
 	Logger *slog.Logger
 
@@ -356,6 +359,9 @@ func (c *WorkerConfig) Validate() error {
 	}
 	if err := base.ValidateWorkerID(base.WorkerID(c.ClusterID)); err != nil {
 		return bad("cluster_id %q must be a usable directory name (letters, digits, '.', '_', '-')", c.ClusterID)
+	}
+	if err := c.Conns.Validate(); err != nil {
+		return fmt.Errorf("worker config: %w", err)
 	}
 	switch {
 	case len(c.MasterAddresses) == 0:

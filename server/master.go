@@ -62,8 +62,8 @@ type Master struct {
 	rpc  rpcServer
 	adm  *adminServer
 	met  *masterMetrics
-	// cli calls the leader from a follower (RegisterMaster); used only by the leader loop,
-	// closed by Shutdown after the loop has stopped.
+	// cli calls the leader from a follower (RegisterMaster; used only by the leader loop) and
+	// workers for memory reports (memory_master.go); closed by Shutdown after the loop stopped.
 	cli *transfer.Client
 	// regRefusedBy is the RPC address of a leader that refused RegisterMaster with
 	// INVALID_PARAMS (one that predates the call closes the connection and logs a warning
@@ -407,6 +407,9 @@ type PutEndItem struct {
 	Replicas     []base.WorkerID
 	SoftPinUntil time.Time
 	HardPin      bool
+	// Tokens and Model: the KV-cache tokens the object holds (memory.go).
+	Tokens int64
+	Model  string
 }
 
 // putEnd commits the objects of items in ONE raft entry. It returns one error per item.
@@ -466,7 +469,7 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 			soft = it.SoftPinUntil.UnixNano()
 		}
 		cmd.Items = append(cmd.Items, raftmeta.PutItem{Key: it.Key, Size: it.Size, Version: it.Version, Checksum: it.Checksum,
-			Replicas: replicas, SoftPinUntil: soft, HardPin: it.HardPin})
+			Replicas: replicas, SoftPinUntil: soft, HardPin: it.HardPin, Tokens: it.Tokens, Model: it.Model})
 		idx = append(idx, i)
 	}
 	m.mu.Unlock()
@@ -1119,6 +1122,7 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	m.mu.rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x6d6f6f6e63616b65))
 	m.met = newMasterMetrics(m.stats)
 	m.met.mc = newMooncakeMasterMetrics(m)
+	m.met.reg.MustRegister(modelCollector{m})
 
 	tr, err := transfer.NewTransport(DefaultProtocol)
 	if err != nil {
@@ -1169,7 +1173,7 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 		ready:     m.ready,
 		status:    func() (any, error) { return m.status(), nil },
 		dashboard: true,
-		routes:    m.compatRoutes,
+		routes:    m.adminRoutes,
 		healthKV:  m.healthFields,
 	}, log)
 	if err != nil {
@@ -1451,6 +1455,7 @@ func (m *Master) stats() masterStats {
 	// per object beyond the key; 96 covers the record, map entry and replica ids of a
 	// two-replica object).
 	s.MetadataBytes = st.KeyBytes + st.Keys*96
+	s.Models = m.node.Models()
 	for _, seg := range m.node.Segments() {
 		if seg.State != raftmeta.SegmentActive {
 			continue
@@ -1482,9 +1487,12 @@ type Status struct {
 	// workers past the high watermark; workers evict themselves).
 	EvictionHighWatermarkRatio float64 `json:"eviction_high_watermark_ratio"`
 	EvictionRatio              float64 `json:"eviction_ratio"`
-	RaftState                  string  `json:"raft_state"`
-	RaftTerm                   uint64  `json:"raft_term"`
-	AppliedIndex               uint64  `json:"applied_index"`
+	// Models: registered models and the tokens objects retain, from the metadata (the full
+	// report with the workers' bytes is /api/v1/memory).
+	Models       []ModelMemory `json:"models,omitempty"`
+	RaftState    string        `json:"raft_state"`
+	RaftTerm     uint64        `json:"raft_term"`
+	AppliedIndex uint64        `json:"applied_index"`
 	// RootFSDir is handed to workers that set none of their own (MasterConfig.RootFSDir).
 	RootFSDir string `json:"root_fs_dir,omitempty"`
 }
@@ -1525,6 +1533,7 @@ func (m *Master) status() Status {
 		AppliedIndex: st.AppliedIndex, Masters: []MasterStatus{}, Workers: []WorkerStatus{},
 		EvictionHighWatermarkRatio: m.cfg.EvictionHighWatermarkRatio, EvictionRatio: m.cfg.EvictionRatio, RootFSDir: m.cfg.RootFSDir}
 	s.Masters = masterStatuses(m.node, lid)
+	s.Models = statusModels(m.node.Models())
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s.UsageReported = m.mu.leader

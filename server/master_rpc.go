@@ -94,7 +94,7 @@ func lookupResponse(l LookupReply) transfer.LookupResponse {
 
 func (h *masterHandler) putEndItem(r *transfer.PutEndRequest) PutEndItem {
 	return PutEndItem{Key: r.Key, Version: r.Version, Size: r.Size, Checksum: r.Checksum, Replicas: r.Replicas,
-		SoftPinUntil: softPinUntil(h.m.now(), r.Config.SoftPinTTL), HardPin: r.Config.HardPin}
+		SoftPinUntil: softPinUntil(h.m.now(), r.Config.SoftPinTTL), HardPin: r.Config.HardPin, Tokens: r.Tokens, Model: r.Model}
 }
 
 // call dispatches one request; op is the metric it counts under (-1: none).
@@ -328,6 +328,9 @@ func (h *masterHandler) call(ctx context.Context, req transfer.Message) (transfe
 			}
 			return &transfer.StatusResponse{JSON: b}, opStatus, nil
 		}
+	}
+	if resp, ok, err := h.callMemory(ctx, req); ok {
+		return resp, -1, err
 	}
 	return nil, -1, fmt.Errorf("%w: %s is not a master call", base.ErrNotSupported, req.Op())
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/raftmeta"
 )
 
 // masterOp names one master call for its request/failure counters. The metric names are
@@ -90,6 +91,7 @@ type masterStats struct {
 	Workers        int   // alive workers
 	MetadataBytes  int64 // estimate of the FSM's bytes (0 if unknown)
 	Segments       []segmentStat
+	Models         []raftmeta.ModelUsage // the model registry and token counts (memory.go)
 }
 
 type segmentStat struct {

@@ -343,6 +343,7 @@ func (mc *mooncakeMasterMetrics) summary(s masterStats, u usageTotals, now time.
 		fmt.Fprintf(&b, "%s:(Req=%s/%s/%s, Item=%s/%s)", it.name, rate(ok), rate(partial), rate(total),
 			rate(items-min(items, failedItems)), rate(items))
 	}
+	b.WriteString(summaryTokens(s.Models)) // models registered: tokens, expected, actual (memory_master.go)
 	return b.String()
 }
 

@@ -155,13 +155,20 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, fmt.Errorf("server: worker tier engine: %w", err)
 	}
 	w.met = newWorkerMetrics(w.stats)
+	w.met.reg.MustRegister(workerMemoryCollector{w})
 	w.cli, err = transfer.NewClient(transfer.ClientOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger, ConnsPerPeer: 1})
 	if err != nil {
 		return nil, err
 	}
-	srv, err := transfer.NewServer(&workerHandler{w: w}, transfer.ServerOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger})
+	sopts := transfer.ServerOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger}
+	cfg.Conns.apply(&sopts)
+	srv, err := transfer.NewServer(&workerHandler{w: w}, sopts)
 	if err != nil {
 		return nil, err
+	}
+	w.met.reg.MustRegister(newConnCollector("worker", srv.Stats))
+	if w.store != nil {
+		w.met.reg.MustRegister(newNVMeSpaceCollector(w.store.Metrics))
 	}
 	w.rpc = rpcServer{srv: srv, ln: ln, done: make(chan struct{})}
 	w.adm, err = startAdmin(cfg.MetricsAddress, adminHandlers{
@@ -169,6 +176,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		health: func() error { return nil },
 		ready:  w.ready,
 		status: func() (any, error) { return w.status(), nil },
+		routes: w.memoryRoutes,
 	}, w.log)
 	if err != nil {
 		return nil, fmt.Errorf("server: worker metrics listen on %s: %w", cfg.MetricsAddress, err)

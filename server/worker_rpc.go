@@ -185,6 +185,8 @@ func (h *workerHandler) HandleCall(ctx context.Context, req transfer.Message) (t
 			return nil, nil
 		case transfer.OpShmOpen:
 			return w.shmOpen()
+		case transfer.OpWorkerMemory:
+			return w.memoryResponse()
 		}
 	}
 	return nil, fmt.Errorf("%w: %s is not a worker call", base.ErrNotSupported, req.Op())

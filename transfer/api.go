@@ -265,6 +265,18 @@ type ServerOptions struct {
 	MaxBodyBytesPerConn int64
 	// HandshakeTimeout bounds the handshake of a new connection. Default 10s.
 	HandshakeTimeout time.Duration
+	// IdleTimeout closes a connection that, after its handshake, has no frame arriving and
+	// no request being handled for this long. Default DefaultIdleTimeout (5m); negative:
+	// never. Clients redial transparently.
+	IdleTimeout time.Duration
+	// FrameTimeout closes a connection whose frame, once started, does not deliver the next
+	// 64 KiB (or its end) within this long: a slow transfer passes, a stalled or trickled one
+	// does not. Default DefaultFrameTimeout (30s); negative: never.
+	FrameTimeout time.Duration
+	// MaxConnsPerPeer bounds the open connections from one remote IP address; more are
+	// closed at accept (counted as peer_limit). Default DefaultMaxConnsPerPeer (1024);
+	// negative: no limit.
+	MaxConnsPerPeer int
 	// SocketBuffer sets SO_SNDBUF and SO_RCVBUF on accepted connections; 0 leaves the
 	// kernel's autotuning alone (measured best on loopback, docs/benchmarks.md).
 	SocketBuffer int
@@ -296,6 +308,12 @@ type ClientOptions struct {
 	// Retries is how many times an idempotent call is resent after a broken connection
 	// (never after an error the server returned). Default 2; negative: none.
 	Retries int
+	// IdleTimeout: a pooled connection that has carried no call for this long is closed and
+	// redialled at its next use, so the client does not send into a connection the server is
+	// closing as idle. Default DefaultClientIdleTimeout (2m, under the server's 5m);
+	// negative: never. Whatever it is, a call that was alone on a connection the server
+	// closed before answering is resent once on a new one.
+	IdleTimeout time.Duration
 	// Checksums adds a per-frame payload checksum to Write frames and asks for one on Read
 	// responses. The object checksum is verified by the worker at commit either way. Default off.
 	Checksums bool

@@ -10,6 +10,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -62,6 +63,9 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		opts.Retries = 2
 	} else if opts.Retries < 0 {
 		opts.Retries = 0
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultClientIdleTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -292,6 +296,9 @@ type call struct {
 	payload []byte  // request payload (Write)
 	dst     []byte  // response payload destination (Read)
 	sum     bool    // hash the payload into digest as it arrives (ReadSum)
+	// solo is set by roundTrip: no other call was pending on its connection, and none had
+	// been for idleResendMin, when it was sent (the server may have been closing it as idle).
+	solo bool
 
 	// Set by the reader before done is closed.
 	n      int64  // response payload bytes read into dst
@@ -303,9 +310,25 @@ type call struct {
 func (c *Client) do(ctx context.Context, addr string, cl *call) error {
 	retryable := isIdempotent(ctx, cl.op)
 	var err error
+	staleRetried := false
 	for attempt := 0; ; attempt++ {
 		err = c.attempt(ctx, addr, cl)
-		if err == nil || !retryable || attempt >= c.opts.Retries || !isConnError(err) || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if cl.solo && !staleRetried && isPeerClosed(err) {
+			// The server closed the connection before any byte of an answer, and our call
+			// went alone into a connection idle for a while: the server closed it as idle
+			// as the call arrived, without handling it. Any call may go again, once, on a
+			// new connection. (A server that crashed while handling exactly such a call
+			// gets it again if it is back at once; a call on a busy or fresh connection is
+			// never resent unless idempotent.)
+			staleRetried = true
+			attempt--
+			c.log.Debug("transfer: resending a call the server closed its connection under", "op", cl.op, "addr", addr, "err", err)
+			continue
+		}
+		if !retryable || attempt >= c.opts.Retries || !isConnError(err) {
 			return err
 		}
 		c.log.Debug("transfer: retrying after a broken connection", "op", cl.op, "addr", addr, "attempt", attempt+1, "err", err)
@@ -313,8 +336,19 @@ func (c *Client) do(ctx context.Context, addr string, cl *call) error {
 }
 
 // connError marks an error of the connection (dial, handshake I/O, broken stream): the
-// request may not have been handled, so idempotent calls may be retried.
-type connError struct{ err error }
+// request may not have been handled, so idempotent calls may be retried. peerClosed says the
+// peer closed the connection before sending any byte of a response (EOF or a reset at a
+// frame boundary).
+type connError struct {
+	err        error
+	peerClosed bool
+}
+
+// isPeerClosed reports a connError with peerClosed.
+func isPeerClosed(err error) bool {
+	var ce *connError
+	return errors.As(err, &ce) && ce.peerClosed
+}
 
 func (e *connError) Error() string { return e.err.Error() }
 func (e *connError) Unwrap() error { return e.err }
@@ -360,7 +394,7 @@ func (p *peer) conn(ctx context.Context) (*clientConn, error) {
 	s := &p.slots[i]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cc != nil && s.cc.alive() {
+	if s.cc != nil && s.cc.alive() && !s.cc.idleLongerThan(p.c.opts.IdleTimeout) {
 		return s.cc, nil
 	}
 	if s.cc != nil {
@@ -396,7 +430,7 @@ func (p *peer) dial(ctx context.Context) (*clientConn, error) {
 		if ctx.Err() != nil {
 			return nil, ctxError(ctx.Err(), "dial "+p.addr)
 		}
-		return nil, &connError{fmt.Errorf("transfer: dial %s: %w: %w", p.addr, base.ErrUnavailable, err)}
+		return nil, &connError{err: fmt.Errorf("transfer: dial %s: %w: %w", p.addr, base.ErrUnavailable, err)}
 	}
 	tuneConn(nc, c.opts.SocketBuffer)
 	if dl, ok := dctx.Deadline(); ok {
@@ -406,7 +440,7 @@ func (p *peer) dial(ctx context.Context) (*clientConn, error) {
 	hello := wire.AppendClientHello(make([]byte, 0, 64), wire.ProtocolVersion, c.opts.ClusterID)
 	if _, err := nc.Write(hello); err != nil {
 		nc.Close()
-		return nil, &connError{fmt.Errorf("transfer: handshake with %s: %w: %w", p.addr, base.ErrUnavailable, err)}
+		return nil, &connError{err: fmt.Errorf("transfer: handshake with %s: %w: %w", p.addr, base.ErrUnavailable, err)}
 	}
 	sh, err := wire.ReadServerHello(br)
 	if err != nil {
@@ -414,7 +448,7 @@ func (p *peer) dial(ctx context.Context) (*clientConn, error) {
 		if ctx.Err() != nil {
 			return nil, ctxError(ctx.Err(), "handshake with "+p.addr)
 		}
-		return nil, &connError{fmt.Errorf("transfer: handshake with %s: %w: %w", p.addr, base.ErrUnavailable, err)}
+		return nil, &connError{err: fmt.Errorf("transfer: handshake with %s: %w: %w", p.addr, base.ErrUnavailable, err)}
 	}
 	if sh.Status != base.CodeOK {
 		nc.Close()
@@ -426,8 +460,9 @@ func (p *peer) dial(ctx context.Context) (*clientConn, error) {
 			p.addr, base.ErrProtocolVersion, sh.Version, wire.ProtocolVersion)
 	}
 	_ = nc.SetDeadline(time.Time{})
-	cc := &clientConn{c: c, nc: nc, br: br, addr: p.addr, w: newFrameWriter(nc), done: make(chan struct{})}
+	cc := &clientConn{c: c, nc: nc, br: br, addr: p.addr, w: newFrameWriter(nc, 0), done: make(chan struct{})}
 	cc.mu.pending = make(map[uint64]*call)
+	cc.mu.lastUsed = time.Now()
 	go cc.readLoop()
 	return cc, nil
 }
@@ -449,6 +484,8 @@ type clientConn struct {
 		// fields and dst until it closes call.done) or when its caller gives up.
 		pending map[uint64]*call
 		err     error // non-nil once the connection is broken
+		// lastUsed is when the last call was sent or completed.
+		lastUsed time.Time
 	}
 	done chan struct{} // closed when readLoop returns
 }
@@ -457,6 +494,18 @@ func (cc *clientConn) alive() bool {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	return cc.mu.err == nil
+}
+
+// idleLongerThan reports whether the connection has had no call for longer than d (never,
+// for d <= 0): the pool then replaces it rather than send into a connection the server may
+// be closing as idle (ClientOptions.IdleTimeout).
+func (cc *clientConn) idleLongerThan(d time.Duration) bool {
+	if d <= 0 {
+		return false
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return len(cc.mu.pending) == 0 && time.Since(cc.mu.lastUsed) > d
 }
 
 // close breaks the connection: pending calls fail with err (nil: a generic error), and
@@ -509,9 +558,11 @@ func (cc *clientConn) roundTrip(ctx context.Context, cl *call) error {
 	cc.mu.Lock()
 	if err := cc.mu.err; err != nil {
 		cc.mu.Unlock()
-		return &connError{err}
+		return &connError{err: err}
 	}
+	cl.solo = len(cc.mu.pending) == 0 && time.Since(cc.mu.lastUsed) >= idleResendMin
 	cc.mu.pending[id] = cl
+	cc.mu.lastUsed = time.Now()
 	cc.mu.Unlock()
 
 	if written, err := cc.send(ctx, *out, cl.payload); err != nil {
@@ -527,7 +578,7 @@ func (cc *clientConn) roundTrip(ctx context.Context, cl *call) error {
 			<-cl.done
 			return cl.err
 		}
-		cc.fail(&connError{err})
+		cc.fail(&connError{err: err, peerClosed: errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)})
 		// readLoop fails every pending call, ours included, and closes done.
 		<-cl.done
 		if ctx.Err() != nil {
@@ -614,11 +665,12 @@ func (cc *clientConn) readLoop() {
 	err := cc.readResponses()
 	cc.mu.Lock()
 	if cc.mu.err == nil {
-		cc.mu.err = &connError{fmt.Errorf("transfer: connection to %s: %w: %w", cc.addr, base.ErrUnavailable, err)}
+		cc.mu.err = &connError{err: fmt.Errorf("transfer: connection to %s: %w: %w", cc.addr, base.ErrUnavailable, err),
+			peerClosed: errors.Is(err, errClosedAtBoundary)}
 	}
 	err = cc.mu.err
 	if !isConnError(err) {
-		err = &connError{err}
+		err = &connError{err: err}
 	}
 	pending := cc.mu.pending
 	cc.mu.pending = map[uint64]*call{}
@@ -635,7 +687,10 @@ func (cc *clientConn) readResponses() error {
 	lim := cc.c.opts.Limits
 	var hbuf [wire.HeaderLen]byte
 	for {
-		if _, err := io.ReadFull(cc.br, hbuf[:]); err != nil {
+		if n, err := io.ReadFull(cc.br, hbuf[:]); err != nil {
+			if n == 0 && (err == io.EOF || errors.Is(err, syscall.ECONNRESET)) {
+				return fmt.Errorf("%w: %w", errClosedAtBoundary, err)
+			}
 			return err
 		}
 		var h wire.Header
@@ -648,12 +703,13 @@ func (cc *clientConn) readResponses() error {
 		cc.mu.Lock()
 		cl := cc.mu.pending[h.RequestID]
 		delete(cc.mu.pending, h.RequestID)
+		cc.mu.lastUsed = time.Now()
 		cc.mu.Unlock()
 
 		body, pb, err := readBody(cc.br, h.BodyLen)
 		if err != nil {
 			if cl != nil {
-				cl.err = &connError{err}
+				cl.err = &connError{err: err}
 				close(cl.done)
 			}
 			return err
@@ -693,7 +749,7 @@ func (cc *clientConn) complete(cl *call, h *wire.Header, body []byte) error {
 		d := wire.NewDecoder(body)
 		eb.Decode(d)
 		if err := d.Finish(); err != nil {
-			return &connError{err}
+			return &connError{err: err}
 		}
 		if h.Status == base.CodeNotLeader {
 			return &NotLeaderError{LeaderID: eb.LeaderID, LeaderAddr: eb.LeaderAddr, Msg: eb.Msg}
@@ -710,7 +766,7 @@ func (cc *clientConn) complete(cl *call, h *wire.Header, body []byte) error {
 	}
 	if n > int64(len(cl.dst)) {
 		if err := discard(cc.br, n); err != nil {
-			return &connError{err}
+			return &connError{err: err}
 		}
 		return fmt.Errorf("%w: %s response carries %d bytes, the destination holds %d", base.ErrTooLarge, h.Op, n, len(cl.dst))
 	}
@@ -728,12 +784,12 @@ func (cc *clientConn) complete(cl *call, h *wire.Header, body []byte) error {
 				if err == io.EOF {
 					err = io.ErrUnexpectedEOF
 				}
-				return &connError{err}
+				return &connError{err: err}
 			}
 		}
 		cl.digest = d.Sum64()
 	} else if _, err := io.ReadFull(cc.br, dst); err != nil {
-		return &connError{err}
+		return &connError{err: err}
 	}
 	cl.n = n
 	if h.Flags&wire.FlagChecksum != 0 {
@@ -743,6 +799,15 @@ func (cc *clientConn) complete(cl *call, h *wire.Header, body []byte) error {
 	}
 	return derr
 }
+
+// idleResendMin is how long a connection must have been idle for a call sent alone into it to
+// be resent after the server closed the connection without answering (Client.do). Servers
+// close idle connections after at least 7/8 of their IdleTimeout, which must be over it.
+const idleResendMin = 50 * time.Millisecond
+
+// errClosedAtBoundary: the server closed the connection between frames (EOF or a reset
+// before the first byte of a response header).
+var errClosedAtBoundary = errors.New("transfer: the server closed the connection")
 
 // ctxError converts a context error: a deadline matches both base.ErrTimeout and
 // context.DeadlineExceeded; a cancellation wraps context.Canceled.

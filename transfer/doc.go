@@ -9,6 +9,8 @@
 //     are read from the socket straight into the destination the handler returns (an arena
 //     range); Read payloads are written from the handler's pinned source with one vectored
 //     write (or sendfile from an *os.File). No whole-object buffer exists anywhere.
+//     Connections that do nothing are closed (server_limits.go): idle ones, frames that stop
+//     making progress, and connections past a per-IP cap, counted by reason in Stats.
 //   - Client: ConnsPerPeer connections per peer address, requests pipelined on each (matched
 //     by request id), deadlines from context.Context, reconnection, retries of idempotent calls
 //     only, striping of payloads over StripeThreshold into chunks sent in parallel.

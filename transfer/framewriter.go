@@ -2,11 +2,13 @@ package transfer
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // frameWriter serializes whole frames onto a connection for many goroutines, and coalesces
@@ -17,14 +19,28 @@ import (
 // Invariant: when mu is free and waiting is 0, the buffer is empty (the last writer flushed),
 // so no frame ever sits unsent with nobody to send it.
 type frameWriter struct {
-	mu      sync.Mutex // held for a whole frame; protects bw
+	mu      sync.Mutex // held for a whole frame; protects bw and pw
 	waiting atomic.Int32
 	bw      *bufio.Writer
 	c       net.Conn
+	// pw bounds the progress of writes when non-nil (the server's: a peer that stops
+	// reading must not hold a response, and the memory it pins, for ever). bw writes
+	// through it.
+	pw *progressWriter
 }
 
-func newFrameWriter(c net.Conn) *frameWriter {
-	return &frameWriter{c: c, bw: bufio.NewWriterSize(c, 32<<10)}
+// newFrameWriter returns a frame writer on c. With a positive stall, every write must see
+// the peer take frameProgressChunk bytes (or the rest of the write) within stall, else it
+// fails with an error wrapping errWriteStalled.
+func newFrameWriter(c net.Conn, stall time.Duration) *frameWriter {
+	w := &frameWriter{c: c}
+	var dst io.Writer = c
+	if stall > 0 {
+		w.pw = &progressWriter{c: c, timeout: stall}
+		dst = w.pw
+	}
+	w.bw = bufio.NewWriterSize(dst, 32<<10)
+	return w
 }
 
 // lock takes the write lock. The caller must call unlock (or unlockFunc) exactly once.
@@ -62,6 +78,9 @@ func (w *frameWriter) writeLocked(hdrBody, payload []byte) error {
 		}
 	}
 	bufs := net.Buffers{hdrBody, payload}
+	if w.pw != nil {
+		return w.pw.writeBuffers(&bufs)
+	}
 	_, err := bufs.WriteTo(w.c)
 	return err
 }
@@ -76,7 +95,13 @@ func (w *frameWriter) writeStreamLocked(hdrBody []byte, r io.Reader, n int64) er
 	if err := w.bw.Flush(); err != nil {
 		return err
 	}
-	got, err := io.CopyN(w.c, r, n)
+	var got int64
+	var err error
+	if w.pw != nil {
+		got, err = w.pw.copyN(r, n)
+	} else {
+		got, err = io.CopyN(w.c, r, n)
+	}
 	if err == nil && got != n {
 		err = io.ErrUnexpectedEOF
 	}
@@ -84,4 +109,91 @@ func (w *frameWriter) writeStreamLocked(hdrBody []byte, r io.Reader, n int64) er
 		return fmt.Errorf("read source gave %d of %d bytes: %w", got, n, err)
 	}
 	return nil
+}
+
+// errWriteStalled: the peer stopped taking the bytes of a frame (ServerOptions.FrameTimeout).
+var errWriteStalled = errors.New("transfer: the peer stopped reading: a frame made no progress within the frame timeout")
+
+// progressWriter writes to c with a write deadline that moves as the peer takes bytes: a
+// write that times out after frameProgressChunk bytes or more since the deadline was set goes
+// on with a new one, so a slow reader is served and a stalled one fails. The deadline is set
+// lazily: one still 7/8 of the timeout away is kept. Used under frameWriter.mu only.
+type progressWriter struct {
+	c        net.Conn
+	timeout  time.Duration
+	deadline time.Time
+	sinceArm int64 // bytes written since deadline was set
+}
+
+func (pw *progressWriter) arm() {
+	now := time.Now()
+	if !pw.deadline.IsZero() && pw.deadline.Sub(now) > pw.timeout-pw.timeout/8 {
+		return
+	}
+	pw.deadline, pw.sinceArm = now.Add(pw.timeout), 0
+	_ = pw.c.SetWriteDeadline(pw.deadline)
+}
+
+// goOn accounts n bytes written and says whether err (non-nil) is a timeout after enough
+// progress, after which the write continues under a new deadline.
+func (pw *progressWriter) goOn(n int64, err error) (bool, error) {
+	pw.sinceArm += n
+	if !isTimeout(err) {
+		return false, err
+	}
+	if pw.sinceArm >= frameProgressChunk {
+		pw.deadline = time.Time{} // re-arm
+		return true, nil
+	}
+	return false, fmt.Errorf("%w (%s for %d bytes): %w", errWriteStalled, pw.timeout, frameProgressChunk, err)
+}
+
+func (pw *progressWriter) Write(p []byte) (int, error) {
+	total := 0
+	for {
+		pw.arm()
+		n, err := pw.c.Write(p[total:])
+		total += n
+		if err == nil {
+			pw.sinceArm += int64(n)
+			return total, nil
+		}
+		again, err := pw.goOn(int64(n), err)
+		if !again {
+			return total, err
+		}
+	}
+}
+
+// writeBuffers writes bufs (one vectored write when nothing stalls), consuming them.
+func (pw *progressWriter) writeBuffers(bufs *net.Buffers) error {
+	for {
+		pw.arm()
+		n, err := bufs.WriteTo(pw.c)
+		if err == nil {
+			pw.sinceArm += n
+			return nil
+		}
+		if again, err := pw.goOn(n, err); !again {
+			return err
+		}
+	}
+}
+
+// copyN copies n bytes from r (sendfile for an *os.File, which advances the file offset, so
+// a copy cut by the deadline resumes where it stopped).
+func (pw *progressWriter) copyN(r io.Reader, n int64) (int64, error) {
+	var total int64
+	for {
+		pw.arm()
+		got, err := io.CopyN(pw.c, r, n-total)
+		total += got
+		if err == nil {
+			pw.sinceArm += got
+			return total, nil
+		}
+		if again, err := pw.goOn(got, err); !again {
+			return total, err
+		}
+	}
 }

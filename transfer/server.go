@@ -40,8 +40,10 @@ type Server struct {
 		sync.Mutex // protects the fields below
 		listeners  map[net.Listener]struct{}
 		conns      map[*serverConn]struct{}
+		perPeer    map[string]int // open connections by remote IP (peerKey)
 		addr       net.Addr
 	}
+	counters connCounters
 	// connWG counts live connections (their read loop and handlers) and Serve loops.
 	connWG sync.WaitGroup
 
@@ -68,6 +70,18 @@ func NewServer(h Handler, opts ServerOptions) (*Server, error) {
 	if opts.HandshakeTimeout <= 0 {
 		opts.HandshakeTimeout = 10 * time.Second
 	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.IdleTimeout > 0 && opts.IdleTimeout < minIdleTimeout {
+		return nil, fmt.Errorf("%w: transfer: IdleTimeout %s is under %s", base.ErrInvalidParams, opts.IdleTimeout, minIdleTimeout)
+	}
+	if opts.FrameTimeout == 0 {
+		opts.FrameTimeout = DefaultFrameTimeout
+	}
+	if opts.MaxConnsPerPeer == 0 {
+		opts.MaxConnsPerPeer = DefaultMaxConnsPerPeer
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -75,6 +89,7 @@ func NewServer(h Handler, opts ServerOptions) (*Server, error) {
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.mu.listeners = make(map[net.Listener]struct{})
 	s.mu.conns = make(map[*serverConn]struct{})
+	s.mu.perPeer = make(map[string]int)
 	return s, nil
 }
 
@@ -164,18 +179,29 @@ func (s *Server) serve(l net.Listener) error {
 }
 
 func (s *Server) newConn(c net.Conn) *serverConn {
+	s.counters.accepted.Add(1)
+	peer := peerKey(c)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.shutting.Load() {
 		c.Close()
+		s.counters.closed[closeShutdown].Add(1)
 		return nil
 	}
-	sc := &serverConn{s: s, c: c, sem: make(chan struct{}, s.opts.MaxInFlightPerConn)}
+	if max := s.opts.MaxConnsPerPeer; max > 0 && s.mu.perPeer[peer] >= max {
+		c.Close()
+		s.counters.closed[closePeerLimit].Add(1)
+		s.warn("transfer: refusing a connection: too many from its host (counted in the peer_limit reason; this line is logged at most every 10s)",
+			"remote", c.RemoteAddr(), "max_conns_per_peer", max)
+		return nil
+	}
+	s.mu.perPeer[peer]++
+	sc := &serverConn{s: s, c: c, peer: peer, sem: make(chan struct{}, s.opts.MaxInFlightPerConn)}
 	sc.bodies.init(s.opts.MaxBodyBytesPerConn)
 	sc.bodies.onWait = s.testHookBodyWait
 	sc.ctx, sc.cancel = context.WithCancel(s.baseCtx)
-	sc.w = newFrameWriter(c)
-	sc.rd = shutdownReader{sc}
+	sc.w = newFrameWriter(c, s.opts.FrameTimeout)
+	sc.rd = &connReader{sc: sc, off: true}
 	sc.idle.Store(true) // a shutdown during the handshake ends it
 	sc.br = bufio.NewReaderSize(sc.rd, readBufSize)
 	s.mu.conns[sc] = struct{}{}
@@ -226,8 +252,8 @@ func (s *Server) beginShutdown() {
 	for l := range s.mu.listeners {
 		l.Close()
 	}
-	// Wake read loops blocked waiting for a header; shutdownReader tells an idle wait
-	// (stop) from a read inside a frame (extend and finish the frame).
+	// Wake read loops blocked waiting for a header; connReader tells an idle wait (stop)
+	// from a read inside a frame (put its own deadline back and finish the frame).
 	for sc := range s.mu.conns {
 		_ = sc.c.SetReadDeadline(aLongTimeAgo)
 	}
@@ -246,11 +272,12 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // serverConn is one accepted connection.
 type serverConn struct {
-	s   *Server
-	c   net.Conn
-	rd  shutdownReader
-	br  *bufio.Reader // only the read loop uses it
-	ctx context.Context
+	s    *Server
+	c    net.Conn
+	peer string        // peerKey(c)
+	rd   *connReader   // only the read loop uses it
+	br   *bufio.Reader // only the read loop uses it
+	ctx  context.Context
 	// cancel ends ctx: when the connection breaks (nobody will read the responses) or the
 	// server closes.
 	cancel context.CancelFunc
@@ -266,27 +293,13 @@ type serverConn struct {
 	w *frameWriter // serializes and coalesces frame writes
 	// broken is set after a failed write: the stream may hold a partial frame.
 	broken atomic.Bool
+	// reason is why the server closes the connection, plus one (0: not decided; the peer
+	// closed it or it broke, unless the server is shutting down). The first one set wins.
+	reason atomic.Int32
 }
 
-// shutdownReader reads from the connection. When a shutdown deadline interrupts a read in
-// the middle of a frame, it clears the deadline and keeps reading, so the frame (and its
-// payload) completes; when the loop was idle, it returns the timeout and the loop ends.
-type shutdownReader struct{ sc *serverConn }
-
-func (r shutdownReader) Read(p []byte) (int, error) {
-	for {
-		n, err := r.sc.c.Read(p)
-		if n > 0 {
-			r.sc.idle.Store(false)
-			return n, err
-		}
-		if err != nil && r.sc.s.shutting.Load() && !r.sc.idle.Load() && isTimeout(err) {
-			_ = r.sc.c.SetReadDeadline(time.Time{})
-			continue
-		}
-		return n, err
-	}
-}
+// setReason records why the connection is being closed, unless a reason is already set.
+func (sc *serverConn) setReason(r closeReason) { sc.reason.CompareAndSwap(0, int32(r)+1) }
 
 func isTimeout(err error) bool {
 	var ne net.Error
@@ -299,24 +312,39 @@ func (sc *serverConn) serve() {
 		sc.handlers.Wait()
 		sc.cancel()
 		sc.c.Close()
+		if s.shutting.Load() {
+			sc.setReason(closeShutdown)
+		}
+		sc.setReason(closePeer)
+		s.counters.closed[sc.reason.Load()-1].Add(1)
 		s.mu.Lock()
 		delete(s.mu.conns, sc)
+		if s.mu.perPeer[sc.peer]--; s.mu.perPeer[sc.peer] <= 0 {
+			delete(s.mu.perPeer, sc.peer)
+		}
 		s.mu.Unlock()
 		s.connWG.Done()
 	}()
 	tuneConn(sc.c, s.opts.SocketBuffer)
 	if err := sc.handshake(); err != nil {
+		sc.setReason(closeHandshake)
 		s.log.Debug("transfer: handshake failed", "remote", sc.c.RemoteAddr(), "err", err)
 		return
 	}
+	sc.rd.off = false
 	var hbuf [wire.HeaderLen]byte
 	for {
 		sc.idle.Store(sc.br.Buffered() == 0)
+		sc.rd.startWait(sc.idle.Load())
 		if s.shutting.Load() && sc.idle.Load() {
 			return
 		}
 		if _, err := io.ReadFull(sc.br, hbuf[:]); err != nil {
-			if !(s.shutting.Load() && isTimeout(err)) && err != io.EOF {
+			switch {
+			case errors.Is(err, errIdleTimeout):
+				s.log.Debug("transfer: closing an idle connection", "remote", sc.c.RemoteAddr(), "idle_timeout", s.opts.IdleTimeout)
+			case errors.Is(err, ErrServerClosed), s.shutting.Load() && isTimeout(err), err == io.EOF:
+			default:
 				s.log.Debug("transfer: connection read failed", "remote", sc.c.RemoteAddr(), "err", err)
 			}
 			sc.cancel()
@@ -335,6 +363,7 @@ func (sc *serverConn) serve() {
 		// Bound the bodies held by this connection's requests before reading one more
 		// (back-pressure through TCP): bodies are read and decoded whole.
 		sc.bodies.acquire(int64(h.BodyLen))
+		sc.rd.restart() // the wait for room is not the peer's delay
 		body, pb, err := readBody(sc.br, h.BodyLen)
 		if err != nil {
 			sc.bodies.release(int64(h.BodyLen))
@@ -342,6 +371,7 @@ func (sc *serverConn) serve() {
 			return
 		}
 		sc.sem <- struct{}{}
+		sc.rd.restart()
 		sc.handlers.Add(1)
 		if h.Op == wire.OpWrite {
 			// The payload follows on the stream: read it here, in order.
@@ -395,6 +425,7 @@ func (sc *serverConn) handshake() error {
 // protocolError answers a frame the server cannot parse with an error (when the request id
 // is known) and closes the connection: after a bad header the stream cannot be trusted.
 func (sc *serverConn) protocolError(h *wire.Header, err error) {
+	sc.setReason(closeProtocol)
 	sc.s.log.Warn("transfer: protocol error; closing connection", "remote", sc.c.RemoteAddr(), "err", err)
 	op := h.Op
 	if !op.Known() {
@@ -498,9 +529,7 @@ func (sc *serverConn) writeStream(hdrBody []byte, r io.Reader, n int64) {
 	}
 	if err != nil {
 		sc.s.log.Debug("transfer: streaming a read payload failed; closing connection", "remote", sc.c.RemoteAddr(), "err", err)
-		sc.broken.Store(true)
-		sc.cancel()
-		sc.c.Close()
+		sc.writeFailed(err)
 	}
 }
 
@@ -528,6 +557,7 @@ func (sc *serverConn) readWrite(h *wire.Header, body []byte) bool {
 	}
 	req := m.(*WriteRequest)
 	sink, err := sc.callWrite(req, n)
+	sc.rd.restart() // the handler's wait for a destination is not the peer's delay
 	if err != nil {
 		return reject(err)
 	}
@@ -635,10 +665,21 @@ func (sc *serverConn) writeFrame(hdrBody, payload []byte) {
 		err = ferr
 	}
 	if err != nil {
-		sc.broken.Store(true)
-		sc.cancel()
-		sc.c.Close()
+		sc.writeFailed(err)
 	}
+}
+
+// writeFailed breaks the connection after a failed write (the peer may have seen part of a
+// frame).
+func (sc *serverConn) writeFailed(err error) {
+	if errors.Is(err, errWriteStalled) {
+		sc.setReason(closeFrameTimeout)
+		sc.s.warn("transfer: closing a connection whose peer stopped reading a response (counted in the frame_timeout reason; this line is logged at most every 10s)",
+			"remote", sc.c.RemoteAddr(), "frame_timeout", sc.s.opts.FrameTimeout)
+	}
+	sc.broken.Store(true)
+	sc.cancel()
+	sc.c.Close()
 }
 
 // byteSem bounds a number of bytes in use. A request larger than the bound is admitted alone

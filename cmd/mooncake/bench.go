@@ -28,6 +28,7 @@ func newBenchCmd(e *env) *cobra.Command {
 		keep        bool
 		rounds      int
 		cpuProfile  string
+		tf          tokenFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --op put|get --size 1MiB --count N --concurrency C [--baseline]",
@@ -48,6 +49,10 @@ func newBenchCmd(e *env) *cobra.Command {
 			if replicas < 1 || replicas > 255 {
 				return usagef("--replicas must be 1 to 255, got %d", replicas)
 			}
+			rc := client.ReplicateConfig{Replicas: replicas}
+			if err := tf.apply(&rc); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			if cpuProfile != "" {
 				stop, err := startCPUProfile(cpuProfile)
@@ -61,7 +66,7 @@ func newBenchCmd(e *env) *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			store := benchmarks.ClientStore{C: c, RC: client.ReplicateConfig{Replicas: replicas}}
+			store := benchmarks.ClientStore{C: c, RC: rc}
 			keys := w.Keys()
 			if !keep {
 				defer cleanupBench(c, e, w.KeyPrefix)
@@ -119,6 +124,7 @@ func newBenchCmd(e *env) *cobra.Command {
 	fl.IntVar(&replicas, "replicas", 1, "replicas per put")
 	fl.BoolVar(&baseline, "baseline", false, "also measure raw loopback TCP with the same sizes and concurrency")
 	fl.BoolVar(&keep, "keep", false, "keep the objects (default: remove them at the end)")
+	tf.register(fl)
 	fl.IntVar(&rounds, "rounds", 1, "repeat the measurement (alternating with the baseline) and print the median ratio")
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this client (the measurement and its preparation) to this file (go tool pprof reads it)")
 	return cmd

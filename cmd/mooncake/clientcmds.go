@@ -106,9 +106,10 @@ func newPutCmd(e *env) *cobra.Command {
 		softPin     time.Duration
 		hardPin     bool
 		upsert      bool
+		tf          tokenFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "put [--replicas N] KEY FILE",
+		Use:   "put [--replicas N] [--tokens N --model NAME] KEY FILE",
 		Short: "Store FILE (- for standard input) under KEY",
 		Args:  exactArgs(2, "KEY FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -125,6 +126,9 @@ func newPutCmd(e *env) *cobra.Command {
 			}
 			rc := client.ReplicateConfig{Replicas: replicas, Persistence: p, PreferredWorker: base.WorkerID(preferred),
 				SoftPinTTL: softPin, HardPin: hardPin, Upsert: upsert}
+			if err := tf.apply(&rc); err != nil {
+				return err
+			}
 			// Open the input before connecting, so a missing file is reported as such.
 			var (
 				r    io.Reader
@@ -174,6 +178,7 @@ func newPutCmd(e *env) *cobra.Command {
 	fl.DurationVar(&softPin, "soft_pin_ttl", 0, "keep the object from eviction for this long")
 	fl.BoolVar(&hardPin, "hard_pin", false, "keep the object from eviction until removed")
 	fl.BoolVar(&upsert, "upsert", false, "replace an existing object instead of failing")
+	tf.register(fl)
 	return cmd
 }
 

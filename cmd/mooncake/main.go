@@ -101,6 +101,7 @@ func newRootCmd(e *env) *cobra.Command {
 
 Servers:  mooncake standalone | master | worker
 Client:   mooncake put | get | rm | ls | status | bench
+Memory:   mooncake kvcost | model add|ls|rm | memory
 Mooncake: mooncake_master | mooncake_client | mooncake_http_metadata_server, as subcommands or
           under those names (links made by "mooncake install-links DIR" or "make install")
 
@@ -128,6 +129,7 @@ Mooncake's keys; flags given on the command line override it. Client commands ta
 	root.AddCommand(
 		newStandaloneCmd(e), newMasterCmd(e), newWorkerCmd(e),
 		newPutCmd(e), newGetCmd(e), newRmCmd(e), newLsCmd(e), newStatusCmd(e), newBenchCmd(e),
+		newKVCostCmd(e), newMemoryCmd(e), newModelCmd(e),
 		newMooncakeMasterCmd(e), newMooncakeClientCmd(e), newMetadataServerCmd(e), newInstallLinksCmd(e),
 	)
 	return root

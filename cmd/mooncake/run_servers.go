@@ -42,7 +42,7 @@ func (e *env) workerConfig(s workerSettings) server.WorkerConfig {
 		WorkerID: s.WorkerID, ClusterID: s.ClusterID, MasterAddresses: s.MasterAddresses, Address: s.Address,
 		MetricsAddress: s.MetricsAddress, GlobalSegmentSize: s.GlobalSegmentSize, RootFSDir: s.RootFSDir,
 		Persistence: s.Persistence, SSDCapacity: s.SSDCapacity, Protocol: s.Protocol, HugePages: s.HugePages,
-		PrefaultArena: s.PrefaultArena, WarmUp: s.WarmUp, PrivateArena: s.PrivateArena, Logger: e.logger(),
+		PrefaultArena: s.PrefaultArena, WarmUp: s.WarmUp, PrivateArena: s.PrivateArena, Conns: s.Conns, Logger: e.logger(),
 		HighWatermark: s.HighWatermark, LowWatermark: s.LowWatermark,
 	}
 }
@@ -109,6 +109,9 @@ func runStandalone(ctx context.Context, e *env, ms masterSettings, ws workerSett
 		_ = w.Shutdown(sctx)
 		_ = m.Shutdown(sctx)
 		return fmt.Errorf("standalone: %w", err)
+	}
+	if err := m.ExportWorkerMetrics(w); err != nil {
+		e.logger().Warn("standalone: the worker's metrics are not exported", "err", err)
 	}
 	printStandaloneHelp(e.stdout, e.argv0, m.Addr(), m.MetricsAddr(), w.Addr(), ws)
 	<-ctx.Done()

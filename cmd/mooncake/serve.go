@@ -17,6 +17,8 @@ import (
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/dram"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/transfer"
 )
 
 // Defaults of the server flags (Mooncake's where it has one).
@@ -78,6 +80,8 @@ type workerSettings struct {
 	// rootFromUser: the root_fs_dir came from a flag, the file or the environment, so the
 	// master's is not taken.
 	rootFromUser bool
+	// Conns bounds the worker's idle and stalled connections.
+	Conns server.ConnLimits
 }
 
 // masterFlags are the flags of `mooncake master` (and the master half of standalone).
@@ -277,7 +281,8 @@ type workerFlags struct {
 	workerID, masters, address, rootFSDir, persistence, clusterID, protocol, hugePages, localHostname string
 	metricsPort                                                                                       int
 	segmentSize, ssdCapacity                                                                          base.Bytes
-	shutdownTimeout                                                                                   time.Duration
+	shutdownTimeout, connIdleTimeout, connFrameTimeout                                                time.Duration
+	maxConnsPerPeer                                                                                   int
 	warmUp, sharedMemory, prefaultArena                                                               bool
 }
 
@@ -291,6 +296,9 @@ func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
 	fs.BoolVar(&f.prefaultArena, "prefault_arena", false, "fault in the whole DRAM arena at start: puts never wait for first-touch page faults, but RSS is global_segment_size from the start and start takes ~0.3-1 s per GiB")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown_timeout", defaultShutdownTimeout, "on SIGTERM, time allowed to spill DRAM to the NVMe tier before exit")
 	fs.BoolVar(&f.warmUp, "warm_up", false, "with --root_fs_dir: at start, copy objects found on NVMe back into DRAM (in the background)")
+	fs.DurationVar(&f.connIdleTimeout, "conn_idle_timeout", transfer.DefaultIdleTimeout, "close a client connection with no request for this long (at least 100ms; negative: never)")
+	fs.DurationVar(&f.connFrameTimeout, "conn_frame_timeout", transfer.DefaultFrameTimeout, "close a client connection whose request stops arriving: each 64 KiB of it must arrive within this long (negative: never)")
+	fs.IntVar(&f.maxConnsPerPeer, "max_conns_per_peer", transfer.DefaultMaxConnsPerPeer, "most client connections open from one IP address (negative: no limit)")
 	fs.BoolVar(&f.sharedMemory, "shared_memory", true, "let clients on this host (same uid, or root) map the DRAM arena read-only and copy objects out of it instead of reading over TCP")
 	if standalone {
 		fs.StringVar(&f.address, "worker_address", "", "worker data address host:port (default: a free port on 127.0.0.1)")
@@ -315,6 +323,7 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		ShutdownTimeout:   f.shutdownTimeout,
 		WarmUp:            f.warmUp,
 		PrivateArena:      !f.sharedMemory,
+		Conns:             server.ConnLimits{IdleTimeout: f.connIdleTimeout, FrameTimeout: f.connFrameTimeout, MaxConnsPerPeer: f.maxConnsPerPeer},
 		Protocol:          tcpOnly(fc, "protocol", pick(fs, "protocol", f.protocol, fc.Protocol, "tcp")),
 		ClusterID:         pick(fs, "cluster_id", f.clusterID, fc.ClusterID, base.DefaultClusterID),
 	}
@@ -384,6 +393,11 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		return s, usagef("--warm_up needs --root_fs_dir (the NVMe tier)")
 	case s.ShutdownTimeout <= 0:
 		return s, fmt.Errorf("%w: --shutdown_timeout must be positive", base.ErrInvalidParams)
+	case s.Conns.IdleTimeout == 0 || s.Conns.FrameTimeout == 0 || s.Conns.MaxConnsPerPeer == 0:
+		return s, fmt.Errorf("%w: --conn_idle_timeout, --conn_frame_timeout and --max_conns_per_peer must not be 0 (negative: no limit)", base.ErrInvalidParams)
+	}
+	if err := s.Conns.Validate(); err != nil {
+		return s, fmt.Errorf("--conn_idle_timeout: %w", err)
 	}
 	hp, err := dram.ParseHugePages(f.hugePages)
 	if err != nil {

@@ -191,10 +191,23 @@ type PutEndRequest struct {
 	Checksum uint64
 	Replicas []base.WorkerID
 	Config   PutConfig
+	// Tokens and Model (trailing optional fields, models.go): the KV-cache tokens the object
+	// holds and their model; 0 and "" when the put does not say.
+	Tokens int64
+	Model  string
 }
 
 func (m *PutEndRequest) Op() Op { return OpPutEnd }
 func (m *PutEndRequest) Encode(e *Encoder) {
+	m.encodeRecord(e)
+	m.encodeTokens(e)
+}
+func (m *PutEndRequest) Decode(d *Decoder) {
+	m.decodeRecord(d)
+	m.decodeTokens(d)
+}
+
+func (m *PutEndRequest) encodeRecord(e *Encoder) {
 	e.Str(m.Key)
 	e.U64(uint64(m.Version))
 	e.I64(m.Size)
@@ -202,7 +215,7 @@ func (m *PutEndRequest) Encode(e *Encoder) {
 	encodeList(e, m.Replicas, func(e *Encoder, w *base.WorkerID) { e.Str(string(*w)) })
 	m.Config.encode(e)
 }
-func (m *PutEndRequest) Decode(d *Decoder) {
+func (m *PutEndRequest) decodeRecord(d *Decoder) {
 	m.Key = d.Key()
 	m.Version = base.Version(d.U64())
 	m.Size = d.Size()
@@ -483,10 +496,12 @@ type BatchPutEndRequest struct{ Items []PutEndRequest }
 
 func (m *BatchPutEndRequest) Op() Op { return OpBatchPutEnd }
 func (m *BatchPutEndRequest) Encode(e *Encoder) {
-	encodeList(e, m.Items, func(e *Encoder, r *PutEndRequest) { r.Encode(e) })
+	encodeList(e, m.Items, func(e *Encoder, r *PutEndRequest) { r.encodeRecord(e) })
+	encodeBatchTokens(e, m.Items)
 }
 func (m *BatchPutEndRequest) Decode(d *Decoder) {
-	m.Items = decodeList(d, minKey+8+8+8+4+minPutConfig, "items", func(d *Decoder, r *PutEndRequest) { r.Decode(d) })
+	m.Items = decodeList(d, minKey+8+8+8+4+minPutConfig, "items", func(d *Decoder, r *PutEndRequest) { r.decodeRecord(d) })
+	decodeBatchTokens(d, m.Items)
 }
 
 func encodeKeys(e *Encoder, keys []string) {
@@ -1098,7 +1113,7 @@ func NewRequest(op Op) Message {
 	case OpShmRelease:
 		return new(ShmReleaseRequest)
 	}
-	return nil
+	return newModelRequest(op)
 }
 
 // NewResponse returns an empty response message for op, ready to Decode; nil for an unknown op.
@@ -1139,7 +1154,7 @@ func NewResponse(op Op) Message {
 	case OpShmRelease:
 		return NewCountResponse(op, 0)
 	}
-	return nil
+	return newModelResponse(op)
 }
 
 // DecodeRequest decodes the body of a request with op. Errors wrap base.ErrInvalidParams.

@@ -50,6 +50,13 @@ const (
 	OpShmOpen    Op = 45
 	OpShmPin     Op = 46
 	OpShmRelease Op = 47
+
+	// Memory and model calls (issue 13): models are registered on the leader; Memory asks a
+	// master for the memory report, WorkerMemory a worker for its breakdown.
+	OpModelAdd     Op = 70
+	OpModelRemove  Op = 71
+	OpMemory       Op = 72
+	OpWorkerMemory Op = 73
 )
 
 type opInfo struct {
@@ -90,6 +97,10 @@ var ops = [256]opInfo{
 	OpShmOpen:        {name: "ShmOpen", idempotent: true},
 	OpShmPin:         {name: "ShmPin"},
 	OpShmRelease:     {name: "ShmRelease", idempotent: true},
+	OpModelAdd:       {name: "ModelAdd", idempotent: true},
+	OpModelRemove:    {name: "ModelRemove"},
+	OpMemory:         {name: "Memory", idempotent: true},
+	OpWorkerMemory:   {name: "WorkerMemory", idempotent: true},
 }
 
 // Known reports whether this build defines op.

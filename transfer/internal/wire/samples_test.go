@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"reflect"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -14,6 +15,8 @@ func sampleRequests() []Message {
 	ps := PutStartRequest{Key: "model/layer0/kv", Size: 1 << 20, Config: cfg}
 	pe := PutEndRequest{Key: "model/layer0/kv", Version: 77, Size: 1 << 20, Checksum: 0xdeadbeef,
 		Replicas: []base.WorkerID{"w-1", "w-2"}, Config: cfg}
+	petok := pe
+	petok.Tokens, petok.Model = 256, "qwen2-7b"
 	return []Message{
 		NewEmpty(OpPing),
 		&ps,
@@ -53,6 +56,13 @@ func sampleRequests() []Message {
 		// The last page of a paged registration (More false).
 		&RegisterWorkerRequest{WorkerID: "w-1", Address: "10.0.0.1:12345", DRAMCapacity: 4 << 30,
 			Inventory: []base.ObjectMeta{{Key: "c", Version: 3, Size: 1, Checksum: 1}}, Session: 1 << 63, Page: 3},
+		// Memory and models (models.go): puts carrying tokens, the model calls.
+		&petok,
+		&BatchPutEndRequest{Items: []PutEndRequest{pe, petok}},
+		&ModelAddRequest{Name: "qwen2-7b", BytesPerToken: 57344, Description: "4 x 128 x 2 x 2 x 28"},
+		&ModelRemoveRequest{Name: "qwen2-7b"},
+		NewEmpty(OpMemory),
+		NewEmpty(OpWorkerMemory),
 	}
 }
 
@@ -87,12 +97,35 @@ func sampleResponses() []Message {
 		NewCountResponse(OpShmRelease, 1),
 		NewEmpty(OpAddMaster),
 		NewEmpty(OpRemoveMaster),
+		NewEmpty(OpModelAdd),
+		NewEmpty(OpModelRemove),
+		&JSONResponse{Call: OpMemory, JSON: []byte(`{"verdict":"expected"}`)},
+		&JSONResponse{Call: OpWorkerMemory, JSON: []byte(`{"arena_capacity_bytes":1}`)},
 	}
 }
 
 // earlierRevisions returns m as each earlier sender encodes it, newest first: each drops one
 // more of m's trailing optional fields (see HeartbeatRequest). Empty when m's op has none.
 func earlierRevisions(m Message) []Message {
+	switch p := m.(type) {
+	case *PutEndRequest:
+		if p.Tokens == 0 && p.Model == "" {
+			return nil
+		}
+		old := *p
+		old.Tokens, old.Model = 0, ""
+		return []Message{&old}
+	case *BatchPutEndRequest:
+		old := &BatchPutEndRequest{}
+		for _, it := range p.Items {
+			it.Tokens, it.Model = 0, ""
+			old.Items = append(old.Items, it)
+		}
+		if reflect.DeepEqual(old, p) {
+			return nil
+		}
+		return []Message{old}
+	}
 	if rw, ok := m.(*RegisterWorkerRequest); ok {
 		if rw.Session == 0 {
 			return nil

@@ -1,0 +1,71 @@
+package server
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/transfer"
+)
+
+// ConnLimits bound what a server keeps open for clients that do nothing (the worker's data
+// server; the master's RPC server takes the same). A zero field takes the default named;
+// a negative one turns the limit off. See transfer.ServerOptions.
+type ConnLimits struct {
+	// IdleTimeout closes a connection with no frame arriving and no request in flight for
+	// this long after its handshake. Default transfer.DefaultIdleTimeout (5m); at least 100ms.
+	IdleTimeout time.Duration
+	// FrameTimeout closes a connection whose frame, once started, does not deliver its next
+	// 64 KiB within this long. Default transfer.DefaultFrameTimeout (30s).
+	FrameTimeout time.Duration
+	// MaxConnsPerPeer bounds the open connections from one IP address. Default
+	// transfer.DefaultMaxConnsPerPeer (1024).
+	MaxConnsPerPeer int
+}
+
+// Validate reports a limit the transfer server would refuse.
+func (l ConnLimits) Validate() error {
+	if l.IdleTimeout > 0 && l.IdleTimeout < 100*time.Millisecond {
+		return fmt.Errorf("%w: conn_idle_timeout %s is under 100ms", base.ErrInvalidParams, l.IdleTimeout)
+	}
+	return nil
+}
+
+// apply sets the limits on o.
+func (l ConnLimits) apply(o *transfer.ServerOptions) {
+	o.IdleTimeout, o.FrameTimeout, o.MaxConnsPerPeer = l.IdleTimeout, l.FrameTimeout, l.MaxConnsPerPeer
+}
+
+// connCollector exports a transfer server's connection counters as <prefix>_connections_open
+// and <prefix>_connections_closed_total{reason} (prefix "worker" or "master").
+type connCollector struct {
+	stats        func() transfer.ServerStats
+	open, closed *prometheus.Desc
+}
+
+func newConnCollector(prefix string, stats func() transfer.ServerStats) *connCollector {
+	return &connCollector{
+		stats: stats,
+		open:  prometheus.NewDesc(prefix+"_connections_open", "Client connections open on the RPC server.", nil, nil),
+		closed: prometheus.NewDesc(prefix+"_connections_closed_total",
+			"Client connections closed, by reason: peer (the client closed it or it broke), idle (conn_idle_timeout), frame_timeout (conn_frame_timeout), peer_limit (max_conns_per_peer), handshake, protocol_error, shutdown.",
+			[]string{"reason"}, nil),
+	}
+}
+
+func (c *connCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.open
+	ch <- c.closed
+}
+
+func (c *connCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.stats()
+	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(st.Open))
+	for _, r := range transfer.CloseReasons {
+		ch <- prometheus.MustNewConstMetric(c.closed, prometheus.CounterValue, float64(st.Closed[r]), r)
+	}
+}
+
+var _ prometheus.Collector = (*connCollector)(nil)
