@@ -122,7 +122,7 @@ func groupPuts(t *testing.T, f *fakeCluster, c *Client, n int) []error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = c.Put(ctx, fmt.Sprintf("k%d", i), value(100+i, byte(i)), ReplicateConfig{})
+			errs[i] = c.Put(ctx, fmt.Sprintf("k%d", i), value(100+i, byte(i)), ReplicateConfig{Tokens: int64(256 + i), Model: "m"})
 		}()
 	}
 	put(0)
@@ -157,8 +157,15 @@ func TestPutGroupCommit(t *testing.T) {
 		t.Fatalf("%d PutEnd and %d BatchPutEnd calls, want 1 and 1", n, b)
 	}
 	for i := range 8 {
-		if got, err := c.Get(context.Background(), fmt.Sprintf("k%d", i)); err != nil || string(got) != string(value(100+i, byte(i))) {
-			t.Fatalf("get k%d: %v", i, err)
+		key := fmt.Sprintf("k%d", i)
+		if got, err := c.Get(context.Background(), key); err != nil || string(got) != string(value(100+i, byte(i))) {
+			t.Fatalf("get %s: %v", key, err)
+		}
+		f.mu.Lock()
+		o := f.objects[key]
+		f.mu.Unlock()
+		if o.tokens != int64(256+i) || o.model != "m" {
+			t.Fatalf("%s committed with %d tokens of model %q, want %d of \"m\"", key, o.tokens, o.model, 256+i)
 		}
 	}
 }

@@ -64,6 +64,8 @@ func (f *fakeCluster) hold(op transfer.Op) (arrived <-chan struct{}, release fun
 }
 
 type fakeObject struct {
+	tokens   int64
+	model    string
 	version  base.Version
 	size     int64
 	checksum uint64
@@ -321,7 +323,8 @@ func (f *fakeCluster) putEndLocked(r *transfer.PutEndRequest) error {
 		return codeErr(base.ErrInvalidVersion, "no pending put of %q at %d", r.Key, r.Version)
 	}
 	delete(f.pending, r.Key)
-	f.objects[r.Key] = fakeObject{version: r.Version, size: r.Size, checksum: r.Checksum, replicas: r.Replicas}
+	f.objects[r.Key] = fakeObject{version: r.Version, size: r.Size, checksum: r.Checksum, replicas: r.Replicas,
+		tokens: r.Tokens, model: r.Model}
 	return nil
 }
 
