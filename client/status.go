@@ -32,10 +32,16 @@ type Status struct {
 	CapacityBytes int64 `json:"capacity_bytes"`
 	PutsInFlight  int   `json:"puts_in_flight"`
 	// UsageReported is false on followers: per-worker usage is the leader's soft state.
-	UsageReported bool   `json:"usage_reported"`
-	RaftState     string `json:"raft_state"`
-	RaftTerm      uint64 `json:"raft_term"`
-	AppliedIndex  uint64 `json:"applied_index"`
+	UsageReported bool `json:"usage_reported"`
+	// InvisibleObjects have every replica on a dead worker: kept for re-adoption when it
+	// returns, invisible to reads until then. LostReplicas counts dead workers' replicas kept.
+	InvisibleObjects int64 `json:"invisible_objects"`
+	LostReplicas     int64 `json:"lost_replicas"`
+	// Repair is the repair and drain progress (leader only).
+	Repair       RepairStatus `json:"repair"`
+	RaftState    string       `json:"raft_state"`
+	RaftTerm     uint64       `json:"raft_term"`
+	AppliedIndex uint64       `json:"applied_index"`
 	// EvictionHighWatermarkRatio and EvictionRatio are the master's settings; a worker started
 	// without its own derives its DRAM watermarks from them.
 	EvictionHighWatermarkRatio float64 `json:"eviction_high_watermark_ratio"`
@@ -71,6 +77,26 @@ type WorkerStatus struct {
 	NVMeCapacityBytes int64  `json:"nvme_capacity_bytes"`
 	NVMeObjects       int64  `json:"nvme_objects"`
 	LastHeartbeat     string `json:"last_heartbeat,omitempty"`
+	// Lifecycle is the leader's view: registering, alive, suspect, leaving, dead, returning
+	// or draining ("" from a follower or a master that predates it).
+	Lifecycle string `json:"lifecycle,omitempty"`
+	// Draining: no new puts; its objects are being moved away (Objects counts what is left).
+	Draining bool `json:"draining,omitempty"`
+	// LostReplicas counts a dead worker's replicas kept for re-adoption.
+	LostReplicas int64 `json:"lost_replicas,omitempty"`
+}
+
+// RepairStatus is the repair and drain progress in Status (leader only).
+type RepairStatus struct {
+	// UnderReplicatedObjects have a replica on a dead worker; DrainingReplicas are on
+	// draining workers (both as of the leader's last scan).
+	UnderReplicatedObjects int   `json:"under_replicated_objects"`
+	DrainingReplicas       int   `json:"draining_replicas"`
+	Queued                 int   `json:"queued"`
+	InFlight               int   `json:"in_flight"`
+	Copied                 int64 `json:"copied"`
+	Failed                 int64 `json:"failed"`
+	CopiedBytes            int64 `json:"copied_bytes"`
 }
 
 // ParseStatus decodes a master's status JSON, keeping the raw bytes.

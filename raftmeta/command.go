@@ -568,7 +568,11 @@ func DecodeCommand(b []byte) (Command, error) {
 		r.RPCAddr = d.str(maxAddrLen)
 		c = r
 	default:
-		if c = decodeModelCommand(CommandType(b[1]), d); c == nil {
+		var ok bool
+		if c, ok = decodeLifecycle(CommandType(b[1]), d); !ok {
+			c = decodeModelCommand(CommandType(b[1]), d)
+		}
+		if c == nil {
 			return nil, fmt.Errorf("%w: unknown command type %d", ErrBadCommand, b[1])
 		}
 	}

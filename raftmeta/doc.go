@@ -6,7 +6,8 @@
 //
 // The server (package server) owns everything else: placement, worker liveness and capacity
 // (leader soft state), pending puts. Only conclusions are commands here: a PutEnd makes an
-// object visible, MarkWorkerDead and DropReplicas record that replicas are gone.
+// object visible, MarkWorkerLost and DropReplicas record that replicas are gone (lost ones
+// are kept for the worker's return: "Lost replicas" below).
 //
 // It must never import dram, nvme, tier, transfer, server, client or cmd; only internal/.
 //
@@ -95,6 +96,10 @@
 //	8 MarkWorkerDead   worker_id
 //	9 SetPin           key, version uvarint, soft_pin_until varint, hard_pin bool
 //	10 RegisterMaster  master_id, rpc_addr (empty: remove)
+//	20 MarkWorkerLost  worker_id, now varint
+//	21 AdoptReplicas   worker_id, n uvarint, n × (key, version uvarint)
+//	22 MoveReplicas    n uvarint, n × (key, version uvarint, from worker_id, to worker_id)
+//	23 SetWorkerDraining worker_id, draining bool
 //	30 RegisterModel   name, bytes_per_token varint, description
 //	31 RemoveModel     name
 //
@@ -113,12 +118,34 @@
 //	| segments: n uvarint, n × (slot u16, worker_id, address, dram varint, nvme varint, state 1B) |
 //	| objects: n uvarint, n × (key, size_flags uvarint, version uvarint, checksum u64,
 //	|          created varint, soft_pin_until varint, r uvarint, r × slot u16) |
-//	| trailing sections, each opened by its id byte (models.go: 30, written only when a
-//	|   model is registered or an object carries tokens) |
+//	| trailing sections, each | id (1B) | version (1B) | body |: 20 lifecycle (always
+//	|   written), 30 models (models.go: only when a model is registered or an object
+//	|   carries tokens) |
 //	| checksum u64: HighwayHash-64 (base.Checksum) of every byte before it |
+//
+// Trailing sections (one function each, so branches adding one merge easily): tag 20, the
+// lifecycle section (snapshot_lifecycle.go): segments' DeadSince and draining flag, and every
+// key's lost replicas. A snapshot without a section restores as if it were empty; an unknown
+// tag is corruption. An object with r = 0 in the objects section is invisible and must have
+// lost replicas in the lifecycle section.
 //
 // Slots are the small integers objects use to name workers (below); size_flags is the size
 // with the hard pin in bit 63. Sections hold no order; restore rebuilds the counters.
+//
+// # Lost replicas
+//
+// When the leader declares a worker dead it commits MarkWorkerLost, which forgets nothing:
+// each live replica on the worker becomes a lost replica of its object (a side table, key ->
+// packed slots, 2 bytes per lost replica plus one map entry per key), and an object left with
+// no live replica becomes invisible (Lookup, List, Stats.Keys leave it out; LookupAny and
+// Range include it). A returning worker's verified inventory is re-adopted with AdoptReplicas,
+// which needs the exact version and a lost replica naming the worker: a removed key has no
+// record and an overwritten one another version, so neither comes back; an object repaired
+// onto another worker meanwhile (MoveReplicas consumed the lost replica) is not re-adopted
+// either, which trims the surplus. The bound: a lost replica is a replica the worker held when
+// it died, and nothing is placed on a dead worker, so what the FSM keeps for dead workers
+// never exceeds what it held for them alive; it goes when the worker returns, when its objects
+// are removed or overwritten, or when the worker is retired (UnregisterWorker).
 //
 // # Memory
 //

@@ -55,6 +55,12 @@ type segRec struct {
 	state   SegmentState
 	objects int64 // derived: replicas held
 	bytes   int64 // derived: their sizes
+	// deadSince is MarkWorkerLost's clock (unix nanoseconds) while state is SegmentDead by
+	// that command, else 0. draining is SetWorkerDraining's flag (it survives death and
+	// return). lost is derived: the lost replicas naming this slot.
+	deadSince int64
+	draining  bool
+	lost      int64
 }
 
 // recChunkBits sets the records per chunk of a recTable (4096 records, 224 KiB): big enough
@@ -118,11 +124,17 @@ type state struct {
 	slots   []*segRec
 	slotOf  map[base.WorkerID]uint16
 	masters map[string]string
+	// lost maps a key to its lost replicas: packed uint16 slots of workers that held this
+	// version when MarkWorkerLost was applied (see lifecycle.go). Only keys with some.
+	// Invariant: every key in lost is in objects, its slots name occupied slots, and no slot is
+	// both live and lost; an object with no live replica has a lost one.
+	lost map[string]string
 	// mdl is the model registry and per-model counters (models.go).
 	mdl modelTable
 
-	// Counters kept by apply (see Stats).
+	// Counters kept by apply (see Stats). invisible counts objects with no live replica.
 	keyBytes, bytes, replicas, softPinned, hardPinned int64
+	invisible, lostReplicas                           int64
 }
 
 func newState() *state {
@@ -131,6 +143,7 @@ func newState() *state {
 		slots:   make([]*segRec, 1),
 		slotOf:  make(map[base.WorkerID]uint16),
 		masters: make(map[string]string),
+		lost:    make(map[string]string),
 	}
 }
 
@@ -170,51 +183,19 @@ func (st *state) apply(c Command) Result {
 	} else if err := c.Validate(); err != nil {
 		return Result{Err: err}
 	}
+	if res, ok := st.applyLifecycle(c); ok {
+		return res
+	}
 	switch c := c.(type) {
 	case PutEnd:
 		return st.putEnd(&c)
-	case Remove:
-		res := Result{Items: make([]error, len(c.Keys))}
-		for i, k := range c.Keys {
-			if ri, ok := st.objects[k]; ok {
-				st.removeAt(k, ri)
-				res.Removed++
-			} else {
-				res.Items[i] = fmt.Errorf("raftmeta: remove %q: %w", k, base.ErrObjectNotFound)
-			}
-		}
-		return res.single()
-	case RemoveRegex:
-		re, err := regexp.Compile(c.Pattern)
-		if err != nil {
-			return Result{Err: invalidf("pattern %q: %v", c.Pattern, err)}
-		}
-		// Deleting from a map while ranging over it is defined in Go: the deleted entry is
-		// simply not produced again.
-		n := 0
-		for k, i := range st.objects {
-			if re.MatchString(k) {
-				st.removeAt(k, i)
-				n++
-			}
-		}
-		return Result{Removed: n}
-	case RemoveAll:
-		n := len(st.objects)
-		clear(st.objects)
-		st.recs = recTable{}
-		st.keyBytes, st.bytes, st.replicas, st.softPinned, st.hardPinned = 0, 0, 0, 0, 0
-		st.mdl.clearObjects()
-		for _, s := range st.slots {
-			if s != nil {
-				s.objects, s.bytes = 0, 0
-			}
-		}
-		return Result{Removed: n}
+	case Remove, RemoveRegex, RemoveAll:
+		return st.applyRemove(c)
 	case RegisterWorker:
 		if slot, ok := st.slotOf[c.ID]; ok {
 			s := st.slots[slot]
 			s.addr, s.dram, s.nvme, s.state = c.Address, c.DRAMCapacity, c.NVMeCapacity, SegmentActive
+			s.deadSince = 0
 			return Result{}
 		}
 		slot := st.freeSlot()
@@ -230,6 +211,7 @@ func (st *state) apply(c Command) Result {
 			return Result{Err: fmt.Errorf("raftmeta: unregister %q: %w", c.ID, base.ErrSegmentNotFound)}
 		}
 		res := st.dropWorker(slot)
+		res.Removed += st.forgetLost(slot).Removed
 		st.slots[slot] = nil
 		delete(st.slotOf, c.ID)
 		for len(st.slots) > 1 && st.slots[len(st.slots)-1] == nil {
@@ -274,6 +256,61 @@ func (st *state) apply(c Command) Result {
 	return Result{Err: fmt.Errorf("raftmeta: command %T: %w", c, base.ErrNotSupported)}
 }
 
+// applyRemove applies Remove, RemoveRegex and RemoveAll. Result.Removed counts visible
+// objects only; an invisible one (every replica lost) is removed too, so it never comes back.
+func (st *state) applyRemove(c Command) Result {
+	switch c := c.(type) {
+	case Remove:
+		res := Result{Items: make([]error, len(c.Keys))}
+		for i, k := range c.Keys {
+			if ri, ok := st.objects[k]; ok && st.recs.at(ri).nreps() > 0 {
+				st.removeAt(k, ri)
+				res.Removed++
+			} else {
+				// An invisible object (every replica lost) is removed too, so it never comes
+				// back, but to the caller it did not exist.
+				if ok {
+					st.removeAt(k, ri)
+				}
+				res.Items[i] = fmt.Errorf("raftmeta: remove %q: %w", k, base.ErrObjectNotFound)
+			}
+		}
+		return res.single()
+	case RemoveRegex:
+		re, err := regexp.Compile(c.Pattern)
+		if err != nil {
+			return Result{Err: invalidf("pattern %q: %v", c.Pattern, err)}
+		}
+		// Deleting from a map while ranging over it is defined in Go: the deleted entry is
+		// simply not produced again.
+		n := 0
+		for k, i := range st.objects {
+			if re.MatchString(k) {
+				if st.recs.at(i).nreps() > 0 {
+					n++
+				}
+				st.removeAt(k, i)
+			}
+		}
+		return Result{Removed: n}
+	case RemoveAll:
+		n := len(st.objects) - int(st.invisible)
+		clear(st.objects)
+		clear(st.lost)
+		st.recs = recTable{}
+		st.keyBytes, st.bytes, st.replicas, st.softPinned, st.hardPinned = 0, 0, 0, 0, 0
+		st.invisible, st.lostReplicas = 0, 0
+		st.mdl.clearObjects()
+		for _, s := range st.slots {
+			if s != nil {
+				s.objects, s.bytes, s.lost = 0, 0, 0
+			}
+		}
+		return Result{Removed: n}
+	}
+	return Result{Err: fmt.Errorf("raftmeta: command %T: %w", c, base.ErrNotSupported)}
+}
+
 // single moves the error of a one-item result to Err as well, as Result documents.
 func (r Result) single() Result {
 	if len(r.Items) == 1 {
@@ -292,7 +329,9 @@ func (st *state) putEnd(c *PutEnd) Result {
 			continue
 		}
 		ri, old := st.find(it.Key)
-		if old != nil && !c.Upsert {
+		// An invisible object (every replica lost) does not block a plain put: the new
+		// version overwrites it, and the old copies are never re-adopted.
+		if old != nil && !c.Upsert && old.nreps() > 0 {
 			if old.version == uint64(it.Version) && old.checksum == it.Checksum {
 				continue // a retried PutEnd that already committed
 			}
@@ -327,6 +366,7 @@ func (st *state) putEnd(c *PutEnd) Result {
 		}
 		if old != nil {
 			st.unaccount(old)
+			st.setLost(it.Key, "")
 		} else {
 			st.keyBytes += int64(len(it.Key))
 			ri = st.recs.alloc()
@@ -350,6 +390,14 @@ func (st *state) dropReplicas(c *DropReplicas) Result {
 	}
 	for i, it := range c.Items {
 		ri, rec := st.find(it.Key)
+		if rec != nil && (it.Version == 0 || base.Version(rec.version) == it.Version) && hasSlot(st.lost[it.Key], slot) {
+			// A lost replica the returning worker no longer has.
+			res.Dropped++
+			if st.dropLost(it.Key, slot) {
+				res.Removed++
+			}
+			continue
+		}
 		if rec == nil || (it.Version != 0 && base.Version(rec.version) != it.Version) || !rec.hasRep(slot) {
 			res.Items[i] = fmt.Errorf("raftmeta: drop %q version %d on %q: %w", it.Key, it.Version, c.Worker, base.ErrObjectNotFound)
 			continue
@@ -375,20 +423,11 @@ func (r *objRec) hasRep(slot uint16) bool {
 // whether the object was removed because no replica was left.
 func (st *state) dropRep(key string, i uint32, slot uint16) (removed bool) {
 	rec := st.recs.at(i)
-	if rec.nreps() == 1 {
+	if rec.nreps() == 1 && st.lost[key] == "" {
 		st.removeAt(key, i)
 		return true
 	}
-	st.unaccount(rec)
-	var buf [2 * MaxReplicas]byte
-	reps := buf[:0]
-	for j := 0; j < rec.nreps(); j++ {
-		if s := rec.rep(j); s != slot {
-			reps = binary.LittleEndian.AppendUint16(reps, s)
-		}
-	}
-	rec.reps = string(reps) // a new string: a snapshot may share the old one
-	st.account(rec)
+	st.removeRep(rec, slot)
 	return false
 }
 
@@ -417,6 +456,7 @@ func (st *state) dropWorker(slot uint16) Result {
 // removeAt removes key, whose record is at index i.
 func (st *state) removeAt(key string, i uint32) {
 	st.unaccount(st.recs.at(i))
+	st.setLost(key, "")
 	st.keyBytes -= int64(len(key))
 	st.recs.release(i)
 	delete(st.objects, key)
@@ -431,6 +471,9 @@ func (st *state) count(rec *objRec, sign int64) {
 	size := rec.size()
 	st.bytes += sign * size
 	st.replicas += sign * int64(rec.nreps())
+	if rec.nreps() == 0 {
+		st.invisible += sign
+	}
 	if rec.softPin != 0 {
 		st.softPinned += sign
 	}
@@ -498,6 +541,9 @@ func (st *state) object(key string, rec *objRec) Object {
 	if rec.model != 0 {
 		o.Model = st.mdl.recs[rec.model].name
 	}
+	if l := st.lost[key]; l != "" {
+		o.Lost = st.slotIDs(l)
+	}
 	for i := range o.Replicas {
 		if s := st.slots[rec.rep(i)]; s != nil {
 			o.Replicas[i] = s.id
@@ -509,6 +555,17 @@ func (st *state) object(key string, rec *objRec) Object {
 // Reads. Each takes the read lock; apply holds the write lock for one raft batch at a time.
 
 func (f *fsm) lookup(key string) (Object, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	rec, ok := f.st.get(key)
+	if !ok || rec.nreps() == 0 {
+		return Object{}, false
+	}
+	return f.st.object(key, &rec), true
+}
+
+// lookupAny is lookup including invisible objects (every replica lost).
+func (f *fsm) lookupAny(key string) (Object, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	rec, ok := f.st.get(key)
@@ -575,8 +632,8 @@ func (f *fsm) list(prefix, after string, limit int) []Object {
 	h := make(keyHeap, 0, min(limit, 1024))
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	for k := range f.st.objects {
-		if k <= after || !strings.HasPrefix(k, prefix) {
+	for k, i := range f.st.objects {
+		if k <= after || !strings.HasPrefix(k, prefix) || f.st.recs.at(i).nreps() == 0 {
 			continue
 		}
 		if len(h) < limit {
@@ -600,7 +657,8 @@ func (st *state) segments() []Segment {
 	for _, s := range st.slots {
 		if s != nil {
 			out = append(out, Segment{ID: s.id, Address: s.addr, DRAMCapacity: s.dram, NVMeCapacity: s.nvme,
-				State: s.state, Objects: s.objects, Bytes: s.bytes})
+				State: s.state, Objects: s.objects, Bytes: s.bytes, DeadSince: s.deadSince, Draining: s.draining,
+				LostReplicas: s.lost})
 		}
 	}
 	slices.SortFunc(out, func(a, b Segment) int { return strings.Compare(string(a.ID), string(b.ID)) })
@@ -621,7 +679,8 @@ func (f *fsm) stats() Stats {
 	defer f.mu.RUnlock()
 	st := f.st
 	s := Stats{
-		Keys: int64(len(st.objects)), KeyBytes: st.keyBytes, Bytes: st.bytes, Replicas: st.replicas,
+		Keys: int64(len(st.objects)) - st.invisible, Invisible: st.invisible, LostReplicas: st.lostReplicas,
+		KeyBytes: st.keyBytes, Bytes: st.bytes, Replicas: st.replicas,
 		SoftPinned: st.softPinned, HardPinned: st.hardPinned, Masters: int64(len(st.masters)),
 		AppliedIndex: f.applied,
 	}
@@ -651,6 +710,7 @@ func (st *state) clone() *state {
 	}
 	c.slotOf = maps.Clone(st.slotOf)
 	c.masters = maps.Clone(st.masters)
+	c.lost = maps.Clone(st.lost)
 	c.mdl = st.mdl.clone()
 	return &c
 }

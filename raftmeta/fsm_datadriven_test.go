@@ -16,6 +16,9 @@ import (
 //
 //	register-worker id=<w> [addr=<a>] [dram=<n>] [nvme=<n>]
 //	unregister-worker id=<w> | mark-dead id=<w> | register-master id=<m> [addr=<a>]
+//	mark-lost id=<w> [now=<n>] | drain id=<w> [cancel]
+//	adopt worker=<w>                  input: <key> version=<n>
+//	move                              input: <key> version=<n> from=<w> to=<w>
 //	put [upsert] [now=<n>]            input: <key> size=<n> version=<n> [checksum=<n>] replicas=<w,...> [soft=<n>] [hard]
 //	remove                            input: one key per line
 //	remove-regex pattern=<re> | remove-all
@@ -60,6 +63,37 @@ func TestFSMDataDriven(t *testing.T) {
 				return apply(UnregisterWorker{ID: base.WorkerID(str("id"))})
 			case "mark-dead":
 				return apply(MarkWorkerDead{ID: base.WorkerID(str("id"))})
+			case "mark-lost":
+				return apply(MarkWorkerLost{ID: base.WorkerID(str("id")), Now: num("now")})
+			case "drain":
+				return apply(SetWorkerDraining{ID: base.WorkerID(str("id")), Draining: !d.HasArg("cancel")})
+			case "adopt":
+				c := AdoptReplicas{Worker: base.WorkerID(str("worker"))}
+				for _, line := range lines(d.Input) {
+					f := strings.Fields(line)
+					v, _ := strings.CutPrefix(f[1], "version=")
+					c.Items = append(c.Items, KeyVersion{Key: f[0], Version: base.Version(atoi(t, v))})
+				}
+				return apply(c)
+			case "move":
+				var c MoveReplicas
+				for _, line := range lines(d.Input) {
+					f := strings.Fields(line)
+					mv := ReplicaMove{Key: f[0]}
+					for _, kv := range f[1:] {
+						k, v, _ := strings.Cut(kv, "=")
+						switch k {
+						case "version":
+							mv.Version = base.Version(atoi(t, v))
+						case "from":
+							mv.From = base.WorkerID(v)
+						case "to":
+							mv.To = base.WorkerID(v)
+						}
+					}
+					c.Items = append(c.Items, mv)
+				}
+				return apply(c)
 			case "register-master":
 				return apply(RegisterMaster{ID: str("id"), RPCAddr: str("addr")})
 			case "put":
@@ -104,6 +138,9 @@ func TestFSMDataDriven(t *testing.T) {
 					if o.Tokens != 0 || o.Model != "" {
 						line += fmt.Sprintf(" tokens=%d model=%s", o.Tokens, o.Model)
 					}
+					if len(o.Lost) > 0 {
+						line += " lost=" + joinWorkers(o.Lost)
+					}
 					out = append(out, line)
 					return true
 				})
@@ -111,8 +148,12 @@ func TestFSMDataDriven(t *testing.T) {
 			case "segments":
 				var out []string
 				for _, s := range f.st.segments() {
-					out = append(out, fmt.Sprintf("%s addr=%s dram=%d nvme=%d state=%s objects=%d bytes=%d",
-						s.ID, s.Address, s.DRAMCapacity, s.NVMeCapacity, s.State, s.Objects, s.Bytes))
+					line := fmt.Sprintf("%s addr=%s dram=%d nvme=%d state=%s objects=%d bytes=%d",
+						s.ID, s.Address, s.DRAMCapacity, s.NVMeCapacity, s.State, s.Objects, s.Bytes)
+					if s.DeadSince != 0 || s.Draining || s.LostReplicas != 0 {
+						line += fmt.Sprintf(" dead_since=%d draining=%t lost=%d", s.DeadSince, s.Draining, s.LostReplicas)
+					}
+					out = append(out, line)
 				}
 				return strings.Join(out, "\n") + "\n"
 			case "masters":
@@ -123,8 +164,12 @@ func TestFSMDataDriven(t *testing.T) {
 				return strings.Join(out, "\n") + "\n"
 			case "stats":
 				s := f.stats()
-				return fmt.Sprintf("keys=%d key_bytes=%d bytes=%d replicas=%d soft_pinned=%d hard_pinned=%d segments=%d active=%d masters=%d applied=%d\n",
+				out := fmt.Sprintf("keys=%d key_bytes=%d bytes=%d replicas=%d soft_pinned=%d hard_pinned=%d segments=%d active=%d masters=%d applied=%d",
 					s.Keys, s.KeyBytes, s.Bytes, s.Replicas, s.SoftPinned, s.HardPinned, s.Segments, s.Active, s.Masters, s.AppliedIndex)
+				if s.Invisible != 0 || s.LostReplicas != 0 {
+					out += fmt.Sprintf(" invisible=%d lost_replicas=%d", s.Invisible, s.LostReplicas)
+				}
+				return out + "\n"
 			case "snapshot-restore":
 				var buf bytes.Buffer
 				if err := writeSnapshot(&buf, f.st, f.applied); err != nil {

@@ -33,7 +33,7 @@ func checkInvariants(t testing.TB, st *state) {
 	for i, s := range st.slots {
 		if s != nil {
 			cp := *s
-			cp.objects, cp.bytes = 0, 0
+			cp.objects, cp.bytes, cp.lost = 0, 0, 0
 			want.slots[i] = &cp
 			if st.slotOf[s.id] != uint16(i) {
 				t.Fatalf("slotOf[%q] = %d, want %d", s.id, st.slotOf[s.id], i)
@@ -64,19 +64,33 @@ func checkInvariants(t testing.TB, st *state) {
 		if err := want.checkRecord(k, &rec); err != nil {
 			t.Fatal(err)
 		}
-		if rec.nreps() == 0 {
-			t.Fatalf("%q has no replica", k)
+		lost := st.lost[k]
+		if rec.nreps() == 0 && lost == "" {
+			t.Fatalf("%q has no replica, live or lost", k)
+		}
+		for j := 0; j < len(lost)/2; j++ {
+			s := uint16(lost[2*j]) | uint16(lost[2*j+1])<<8
+			if int(s) >= len(st.slots) || st.slots[s] == nil || rec.hasRep(s) || hasSlot(lost[:2*j], s) {
+				t.Fatalf("%q: bad lost slot %d", k, s)
+			}
 		}
 		want.keyBytes += int64(len(k))
 		want.account(&rec)
+		want.countLost(lost, 1)
 	}
-	for i, s := range st.slots {
-		if s != nil && (s.objects != want.slots[i].objects || s.bytes != want.slots[i].bytes) {
-			t.Fatalf("slot %d counters %d/%d, recomputed %d/%d", i, s.objects, s.bytes, want.slots[i].objects, want.slots[i].bytes)
+	for k := range st.lost {
+		if _, ok := st.objects[k]; !ok || st.lost[k] == "" {
+			t.Fatalf("lost replicas of absent key %q (or empty)", k)
 		}
 	}
-	got := [5]int64{st.keyBytes, st.bytes, st.replicas, st.softPinned, st.hardPinned}
-	exp := [5]int64{want.keyBytes, want.bytes, want.replicas, want.softPinned, want.hardPinned}
+	for i, s := range st.slots {
+		if s != nil && (s.objects != want.slots[i].objects || s.bytes != want.slots[i].bytes || s.lost != want.slots[i].lost) {
+			t.Fatalf("slot %d counters %d/%d/%d, recomputed %d/%d/%d", i, s.objects, s.bytes, s.lost,
+				want.slots[i].objects, want.slots[i].bytes, want.slots[i].lost)
+		}
+	}
+	got := [7]int64{st.keyBytes, st.bytes, st.replicas, st.softPinned, st.hardPinned, st.invisible, st.lostReplicas}
+	exp := [7]int64{want.keyBytes, want.bytes, want.replicas, want.softPinned, want.hardPinned, want.invisible, want.lostReplicas}
 	if got != exp {
 		t.Fatalf("counters %v, recomputed %v", got, exp)
 	}
@@ -111,8 +125,12 @@ func statesEqual(a, b *state) string {
 	if !reflect.DeepEqual(a.slotOf, b.slotOf) || !reflect.DeepEqual(a.masters, b.masters) {
 		return "slotOf or masters differ"
 	}
+	if !reflect.DeepEqual(a.lost, b.lost) {
+		return "lost replicas differ"
+	}
 	if a.keyBytes != b.keyBytes || a.bytes != b.bytes || a.replicas != b.replicas ||
-		a.softPinned != b.softPinned || a.hardPinned != b.hardPinned {
+		a.softPinned != b.softPinned || a.hardPinned != b.hardPinned || a.invisible != b.invisible ||
+		a.lostReplicas != b.lostReplicas {
 		return "counters differ"
 	}
 	if !reflect.DeepEqual(a.models(), b.models()) {
@@ -167,7 +185,30 @@ func randomCommand(r *rand.Rand, now int64) Command {
 		return c
 	case p < 84:
 		return MarkWorkerDead{ID: worker()}
-	case p < 95:
+	case p < 88:
+		return MarkWorkerLost{ID: worker(), Now: now}
+	case p < 90:
+		c := AdoptReplicas{Worker: worker()}
+		for range 1 + r.IntN(4) {
+			c.Items = append(c.Items, KeyVersion{Key: key(), Version: base.Version(1 + r.IntN(4))})
+		}
+		return c
+	case p < 92:
+		c := MoveReplicas{}
+		for range 1 + r.IntN(3) {
+			from, to := worker(), worker()
+			if from == to {
+				continue
+			}
+			c.Items = append(c.Items, ReplicaMove{Key: key(), Version: base.Version(1 + r.IntN(4)), From: from, To: to})
+		}
+		if len(c.Items) == 0 {
+			return SetWorkerDraining{ID: worker(), Draining: true}
+		}
+		return c
+	case p < 93:
+		return SetWorkerDraining{ID: worker(), Draining: r.IntN(2) == 0}
+	case p < 97:
 		return SetPin{Key: key(), Version: base.Version(r.IntN(3)), SoftPinUntil: r.Int64N(1000), HardPin: r.IntN(2) == 0}
 	default:
 		addr := ""

@@ -401,6 +401,13 @@ func (n *Node) Apply(ctx context.Context, cmd Command) (Result, error) {
 		p.Now = time.Now().UnixNano()
 		cmd = p
 	}
+	if p, ok := cmd.(*MarkWorkerLost); ok {
+		cmd = *p
+	}
+	if p, ok := cmd.(MarkWorkerLost); ok && p.Now == 0 {
+		p.Now = time.Now().UnixNano()
+		cmd = p
+	}
 	if err := cmd.Validate(); err != nil {
 		return Result{}, err
 	}
@@ -540,9 +547,13 @@ func (n *Node) LeadershipTransfer(ctx context.Context) error {
 // VerifyLeader first for a linearizable read).
 func (n *Node) Lookup(key string) (Object, bool) { return n.fsm.lookup(key) }
 
+// LookupAny is Lookup including an invisible object (no live replica, some lost ones: see
+// MarkWorkerLost). The registration of a returning worker uses it to re-adopt.
+func (n *Node) LookupAny(key string) (Object, bool) { return n.fsm.lookupAny(key) }
+
 // Range calls fn for each object whose key starts with prefix, in key order, until fn returns
 // false. It is not a point-in-time view: writes applied during the walk may or may not be seen.
-// It is O(objects) per call.
+// It is O(objects) per call. It includes invisible objects (Replicas empty, Lost not).
 func (n *Node) Range(prefix string, fn func(Object) bool) { n.fsm.rangePrefix(prefix, fn) }
 
 // List returns up to limit objects whose key starts with prefix and sorts after after (""

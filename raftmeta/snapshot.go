@@ -86,6 +86,16 @@ func writeSnapshot(w io.Writer, st *state, applied uint64) error {
 	if err := flush(); err != nil {
 		return err
 	}
+	b, err = writeLifecycleSection(b, st, func(p []byte) ([]byte, error) {
+		_, err := bw.Write(p)
+		return p[:0], err
+	})
+	if err != nil {
+		return err
+	}
+	if err := flush(); err != nil {
+		return err
+	}
 	if err := bw.Flush(); err != nil {
 		return err
 	}
@@ -308,7 +318,9 @@ func readSnapshot(r io.Reader) (*state, uint64, error) {
 		if d.err != nil {
 			break
 		}
-		if nr == 0 || nr > MaxReplicas {
+		// No live replica: an invisible object, whose lost replicas a trailing section lists
+		// (checked in readTrailingSections).
+		if nr > MaxReplicas {
 			d.fail("key %q: %d replicas", key, nr)
 			break
 		}
@@ -332,28 +344,11 @@ func readSnapshot(r io.Reader) (*state, uint64, error) {
 		st.keyBytes += int64(len(key))
 		st.account(&rec)
 	}
+	// Trailing sections (snapshot_lifecycle.go dispatches them by id), then the trailer:
+	// everything before it is consumed.
+	d.readTrailingSections(st)
 	if d.err != nil {
 		return nil, 0, d.err
-	}
-	// Trailing sections, each opened by its id byte; then everything before the trailer must
-	// have been consumed.
-	for {
-		id, err := d.r.ReadByte()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, 0, fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
-		}
-		switch id {
-		case sectionModels:
-			readModelsSection(d, st)
-		default:
-			return nil, 0, fmt.Errorf("%w: unknown section %d after the objects", ErrCorruptSnapshot, id)
-		}
-		if d.err != nil {
-			return nil, 0, d.err
-		}
 	}
 	sum := tr.h.Sum64()
 	if len(tr.trailer()) != 8 {

@@ -14,8 +14,12 @@ type Object struct {
 	Version  base.Version
 	Checksum uint64
 	// Replicas are the workers holding a full copy, in the order PutEnd listed them (minus any
-	// dropped since). Never empty: an object whose last replica goes is removed.
+	// dropped since). Empty only for an invisible object (Node.LookupAny, Node.Range): every
+	// replica is lost and Lookup does not return it.
 	Replicas []base.WorkerID
+	// Lost are the workers that held this version when they were marked lost
+	// (MarkWorkerLost): their copies are re-adopted if they return (AdoptReplicas).
+	Lost []base.WorkerID
 	// SoftPinUntil is the soft pin deadline in unix nanoseconds, 0 for none. The deadline is
 	// compared with the reader's clock; the FSM never expires it.
 	SoftPinUntil int64
@@ -34,8 +38,9 @@ type SegmentState uint8
 const (
 	// SegmentActive: the worker is registered and may be given new replicas.
 	SegmentActive SegmentState = 1
-	// SegmentDead: the leader concluded the worker is gone (MarkWorkerDead) and its replicas were
-	// dropped. A later RegisterWorker makes it active again.
+	// SegmentDead: the leader concluded the worker is gone: its replicas were dropped
+	// (MarkWorkerDead) or kept as lost replicas (MarkWorkerLost). A later RegisterWorker makes
+	// it active again.
 	SegmentDead SegmentState = 2
 )
 
@@ -60,6 +65,12 @@ type Segment struct {
 	State        SegmentState
 	Objects      int64 // replicas this worker holds
 	Bytes        int64 // sum of the sizes of those replicas
+	// DeadSince is when MarkWorkerLost was proposed (unix nanoseconds), 0 otherwise.
+	DeadSince int64
+	// Draining: SetWorkerDraining; no new placements, replicas move to other workers.
+	Draining bool
+	// LostReplicas counts the lost replicas naming this worker (kept for re-adoption).
+	LostReplicas int64
 }
 
 // Master is one master's client-facing RPC address as registered in the FSM (RegisterMaster).
@@ -71,15 +82,19 @@ type Master struct {
 // Stats are counters of the FSM and of raft on this node. FSM counters are kept by apply, so
 // Stats is O(segments + masters), never O(objects).
 type Stats struct {
-	Keys       int64 // objects
-	KeyBytes   int64 // sum of key lengths
-	Bytes      int64 // sum of object sizes (one copy each)
-	Replicas   int64 // sum of replica counts
-	SoftPinned int64 // objects with a soft pin deadline set (expired or not)
-	HardPinned int64 // objects with a hard pin
-	Segments   int64 // registered workers, any state
-	Active     int64 // workers in SegmentActive
-	Masters    int64 // registered masters
+	Keys int64 // visible objects (with a live replica)
+	// Invisible counts objects whose replicas are all lost (kept for re-adoption); KeyBytes
+	// and Bytes include them. LostReplicas counts lost replicas.
+	Invisible    int64
+	LostReplicas int64
+	KeyBytes     int64 // sum of key lengths
+	Bytes        int64 // sum of object sizes (one copy each)
+	Replicas     int64 // sum of replica counts
+	SoftPinned   int64 // objects with a soft pin deadline set (expired or not)
+	HardPinned   int64 // objects with a hard pin
+	Segments     int64 // registered workers, any state
+	Active       int64 // workers in SegmentActive
+	Masters      int64 // registered masters
 
 	AppliedIndex uint64 // last raft index applied to the FSM on this node
 	// Raft state of this node; zero values for an FSM without a node.

@@ -10,6 +10,7 @@ import (
 	"github.com/mooncake-go/mooncake/dram"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/server/lifecycle"
 )
 
 // Defaults. Each names the Mooncake flag it mirrors where there is one.
@@ -84,6 +85,10 @@ type MasterConfig struct {
 	// or under ClientTTL gives no grace. Default DefaultWorkerRestartGrace (2 min); see there
 	// why.
 	WorkerRestartGrace time.Duration
+	// Repair bounds the copies repair and drain make, worker to worker (copies in flight,
+	// bytes per second, tasks queued). Zero fields take lifecycle's defaults (4 in flight,
+	// 128 MiB/s).
+	Repair lifecycle.RepairConfig
 	// EvictionHighWatermarkRatio: a worker whose DRAM is fuller than this ratio gets no new
 	// replicas while another worker has free room under it (the worker's own tier engine
 	// evicts). Default 0.95. Range (0, 1].
@@ -105,15 +110,18 @@ type MasterConfig struct {
 	// (Mooncake's master --root_fs_dir): it is in Status, which a worker reads at start.
 	// Default "": workers without one are DRAM only.
 	RootFSDir string
+	// Conns bound the client connections kept open and doing nothing, as on the worker.
+	// Defaults: see ConnLimits.
+	Conns ConnLimits
 	// Logger receives every log line. Default slog.Default().
 	Logger *slog.Logger
 
 	// Test hooks, nil/false in production.
 	testRaft     func(*raftmeta.Config) // adjusts raft timing for loopback tests
 	noBootstrap  bool                   // the test bootstraps the cluster itself (port-0 peers)
-	onWorkerDead func(base.WorkerID)    // called after MarkWorkerDead committed
-	// testRegisterLimits adjusts the bounds of paged registrations (registerLimits).
-	testRegisterLimits func(*registerLimits)
+	onWorkerDead func(base.WorkerID)    // called after MarkWorkerLost committed
+	// testRegisterLimits adjusts the bounds of paged registrations.
+	testRegisterLimits func(*lifecycle.SessionLimits)
 	// testBeforeRegisterPage is called as each page of a paged registration arrives, before
 	// the master looks at it.
 	testBeforeRegisterPage func(m *Master, id base.WorkerID, session uint64, page uint32)
@@ -195,6 +203,9 @@ func (c *MasterConfig) Validate() error {
 		return bad("max value size %d is negative", c.MaxValueSize)
 	case c.SummaryInterval < 0:
 		return bad("summary interval %v is negative", c.SummaryInterval)
+	}
+	if err := c.Conns.Validate(); err != nil {
+		return err
 	}
 	if c.Join && len(c.Peers) > 0 {
 		return bad("join and peers exclude each other: a joining master is added by the leader, it bootstraps nothing")

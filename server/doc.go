@@ -10,20 +10,30 @@
 //
 // # Master
 //
-// A master is a raftmeta.Node plus the leader's soft state, which is never committed:
-// reservations (puts between PutStart and PutEnd), worker liveness and usage (heartbeats; a
-// worker whose final heartbeat announced a graceful shutdown gets WorkerRestartGrace instead
-// of ClientTTL before it is marked dead), and the drop lists owed to workers (sent in
-// heartbeat replies). Only conclusions are committed:
-// PutEnd (one raft entry per call or batch), Remove*, RegisterWorker, DropReplicas, RegisterMaster,
-// MarkWorkerDead. Followers answer writes with NOT_LEADER naming the leader's id and RPC
+// A master is a raftmeta.Node plus the leader's soft state, which is never committed and is
+// a pure state machine of its own, package server/lifecycle: worker lifecycle and liveness
+// (heartbeats; a worker whose final heartbeat announced a graceful shutdown gets
+// WorkerRestartGrace instead of ClientTTL before it is marked dead), reservations (puts
+// between PutStart and PutEnd) and placement, paged registration sessions, the drop lists
+// owed to workers (sent in heartbeat replies) and the repair and drain queue. The Master
+// drives it: it feeds it events under Master.mu and executes its outputs (raft proposals,
+// worker-to-worker copies). The files follow the concerns: master.go (the driver's life:
+// start, leader loop, shutdown), master_put.go and master_read.go (puts, reads, removes),
+// master_register.go (registration, reconciliation, heartbeats), master_lifecycle.go
+// (liveness outputs, repair, drain, retire), master_members.go (masters), master_status.go,
+// and master_calls.go, the one table of RPC handlers that gives every call the same batch
+// limit, timeout, metrics and error mapping. Only conclusions are committed: PutEnd (one raft
+// entry per call or batch), Remove*, RegisterWorker, DropReplicas, RegisterMaster,
+// MarkWorkerLost (a dead worker's replicas become lost replicas, re-adopted with
+// AdoptReplicas when it returns), MoveReplicas (repair and drain copies), SetWorkerDraining
+// and UnregisterWorker (retire). Followers answer writes with NOT_LEADER naming the leader's id and RPC
 // address; Lookup and Exists are linearizable on the leader (VerifyLeader) and served from a
 // follower's state only when the request allows staleness. List has no such flag: any master
 // serves it from its own state. A follower also registers its own RPC address with the leader
 // (the RegisterMaster call, once per leader-loop tick until the masters table replicated to it
 // holds that address), so every master is listed in status without --peer_rpc_addresses even
 // if it never led. The leader also serves the operator's membership calls, AddMaster and
-// RemoveMaster (master_rpc.go: validation, the checks around raftmeta's AddVoter and
+// RemoveMaster (master_members.go: validation, the checks around raftmeta's AddVoter and
 // RemoveServer, a leadership transfer before removing itself); a master started with
 // MasterConfig.Join bootstraps nothing and waits to be added.
 //
@@ -43,8 +53,10 @@
 // survives restarts under root_fs_dir/<cluster_id>/<worker_id>). The master's raft state is the
 // source of truth: replicas the worker reports and the metadata lists stay; replicas the
 // metadata lists that the worker lacks are dropped (DropReplicas; objects left with none are
-// removed); objects the worker holds that the metadata does not list on it are dropped by the
-// worker (never adopted: the key may have been removed while the worker was away). Both
+// removed); objects the worker holds that the metadata lists as lost replicas of this worker at
+// the same version are re-adopted (AdoptReplicas); other objects it holds that the metadata
+// does not list on it are dropped by the worker (never adopted: the key may have been removed
+// or overwritten while the worker was away). Both
 // directions guard against puts racing with the inventory snapshot (see registerWorker). An
 // inventory larger than one page (65,536 objects or 16 MiB of entries) goes in pages of one
 // session, in order, to one master (Worker.register, sendPages); the leader accumulates them

@@ -26,9 +26,9 @@ func TestNewLeaderEstimatesWorkerUse(t *testing.T) {
 	m.setLeader(false)
 	m.setLeader(true) // as after an election: worker soft state rebuilt from the FSM
 	m.mu.Lock()
-	ws := m.mu.workers[w.ID()]
+	ws, ok := m.mu.lc.Worker(w.ID())
 	m.mu.Unlock()
-	if ws == nil || ws.usage.DRAMUsed != 3<<20 || ws.usage.DRAMCapacity != 16<<20 {
+	if !ok || ws.Usage.DRAMUsed != 3<<20 || ws.Usage.DRAMCapacity != 16<<20 {
 		t.Fatalf("new leader's view of %s: %+v, want 3 MiB used of 16 MiB", w.ID(), ws)
 	}
 }

@@ -85,8 +85,9 @@ func (m *Master) memoryReport(ctx context.Context) MemoryReport {
 	ms := m.stats()
 	var reserved int64
 	m.mu.Lock()
-	for _, rv := range m.mu.reservations {
-		reserved += rv.size * int64(len(rv.workers))
+	// Every put in flight counts its size once per placed worker (lifecycle's Reserved).
+	for _, w := range m.mu.lc.Workers() {
+		reserved += w.Reserved
 	}
 	m.mu.Unlock()
 	r := buildMemoryReport(memoryInputs{

@@ -223,13 +223,14 @@ const (
 	wopDrop
 	wopShmPin
 	wopShmRelease
+	wopReplicate
 	numWorkerOps
 )
 
 // workerOpNames[op] is op's label on worker_requests_total and worker_failures_total.
 var workerOpNames = [numWorkerOps]string{
 	wopWrite: "write", wopCommit: "commit", wopRead: "read", wopDrop: "drop",
-	wopShmPin: "shm_pin", wopShmRelease: "shm_release",
+	wopShmPin: "shm_pin", wopShmRelease: "shm_release", wopReplicate: "replicate",
 }
 
 // workerMetrics owns the worker's Prometheus registry.

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/lifecycle"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -237,11 +238,14 @@ func (m *Master) usageTotals() usageTotals {
 	var t usageTotals
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, ws := range m.mu.workers {
-		t.nvmeUsed += ws.usage.NVMeUsed
-		t.nvmeCap += ws.usage.NVMeCapacity
-		t.dramObjects += ws.usage.DRAMObjects
-		t.nvmeObjects += ws.usage.NVMeObjects
+	for _, ws := range m.mu.lc.Workers() {
+		if ws.State == lifecycle.Dead {
+			continue // its usage is the last it reported before it died
+		}
+		t.nvmeUsed += ws.Usage.NVMeUsed
+		t.nvmeCap += ws.Usage.NVMeCapacity
+		t.dramObjects += ws.Usage.DRAMObjects
+		t.nvmeObjects += ws.Usage.NVMeObjects
 	}
 	return t
 }

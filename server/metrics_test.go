@@ -149,6 +149,7 @@ worker_evictions_total{reason="watermark"} 4
 worker_failures_total{op="commit"} 0
 worker_failures_total{op="drop"} 0
 worker_failures_total{op="read"} 1
+worker_failures_total{op="replicate"} 0
 worker_failures_total{op="shm_pin"} 1
 worker_failures_total{op="shm_release"} 0
 worker_failures_total{op="write"} 0

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/lifecycle"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -80,9 +81,9 @@ func TestRegisterPages(t *testing.T) {
 		// shorter: PutTimeout sets the leader loop's tick, and a 10 ms tick makes the race
 		// detector report a race in raftmeta's test-only Bootstrap path (Node.cfg.Peers).
 		cfg.PutTimeout = 200 * time.Millisecond
-		cfg.testRegisterLimits = func(l *registerLimits) {
-			l.perWorkerObjects = 30
-			l.totalBytes = 45 * objectBytes
+		cfg.testRegisterLimits = func(l *lifecycle.SessionLimits) {
+			l.PerWorkerObjects = 30
+			l.TotalBytes = 45 * objectBytes
 		}
 	})
 	m := c.masters[0]
@@ -155,31 +156,8 @@ func TestRegisterPages(t *testing.T) {
 	_, err = r.page(addr, "w-a", inv[:3], 0xf, 1, false)
 	unavailable("page of an unknown session", err)
 
-	// A session idle for registerSessionTTL: its next page is refused, and the leader loop's
-	// sweep forgets an idle session. (The session's clock is moved back rather than the
-	// master's: the leader loop reads m.now concurrently.)
-	age := func(id base.WorkerID) {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		m.mu.regSessions[id].last = m.now().Add(-registerSessionTTL - time.Second)
-	}
-	if _, err := r.page(addr, "w-a", inv[:7], 0x20, 0, true); err != nil {
-		t.Fatal(err)
-	}
-	age("w-a")
-	_, err = r.page(addr, "w-a", inv[7:], 0x20, 1, false)
-	unavailable("page after the session expired", err)
-	if _, err := r.page(addr, "w-a", inv[:7], 0x21, 0, true); err != nil {
-		t.Fatal(err)
-	}
-	age("w-a")
-	m.expireRegSessions()
-	m.mu.Lock()
-	n, b := len(m.mu.regSessions), m.mu.regBytes
-	m.mu.Unlock()
-	if n != 0 || b != 0 {
-		t.Fatalf("after expiry the leader holds %d sessions, %d bytes", n, b)
-	}
+	// Idle sessions (refused, then swept) are the lifecycle machine's decision, tested in
+	// server/lifecycle/testdata/sessions.
 
 	// Bounds: 30 objects per worker, 45 objects' bytes over all sessions in progress.
 	big := fakeInventory(25)
@@ -199,7 +177,7 @@ func TestRegisterPages(t *testing.T) {
 		t.Fatalf("w-c after w-b finished: %v", err)
 	}
 	m.mu.Lock()
-	n, b = len(m.mu.regSessions), m.mu.regBytes
+	n, b := m.mu.lc.Sessions()
 	m.mu.Unlock()
 	if n != 1 || b != 25*objectBytes {
 		t.Fatalf("leader holds %d sessions, %d bytes; want 1 and %d", n, b, 25*objectBytes)

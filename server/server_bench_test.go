@@ -134,18 +134,3 @@ func BenchmarkLoopbackTCP(b *testing.B) {
 	c.Close()
 	<-done
 }
-
-// BenchmarkPlace measures one placement of 2 replicas among 64 workers.
-func BenchmarkPlace(b *testing.B) {
-	ws := make([]placementCandidate, 64)
-	for i := range ws {
-		ws[i] = placementCandidate{ID: base.WorkerID(fmt.Sprintf("w%d", i)), Capacity: 1 << 30, Free: int64(i) << 24}
-	}
-	rng := newTestRand()
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := place(ws, 2, 1<<20, "", rng); err != nil {
-			b.Fatal(err)
-		}
-	}
-}

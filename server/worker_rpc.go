@@ -172,6 +172,10 @@ func (h *workerHandler) HandleCall(ctx context.Context, req transfer.Message) (t
 		err := w.commit(r)
 		w.met.observe(wopCommit, err)
 		return nil, err
+	case *transfer.ReplicateRequest:
+		err := w.replicate(ctx, r)
+		w.met.observe(wopReplicate, err)
+		return nil, err
 	case *transfer.DropRequest:
 		if err := base.ValidateKey(r.Key); err != nil {
 			return nil, err

@@ -33,6 +33,9 @@ type (
 	RegisterMasterRequest  = wire.RegisterMasterRequest
 	AddMasterRequest       = wire.AddMasterRequest
 	RemoveMasterRequest    = wire.RemoveMasterRequest
+	ReplicateRequest       = wire.ReplicateRequest
+	DrainWorkerRequest     = wire.DrainWorkerRequest
+	RetireWorkerRequest    = wire.RetireWorkerRequest
 	LookupRequest          = wire.LookupRequest
 	LookupResponse         = wire.LookupResponse
 	ExistsRequest          = wire.ExistsRequest
@@ -96,6 +99,9 @@ const (
 	OpRegisterMaster = wire.OpRegisterMaster
 	OpAddMaster      = wire.OpAddMaster
 	OpRemoveMaster   = wire.OpRemoveMaster
+	OpReplicate      = wire.OpReplicate
+	OpDrainWorker    = wire.OpDrainWorker
+	OpRetireWorker   = wire.OpRetireWorker
 	OpWrite          = wire.OpWrite
 	OpCommit         = wire.OpCommit
 	OpRead           = wire.OpRead

@@ -399,6 +399,7 @@ func printStatus(out io.Writer, st client.Status) error {
 	fmt.Fprintf(w, "leader\t%s %s\n", leader, st.LeaderAddress)
 	fmt.Fprintf(w, "keys\t%d (soft-pinned %d)\n", st.Keys, st.SoftPinnedKeys)
 	fmt.Fprintf(w, "bytes\t%s (replicas %s, DRAM capacity %s)\n", base.Bytes(st.Bytes), base.Bytes(st.ReplicaBytes), base.Bytes(st.CapacityBytes))
+	printRepair(w, st)
 	fmt.Fprintln(w)
 	writeMasters(w, st.Masters)
 	fmt.Fprintf(w, "\nWORKER\tADDRESS\tSTATE\tOBJECTS\tDRAM USED / CAPACITY (OBJECTS)\tNVME USED / CAPACITY (OBJECTS)\n")
@@ -407,7 +408,7 @@ func printStatus(out io.Writer, st client.Status) error {
 		if wk.NVMeCapacityBytes > 0 {
 			nvme = fmt.Sprintf("%s / %s (%d)", base.Bytes(wk.NVMeUsedBytes), base.Bytes(wk.NVMeCapacityBytes), wk.NVMeObjects)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s / %s (%d)\t%s\n", wk.ID, wk.Address, wk.State, wk.Objects,
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s / %s (%d)\t%s\n", wk.ID, wk.Address, workerState(wk), wk.Objects,
 			base.Bytes(wk.DRAMUsedBytes), base.Bytes(wk.DRAMCapacityBytes), wk.DRAMObjects, nvme)
 	}
 	if !st.UsageReported {

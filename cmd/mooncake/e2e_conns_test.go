@@ -51,16 +51,17 @@ func closedWithin(t *testing.T, c net.Conn, limit time.Duration) time.Duration {
 		if _, err := c.Read(b[:]); err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				t.Fatalf("the worker kept the connection open for %v", limit)
+				t.Fatalf("the server kept the connection open for %v", limit)
 			}
 			return time.Since(start)
 		}
 	}
 }
 
-// TestWorkerConnectionLimits is issue 11's connection check with the binary: a worker run with
-// --conn_idle_timeout 500ms --conn_frame_timeout 1s closes a connection idle after its hello
-// and one trickling a frame, while clients carry on: a client whose pooled connections the
+// TestWorkerConnectionLimits is issue 11's connection check with the binary: a standalone run
+// with --conn_idle_timeout 500ms --conn_frame_timeout 1s closes a connection idle after its
+// hello (on the worker's port and on the master's) and one trickling a frame, while clients
+// carry on: a client whose pooled connections the
 // worker closed as idle puts and gets again, and 64 MiB objects go through. (The 64 MiB
 // transfer over a paced link is transfer.TestSlowTransferCompletes.)
 func TestWorkerConnectionLimits(t *testing.T) {
@@ -85,6 +86,10 @@ func TestWorkerConnectionLimits(t *testing.T) {
 	idleConn := helloConn(t, worker)
 	took := closedWithin(t, idleConn, 20*idle)
 	t.Logf("a connection idle after its hello was closed after %v (--conn_idle_timeout %v)", took, idle)
+
+	// Standalone's master takes the same limits on its RPC port.
+	took = closedWithin(t, helloConn(t, master), 20*idle)
+	t.Logf("a connection to the master idle after its hello was closed after %v", took)
 
 	trickler := helloConn(t, worker)
 	go func() {

@@ -18,7 +18,6 @@ import (
 	"github.com/mooncake-go/mooncake/dram"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/server"
-	"github.com/mooncake-go/mooncake/transfer"
 )
 
 // Defaults of the server flags (Mooncake's where it has one).
@@ -56,6 +55,8 @@ type masterSettings struct {
 	RootFSDir string
 	// NoSummary turns the "Master Metrics:" line off (--enable_metric_reporting=false).
 	NoSummary bool
+	// Conns bounds the master's idle and stalled client connections.
+	Conns server.ConnLimits
 }
 
 // workerSettings is the effective configuration of a worker; it maps onto server.WorkerConfig.
@@ -92,6 +93,8 @@ type masterFlags struct {
 	evictHigh, evictRatio                                                          float64
 	maxValueSize                                                                   base.Bytes
 	join                                                                           bool
+	// conns is registered by `mooncake master` only; standalone's master takes the worker's.
+	conns connFlags
 }
 
 func (f *masterFlags) register(fs *pflag.FlagSet, standalone bool) {
@@ -102,6 +105,7 @@ func (f *masterFlags) register(fs *pflag.FlagSet, standalone bool) {
 		fs.StringVar(&f.peers, "peers", "", "the initial masters, id=raft_host:port,... (default: this master alone)")
 		fs.StringVar(&f.peerRPC, "peer_rpc_addresses", "", "optional: the masters' client RPC addresses, id=host:port,... (followers register their own address with the leader, so this is rarely needed)")
 		fs.StringVar(&f.dataDir, "data_dir", "", "directory of the raft log, stable store and snapshots (required)")
+		f.conns.register(fs)
 		fs.BoolVar(&f.join, "join", false, "start without bootstrapping a cluster and wait to be added with `mooncake master add` (a new or replacement master; not with --peers)")
 	} else {
 		fs.StringVar(&f.dataDir, "data_dir", defaultStandaloneDir, "directory of the metadata (raft log and snapshots)")
@@ -281,9 +285,9 @@ type workerFlags struct {
 	workerID, masters, address, rootFSDir, persistence, clusterID, protocol, hugePages, localHostname string
 	metricsPort                                                                                       int
 	segmentSize, ssdCapacity                                                                          base.Bytes
-	shutdownTimeout, connIdleTimeout, connFrameTimeout                                                time.Duration
-	maxConnsPerPeer                                                                                   int
+	shutdownTimeout                                                                                   time.Duration
 	warmUp, sharedMemory, prefaultArena                                                               bool
+	conns                                                                                             connFlags
 }
 
 func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
@@ -296,9 +300,7 @@ func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
 	fs.BoolVar(&f.prefaultArena, "prefault_arena", false, "fault in the whole DRAM arena at start: puts never wait for first-touch page faults, but RSS is global_segment_size from the start and start takes ~0.3-1 s per GiB")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown_timeout", defaultShutdownTimeout, "on SIGTERM, time allowed to spill DRAM to the NVMe tier before exit")
 	fs.BoolVar(&f.warmUp, "warm_up", false, "with --root_fs_dir: at start, copy objects found on NVMe back into DRAM (in the background)")
-	fs.DurationVar(&f.connIdleTimeout, "conn_idle_timeout", transfer.DefaultIdleTimeout, "close a client connection with no request for this long (at least 100ms; negative: never)")
-	fs.DurationVar(&f.connFrameTimeout, "conn_frame_timeout", transfer.DefaultFrameTimeout, "close a client connection whose request stops arriving: each 64 KiB of it must arrive within this long (negative: never)")
-	fs.IntVar(&f.maxConnsPerPeer, "max_conns_per_peer", transfer.DefaultMaxConnsPerPeer, "most client connections open from one IP address (negative: no limit)")
+	f.conns.register(fs)
 	fs.BoolVar(&f.sharedMemory, "shared_memory", true, "let clients on this host (same uid, or root) map the DRAM arena read-only and copy objects out of it instead of reading over TCP")
 	if standalone {
 		fs.StringVar(&f.address, "worker_address", "", "worker data address host:port (default: a free port on 127.0.0.1)")
@@ -323,7 +325,6 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		ShutdownTimeout:   f.shutdownTimeout,
 		WarmUp:            f.warmUp,
 		PrivateArena:      !f.sharedMemory,
-		Conns:             server.ConnLimits{IdleTimeout: f.connIdleTimeout, FrameTimeout: f.connFrameTimeout, MaxConnsPerPeer: f.maxConnsPerPeer},
 		Protocol:          tcpOnly(fc, "protocol", pick(fs, "protocol", f.protocol, fc.Protocol, "tcp")),
 		ClusterID:         pick(fs, "cluster_id", f.clusterID, fc.ClusterID, base.DefaultClusterID),
 	}
@@ -393,11 +394,9 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		return s, usagef("--warm_up needs --root_fs_dir (the NVMe tier)")
 	case s.ShutdownTimeout <= 0:
 		return s, fmt.Errorf("%w: --shutdown_timeout must be positive", base.ErrInvalidParams)
-	case s.Conns.IdleTimeout == 0 || s.Conns.FrameTimeout == 0 || s.Conns.MaxConnsPerPeer == 0:
-		return s, fmt.Errorf("%w: --conn_idle_timeout, --conn_frame_timeout and --max_conns_per_peer must not be 0 (negative: no limit)", base.ErrInvalidParams)
 	}
-	if err := s.Conns.Validate(); err != nil {
-		return s, fmt.Errorf("--conn_idle_timeout: %w", err)
+	if s.Conns, err = f.conns.resolve(); err != nil {
+		return s, err
 	}
 	hp, err := dram.ParseHugePages(f.hugePages)
 	if err != nil {
@@ -510,6 +509,7 @@ func newWorkerCmd(e *env) *cobra.Command {
 		},
 	}
 	f.register(cmd.Flags(), false)
+	addWorkerCmds(cmd, e)
 	return cmd
 }
 
@@ -533,6 +533,7 @@ func newStandaloneCmd(e *env) *cobra.Command {
 			}
 			ws.ClusterID = ms.ClusterID
 			ws.MasterAddresses = []string{ms.RPCAddress}
+			ms.Conns = ws.Conns
 			ws.HighWatermark, ws.LowWatermark = watermarks(ms.EvictionHighWatermarkRatio, ms.EvictionRatio)
 			e.fileNotices("standalone")
 			return runStandalone(cmd.Context(), e, ms, ws)

@@ -1113,7 +1113,10 @@ func NewRequest(op Op) Message {
 	case OpShmRelease:
 		return new(ShmReleaseRequest)
 	}
-	return newModelRequest(op)
+	if m := newModelRequest(op); m != nil {
+		return m
+	}
+	return newLifecycleRequest(op)
 }
 
 // NewResponse returns an empty response message for op, ready to Decode; nil for an unknown op.
@@ -1154,7 +1157,10 @@ func NewResponse(op Op) Message {
 	case OpShmRelease:
 		return NewCountResponse(op, 0)
 	}
-	return newModelResponse(op)
+	if m := newModelResponse(op); m != nil {
+		return m
+	}
+	return newLifecycleResponse(op)
 }
 
 // DecodeRequest decodes the body of a request with op. Errors wrap base.ErrInvalidParams.

@@ -51,6 +51,14 @@ const (
 	OpShmPin     Op = 46
 	OpShmRelease Op = 47
 
+	// Lifecycle calls (60-69): repair and drain. Replicate is master -> worker (copy one
+	// object to another worker); DrainWorker is an operator's call to the leader (idempotent:
+	// draining twice, or cancelling a drain that is not running, changes nothing).
+	OpReplicate   Op = 60
+	OpDrainWorker Op = 61
+	// RetireWorker forgets a dead worker for good (its replicas kept for re-adoption go,
+	// and objects held only there are removed). Safe to repeat: a retired worker is unknown.
+	OpRetireWorker Op = 62
 	// Memory and model calls (issue 13): models are registered on the leader; Memory asks a
 	// master for the memory report, WorkerMemory a worker for its breakdown.
 	OpModelAdd     Op = 70
@@ -97,6 +105,9 @@ var ops = [256]opInfo{
 	OpShmOpen:        {name: "ShmOpen", idempotent: true},
 	OpShmPin:         {name: "ShmPin"},
 	OpShmRelease:     {name: "ShmRelease", idempotent: true},
+	OpReplicate:      {name: "Replicate", idempotent: true},
+	OpDrainWorker:    {name: "DrainWorker", idempotent: true},
+	OpRetireWorker:   {name: "RetireWorker"},
 	OpModelAdd:       {name: "ModelAdd", idempotent: true},
 	OpModelRemove:    {name: "ModelRemove"},
 	OpMemory:         {name: "Memory", idempotent: true},

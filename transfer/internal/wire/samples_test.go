@@ -63,6 +63,10 @@ func sampleRequests() []Message {
 		&ModelRemoveRequest{Name: "qwen2-7b"},
 		NewEmpty(OpMemory),
 		NewEmpty(OpWorkerMemory),
+		// Lifecycle calls (60-69).
+		&ReplicateRequest{Key: "k", Version: 5, To: "w-2", ToAddr: "10.0.0.2:12345", Persistence: base.PersistenceDurable},
+		&DrainWorkerRequest{WorkerID: "w-1", Cancel: true},
+		&RetireWorkerRequest{WorkerID: "w-3"},
 	}
 }
 
@@ -101,6 +105,9 @@ func sampleResponses() []Message {
 		NewEmpty(OpModelRemove),
 		&JSONResponse{Call: OpMemory, JSON: []byte(`{"verdict":"expected"}`)},
 		&JSONResponse{Call: OpWorkerMemory, JSON: []byte(`{"arena_capacity_bytes":1}`)},
+		NewEmpty(OpReplicate),
+		NewEmpty(OpDrainWorker),
+		NewEmpty(OpRetireWorker),
 	}
 }
 

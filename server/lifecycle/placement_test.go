@@ -1,7 +1,8 @@
-package server
+package lifecycle
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -10,24 +11,24 @@ import (
 )
 
 func TestPlace(t *testing.T) {
-	ws := []placementCandidate{
+	ws := []PlacementCandidate{
 		{ID: "a", Capacity: 100, Free: 100},
 		{ID: "b", Capacity: 100, Free: 50},
 		{ID: "c", Capacity: 1000, Free: 0},
 	}
 	ok := func(n int, size int64, pref base.WorkerID) []base.WorkerID {
 		t.Helper()
-		got, err := place(append([]placementCandidate(nil), ws...), n, size, pref, rand.New(rand.NewPCG(1, 2)))
+		got, err := Place(append([]PlacementCandidate(nil), ws...), n, size, pref, rand.New(rand.NewPCG(1, 2)))
 		if err != nil {
-			t.Fatalf("place(%d, %d, %q): %v", n, size, pref, err)
+			t.Fatalf("Place(%d, %d, %q): %v", n, size, pref, err)
 		}
 		if len(got) != n {
-			t.Fatalf("place(%d, %d, %q) = %v: want %d workers", n, size, pref, got, n)
+			t.Fatalf("Place(%d, %d, %q) = %v: want %d workers", n, size, pref, got, n)
 		}
 		seen := map[base.WorkerID]bool{}
 		for _, id := range got {
 			if seen[id] {
-				t.Fatalf("place(%d, %d, %q) = %v: duplicate worker", n, size, pref, got)
+				t.Fatalf("Place(%d, %d, %q) = %v: duplicate worker", n, size, pref, got)
 			}
 			seen[id] = true
 		}
@@ -35,9 +36,9 @@ func TestPlace(t *testing.T) {
 	}
 	bad := func(n int, size int64, target error, msg string) {
 		t.Helper()
-		_, err := place(append([]placementCandidate(nil), ws...), n, size, "", rand.New(rand.NewPCG(1, 2)))
+		_, err := Place(append([]PlacementCandidate(nil), ws...), n, size, "", rand.New(rand.NewPCG(1, 2)))
 		if !errors.Is(err, target) || !strings.Contains(err.Error(), msg) {
-			t.Fatalf("place(%d, %d) err = %v, want %v containing %q", n, size, err, target, msg)
+			t.Fatalf("Place(%d, %d) err = %v, want %v containing %q", n, size, err, target, msg)
 		}
 	}
 	ok(1, 10, "")
@@ -58,7 +59,7 @@ func TestPlace(t *testing.T) {
 	bad(1, 5000, base.ErrNoSpace, "larger than every worker segment")
 	bad(0, 10, base.ErrInvalidParams, "at least 1")
 	bad(1, -1, base.ErrInvalidParams, "negative")
-	if _, err := place(nil, 1, 1, "", rand.New(rand.NewPCG(1, 2))); !errors.Is(err, base.ErrUnavailable) {
+	if _, err := Place(nil, 1, 1, "", rand.New(rand.NewPCG(1, 2))); !errors.Is(err, base.ErrUnavailable) {
 		t.Fatalf("no workers: %v", err)
 	}
 }
@@ -66,7 +67,7 @@ func TestPlace(t *testing.T) {
 // TestPlaceWeighted checks the draw against a dumb expectation: over many draws the share of
 // each worker follows max(Free, Capacity/16).
 func TestPlaceWeighted(t *testing.T) {
-	ws := []placementCandidate{
+	ws := []PlacementCandidate{
 		{ID: "empty", Capacity: 1600, Free: 1600},
 		{ID: "half", Capacity: 1600, Free: 800},
 		{ID: "full", Capacity: 1600, Free: -5}, // over-reserved: floor weight 100
@@ -75,7 +76,7 @@ func TestPlaceWeighted(t *testing.T) {
 	counts := map[base.WorkerID]int{}
 	const draws = 25000
 	for range draws {
-		got, err := place(append([]placementCandidate(nil), ws...), 1, 1, "", rng)
+		got, err := Place(append([]PlacementCandidate(nil), ws...), 1, 1, "", rng)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,3 +92,18 @@ func TestPlaceWeighted(t *testing.T) {
 }
 
 func newTestRand() *rand.Rand { return rand.New(rand.NewPCG(11, 13)) }
+
+// BenchmarkPlace measures one placement of 2 replicas among 64 workers.
+func BenchmarkPlace(b *testing.B) {
+	ws := make([]PlacementCandidate, 64)
+	for i := range ws {
+		ws[i] = PlacementCandidate{ID: base.WorkerID(fmt.Sprintf("w%d", i)), Capacity: 1 << 30, Free: int64(i) << 24}
+	}
+	rng := newTestRand()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Place(ws, 2, 1<<20, "", rng); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

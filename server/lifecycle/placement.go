@@ -1,4 +1,4 @@
-package server
+package lifecycle
 
 import (
 	"fmt"
@@ -7,10 +7,10 @@ import (
 	"github.com/mooncake-go/mooncake/internal/base"
 )
 
-// placementCandidate is one alive worker as the leader sees it when it places a put: its
+// PlacementCandidate is one alive worker as the leader sees it when it places a put: its
 // DRAM segment capacity and the bytes it has free (last heartbeat minus reservations the
 // leader has handed out since).
-type placementCandidate struct {
+type PlacementCandidate struct {
 	ID       base.WorkerID
 	Capacity int64 // DRAM segment bytes; a value larger than this can never be placed here
 	Free     int64 // Capacity - used - reserved; may be <= 0 on a full worker
@@ -22,7 +22,7 @@ type placementCandidate struct {
 // free bytes. 1/16 keeps a full worker at about 6% of the weight of an empty one.
 const evictionFloorDiv = 16
 
-// place picks n distinct workers for a value of size bytes among cands.
+// Place picks n distinct workers for a value of size bytes among cands.
 //
 // Rules, in order:
 //  1. A worker is eligible when size <= its Capacity (it can make room by eviction even when
@@ -37,15 +37,15 @@ const evictionFloorDiv = 16
 //     max(Free, Capacity/evictionFloorDiv): most free bytes wins most often, and the
 //     randomness spreads concurrent puts instead of piling them on one worker.
 //
-// place is pure: rng is the only source of randomness (tests pass a seeded one).
-func place(cands []placementCandidate, n int, size int64, preferred base.WorkerID, rng *rand.Rand) ([]base.WorkerID, error) {
+// Place is pure: rng is the only source of randomness (tests pass a seeded one).
+func Place(cands []PlacementCandidate, n int, size int64, preferred base.WorkerID, rng *rand.Rand) ([]base.WorkerID, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("%w: replica count must be at least 1, got %d", base.ErrInvalidParams, n)
 	}
 	if size < 0 {
 		return nil, fmt.Errorf("%w: negative size %d", base.ErrInvalidParams, size)
 	}
-	eligible := make([]placementCandidate, 0, len(cands))
+	eligible := make([]PlacementCandidate, 0, len(cands))
 	var largest int64
 	for _, c := range cands {
 		largest = max(largest, c.Capacity)

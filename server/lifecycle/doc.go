@@ -1,0 +1,49 @@
+// Package lifecycle is the master leader's soft state about workers as a pure state machine,
+// as tier/policy is for the worker: worker lifecycle and liveness, usage, reservations and
+// placement of puts (reservations.go, placement.go), paged registration sessions
+// (sessions.go), drops owed to workers, re-registration requests, and the repair and drain
+// queue (repair.go). It does no I/O, starts no goroutines and reads no clock: every event
+// carries now (and placement its rng), and its outputs are raft commands to propose
+// (Output.Propose) and copies to order (Output.Copies); drops owed go out in heartbeat
+// replies (Heartbeat). The server's Master drives it under its own lock and executes the
+// outputs. Tested from the scripts in testdata/ (TestMachine) and a model test (TestModel).
+//
+// # Worker states
+//
+// Transitions (event -> new state); every state but dead, registering and returning moves
+// to dead on a tick past its deadline:
+//
+//	(unknown)    --register begins------------------> registering
+//	registering  --registered-----------------------> alive | draining
+//	registering  --the registration did not commit--> (unknown)
+//	alive        --silent past 2/3 of the deadline--> suspect
+//	suspect      --heartbeat------------------------> alive
+//	alive        --heartbeat(leaving)---------------> leaving   (deadline: the restart grace)
+//	alive        --SetWorkerDraining committed------> draining  (cancel: back to alive)
+//	any live     --tick past the deadline-----------> dead      (MarkWorkerLost proposed)
+//	dead         --proposal failed------------------> alive     (retried next tick)
+//	dead         --register begins------------------> returning
+//	returning    --registered (lost replicas re-adopted)-> alive | draining
+//	returning    --the registration did not commit--> dead
+//	leaving      --registered-----------------------> alive | draining
+//	dead         --UnregisterWorker committed-------> retired   (forgotten)
+//
+// A worker is dead once MarkWorkerLost commits (proposed on a tick past its deadline: the
+// last message plus ClientTTL, or the leaving announcement plus RestartGrace when later). Its
+// replicas become lost replicas in raftmeta; they are re-adopted when it returns.
+//
+// # Repair and drain
+//
+// Plan takes the objects the driver found below their replica count (a live replica plus
+// lost ones) or with a replica on a draining worker, and queues one task per object (at most
+// MaxQueued; the driver rescans to refill). Tick hands out copy orders, worker to worker: at
+// most Concurrency in flight and RepairBytesPerSec on average (a token bucket on the clock
+// passed in), so repair never takes more than its share from foreground puts and gets. The
+// target is the alive, non-draining worker with the most free bytes that holds no copy. A
+// finished copy becomes a MoveReplicas proposal (To replaces From); when it commits a drained
+// worker is owed a drop of its copy, and when it fails the target is owed a drop of the copy
+// it received. Surplus replicas of a returning worker are trimmed by raftmeta itself: a
+// repaired object's lost replica is consumed, so the returning copy is not re-adopted.
+//
+// It must never import anything but internal/ and raftmeta (for the command types).
+package lifecycle

@@ -1,0 +1,472 @@
+package lifecycle
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/raftmeta"
+)
+
+// State is a worker's lifecycle state on the leader.
+type State uint8
+
+const (
+	// Registering: its first registration with this leader is in progress.
+	Registering State = iota + 1
+	// Alive: registered and heartbeating; placements go here.
+	Alive
+	// Suspect: alive but silent past two thirds of its deadline (shown in status; it is
+	// still placed on until it is dead, so a slow heartbeat does not fail puts).
+	Suspect
+	// Leaving: announced a graceful shutdown to restart; no placements; dead after its
+	// restart grace.
+	Leaving
+	// Dead: MarkWorkerLost is proposed or committed; its replicas are lost replicas.
+	Dead
+	// Returning: a dead worker registering again; its inventory is being re-adopted.
+	Returning
+	// Draining: alive, with its replicas being moved to other workers; no placements.
+	Draining
+	// Retired: unregistered; the machine forgets it at once (never listed).
+	Retired
+)
+
+var stateNames = [...]string{"", "registering", "alive", "suspect", "leaving", "dead", "returning", "draining", "retired"}
+
+// String returns the state's status name ("alive", "dead", ...).
+func (s State) String() string {
+	if int(s) < len(stateNames) && s != 0 {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// Config are the machine's settings. Zero fields take the defaults named.
+type Config struct {
+	// ClientTTL: a worker silent this long is dead. Required.
+	ClientTTL time.Duration
+	// RestartGrace: a worker that announced leaving is dead this long after the
+	// announcement, if that is later than ClientTTL after its last message. Zero: none.
+	RestartGrace time.Duration
+	// MaxDropsPerHeartbeat bounds the drops in one heartbeat reply. Default 4096.
+	MaxDropsPerHeartbeat int
+	// MaxQueuedDrops bounds the drops queued for one worker; past it the queue is cleared
+	// and the worker asked to re-register (its reconciliation finds every orphan). Default 1<<20.
+	MaxQueuedDrops int
+	// PutTimeout: a put not ended this long after PutStart is dropped. Default 30 s.
+	PutTimeout time.Duration
+	// HighWatermark: a worker whose used plus reserved DRAM is past this fraction of its
+	// capacity is weighed as full by placement. Default 0.95.
+	HighWatermark float64
+	// MaxReservations bounds the puts in flight. Default 1<<20.
+	MaxReservations int
+	// Sessions bound paged registrations. See SessionLimits.
+	Sessions SessionLimits
+	// Repair bounds copies for repair and drain. See RepairConfig.
+	Repair RepairConfig
+}
+
+// EnsureDefaults fills zero fields.
+func (c *Config) EnsureDefaults() {
+	if c.MaxDropsPerHeartbeat == 0 {
+		c.MaxDropsPerHeartbeat = 4096
+	}
+	if c.MaxQueuedDrops == 0 {
+		c.MaxQueuedDrops = 1 << 20
+	}
+	if c.PutTimeout == 0 {
+		c.PutTimeout = 30 * time.Second
+	}
+	if c.HighWatermark == 0 {
+		c.HighWatermark = 0.95
+	}
+	if c.MaxReservations == 0 {
+		c.MaxReservations = 1 << 20
+	}
+	c.Sessions.ensureDefaults()
+	c.Repair.ensureDefaults()
+}
+
+// Usage is a worker's usage per tier: bytes used and objects from each heartbeat, capacities
+// from its registration.
+type Usage struct {
+	DRAMUsed, DRAMCapacity int64
+	DRAMObjects            int64
+	NVMeUsed, NVMeCapacity int64
+	NVMeObjects            int64
+}
+
+// Worker is the leader's view of one worker. The machine owns it; Workers returns copies.
+type Worker struct {
+	ID       base.WorkerID
+	State    State
+	LastSeen time.Time
+	// LeavingAt is when the worker announced leaving (zero otherwise).
+	LeavingAt time.Time
+	// Draining is the committed drain flag (SetWorkerDraining); it survives death.
+	Draining bool
+	Usage    Usage
+	// Reserved bytes of puts placed here and not yet ended (the driver's reservations).
+	Reserved int64
+	// LastRegister is when this leader received the worker's last registration.
+	LastRegister time.Time
+
+	// drops owed to the worker, sent in heartbeat replies.
+	drops []raftmeta.KeyVersion
+	// resync asks the worker to re-register with its full inventory; resyncAfter asks for
+	// it once that time has passed (zero: none).
+	resync      bool
+	resyncAfter time.Time
+}
+
+// Output is what an event asks the driver to do: propose raft commands (in order), and
+// order copies (worker to worker). Drops owed wait in the machine for heartbeats.
+type Output struct {
+	Propose []raftmeta.Command
+	Copies  []CopyOrder
+}
+
+func (o *Output) merge(p Output) {
+	o.Propose = append(o.Propose, p.Propose...)
+	o.Copies = append(o.Copies, p.Copies...)
+}
+
+// Machine is the leader's worker soft state. It is not safe for concurrent use: the driver
+// serializes every call (the Master holds its mu).
+type Machine struct {
+	cfg         Config
+	leader      bool
+	leaderSince time.Time
+	workers     map[base.WorkerID]*Worker
+	repair      repairState
+	// resv: puts between PutStart and PutEnd, by key.
+	// Invariant: every reservation's Size is counted in each of its workers' Reserved.
+	resv map[string]*Reservation
+	// sessions: paged registrations in progress, by worker (sessions.go).
+	sessions sessionState
+}
+
+// New returns a machine that is not leader.
+func New(cfg Config) *Machine {
+	cfg.EnsureDefaults()
+	m := &Machine{cfg: cfg}
+	m.reset()
+	return m
+}
+
+// reset forgets every leadership's soft state.
+func (m *Machine) reset() {
+	m.workers = map[base.WorkerID]*Worker{}
+	m.repair = newRepairState()
+	m.resv = map[string]*Reservation{}
+	m.sessions = newSessionState()
+}
+
+// Leader reports whether the machine holds a leadership's state, and since when.
+func (m *Machine) Leader() (bool, time.Time) { return m.leader, m.leaderSince }
+
+// BecomeLeader starts a leadership: every active segment gets a full deadline from now and
+// is asked to re-register (its inventory reconciles what the previous leader owed it); a
+// dead one stays dead. Until its first heartbeat a worker's DRAM use is estimated from the
+// replicas the FSM lists on it, capped at its capacity, so a new leader does not place as if
+// every worker were empty.
+func (m *Machine) BecomeLeader(now time.Time, segs []raftmeta.Segment) {
+	m.leader, m.leaderSince = true, now
+	m.reset()
+	for _, s := range segs {
+		w := &Worker{ID: s.ID, LastSeen: now, Draining: s.Draining,
+			Usage: Usage{DRAMUsed: min(s.Bytes, s.DRAMCapacity), DRAMCapacity: s.DRAMCapacity, NVMeCapacity: s.NVMeCapacity}}
+		switch {
+		case s.State == raftmeta.SegmentDead:
+			w.State = Dead
+		case s.Draining:
+			w.State, w.resync = Draining, true
+		default:
+			w.State, w.resync = Alive, true
+		}
+		m.workers[s.ID] = w
+	}
+}
+
+// StepDown forgets the leadership's soft state.
+func (m *Machine) StepDown() {
+	m.leader, m.leaderSince = false, time.Time{}
+	m.reset()
+}
+
+// liveState is the state of a live worker that is not suspect: draining when the drain flag
+// is set, leaving when it announced leaving, alive otherwise.
+func liveState(w *Worker) State {
+	switch {
+	case w.Draining:
+		return Draining
+	case !w.LeavingAt.IsZero():
+		return Leaving
+	}
+	return Alive
+}
+
+// deadline is when w is dead if it says nothing more.
+func (m *Machine) deadline(w *Worker) time.Time {
+	d := w.LastSeen.Add(m.cfg.ClientTTL)
+	if !w.LeavingAt.IsZero() {
+		if g := w.LeavingAt.Add(m.cfg.RestartGrace); g.After(d) {
+			d = g
+		}
+	}
+	return d
+}
+
+// Deadline returns when worker id is declared dead if silent (zero for an unknown or dead one).
+func (m *Machine) Deadline(id base.WorkerID) time.Time {
+	w := m.workers[id]
+	if w == nil || w.State == Dead {
+		return time.Time{}
+	}
+	return m.deadline(w)
+}
+
+// Tick moves workers along their deadlines and hands out repair copies: a worker silent past
+// two thirds of its deadline becomes suspect; past it, MarkWorkerLost is proposed (once; the
+// state becomes Dead at once, and Failed puts it back on a failed proposal).
+func (m *Machine) Tick(now time.Time) Output {
+	var out Output
+	for _, id := range m.sortedIDs() {
+		w := m.workers[id]
+		switch w.State {
+		case Dead, Registering, Returning:
+			continue
+		}
+		dl := m.deadline(w)
+		switch {
+		case now.After(dl):
+			w.State = Dead
+			w.drops, w.resync, w.resyncAfter = nil, false, time.Time{}
+			out.Propose = append(out.Propose, raftmeta.MarkWorkerLost{ID: id, Now: now.UnixNano()})
+		case w.State == Alive && now.After(dl.Add(-m.cfg.ClientTTL/3)):
+			w.State = Suspect
+		}
+	}
+	out.merge(m.repair.tick(now, m))
+	return out
+}
+
+// Failed tells the machine a proposal it asked for was not committed: a MarkWorkerLost is
+// retried on the next tick past the deadline (the worker goes back to alive meanwhile).
+func (m *Machine) Failed(c raftmeta.Command) {
+	if c, ok := c.(raftmeta.MarkWorkerLost); ok {
+		if w := m.workers[c.ID]; w != nil && w.State == Dead {
+			w.State = liveState(w)
+		}
+	}
+	if c, ok := c.(raftmeta.MoveReplicas); ok {
+		for _, it := range c.Items {
+			m.repair.moved(m, it, fmt.Errorf("lifecycle: move not committed"))
+		}
+	}
+}
+
+// Applied tells the machine a command it cares about committed (and its per-item result).
+func (m *Machine) Applied(c raftmeta.Command, res raftmeta.Result) {
+	switch c := c.(type) {
+	case raftmeta.MarkWorkerLost:
+		if res.Err == nil {
+			m.releaseWorkerReservations(c.ID)
+		}
+	case raftmeta.SetWorkerDraining:
+		if w := m.workers[c.ID]; w != nil && res.Err == nil {
+			w.Draining = c.Draining
+			switch {
+			case c.Draining && (w.State == Alive || w.State == Suspect):
+				w.State = Draining
+			case !c.Draining && w.State == Draining:
+				w.State = Alive
+			}
+		}
+	case raftmeta.UnregisterWorker:
+		if res.Err == nil {
+			delete(m.workers, c.ID)
+		}
+	case raftmeta.MoveReplicas:
+		for i, it := range c.Items {
+			var err error
+			if res.Items != nil {
+				err = res.Items[i]
+			}
+			m.repair.moved(m, it, err)
+		}
+	}
+}
+
+// Heartbeat records a worker's liveness and usage and returns the drops it is owed, or asks
+// it to re-register. A worker unknown to this leadership, or dead, gets ErrSegmentNotFound:
+// it must register again. leaving announces a graceful shutdown (restart grace, no
+// placements).
+func (m *Machine) Heartbeat(now time.Time, id base.WorkerID, u Usage, leaving bool) (drops []raftmeta.KeyVersion, reregister bool, err error) {
+	w := m.workers[id]
+	if !m.leader || w == nil || w.State == Dead || w.State == Registering || w.State == Returning {
+		return nil, false, fmt.Errorf("%w: worker %s is not registered with this leader; register again", base.ErrSegmentNotFound, id)
+	}
+	w.LastSeen = now
+	switch {
+	case leaving:
+		w.LeavingAt, w.State = now, Leaving
+	case w.State == Suspect:
+		w.State = Alive
+	}
+	// Heartbeats carry no capacities: keep the registration's.
+	u.DRAMCapacity, u.NVMeCapacity = w.Usage.DRAMCapacity, w.Usage.NVMeCapacity
+	w.Usage = u
+	if !w.resyncAfter.IsZero() && now.After(w.resyncAfter) {
+		w.resync, w.resyncAfter = true, time.Time{}
+	}
+	if w.resync {
+		w.resync = false
+		return nil, true, nil
+	}
+	// NB: drops handed out here are forgotten; if the reply is lost the worker keeps those
+	// bytes until its next registration reconciles them (orphans, never wrong answers).
+	n := min(len(w.drops), m.cfg.MaxDropsPerHeartbeat)
+	drops = slices.Clone(w.drops[:n])
+	w.drops = w.drops[n:]
+	if len(w.drops) == 0 {
+		w.drops = nil
+	}
+	return drops, false, nil
+}
+
+// Touch records that a worker is alive without a heartbeat (a registration page arrived).
+func (m *Machine) Touch(now time.Time, id base.WorkerID) {
+	if w := m.workers[id]; w != nil && w.State != Dead {
+		w.LastSeen = now
+	}
+}
+
+// RegisterBegin records that a registration of id started (its segment is being committed):
+// an unknown worker is registering, a dead one returning; a live one keeps its state.
+func (m *Machine) RegisterBegin(now time.Time, id base.WorkerID) {
+	w := m.workers[id]
+	switch {
+	case w == nil:
+		m.workers[id] = &Worker{ID: id, State: Registering, LastSeen: now}
+	case w.State == Dead:
+		w.State, w.LastSeen = Returning, now
+	default:
+		w.LastSeen = now
+	}
+}
+
+// RegisterFailed undoes RegisterBegin when the registration did not commit: a registering
+// worker is forgotten, a returning one is dead again (it registers again; until then its
+// heartbeats are refused), so no worker is left in a state without a deadline.
+func (m *Machine) RegisterFailed(id base.WorkerID) {
+	switch w := m.workers[id]; {
+	case w == nil:
+	case w.State == Registering:
+		delete(m.workers, id)
+	case w.State == Returning:
+		w.State = Dead
+	}
+}
+
+// Registered ends a registration received at recv (page 0's arrival when paged) with its
+// capacities: the worker is alive (or draining) with a full deadline from now, its restart
+// grace ends, and drops and resync requests are cleared (its reconciliation supersedes them).
+// It returns the worker's previous registration time (zero: none with this leader).
+func (m *Machine) Registered(now, recv time.Time, id base.WorkerID, dramCap, nvmeCap int64) (prev time.Time) {
+	w := m.workers[id]
+	if w == nil {
+		w = &Worker{ID: id}
+		m.workers[id] = w
+	}
+	prev = w.LastRegister
+	w.State = Alive
+	if w.Draining {
+		w.State = Draining
+	}
+	w.LastSeen, w.LeavingAt, w.LastRegister = now, time.Time{}, recv
+	w.drops, w.resync, w.resyncAfter = nil, false, time.Time{}
+	w.Usage.DRAMCapacity, w.Usage.NVMeCapacity = dramCap, nvmeCap
+	return prev
+}
+
+// Resync asks the worker to register again at its next heartbeat, or once after has passed
+// when after is not zero.
+func (m *Machine) Resync(id base.WorkerID, after time.Time) {
+	if w := m.workers[id]; w != nil {
+		if after.IsZero() {
+			w.resync = true
+		} else {
+			w.resyncAfter = after
+		}
+	}
+}
+
+// QueueDrop owes worker id a drop of key at version (sent in heartbeat replies). Past
+// MaxQueuedDrops the queue is cleared and the worker asked to re-register instead.
+func (m *Machine) QueueDrop(id base.WorkerID, key string, v base.Version) {
+	w := m.workers[id]
+	if w == nil || w.resync {
+		return // unknown: its registration reconciles; resync: the re-registration will find it
+	}
+	if len(w.drops) >= m.cfg.MaxQueuedDrops {
+		w.drops, w.resync = nil, true
+		return
+	}
+	w.drops = append(w.drops, raftmeta.KeyVersion{Key: key, Version: v})
+}
+
+// Placeable reports whether new puts may go to worker id: it is alive or suspect (not
+// registering, leaving, dead, returning or draining), with state this leadership knows.
+func (m *Machine) Placeable(id base.WorkerID) bool {
+	w := m.workers[id]
+	return w != nil && (w.State == Alive || w.State == Suspect)
+}
+
+// Reserve adds n reserved bytes to worker id (negative n releases them).
+func (m *Machine) Reserve(id base.WorkerID, n int64) {
+	if w := m.workers[id]; w != nil {
+		w.Reserved += n
+	}
+}
+
+// Worker returns a copy of worker id's view.
+func (m *Machine) Worker(id base.WorkerID) (Worker, bool) {
+	w := m.workers[id]
+	if w == nil {
+		return Worker{}, false
+	}
+	c := *w
+	c.drops = nil
+	return c, true
+}
+
+// Workers returns copies of every known worker, sorted by id.
+func (m *Machine) Workers() []Worker {
+	out := make([]Worker, 0, len(m.workers))
+	for _, id := range m.sortedIDs() {
+		w, _ := m.Worker(id)
+		out = append(out, w)
+	}
+	return out
+}
+
+// DropsOwed returns how many drops worker id is owed.
+func (m *Machine) DropsOwed(id base.WorkerID) int {
+	if w := m.workers[id]; w != nil {
+		return len(w.drops)
+	}
+	return 0
+}
+
+func (m *Machine) sortedIDs() []base.WorkerID {
+	ids := make([]base.WorkerID, 0, len(m.workers))
+	for id := range m.workers {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b base.WorkerID) int { return strings.Compare(string(a), string(b)) })
+	return ids
+}

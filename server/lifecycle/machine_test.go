@@ -1,0 +1,416 @@
+package lifecycle
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
+	"github.com/mooncake-go/mooncake/raftmeta"
+)
+
+func TestMain(m *testing.M) { testutil.VerifyNoLeaks(m) }
+
+// epoch is the scripts' time zero: times in scripts are durations after it.
+var epoch = time.Unix(1_000_000, 0)
+
+// TestMachine runs the scripts in testdata/. Commands (times are durations from time zero):
+//
+//	new ttl=<d> [grace=<d>] [concurrency=<n>] [rate=<bytes/s>]
+//	leader now=<d>              input: <id> active|dead [bytes=<n>] [cap=<n>] [draining]
+//	step-down
+//	heartbeat id=<w> now=<d> [leaving] [used=<n>]
+//	tick now=<d>
+//	register-begin id=<w> now=<d> | registered id=<w> now=<d> [recv=<d>] [cap=<n>]
+//	register-failed id=<w>      (the RegisterWorker commit failed)
+//	failed-lost id=<w>          (the MarkWorkerLost proposal was not committed)
+//	lost-committed id=<w>       (it committed)
+//	drain id=<w> [cancel]       (SetWorkerDraining committed)
+//	unregister id=<w>           (UnregisterWorker committed)
+//	drop id=<w> key=<k> version=<n>
+//	resync id=<w> [after=<d>]
+//	plan [targets=<w>:<free>,...] [under=<n>] [draining=<n>]
+//	                            input: <key> version=<n> size=<n> replicas=<w,...> [lost=<w,...>]
+//	copy-done key=<k> [err]     (then the MoveReplicas is proposed)
+//	move-applied key=<k> [err]  (the MoveReplicas of the copy of key committed, or failed)
+//	place now=<d> key=<k> version=<n> size=<n> [replicas=<n>] [preferred=<w>] [upsert]
+//	                            input: the active segments, <id> cap=<n>
+//	end key=<k> version=<n> | revoke key=<k> [version=<n>] | expire-puts now=<d>
+//	page id=<w> now=<d> session=<n> page=<n> objects=<n> [more]   (one registration page)
+//	expire-sessions now=<d>
+//	new [max-objects=<n>] [total-bytes=<n>] [session-ttl=<d>] [put-timeout=<d>]
+//	workers | repair | puts | sessions
+//
+// Every event prints the proposals and copy orders it produced.
+func TestMachine(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		var m *Machine
+		var rng *rand.Rand
+		orders := map[string]CopyOrder{}
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			at := func(key string) time.Time {
+				var s string
+				d.ScanArgs(t, key, &s)
+				return epoch.Add(dur(t, s))
+			}
+			str := func(key string) string {
+				var s string
+				d.MaybeScanArgs(t, key, &s)
+				return s
+			}
+			num := func(key string) int64 {
+				var n int64
+				d.MaybeScanArgs(t, key, &n)
+				return n
+			}
+			id := base.WorkerID(str("id"))
+			show := func(out Output) string {
+				for _, o := range out.Copies {
+					orders[o.Key] = o
+				}
+				return formatOutput(out)
+			}
+			switch d.Cmd {
+			case "new":
+				cfg := Config{ClientTTL: dur(t, str("ttl")), Repair: RepairConfig{Concurrency: int(num("concurrency")), BytesPerSec: num("rate")},
+					Sessions: SessionLimits{PerWorkerObjects: int(num("max-objects")), TotalBytes: num("total-bytes")}}
+				if g := str("grace"); g != "" {
+					cfg.RestartGrace = dur(t, g)
+				}
+				if g := str("session-ttl"); g != "" {
+					cfg.Sessions.TTL = dur(t, g)
+				}
+				if g := str("put-timeout"); g != "" {
+					cfg.PutTimeout = dur(t, g)
+				}
+				rng = rand.New(rand.NewPCG(1, 2))
+				m = New(cfg)
+				return "ok\n"
+			case "leader":
+				var segs []raftmeta.Segment
+				for _, line := range lines(d.Input) {
+					f := strings.Fields(line)
+					s := raftmeta.Segment{ID: base.WorkerID(f[0]), State: raftmeta.SegmentActive}
+					if f[1] == "dead" {
+						s.State = raftmeta.SegmentDead
+					}
+					for _, kv := range f[2:] {
+						k, v, _ := strings.Cut(kv, "=")
+						switch k {
+						case "bytes":
+							s.Bytes = atoi(t, v)
+						case "cap":
+							s.DRAMCapacity = atoi(t, v)
+						case "draining":
+							s.Draining = true
+						}
+					}
+					segs = append(segs, s)
+				}
+				m.BecomeLeader(at("now"), segs)
+				return formatWorkers(m)
+			case "step-down":
+				m.StepDown()
+				return formatWorkers(m)
+			case "heartbeat":
+				drops, rereg, err := m.Heartbeat(at("now"), id, Usage{DRAMUsed: num("used")}, d.HasArg("leaving"))
+				switch {
+				case err != nil:
+					return "error: " + err.Error() + "\n"
+				case rereg:
+					return "reregister\n"
+				case len(drops) > 0:
+					var b strings.Builder
+					for _, kv := range drops {
+						fmt.Fprintf(&b, "drop %s@%d\n", kv.Key, kv.Version)
+					}
+					return b.String()
+				}
+				return "ok\n"
+			case "tick":
+				return show(m.Tick(at("now"))) + formatWorkers(m)
+			case "register-begin":
+				m.RegisterBegin(at("now"), id)
+				return formatWorkers(m)
+			case "register-failed":
+				m.RegisterFailed(id)
+				return formatWorkers(m)
+			case "registered":
+				now := at("now")
+				recv := now
+				if r := str("recv"); r != "" {
+					recv = epoch.Add(dur(t, r))
+				}
+				prev := m.Registered(now, recv, id, num("cap"), 0)
+				out := formatWorkers(m)
+				if !prev.IsZero() {
+					out = fmt.Sprintf("previous registration at %v\n", prev.Sub(epoch)) + out
+				}
+				return out
+			case "lost-committed":
+				m.Applied(raftmeta.MarkWorkerLost{ID: id}, raftmeta.Result{})
+				return formatPuts(m)
+			case "failed-lost":
+				m.Failed(raftmeta.MarkWorkerLost{ID: id})
+				return formatWorkers(m)
+			case "drain":
+				m.Applied(raftmeta.SetWorkerDraining{ID: id, Draining: !d.HasArg("cancel")}, raftmeta.Result{})
+				return formatWorkers(m)
+			case "unregister":
+				m.Applied(raftmeta.UnregisterWorker{ID: id}, raftmeta.Result{})
+				return formatWorkers(m)
+			case "drop":
+				m.QueueDrop(id, str("key"), base.Version(num("version")))
+				return fmt.Sprintf("owed %d\n", m.DropsOwed(id))
+			case "resync":
+				var after time.Time
+				if a := str("after"); a != "" {
+					after = epoch.Add(dur(t, a))
+				}
+				m.Resync(id, after)
+				return "ok\n"
+			case "plan":
+				var targets []Target
+				addrs := map[base.WorkerID]string{}
+				for _, w := range m.Workers() {
+					if w.State != Dead {
+						addrs[w.ID] = string(w.ID) + ":1"
+					}
+				}
+				if ts := str("targets"); ts != "" {
+					for _, tv := range strings.Split(ts, ",") {
+						w, free, _ := strings.Cut(tv, ":")
+						targets = append(targets, Target{ID: base.WorkerID(w), Address: w + ":1", Free: atoi(t, free)})
+					}
+				}
+				var cands []Candidate
+				for _, line := range lines(d.Input) {
+					cands = append(cands, parseCandidate(t, line))
+				}
+				m.Plan(cands, targets, addrs, int(num("under")), int(num("draining")))
+				return formatRepair(m)
+			case "copy-done":
+				o, ok := orders[str("key")]
+				if !ok {
+					t.Fatalf("no copy order for %q", str("key"))
+				}
+				var err error
+				if d.HasArg("err") {
+					err = errors.New("copy failed")
+				}
+				return show(m.CopyDone(o, err))
+			case "move-applied":
+				o := orders[str("key")]
+				c := raftmeta.MoveReplicas{Items: []raftmeta.ReplicaMove{{Key: o.Key, Version: o.Version, From: o.From, To: o.To}}}
+				res := raftmeta.Result{Items: []error{nil}}
+				if d.HasArg("err") {
+					res.Items[0] = fmt.Errorf("move: %w", base.ErrObjectNotFound)
+				}
+				m.Applied(c, res)
+				return formatRepair(m) + fmt.Sprintf("drops owed: from %d, to %d\n", m.DropsOwed(o.From), m.DropsOwed(o.To))
+			case "place":
+				var segs []raftmeta.Segment
+				for _, line := range lines(d.Input) {
+					f := strings.Fields(line)
+					cp, _ := strings.CutPrefix(f[1], "cap=")
+					segs = append(segs, raftmeta.Segment{ID: base.WorkerID(f[0]), DRAMCapacity: atoi(t, cp), State: raftmeta.SegmentActive})
+				}
+				reps := int(num("replicas"))
+				if reps == 0 {
+					reps = 1
+				}
+				ids, err := m.PlacePut(at("now"), PutRequest{Key: str("key"), Version: base.Version(num("version")), Size: num("size"),
+					Replicas: reps, Preferred: base.WorkerID(str("preferred")), Upsert: d.HasArg("upsert")}, segs, rng)
+				if err != nil {
+					return "error: " + err.Error() + "\n"
+				}
+				return fmt.Sprintf("placed on %v\n", ids) + formatPuts(m)
+			case "end":
+				m.EndReservation(str("key"), base.Version(num("version")))
+				return formatPuts(m)
+			case "revoke":
+				ok := m.DropReservation(str("key"), base.Version(num("version")))
+				return fmt.Sprintf("revoked=%t\n", ok) + formatPuts(m)
+			case "expire-puts":
+				exp := m.ExpireReservations(at("now"))
+				return fmt.Sprintf("expired %d\n", len(exp)) + formatPuts(m)
+			case "page":
+				inv := make([]base.ObjectMeta, num("objects"))
+				for i := range inv {
+					inv[i] = base.ObjectMeta{Key: fmt.Sprintf("o%d", i), Version: 1}
+				}
+				earlier, began, done, err := m.RegisterPage(at("now"), id, uint64(num("session")), uint32(num("page")),
+					d.HasArg("more"), inv, int64(len(inv))*10)
+				switch {
+				case err != nil:
+					return "error: " + err.Error() + "\n"
+				case done:
+					n := len(inv)
+					for _, p := range earlier {
+						n += len(p)
+					}
+					return fmt.Sprintf("done: %d earlier pages, %d objects, began %v\n", len(earlier), n, began.Sub(epoch)) + formatSessions(m)
+				}
+				return "accepted\n" + formatSessions(m)
+			case "expire-sessions":
+				var b strings.Builder
+				for _, e := range m.ExpireSessions(at("now")) {
+					fmt.Fprintf(&b, "expired %s pages=%d objects=%d idle=%v\n", e.ID, e.Pages, e.Objects, e.Idle)
+				}
+				return b.String() + formatSessions(m)
+			case "puts":
+				return formatPuts(m)
+			case "sessions":
+				return formatSessions(m)
+			case "workers":
+				return formatWorkers(m)
+			case "repair":
+				return formatRepair(m)
+			}
+			t.Fatalf("unknown command %q", d.Cmd)
+			return ""
+		})
+	})
+}
+
+func dur(t *testing.T, s string) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func atoi(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func lines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func workerList(s string) []base.WorkerID {
+	var out []base.WorkerID
+	for _, w := range strings.Split(s, ",") {
+		if w != "" {
+			out = append(out, base.WorkerID(w))
+		}
+	}
+	return out
+}
+
+func parseCandidate(t *testing.T, line string) Candidate {
+	t.Helper()
+	f := strings.Fields(line)
+	c := Candidate{Key: f[0]}
+	for _, kv := range f[1:] {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "version":
+			c.Version = base.Version(atoi(t, v))
+		case "size":
+			c.Size = atoi(t, v)
+		case "replicas":
+			c.Replicas = workerList(v)
+		case "lost":
+			c.Lost = workerList(v)
+		default:
+			t.Fatalf("unknown candidate field %q", kv)
+		}
+	}
+	return c
+}
+
+func formatOutput(out Output) string {
+	var b strings.Builder
+	for _, c := range out.Propose {
+		switch c := c.(type) {
+		case raftmeta.MarkWorkerLost:
+			fmt.Fprintf(&b, "propose MarkWorkerLost %s now=%v\n", c.ID, time.Unix(0, c.Now).Sub(epoch))
+		case raftmeta.MoveReplicas:
+			for _, it := range c.Items {
+				fmt.Fprintf(&b, "propose MoveReplicas %s@%d %s->%s\n", it.Key, it.Version, it.From, it.To)
+			}
+		default:
+			fmt.Fprintf(&b, "propose %T\n", c)
+		}
+	}
+	for _, o := range out.Copies {
+		fmt.Fprintf(&b, "copy %s@%d size=%d src=%s to=%s from=%s drain=%t\n", o.Key, o.Version, o.Size, o.Src, o.To, o.From, o.Drain)
+	}
+	if b.Len() == 0 {
+		return "ok\n"
+	}
+	return b.String()
+}
+
+func formatWorkers(m *Machine) string {
+	var b strings.Builder
+	for _, w := range m.Workers() {
+		fmt.Fprintf(&b, "%s %s last_seen=%v", w.ID, w.State, w.LastSeen.Sub(epoch))
+		if !w.LeavingAt.IsZero() {
+			fmt.Fprintf(&b, " leaving_at=%v", w.LeavingAt.Sub(epoch))
+		}
+		if dl := m.Deadline(w.ID); !dl.IsZero() {
+			fmt.Fprintf(&b, " deadline=%v", dl.Sub(epoch))
+		}
+		if w.Draining {
+			b.WriteString(" draining")
+		}
+		if n := m.DropsOwed(w.ID); n > 0 {
+			fmt.Fprintf(&b, " drops=%d", n)
+		}
+		b.WriteString("\n")
+	}
+	if b.Len() == 0 {
+		return "(none)\n"
+	}
+	return b.String()
+}
+
+func formatRepair(m *Machine) string {
+	s := m.RepairStats()
+	return fmt.Sprintf("queued=%d in_flight=%d under_replicated=%d draining=%d copied=%d failed=%d copied_bytes=%d\n",
+		s.Queued, s.InFlight, s.UnderReplicated, s.Draining, s.Copied, s.Failed, s.CopiedBytes)
+}
+
+func formatPuts(m *Machine) string {
+	var b strings.Builder
+	for _, k := range m.sortedKeys() {
+		r, _ := m.Reservation(k)
+		fmt.Fprintf(&b, "put %s@%d size=%d workers=%v deadline=%v upsert=%t\n", k, r.Version, r.Size, r.Workers, r.Deadline.Sub(epoch), r.Upsert)
+	}
+	for _, w := range m.Workers() {
+		if w.Reserved != 0 {
+			fmt.Fprintf(&b, "%s reserved=%d\n", w.ID, w.Reserved)
+		}
+	}
+	if b.Len() == 0 {
+		return "(no puts in flight)\n"
+	}
+	return b.String()
+}
+
+func formatSessions(m *Machine) string {
+	n, bytes := m.Sessions()
+	return fmt.Sprintf("sessions=%d bytes=%d\n", n, bytes)
+}

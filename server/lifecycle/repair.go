@@ -1,0 +1,264 @@
+package lifecycle
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/raftmeta"
+)
+
+// RepairConfig bounds the copies repair and drain make. Zero fields take the defaults.
+type RepairConfig struct {
+	// Concurrency bounds copies in flight. Default 4: enough to keep a 10 Gb/s link busy
+	// with MiB-sized objects, few enough that foreground requests keep most connections.
+	Concurrency int
+	// BytesPerSec bounds the copy rate on average (a token bucket with a one-second burst).
+	// Default 128 MiB/s, about a tenth of a 10 Gb/s link.
+	BytesPerSec int64
+	// MaxQueued bounds the tasks queued; the driver's next scan refills. Default 65536.
+	MaxQueued int
+}
+
+func (c *RepairConfig) ensureDefaults() {
+	if c.Concurrency == 0 {
+		c.Concurrency = 4
+	}
+	if c.BytesPerSec == 0 {
+		c.BytesPerSec = 128 << 20
+	}
+	if c.MaxQueued == 0 {
+		c.MaxQueued = 1 << 16
+	}
+}
+
+// Candidate is one object the driver found needing a copy: below its replica count (Lost
+// names workers whose replicas are lost) or with a replica on a draining worker.
+type Candidate struct {
+	Key      string
+	Version  base.Version
+	Size     int64
+	Replicas []base.WorkerID // live
+	Lost     []base.WorkerID
+}
+
+// Target is a worker a copy may go to, with its free bytes (the driver's estimate).
+type Target struct {
+	ID      base.WorkerID
+	Address string
+	Free    int64
+}
+
+// CopyOrder asks worker Src (at SrcAddr) to copy Key at Version to worker To (at ToAddr).
+// When it is done, the copy on To replaces From's replica (MoveReplicas): From is the lost
+// replica (repair) or the draining worker (drain; then From == Src).
+type CopyOrder struct {
+	Key             string
+	Version         base.Version
+	Size            int64
+	From, Src, To   base.WorkerID
+	SrcAddr, ToAddr string
+	Drain           bool
+}
+
+// RepairStats are the repair and drain counters (status and metrics).
+type RepairStats struct {
+	Queued, InFlight int
+	// UnderReplicated is the count of objects with lost replicas at the last Plan.
+	UnderReplicated int
+	// Draining is the count of replicas on draining workers at the last Plan.
+	Draining int
+	// Copied, Failed and CopiedBytes count finished copies this leadership.
+	Copied, Failed int64
+	CopiedBytes    int64
+}
+
+type repairState struct {
+	queue    []CopyOrder
+	queued   map[string]bool       // keys in queue or in flight
+	inflight map[string]*CopyOrder // by key
+	targets  map[base.WorkerID]*Target
+	tokens   float64
+	last     time.Time
+	stats    RepairStats
+}
+
+func newRepairState() repairState {
+	return repairState{queued: map[string]bool{}, inflight: map[string]*CopyOrder{}, targets: map[base.WorkerID]*Target{}}
+}
+
+// Plan queues a copy for each candidate not yet queued, choosing the source (a live replica,
+// the draining worker itself for a drain) and the target (the placeable worker with the most
+// free bytes holding no copy, live or lost). targets are the workers copies may go to, with
+// their addresses; addrs names every active worker's address (sources). underReplicated and
+// draining are the scan's counts for status.
+func (m *Machine) Plan(cands []Candidate, targets []Target, addrs map[base.WorkerID]string, underReplicated, draining int) {
+	r := &m.repair
+	r.stats.UnderReplicated, r.stats.Draining = underReplicated, draining
+	r.targets = map[base.WorkerID]*Target{}
+	for _, t := range targets {
+		if m.Placeable(t.ID) {
+			tc := t
+			r.targets[t.ID] = &tc
+		}
+	}
+	for _, o := range r.inflight {
+		if t := r.targets[o.To]; t != nil {
+			t.Free -= o.Size
+		}
+	}
+	for _, c := range cands {
+		if len(r.queue) >= m.cfg.Repair.MaxQueued {
+			break
+		}
+		if r.queued[c.Key] || len(c.Replicas) == 0 {
+			continue
+		}
+		order, ok := m.order(c, addrs)
+		if !ok {
+			continue
+		}
+		r.queue = append(r.queue, order)
+		r.queued[c.Key] = true
+	}
+}
+
+// order builds the copy order of one candidate; ok is false when no source or target fits.
+func (m *Machine) order(c Candidate, addrs map[base.WorkerID]string) (CopyOrder, bool) {
+	o := CopyOrder{Key: c.Key, Version: c.Version, Size: c.Size}
+	switch {
+	case len(c.Lost) > 0:
+		o.From = c.Lost[0]
+		for _, id := range c.Replicas {
+			if w := m.workers[id]; w != nil && w.State != Dead && addrs[id] != "" {
+				o.Src = id
+				break
+			}
+		}
+	default:
+		for _, id := range c.Replicas {
+			if w := m.workers[id]; w != nil && w.Draining {
+				o.From, o.Src, o.Drain = id, id, true
+				break
+			}
+		}
+	}
+	if o.Src == "" {
+		return o, false
+	}
+	o.SrcAddr = addrs[o.Src]
+	var best *Target
+	for _, id := range sortedTargets(m.repair.targets) {
+		t := m.repair.targets[id]
+		if slices.Contains(c.Replicas, id) || t.Free < c.Size {
+			continue
+		}
+		if best == nil || t.Free > best.Free {
+			best = t
+		}
+	}
+	if best == nil {
+		return o, false
+	}
+	best.Free -= c.Size
+	o.To, o.ToAddr = best.ID, best.Address
+	if !o.Drain && slices.Contains(c.Lost, o.To) {
+		// A worker that came back without its replica gets it again: its own lost replica
+		// is the one replaced. (A dead worker is never a target: targets are placeable.)
+		o.From = o.To
+	}
+	return o, true
+}
+
+func sortedTargets(ts map[base.WorkerID]*Target) []base.WorkerID {
+	ids := make([]base.WorkerID, 0, len(ts))
+	for id := range ts {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b base.WorkerID) int { return strings.Compare(string(a), string(b)) })
+	return ids
+}
+
+// tick refills the token bucket and hands out queued orders while a slot and tokens remain.
+// An order whose target is no longer placeable is dropped (the next scan plans it again).
+func (r *repairState) tick(now time.Time, m *Machine) Output {
+	var out Output
+	rate := float64(m.cfg.Repair.BytesPerSec)
+	if !r.last.IsZero() && now.After(r.last) {
+		r.tokens = min(rate, r.tokens+rate*now.Sub(r.last).Seconds())
+	} else if r.last.IsZero() {
+		r.tokens = rate
+	}
+	r.last = now
+	for len(r.queue) > 0 && len(r.inflight) < m.cfg.Repair.Concurrency && r.tokens > 0 {
+		o := r.queue[0]
+		r.queue = r.queue[1:]
+		if !m.Placeable(o.To) {
+			delete(r.queued, o.Key)
+			continue
+		}
+		r.tokens -= float64(o.Size)
+		r.inflight[o.Key] = &o
+		out.Copies = append(out.Copies, o)
+	}
+	if len(r.queue) == 0 {
+		r.queue = nil
+	}
+	return out
+}
+
+// CopyDone reports the end of a copy order. A copy that succeeded is committed by the
+// MoveReplicas it returns (the driver proposes it and reports with Applied or Failed); one
+// that failed is forgotten (the next scan plans it again) and the target is owed a drop of
+// whatever it received.
+func (m *Machine) CopyDone(o CopyOrder, err error) Output {
+	r := &m.repair
+	if err != nil {
+		delete(r.inflight, o.Key)
+		delete(r.queued, o.Key)
+		r.stats.Failed++
+		m.QueueDrop(o.To, o.Key, o.Version)
+		return Output{}
+	}
+	return Output{Propose: []raftmeta.Command{raftmeta.MoveReplicas{Items: []raftmeta.ReplicaMove{
+		{Key: o.Key, Version: o.Version, From: o.From, To: o.To}}}}}
+}
+
+// moved ends an in-flight order with its MoveReplicas outcome.
+func (r *repairState) moved(m *Machine, it raftmeta.ReplicaMove, err error) {
+	o := r.inflight[it.Key]
+	if o == nil || o.Version != it.Version || o.To != it.To {
+		return
+	}
+	delete(r.inflight, it.Key)
+	delete(r.queued, it.Key)
+	if err != nil {
+		r.stats.Failed++
+		m.QueueDrop(o.To, o.Key, o.Version)
+		return
+	}
+	r.stats.Copied++
+	r.stats.CopiedBytes += o.Size
+	// From's copy is surplus now: the drained worker's, or a repaired worker's that returned
+	// (and re-adopted it) while the copy ran. A dead worker's queue is cleared when it
+	// registers again, so this costs nothing then. (From == To: the copy went back to the
+	// worker whose replica was lost; it is its replica now.)
+	if o.From != o.To {
+		m.QueueDrop(o.From, o.Key, o.Version)
+	}
+}
+
+// RepairStats returns the repair and drain counters.
+func (m *Machine) RepairStats() RepairStats {
+	s := m.repair.stats
+	s.Queued, s.InFlight = len(m.repair.queue), len(m.repair.inflight)
+	return s
+}
+
+// Dispatch hands out queued copies as Tick does, without moving workers along their
+// deadlines: the driver calls it when a copy ends, so the next one starts at once.
+func (m *Machine) Dispatch(now time.Time) Output { return m.repair.tick(now, m) }
+
+// RepairIdle reports whether no copy is queued or in flight (the driver scans again then).
+func (m *Machine) RepairIdle() bool { return len(m.repair.queue) == 0 && len(m.repair.inflight) == 0 }

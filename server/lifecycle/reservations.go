@@ -1,0 +1,165 @@
+package lifecycle
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/raftmeta"
+)
+
+// Reservation is one put between PutStart and PutEnd: leader soft state, never committed.
+// Its bytes count in each of its workers' Reserved until it ends.
+type Reservation struct {
+	Version  base.Version
+	Size     int64
+	Workers  []base.WorkerID
+	Deadline time.Time
+	Upsert   bool
+}
+
+// PutRequest is one PutStart to place. Version comes from raftmeta (Node.NewVersion).
+type PutRequest struct {
+	Key       string
+	Version   base.Version
+	Size      int64
+	Replicas  int
+	Preferred base.WorkerID
+	Upsert    bool
+}
+
+// PlacePut places one put among segs (the active segments, from the FSM) and reserves its
+// bytes. The rules, in order:
+//  1. Only a leader places (UNAVAILABLE while leadership is starting).
+//  2. A put of a key with a reservation that has not timed out is refused
+//     (OBJECT_ALREADY_EXISTS) unless it is an upsert; an upsert, or any put after the old
+//     one timed out, supersedes it: its workers are owed drops of what they received.
+//  3. At most MaxReservations puts are in flight (UNAVAILABLE past it).
+//  4. Candidates are the placeable workers (Placeable); a worker past the high watermark
+//     (used plus reserved over HighWatermark of its DRAM) is weighed as full; Place picks
+//     among them with rng, the only randomness.
+func (m *Machine) PlacePut(now time.Time, req PutRequest, segs []raftmeta.Segment, rng *rand.Rand) ([]base.WorkerID, error) {
+	if !m.leader {
+		return nil, fmt.Errorf("%w: leadership is starting, retry", base.ErrUnavailable)
+	}
+	if old, ok := m.resv[req.Key]; ok {
+		if !req.Upsert && now.Before(old.Deadline) {
+			return nil, fmt.Errorf("%w: key %q: a put of this key is in progress", base.ErrObjectAlreadyExists, req.Key)
+		}
+		m.DropReservation(req.Key, old.Version)
+	}
+	if len(m.resv) >= m.cfg.MaxReservations {
+		return nil, fmt.Errorf("%w: %d puts in flight", base.ErrUnavailable, len(m.resv))
+	}
+	cands := make([]PlacementCandidate, 0, len(segs))
+	for _, s := range segs {
+		// Not heard from during this leadership, leaving to restart (it refuses writes until
+		// it registers again), draining, or dead: no new puts.
+		if !m.Placeable(s.ID) {
+			continue
+		}
+		w := m.workers[s.ID]
+		used := w.Usage.DRAMUsed
+		free := s.DRAMCapacity - used - w.Reserved
+		// Over the high watermark: the worker is evicting; weigh it as full.
+		if s.DRAMCapacity > 0 && float64(used+w.Reserved) > m.cfg.HighWatermark*float64(s.DRAMCapacity) {
+			free = 0
+		}
+		cands = append(cands, PlacementCandidate{ID: s.ID, Capacity: s.DRAMCapacity, Free: free})
+	}
+	ids, err := Place(cands, req.Replicas, req.Size, req.Preferred, rng)
+	if err != nil {
+		return nil, err
+	}
+	m.resv[req.Key] = &Reservation{Version: req.Version, Size: req.Size, Workers: ids,
+		Deadline: now.Add(m.cfg.PutTimeout), Upsert: req.Upsert}
+	for _, id := range ids {
+		m.Reserve(id, req.Size)
+	}
+	return ids, nil
+}
+
+// Reservation returns the put in flight for key, if any (a copy).
+func (m *Machine) Reservation(key string) (Reservation, bool) {
+	r, ok := m.resv[key]
+	if !ok {
+		return Reservation{}, false
+	}
+	c := *r
+	c.Workers = slices.Clone(r.Workers)
+	return c, true
+}
+
+// EndReservation ends the put of key at version after its PutEnd committed: the bytes are
+// the object's now. Nothing happens when key's reservation has another version (it was
+// superseded, expired or revoked: its bytes were released then).
+func (m *Machine) EndReservation(key string, version base.Version) {
+	if r, ok := m.resv[key]; ok && r.Version == version {
+		m.release(key, r)
+	}
+}
+
+// DropReservation forgets the put of key at version (0: whatever version) and owes its
+// workers a drop of what they received: a revoke, a refused PutEnd, a superseded or expired
+// put. It reports whether there was one.
+func (m *Machine) DropReservation(key string, version base.Version) bool {
+	r, ok := m.resv[key]
+	if !ok || (version != 0 && r.Version != version) {
+		return false
+	}
+	m.release(key, r)
+	for _, id := range r.Workers {
+		m.QueueDrop(id, key, r.Version)
+	}
+	return true
+}
+
+func (m *Machine) release(key string, r *Reservation) {
+	delete(m.resv, key)
+	for _, id := range r.Workers {
+		m.Reserve(id, -r.Size)
+	}
+}
+
+// ExpireReservations drops the puts that did not reach PutEnd by their deadline (their
+// workers are owed drops) and returns them, by key, for the log.
+func (m *Machine) ExpireReservations(now time.Time) map[string]Reservation {
+	var out map[string]Reservation
+	for _, key := range m.sortedKeys() {
+		r := m.resv[key]
+		if now.After(r.Deadline) {
+			if out == nil {
+				out = map[string]Reservation{}
+			}
+			out[key] = *r
+			m.DropReservation(key, r.Version)
+		}
+	}
+	return out
+}
+
+// releaseWorkerReservations releases the bytes of the puts placed on a worker that died:
+// they cannot complete (their other workers are owed drops when the puts expire or are
+// revoked).
+func (m *Machine) releaseWorkerReservations(id base.WorkerID) {
+	for _, key := range m.sortedKeys() {
+		if r := m.resv[key]; slices.Contains(r.Workers, id) {
+			m.release(key, r)
+		}
+	}
+}
+
+// PutsInFlight returns how many puts hold a reservation.
+func (m *Machine) PutsInFlight() int { return len(m.resv) }
+
+func (m *Machine) sortedKeys() []string {
+	keys := make([]string, 0, len(m.resv))
+	for k := range m.resv {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, strings.Compare)
+	return keys
+}
