@@ -44,6 +44,11 @@ type Client struct {
 	lookups *lookupCache
 	// shm maps the arenas of workers on this host (shm.go); unused with DisableSharedMemory.
 	shm shmPeers
+	// group coalesces concurrent puts' PutStart and PutEnd calls (put.go).
+	group groupCommits
+	// loads counts this client's reads in flight per worker address (string ->
+	// *atomic.Int64), the "least loaded" of orderReplicas.
+	loads sync.Map
 	// reads counts completed object reads by path (ReadStats).
 	reads struct{ shm, tcp atomic.Int64 }
 

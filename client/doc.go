@@ -9,9 +9,15 @@
 //   - Put: PutStart at the leader (placement and a fresh version), the bytes to every replica's
 //     worker in parallel (the transfer client stripes large values over several connections),
 //     then PutEnd (one raft commit). Any failure before PutEnd commits revokes the put: nothing
-//     half-written becomes visible. PutFrom reads an io.Reader after placement.
+//     half-written becomes visible. PutFrom reads an io.Reader after placement. Concurrent
+//     puts share their master calls (group commit, coalesce.go): a PutStart or PutEnd made
+//     while another is in flight waits for it and leaves with the others that queued
+//     meanwhile as one BatchPutStart or BatchPutEnd (one raft entry); with nothing in flight
+//     a call leaves at once, alone. Each put still returns only after its own commit.
 //   - Get/GetInto: Lookup at the leader (linearizable), then a read from the best replica
-//     (same host first, else random), verifying the object's HighwayHash checksum (hashed as
+//     (orderReplicas: a worker on this host first, known by the kernel boot id its ShmOpen
+//     answer carries, else by a loopback or local interface address; then the one with the
+//     fewest reads in flight from this client; ties at random), verifying the object's HighwayHash checksum (hashed as
 //     the bytes arrive, transfer.Client.ReadSum); any error or mismatch fails over to the next
 //     replica. A worker checks the version it is asked for, so a stale lookup can only miss
 //     (and is retried once), never return wrong bytes. Lookups are cached for

@@ -38,9 +38,34 @@ type fakeCluster struct {
 	// dropFirstPutEndReply makes the next PutEnd commit and then fail like a broken
 	// connection, as when a leader dies after committing.
 	dropFirstPutEndReply bool
+	// dropFirstBatchPutEndReply does the same for the next BatchPutEnd.
+	dropFirstBatchPutEndReply bool
+	// failPutEnd refuses the PutEnd (or BatchPutEnd item) of these keys with the error.
+	failPutEnd map[string]error
+	// holds stops the next call of an op until the test releases it (see hold).
+	holds map[transfer.Op]*heldCall
+}
+
+// heldCall stops one call: arrived is closed when the call reaches the fake, which then
+// waits for release to be closed before serving it.
+type heldCall struct{ arrived, release chan struct{} }
+
+// hold makes the next call of op wait (before it is served) until the returned release is
+// called; the returned arrived channel is closed when the call is waiting.
+func (f *fakeCluster) hold(op transfer.Op) (arrived <-chan struct{}, release func()) {
+	h := &heldCall{arrived: make(chan struct{}), release: make(chan struct{})}
+	f.mu.Lock()
+	if f.holds == nil {
+		f.holds = map[transfer.Op]*heldCall{}
+	}
+	f.holds[op] = h
+	f.mu.Unlock()
+	return h.arrived, func() { close(h.release) }
 }
 
 type fakeObject struct {
+	tokens   int64
+	model    string
 	version  base.Version
 	size     int64
 	checksum uint64
@@ -48,7 +73,12 @@ type fakeObject struct {
 }
 
 type fakeWorker struct {
-	id      base.WorkerID
+	id base.WorkerID
+	// bootID, when set, is the boot id ShmOpen answers (else ShmOpen is not supported, as
+	// from a worker whose arena is private).
+	bootID string
+	reads  int // Reads served
+
 	pending map[string][]byte // key@version -> bytes
 	data    map[string]fakeData
 }
@@ -81,6 +111,13 @@ func (f *fakeCluster) Call(ctx context.Context, addr string, req, resp transfer.
 		return err
 	}
 	f.mu.Lock()
+	if h := f.holds[req.Op()]; h != nil {
+		delete(f.holds, req.Op())
+		f.mu.Unlock()
+		close(h.arrived)
+		<-h.release
+		f.mu.Lock()
+	}
 	out, err := f.callLocked(addr, req)
 	f.mu.Unlock()
 	if err != nil {
@@ -213,6 +250,11 @@ func (f *fakeCluster) callLocked(addr string, req transfer.Message) (transfer.Me
 		for i := range r.Items {
 			items = append(items, transfer.ItemErrorOf(f.putEndLocked(&r.Items[i])))
 		}
+		if f.dropFirstBatchPutEndReply {
+			f.dropFirstBatchPutEndReply = false
+			f.leader = (f.leader + 1) % len(f.masters)
+			return nil, errors.New("read tcp: connection reset by peer")
+		}
 		return transfer.NewBatchResponse(transfer.OpBatchPutEnd, items), nil
 	case *transfer.BatchLookupRequest:
 		resp := &transfer.BatchLookupResponse{}
@@ -271,6 +313,9 @@ func (f *fakeCluster) putStartLocked(r *transfer.PutStartRequest) (*transfer.Put
 }
 
 func (f *fakeCluster) putEndLocked(r *transfer.PutEndRequest) error {
+	if err := f.failPutEnd[r.Key]; err != nil {
+		return err
+	}
 	if _, ok := f.objects[r.Key]; ok && !r.Config.Upsert {
 		return codeErr(base.ErrObjectAlreadyExists, "object %q already exists", r.Key)
 	}
@@ -278,13 +323,21 @@ func (f *fakeCluster) putEndLocked(r *transfer.PutEndRequest) error {
 		return codeErr(base.ErrInvalidVersion, "no pending put of %q at %d", r.Key, r.Version)
 	}
 	delete(f.pending, r.Key)
-	f.objects[r.Key] = fakeObject{version: r.Version, size: r.Size, checksum: r.Checksum, replicas: r.Replicas}
+	f.objects[r.Key] = fakeObject{version: r.Version, size: r.Size, checksum: r.Checksum, replicas: r.Replicas,
+		tokens: r.Tokens, model: r.Model}
 	return nil
 }
 
 func (f *fakeCluster) workerCallLocked(w *fakeWorker, req transfer.Message) (transfer.Message, error) {
 	switch r := req.(type) {
 	case *transfer.Empty:
+		if r.Op() == transfer.OpShmOpen {
+			if w.bootID == "" {
+				return nil, codeErr(base.ErrNotSupported, "arena is private")
+			}
+			// Nothing a client could map: the client learns the host and reads over TCP.
+			return &transfer.ShmOpenResponse{BootID: w.bootID}, nil
+		}
 		return nil, nil
 	case *transfer.CommitRequest:
 		return nil, w.commitLocked(r.Key, r.Version, r.Checksum)
@@ -338,6 +391,7 @@ func (f *fakeCluster) Read(ctx context.Context, addr string, req *transfer.ReadR
 		return nil, 0, 0, errConnRefused
 	}
 	f.calls[transfer.OpRead]++
+	w.reads++
 	d, ok := w.data[req.Key]
 	if !ok {
 		return nil, 0, 0, codeErr(base.ErrObjectNotFound, "not here")

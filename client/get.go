@@ -1,12 +1,16 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"regexp"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -101,10 +105,10 @@ func (c *Client) getInto(ctx context.Context, key string, dst func(size int64) (
 	}
 }
 
-// readReplicas tries the replicas in preference order.
+// readReplicas tries the replicas in preference order (orderReplicas).
 func (c *Client) readReplicas(ctx context.Context, key string, lr *transfer.LookupResponse, buf []byte) (int, error) {
 	var errs []error
-	for _, r := range orderReplicas(lr.Replicas) {
+	for _, r := range orderReplicas(lr.Replicas, c.replicaRank) {
 		err := c.readOne(ctx, key, r, lr, buf)
 		if err == nil {
 			return len(buf), nil
@@ -118,7 +122,40 @@ func (c *Client) readReplicas(ctx context.Context, key string, lr *transfer.Look
 	return 0, errors.Join(errs...)
 }
 
+// replicaRank ranks the worker at addr for reads: its distance (replicaLocal, replicaUnknown,
+// replicaRemote) and this client's reads in flight from it.
+func (c *Client) replicaRank(addr string) (replicaDistance, int64) {
+	var d replicaDistance
+	switch c.shm.host(addr) {
+	case hostSame:
+		d = replicaLocal
+	case hostOther:
+		d = replicaRemote
+	default:
+		// Not known by host identity (shared memory off on either side, or not asked yet):
+		// an address of this host is local; anything else may be local and is tried before
+		// the workers known to be elsewhere.
+		d = replicaUnknown
+		if isLocal(addr) {
+			d = replicaLocal
+		}
+	}
+	return d, c.readLoad(addr).Load()
+}
+
+// readLoad returns the counter of this client's reads in flight from addr.
+func (c *Client) readLoad(addr string) *atomic.Int64 {
+	if v, ok := c.loads.Load(addr); ok {
+		return v.(*atomic.Int64)
+	}
+	v, _ := c.loads.LoadOrStore(addr, new(atomic.Int64))
+	return v.(*atomic.Int64)
+}
+
 func (c *Client) readOne(ctx context.Context, key string, r transfer.Replica, lr *transfer.LookupResponse, buf []byte) error {
+	load := c.readLoad(r.Address)
+	load.Add(1)
+	defer load.Add(-1)
 	if !c.cfg.DisableSharedMemory {
 		if err := c.readShm(ctx, key, r, lr, buf); err != errShmFallback {
 			if err == nil {
@@ -168,29 +205,73 @@ func (c *Client) readTCP(ctx context.Context, key string, r transfer.Replica, lr
 	return nil
 }
 
-// orderReplicas puts replicas on this host first, the rest in random order (spreading reads
-// over workers, since the client does not know their load).
-func orderReplicas(rs []transfer.Replica) []transfer.Replica {
-	out := make([]transfer.Replica, len(rs))
-	copy(out, rs)
-	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
-	local := 0
-	for i, r := range out {
-		if isLocal(r.Address) {
-			out[local], out[i] = out[i], out[local]
-			local++
-		}
+// replicaDistance orders replicas by where their worker runs relative to this client.
+type replicaDistance uint8
+
+const (
+	replicaLocal   replicaDistance = iota // same host: by boot id, else by address
+	replicaUnknown                        // not known
+	replicaRemote                         // another host, by boot id
+)
+
+// orderReplicas returns the replicas in read preference order: the nearest first (rank's
+// distance: this host, then unknown, then other hosts), then the least loaded (rank's reads
+// in flight from this client), ties in random order so equal replicas share the reads.
+func orderReplicas(rs []transfer.Replica, rank func(addr string) (replicaDistance, int64)) []transfer.Replica {
+	if len(rs) < 2 {
+		return rs // nothing to choose (the common case of one replica): no allocation
 	}
-	return out
+	type ranked struct {
+		r    transfer.Replica
+		d    replicaDistance
+		load int64
+	}
+	out := make([]ranked, len(rs))
+	for i, r := range rs {
+		d, load := rank(r.Address)
+		out[i] = ranked{r, d, load}
+	}
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	slices.SortStableFunc(out, func(a, b ranked) int {
+		if a.d != b.d {
+			return int(a.d) - int(b.d)
+		}
+		return cmp.Compare(a.load, b.load)
+	})
+	res := make([]transfer.Replica, len(out))
+	for i, o := range out {
+		res[i] = o.r
+	}
+	return res
 }
 
+// localIPs are this host's interface addresses (read once).
+var localIPs = sync.OnceValue(func() map[string]bool {
+	m := map[string]bool{}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return m
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			m[n.IP.String()] = true
+		}
+	}
+	return m
+})
+
+// isLocal reports whether addr names this host: localhost, a loopback address or one of
+// this host's interface addresses.
 func isLocal(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
 	}
 	ip := net.ParseIP(host)
-	return host == "localhost" || (ip != nil && ip.IsLoopback())
+	if host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return true
+	}
+	return ip != nil && localIPs()[ip.String()]
 }
 
 // Exists reports whether key is committed.

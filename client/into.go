@@ -165,7 +165,7 @@ func (c *Client) BatchGetRanges(ctx context.Context, reads []RangeRead) []error 
 // readRange tries the replicas in preference order for one range.
 func (c *Client) readRange(ctx context.Context, r RangeRead, lr *transfer.LookupResponse) error {
 	var errs []error
-	for _, rep := range orderReplicas(lr.Replicas) {
+	for _, rep := range orderReplicas(lr.Replicas, c.replicaRank) {
 		req := &transfer.ReadRequest{Key: r.Key, Version: lr.Version, Offset: r.Offset, Length: int64(len(r.Dst))}
 		resp, n, _, err := c.rpc.Read(ctx, rep.Address, req, r.Dst, false)
 		if err == nil && (resp.Version != lr.Version || n != len(r.Dst)) {

@@ -47,10 +47,42 @@ func (c *Client) Put(ctx context.Context, key string, value []byte, rc Replicate
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	sum := base.Checksum(value)
+	sum := checksumAsync(value)
+	defer sum.wait() // value is not retained: the hash ends before Put returns
 	return c.put(ctx, key, int64(len(value)), rc, func(ctx context.Context, pl *transfer.PutStartResponse) (uint64, error) {
-		return sum, c.writeReplicas(ctx, key, pl, rc, value, sum)
+		s := sum.wait()
+		return s, c.writeReplicas(ctx, key, pl, rc, value, s)
 	})
+}
+
+// asyncHashMin is the smallest value whose checksum is computed beside the PutStart round
+// trip instead of before it: HighwayHash runs at ~8 GB/s, so from 256 KiB (~30 µs) the hash
+// is worth a goroutine, and a 16 MiB value's ~2 ms leave the put's critical path.
+const asyncHashMin = 256 << 10
+
+// pendingSum is a checksum being computed (checksumAsync).
+type pendingSum struct {
+	c    chan uint64 // nil: sum is ready
+	sum  uint64
+	done bool
+}
+
+// checksumAsync starts base.Checksum(p): on a goroutine for a large p, else at once.
+func checksumAsync(p []byte) *pendingSum {
+	if len(p) < asyncHashMin {
+		return &pendingSum{sum: base.Checksum(p), done: true}
+	}
+	ps := &pendingSum{c: make(chan uint64, 1)}
+	go func() { ps.c <- base.Checksum(p) }()
+	return ps
+}
+
+// wait returns the checksum once computed. Not safe for concurrent use; any number of calls.
+func (ps *pendingSum) wait() uint64 {
+	if !ps.done {
+		ps.sum, ps.done = <-ps.c, true
+	}
+	return ps.sum
 }
 
 // PutFrom stores size bytes read from r under key. r must yield at least size bytes (only
@@ -83,16 +115,18 @@ func (c *Client) put(ctx context.Context, key string, size int64, rc ReplicateCo
 	// and no lookup sent before the put ends is cached (see lookupCache.gen).
 	defer c.lookups.drop(key)
 	cfg := wireConfig(rc)
-	var pl transfer.PutStartResponse
-	if err := c.masterCall(ctx, &transfer.PutStartRequest{Key: key, Size: size, Config: cfg}, &pl, nil); err != nil {
+	g := c.groupCommit()
+	pl, err := g.starts.do(ctx, &transfer.PutStartRequest{Key: key, Size: size, Config: cfg})
+	if err != nil {
 		return fmt.Errorf("put %q: %w", key, err)
 	}
 	if len(pl.Replicas) == 0 {
 		return fmt.Errorf("%w: put %q: the master placed no replica", base.ErrInternal, key)
 	}
-	sum, err := write(ctx, &pl)
+	sum, err := write(ctx, pl)
 	if err == nil {
-		err = c.putEnd(ctx, key, pl.Version, size, sum, &pl, cfg, rc)
+		_, err = g.ends.do(ctx, &transfer.PutEndRequest{Key: key, Version: pl.Version, Size: size, Checksum: sum,
+			Replicas: replicaIDs(pl), Config: cfg, Tokens: rc.Tokens, Model: rc.Model})
 	}
 	if err != nil {
 		c.revoke(key, pl.Version)
@@ -109,19 +143,94 @@ func replicaIDs(pl *transfer.PutStartResponse) []base.WorkerID {
 	return ids
 }
 
-// putEnd commits the object. When an earlier attempt failed ambiguously (the leader may have
-// committed it before dying) and the retry finds the key taken (or, for an upsert, the
-// reservation gone), a Lookup tells whether the object there is ours.
-func (c *Client) putEnd(ctx context.Context, key string, v base.Version, size int64, sum uint64,
-	pl *transfer.PutStartResponse, cfg transfer.PutConfig, rc ReplicateConfig) error {
-	var st attemptState
-	req := &transfer.PutEndRequest{Key: key, Version: v, Size: size, Checksum: sum, Replicas: replicaIDs(pl), Config: cfg,
-		Tokens: rc.Tokens, Model: rc.Model}
-	err := c.masterCall(ctx, req, transfer.NewEmpty(transfer.OpPutEnd), &st)
-	if c.ownCommit(ctx, err, &st, key, v) {
-		return nil
+// groupCommits holds the coalescers of PutStart and PutEnd calls (coalesce.go), built on
+// first use.
+type groupCommits struct {
+	once   sync.Once
+	starts coalescer[*transfer.PutStartRequest, *transfer.PutStartResponse]
+	ends   coalescer[*transfer.PutEndRequest, struct{}]
+}
+
+func (c *Client) groupCommit() *groupCommits {
+	g := &c.group
+	g.once.Do(func() {
+		g.starts.send, g.starts.key, g.starts.timeout = c.sendPutStarts, func(r *transfer.PutStartRequest) string { return r.Key }, c.cfg.Timeout
+		g.ends.send, g.ends.key, g.ends.timeout = c.sendPutEnds, func(r *transfer.PutEndRequest) string { return r.Key }, c.cfg.Timeout
+	})
+	return g
+}
+
+// sendPutStarts places the puts of reqs: one PutStart for one put (exactly the call a put
+// made before coalescing), one BatchPutStart for several (the master places them in order,
+// as it would the same calls one after the other; like a single PutStart, the call waits
+// within ctx for a first live worker of a starting cluster).
+func (c *Client) sendPutStarts(ctx context.Context, reqs []*transfer.PutStartRequest) ([]itemResult[*transfer.PutStartResponse], error) {
+	out := make([]itemResult[*transfer.PutStartResponse], len(reqs))
+	if len(reqs) == 1 {
+		var pl transfer.PutStartResponse
+		if err := c.masterCall(ctx, reqs[0], &pl, nil); err != nil {
+			return nil, err
+		}
+		out[0].res = &pl
+		return out, nil
 	}
-	return err
+	req := &transfer.BatchPutStartRequest{Items: make([]transfer.PutStartRequest, len(reqs))}
+	for i, r := range reqs {
+		req.Items[i] = *r
+	}
+	var resp transfer.BatchPutStartResponse
+	// batchPutStart waits for a first live worker as masterCall does for a single PutStart.
+	if err := c.batchPutStart(ctx, req, &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Items) != len(reqs) {
+		return nil, fmt.Errorf("%w: batch put start: %d answers for %d items", base.ErrInternal, len(resp.Items), len(reqs))
+	}
+	for i := range resp.Items {
+		if err := resp.Items[i].Err.Err(); err != nil {
+			out[i].err = err
+			continue
+		}
+		out[i].res = &resp.Items[i].PutStartResponse
+	}
+	return out, nil
+}
+
+// sendPutEnds commits the puts of reqs: one PutEnd for one put, one BatchPutEnd (one raft
+// entry) for several. An item refused by the master fails alone; an ambiguous call is
+// resolved per item by ownCommit, as for a PutEnd of its own.
+func (c *Client) sendPutEnds(ctx context.Context, reqs []*transfer.PutEndRequest) ([]itemResult[struct{}], error) {
+	out := make([]itemResult[struct{}], len(reqs))
+	var st attemptState
+	if len(reqs) == 1 {
+		r := reqs[0]
+		err := c.masterCall(ctx, r, transfer.NewEmpty(transfer.OpPutEnd), &st)
+		if c.ownCommit(ctx, err, &st, r.Key, r.Version) {
+			err = nil
+		}
+		out[0].err = err
+		return out, nil
+	}
+	req := &transfer.BatchPutEndRequest{Items: make([]transfer.PutEndRequest, len(reqs))}
+	for i, r := range reqs {
+		req.Items[i] = *r
+	}
+	resp := transfer.NewBatchResponse(transfer.OpBatchPutEnd, nil)
+	err := c.masterCall(ctx, req, resp, &st)
+	if err == nil && len(resp.Items) != len(reqs) {
+		err = fmt.Errorf("%w: batch put end: %d answers for %d items", base.ErrInternal, len(resp.Items), len(reqs))
+	}
+	for i, r := range reqs {
+		ierr := err
+		if err == nil {
+			ierr = resp.Items[i].Err()
+		}
+		if c.ownCommit(ctx, ierr, &st, r.Key, r.Version) {
+			ierr = nil
+		}
+		out[i].err = ierr
+	}
+	return out, nil
 }
 
 // ownCommit reports whether a PutEnd answered err actually committed our object: an earlier

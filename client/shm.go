@@ -37,6 +37,10 @@ type shmPeers struct {
 }
 
 type shmPeer struct {
+	// host says whether the worker runs on this host, by kernel boot id (ShmOpen's answer,
+	// even when the arena could not be mapped, e.g. another uid); hostUnknown until a
+	// ShmOpen answered. It orders replicas (orderReplicas).
+	host    hostMatch
 	arena   *transfer.SharedArena // nil: none mapped (see retryAt)
 	opening bool                  // one goroutine is asking ShmOpen; others use TCP meanwhile
 	retryAt time.Time             // with arena nil: do not ask again before
@@ -78,13 +82,21 @@ func (s *shmPeers) acquire(ctx context.Context, c *Client, addr string) *transfe
 	var info transfer.ShmOpenResponse
 	err := c.rpc.Call(ctx, addr, transfer.NewEmpty(transfer.OpShmOpen), &info)
 	var a *transfer.SharedArena
+	host := hostUnknown
 	if err == nil {
+		host = hostOther
+		if bid := transfer.BootID(); bid != "" && info.BootID == bid {
+			host = hostSame
+		}
 		a, err = transfer.MapSharedArena(&info)
 	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p.opening = false
+	if host != hostUnknown {
+		p.host = host
+	}
 	if err != nil || s.closed {
 		if a != nil {
 			a.Close()
@@ -96,6 +108,26 @@ func (s *shmPeers) acquire(ctx context.Context, c *Client, addr string) *transfe
 	p.arena = a
 	a.Acquire()
 	return a
+}
+
+// hostMatch is what the client knows of a worker's host.
+type hostMatch uint8
+
+const (
+	hostUnknown hostMatch = iota
+	hostSame              // the worker's kernel boot id is ours
+	hostOther             // the worker answered ShmOpen with another boot id
+)
+
+// host returns what ShmOpen told of addr's host (hostUnknown when it was never asked, or
+// the worker keeps its arena private and so does not say).
+func (s *shmPeers) host(addr string) hostMatch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.m[addr]; p != nil {
+		return p.host
+	}
+	return hostUnknown
 }
 
 // forget drops the mapping a of addr (the worker restarted with a new arena): the next get

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mooncake-go/mooncake/dram/internal/hugepage"
 	"github.com/mooncake-go/mooncake/internal/invariants"
@@ -78,10 +79,20 @@ func NewArena(opts Options) (*Arena, error) {
 		}
 		a.share.Inode, a.share.Dev = ino, dev
 	}
+	var prefault time.Duration
+	if opts.Prefault {
+		start := time.Now()
+		if err := hugepage.Populate(region.Mem); err != nil {
+			_ = hugepage.Unmap(region)
+			return nil, fmt.Errorf("dram: pre-faulting the arena of %d bytes: %w", len(region.Mem), err)
+		}
+		prefault = time.Since(start)
+	}
 	a.mu.alloc = newAllocator(capacity, opts.Alignment)
 	a.logger.Info("dram arena mapped",
 		"mode", a.mode.String(), "shared", opts.Shared, "capacity_bytes", capacity, "requested_bytes", opts.Size,
-		"alignment", opts.Alignment, "huge_pages", opts.HugePages.String(), "reason", reason)
+		"alignment", opts.Alignment, "huge_pages", opts.HugePages.String(), "reason", reason,
+		"prefault", opts.Prefault, "prefault_seconds", prefault.Seconds())
 	return a, nil
 }
 

@@ -250,3 +250,33 @@ func TestParseHugePages(t *testing.T) {
 		}
 	}
 }
+
+// TestArenaPrefault: with Options.Prefault every page of the arena is resident as soon as
+// NewArena returns, before anything is allocated or written; without it none is.
+func TestArenaPrefault(t *testing.T) { sharings(t, testArenaPrefault) }
+
+func testArenaPrefault(t *testing.T, shared bool) {
+	if runtime.GOOS != "linux" {
+		t.Skip("residency comes from /proc/self/smaps")
+	}
+	for _, prefault := range []bool{false, true} {
+		a, err := NewArena(Options{Size: 8 << 20, HugePages: HugePagesOff, Shared: shared, Prefault: prefault})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := a.Residency()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := int64(0)
+		if prefault {
+			want = a.Capacity()
+		}
+		if r.Resident != want {
+			t.Errorf("prefault %v: %d bytes resident, want %d", prefault, r.Resident, want)
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

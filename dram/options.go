@@ -119,6 +119,14 @@ type Options struct {
 	// a memfd advised MADV_HUGEPAGE when shmem THP allows
 	// (/sys/kernel/mm/transparent_hugepage/shmem_enabled), else a plain memfd.
 	Shared bool
+	// Prefault faults in every page of the arena when it is mapped (madvise
+	// MADV_POPULATE_WRITE), so the first put into a range pays no page faults and no page
+	// zeroing: on 4 KiB pages that made first-touch puts 2-3x slower than puts into reused
+	// ranges (docs/benchmarks.md). The cost moves to start: the whole arena becomes resident
+	// at once (RSS = Size) and NewArena takes about 0.3 s per GiB for an anonymous arena and
+	// about 1 s per GiB for a shared (memfd) one of 4 KiB pages (BenchmarkArenaPrefault, on a
+	// loaded 2-core VM). The default is false: pages are backed on first touch.
+	Prefault bool
 	// Logger receives one Info line per arena saying which mode was mapped and why. The
 	// default discards.
 	Logger *slog.Logger

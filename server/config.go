@@ -278,6 +278,10 @@ type WorkerConfig struct {
 	Protocol string
 	// HugePages chooses the arena's page mode. Default dram.HugePagesAuto.
 	HugePages dram.HugePages
+	// PrefaultArena faults in the whole arena at start (dram.Options.Prefault): puts never
+	// pay first-touch page faults, at the price of RSS = GlobalSegmentSize from the start
+	// and a slower start. Default false.
+	PrefaultArena bool
 	// HighWatermark and LowWatermark are the shares of the DRAM arena at which background
 	// eviction starts and stops (cmd derives them from the master's
 	// eviction_high_watermark_ratio and eviction_ratio). Default: tier's (0.95 / 0.85).
@@ -413,7 +417,7 @@ func (c *WorkerConfig) logAttrs() []any {
 		"cluster_id", c.ClusterID, "master_server_address", strings.Join(c.MasterAddresses, ","),
 		"address", c.Address, "metrics_address", c.MetricsAddress, "global_segment_size", base.Bytes(c.GlobalSegmentSize).String(),
 		"root_fs_dir", c.RootFSDir, "persistence", c.Persistence.String(), "ssd_capacity", base.Bytes(c.SSDCapacity).String(),
-		"protocol", c.Protocol, "hugepages", c.HugePages.String(), "heartbeat_interval", c.HeartbeatInterval,
+		"protocol", c.Protocol, "hugepages", c.HugePages.String(), "prefault_arena", c.PrefaultArena, "heartbeat_interval", c.HeartbeatInterval,
 		"pending_write_timeout", c.PendingWriteTimeout, "warm_up", c.WarmUp,
 		"shared_arena", !c.PrivateArena, "shm_lease_ttl", c.ShmLeaseTTL,
 	}

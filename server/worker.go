@@ -126,7 +126,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	w.log.Info("worker starting", w.cfg.logAttrs()...)
 
 	w.arena, err = dram.NewArena(dram.Options{Size: cfg.GlobalSegmentSize, HugePages: cfg.HugePages,
-		Shared: !cfg.PrivateArena, Logger: cfg.Logger})
+		Shared: !cfg.PrivateArena, Prefault: cfg.PrefaultArena, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("server: worker arena of %s: %w", base.Bytes(cfg.GlobalSegmentSize), err)
 	}

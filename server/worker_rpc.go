@@ -14,7 +14,8 @@ import (
 //
 // Ownership: a Write's payload lands straight in the tier.Writer's arena range (no copy on
 // the Go heap); the pending entry owns the Writer until Commit (handed to the engine) or an
-// abort. A Read sends the pinned bytes of a tier.Reader; the transfer server calls Release
+// abort. Each chunk is hashed as it lands (tier.Writer.Landed), so Commit verifies the
+// client's checksum without a second pass over the object. A Read sends the pinned bytes of a tier.Reader; the transfer server calls Release
 // after the send.
 type workerHandler struct {
 	transfer.UnimplementedHandler
@@ -73,10 +74,16 @@ func (w *Worker) beginWrite(req *transfer.WriteRequest, n int64) (transfer.Write
 	dst := p.w.Bytes()[req.Offset : req.Offset+n]
 	w.pend.Unlock()
 
-	commit, checksum := req.Commit, req.Checksum
+	commit, checksum, off := req.Commit, req.Checksum, req.Offset
 	return transfer.WriteSink{
 		Dst: dst,
 		Done: func(err error) error {
+			if err == nil {
+				// Hash the chunk now, while later stripes are still arriving, so Commit makes
+				// no second pass. Before inflight drops: nothing aborts or commits p.w while
+				// a chunk is in flight.
+				p.w.Landed(off, n)
+			}
 			w.pend.Lock()
 			p.inflight--
 			abort := false

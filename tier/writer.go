@@ -3,6 +3,8 @@ package tier
 import (
 	"errors"
 	"fmt"
+	"hash"
+	"sync"
 	"time"
 
 	"github.com/mooncake-go/mooncake/dram"
@@ -11,8 +13,8 @@ import (
 )
 
 // Writer is a put in progress: an arena range the caller fills (the transfer layer reads the
-// socket straight into Bytes()), invisible until Commit. It must end with exactly one Commit,
-// CommitTrusted or Abort, from one goroutine. Bytes() may be filled by several goroutines at
+// socket straight into Bytes()), invisible until Commit. It must end with exactly one Commit
+// or Abort, from one goroutine. Bytes() may be filled by several goroutines at
 // disjoint offsets (striped transfers) as long as every fill happens before that call.
 type Writer struct {
 	e       *Engine
@@ -26,6 +28,21 @@ type Writer struct {
 	// (or Abort releases it).
 	h    *dram.Handle
 	done bool
+
+	// sum hashes Bytes() in order as ranges are reported filled (Landed), so Commit finds
+	// the checksum computed and makes no second pass over the object.
+	sum struct {
+		// Mutex protects the fields below. It is held while hashing: hashing is sequential,
+		// so a Landed call whose range is next waits for the one hashing before it, and
+		// Commit waits for any hashing in progress.
+		sync.Mutex
+		h    hash.Hash64 // nil until the first Landed
+		next int64       // Bytes()[:next] is hashed
+		// landed holds the ranges reported past next (offset -> length).
+		landed map[int64]int64
+		// broken: ranges overlapped or were reported twice; Commit hashes in one pass.
+		broken bool
+	}
 }
 
 // Put reserves size bytes of DRAM for key at version v and returns the Writer to fill them.
@@ -108,8 +125,63 @@ func (e *Engine) checkVersionLocked(key string, v base.Version) error {
 // Bytes returns the destination range, len == size. Valid until Commit or Abort.
 func (w *Writer) Bytes() []byte { return w.h.Bytes() }
 
+// Landed reports that Bytes()[off:off+n] is filled and will not change again. The Writer
+// hashes, in order, every range that has landed from the first byte not yet hashed, on the
+// calling goroutine: a striped put is hashed while its later stripes are still arriving,
+// and once every byte was reported Commit uses that checksum instead of a second pass over
+// the object. Ranges may be reported in any order from several goroutines; ranges that
+// overlap make Commit fall back to one pass. It must happen before Commit or Abort.
+func (w *Writer) Landed(off, n int64) {
+	s := &w.sum
+	s.Lock()
+	defer s.Unlock()
+	if s.broken || n <= 0 {
+		return
+	}
+	if off < s.next || off+n > w.size || s.landed[off] != 0 {
+		s.broken = true
+		return
+	}
+	if s.landed == nil {
+		s.landed = make(map[int64]int64)
+		s.h = base.NewChecksum()
+	}
+	s.landed[off] = n
+	b := w.h.Bytes()
+	for {
+		n, ok := s.landed[s.next]
+		if !ok {
+			break
+		}
+		delete(s.landed, s.next)
+		s.h.Write(b[s.next : s.next+n])
+		s.next += n
+	}
+	if len(s.landed) > 0 {
+		// A range starts inside one already hashed: the reports overlap.
+		for o := range s.landed {
+			if o < s.next {
+				s.broken = true
+			}
+		}
+	}
+}
+
+// checksum returns base.Checksum(Bytes()): the one Landed computed when every byte was
+// reported, else a pass over the bytes.
+func (w *Writer) checksum() uint64 {
+	s := &w.sum
+	s.Lock()
+	defer s.Unlock()
+	if !s.broken && s.h != nil && s.next == w.size && len(s.landed) == 0 {
+		return s.h.Sum64()
+	}
+	return base.Checksum(w.h.Bytes())
+}
+
 // Commit verifies base.Checksum(Bytes()) == checksum (checksum 0: nothing to verify; the
-// checksum is computed either way, for the object's meta) and makes the object visible,
+// checksum is computed either way, for the object's meta, in a pass over the bytes unless
+// Landed already hashed them all as they arrived) and makes the object visible,
 // replacing an older version of the key. In durable mode it writes the lower tier (synced)
 // first. On any error the Writer is aborted.
 //
@@ -120,7 +192,7 @@ func (w *Writer) Commit(checksum uint64) error {
 	if w.done {
 		return fmt.Errorf("%w: tier: Writer already committed or aborted", base.ErrInvalidParams)
 	}
-	sum := base.Checksum(w.h.Bytes())
+	sum := w.checksum()
 	if checksum != 0 && sum != checksum {
 		w.e.mu.Lock()
 		w.e.mu.m.checksumMismatches++
@@ -129,21 +201,6 @@ func (w *Writer) Commit(checksum uint64) error {
 		return fmt.Errorf("%w: tier: %q version %d: checksum %#x, want %#x", base.ErrCorruption, w.key, w.v, sum, checksum)
 	}
 	return w.commit(sum)
-}
-
-// CommitTrusted is Commit without the checksum pass: it records checksum as the object's
-// checksum without reading the bytes. For callers that verified the bytes already (or
-// computed the checksum while writing them); a wrong checksum here is served to readers and
-// caught only by the lower tier's own checks. checksum must not be 0.
-func (w *Writer) CommitTrusted(checksum uint64) error {
-	if w.done {
-		return fmt.Errorf("%w: tier: Writer already committed or aborted", base.ErrInvalidParams)
-	}
-	if checksum == 0 {
-		w.Abort()
-		return fmt.Errorf("%w: tier: CommitTrusted needs the checksum", base.ErrInvalidParams)
-	}
-	return w.commit(checksum)
 }
 
 func (w *Writer) commit(sum uint64) (err error) {

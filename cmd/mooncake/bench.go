@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"regexp"
+	"runtime/pprof"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -25,6 +27,7 @@ func newBenchCmd(e *env) *cobra.Command {
 		baseline    bool
 		keep        bool
 		rounds      int
+		cpuProfile  string
 		tf          tokenFlags
 	)
 	cmd := &cobra.Command{
@@ -51,6 +54,13 @@ func newBenchCmd(e *env) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			c, err := f.connect(cmd, e)
 			if err != nil {
 				return err
@@ -116,7 +126,25 @@ func newBenchCmd(e *env) *cobra.Command {
 	fl.BoolVar(&keep, "keep", false, "keep the objects (default: remove them at the end)")
 	tf.register(fl)
 	fl.IntVar(&rounds, "rounds", 1, "repeat the measurement (alternating with the baseline) and print the median ratio")
+	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this client (the measurement and its preparation) to this file (go tool pprof reads it)")
 	return cmd
+}
+
+// startCPUProfile profiles this process into path until the returned stop is called. The
+// servers' side comes from their metrics port (/debug/pprof/profile).
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: --cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: --cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // roundKeys renames keys for another round of puts (same prefix, so cleanup finds them).

@@ -167,6 +167,9 @@ func TestFlagsOverrideFile(t *testing.T) {
 		s.WorkerID != "w1" || s.Persistence != base.PersistenceDurable || s.SSDCapacity != 10<<30 {
 		t.Fatalf("flags did not override: %+v", s)
 	}
+	if s.PrefaultArena || !resolve("--prefault_arena").PrefaultArena {
+		t.Fatalf("--prefault_arena: default %v, want false; set: not passed on", s.PrefaultArena)
+	}
 }
 
 func TestMasterSettings(t *testing.T) {

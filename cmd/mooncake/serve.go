@@ -71,6 +71,7 @@ type workerSettings struct {
 	SSDCapacity             int64
 	Protocol                string
 	HugePages               dram.HugePages
+	PrefaultArena           bool
 	ShutdownTimeout         time.Duration
 	WarmUp                  bool
 	PrivateArena            bool
@@ -285,7 +286,7 @@ type workerFlags struct {
 	metricsPort                                                                                       int
 	segmentSize, ssdCapacity                                                                          base.Bytes
 	shutdownTimeout                                                                                   time.Duration
-	warmUp, sharedMemory                                                                              bool
+	warmUp, sharedMemory, prefaultArena                                                               bool
 	conns                                                                                             connFlags
 }
 
@@ -296,6 +297,7 @@ func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
 	fs.StringVar(&f.persistence, "persistence", "", "cache, spill or durable (default: spill with --root_fs_dir, else cache)")
 	fs.Var(&f.ssdCapacity, "ssd_capacity", "bytes the NVMe tier may use (default 90% of the free disk)")
 	fs.StringVar(&f.hugePages, "huge_pages", "auto", "DRAM arena pages: auto (hugetlb, else THP, else plain), off, or require")
+	fs.BoolVar(&f.prefaultArena, "prefault_arena", false, "fault in the whole DRAM arena at start: puts never wait for first-touch page faults, but RSS is global_segment_size from the start and start takes ~0.3-1 s per GiB")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown_timeout", defaultShutdownTimeout, "on SIGTERM, time allowed to spill DRAM to the NVMe tier before exit")
 	fs.BoolVar(&f.warmUp, "warm_up", false, "with --root_fs_dir: at start, copy objects found on NVMe back into DRAM (in the background)")
 	f.conns.register(fs)
@@ -401,6 +403,7 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		return s, fmt.Errorf("--huge_pages: %w", err)
 	}
 	s.HugePages = hp
+	s.PrefaultArena = f.prefaultArena
 	if s.RootFSDir != "" {
 		abs, err := filepath.Abs(s.RootFSDir)
 		if err != nil {

@@ -55,3 +55,12 @@ func FreeHugePages() int64 { return 0 }
 func ResidencyOf(mem []byte) (Residency, error) {
 	return Residency{}, fmt.Errorf("%w: residency is read from /proc/self/smaps (Linux-only)", ErrUnavailable)
 }
+
+// Populate touches every page of mem (a Go heap slice outside Linux).
+func Populate(mem []byte) error {
+	page := PageSize()
+	for off := int64(0); off < int64(len(mem)); off += page {
+		mem[off] = 0
+	}
+	return nil
+}

@@ -1,0 +1,25 @@
+package tier
+
+import (
+	"fmt"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+// Test-only exports: compiled into this package for its tests (package tier_test in this
+// directory), never into the production binary.
+
+// CommitTrusted is Commit without the checksum pass: it records checksum as the object's
+// checksum without reading the bytes, for benchmarks that measure the engine without the
+// hash. (Production puts hash as the bytes land: Writer.Landed.) A wrong checksum here is
+// served to readers and caught only by the lower tier's own checks. checksum must not be 0.
+func (w *Writer) CommitTrusted(checksum uint64) error {
+	if w.done {
+		return fmt.Errorf("%w: tier: Writer already committed or aborted", base.ErrInvalidParams)
+	}
+	if checksum == 0 {
+		w.Abort()
+		return fmt.Errorf("%w: tier: CommitTrusted needs the checksum", base.ErrInvalidParams)
+	}
+	return w.commit(checksum)
+}
