@@ -116,7 +116,7 @@ import (
 // function (above) calls the Go half, which starts the goroutine and returns at once; the C
 // thread then waits on a futex in plain C; the goroutine writes the code and the error text
 // into the mc_call and wakes it through a cgo call (mc_call_done). The calling thread is
-// woken once per call, whatever the number of blocking points (measured 0.95-1.05 of
+// woken once per call, whatever the number of blocking points (measured 0.92-1.13 of
 // BatchGetInto). A single-key call blocks once or twice, where this costs as much as it
 // saves (measured: no faster for a 4 KiB get, 5-10% slower for a 1 MiB get_into), so those
 // stay plain exports. docs/clib.md "Cost of a call" has the figures.
