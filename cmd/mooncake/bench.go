@@ -23,6 +23,7 @@ func newBenchCmd(e *env) *cobra.Command {
 		count       int
 		concurrency int
 		objects     int
+		batch       int
 		replicas    int
 		baseline    bool
 		keep        bool
@@ -39,7 +40,7 @@ func newBenchCmd(e *env) *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
-			w := benchmarks.Workload{Op: o, Size: int64(size), Count: count, Concurrency: concurrency, Objects: objects}
+			w := benchmarks.Workload{Op: o, Size: int64(size), Count: count, Concurrency: concurrency, Objects: objects, Batch: batch}
 			if err := w.Validate(); err != nil {
 				return usageError{err}
 			}
@@ -91,7 +92,9 @@ func newBenchCmd(e *env) *cobra.Command {
 				if !baseline {
 					continue
 				}
-				b, err := benchmarks.LoopbackTCP(ctx, w)
+				bw := w // the same bytes: one loopback exchange per object of a batch
+				bw.Count, bw.Batch = w.Count*max(w.Batch, 1), 0
+				b, err := benchmarks.LoopbackTCP(ctx, bw)
 				if err != nil {
 					return fmt.Errorf("bench: baseline: %w", err)
 				}
@@ -121,6 +124,7 @@ func newBenchCmd(e *env) *cobra.Command {
 	fl.IntVar(&count, "count", 1000, "number of operations")
 	fl.IntVar(&concurrency, "concurrency", 8, "operations in flight")
 	fl.IntVar(&objects, "objects", 0, "get: distinct objects stored and read round-robin (default: count, capped at 256 MiB of objects)")
+	fl.IntVar(&batch, "batch", 1, "put: objects per operation, each operation one BatchPut of that many objects of --size (GB/s counts every object)")
 	fl.IntVar(&replicas, "replicas", 1, "replicas per put")
 	fl.BoolVar(&baseline, "baseline", false, "also measure raw loopback TCP with the same sizes and concurrency")
 	fl.BoolVar(&keep, "keep", false, "keep the objects (default: remove them at the end)")
