@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -196,4 +198,35 @@ func TestKVWorkloadValidate(t *testing.T) {
 	f("concurrency must be", func(w *kvWorkload) { w.Concurrency = 0 })
 	f("over the 4 GiB object limit", func(w *kvWorkload) { w.BytesPerToken = 2 << 30 })
 	f("of load buffers", func(w *kvWorkload) { w.BytesPerToken, w.Concurrency = 1<<28, 1024 })
+}
+
+// TestKVBenchBadInput: every bad kvcache command line gets one line on stderr and the usage
+// exit code, before anything connects.
+func TestKVBenchBadInput(t *testing.T) {
+	dir := t.TempDir()
+	badField := filepath.Join(dir, "bad-field.json")
+	os.WriteFile(badField, []byte(`{"num_hidden_layers": "many", "torch_dtype": "float16"}`), 0o644)
+	notJSON := filepath.Join(dir, "not.json")
+	os.WriteFile(notJSON, []byte("layers: 28\n"), 0o644)
+	q := kvTestdata("qwen2-7b.json")
+	f := func(wantSub string, args ...string) {
+		t.Helper()
+		code, _, stderr := runCLI(t, nil, "", append([]string{"bench"}, args...)...)
+		if code != exitUsage || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "mooncake: ") || !strings.Contains(stderr, wantSub) {
+			t.Fatalf("%v: exit %d, stderr %q; want exit %d and one line containing %q", args, code, stderr, exitUsage, wantSub)
+		}
+	}
+	f("--workload kvcache needs --model config.json", "--workload", "kvcache")
+	f("no such file", "--workload", "kvcache", "--model", filepath.Join(dir, "missing.json"))
+	f(`field num_hidden_layers is "many", want a positive integer`, "--workload", "kvcache", "--model", badField)
+	f("not a JSON object", "--workload", "kvcache", "--model", notJSON)
+	f(`unknown workload "ycsb" (want objects or kvcache)`, "--workload", "ycsb")
+	f("--op does not apply to --workload kvcache", "--workload", "kvcache", "--model", q, "--op", "get")
+	f("--tokens does not apply to --workload kvcache", "--workload", "kvcache", "--model", q, "--tokens", "5")
+	f("--prompts does not apply to --workload objects", "--prompts", "3")
+	f("--prompts must be 1 to", "--workload", "kvcache", "--model", q, "--prompts", "0")
+	f("--shared_prefix_ratio must be 0 to 1", "--workload", "kvcache", "--model", q, "--shared_prefix_ratio", "2")
+	f("--prompt_tokens must be at least --chunk_tokens", "--workload", "kvcache", "--model", q, "--prompt_tokens", "100")
+	f("--tp must be 1 or more", "--workload", "kvcache", "--model", q, "--tp", "0")
+	f("--rounds must be 1 to 100", "--workload", "kvcache", "--model", q, "--rounds", "0")
 }
