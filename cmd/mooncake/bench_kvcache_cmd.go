@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mooncake-go/mooncake/benchmarks"
+	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/internal/kvmodel"
 )
@@ -82,6 +83,7 @@ func runKVBench(cmd *cobra.Command, e *env, f *clientFlags, bf *benchFlags, kf *
 	out := e.stdout
 	plan := newKVPlan(w)
 	printKVHeader(out, path, m, plan, bf)
+	used0, _, _ := dramUsage(ctx, c)
 	if st, err := c.Status(ctx); err == nil && st.CapacityBytes > 0 {
 		if need := int64(plan.unique) * int64(bf.replicas) * w.chunkBytes(); need > st.CapacityBytes-st.ReplicaBytes {
 			fmt.Fprintf(out, "note           the run writes %s, more than the cluster's free DRAM (%s of %s): expect evictions and misses\n",
@@ -94,6 +96,9 @@ func runKVBench(cmd *cobra.Command, e *env, f *clientFlags, bf *benchFlags, kf *
 			// Fresh keys, so every round stores (the same prompts in another namespace).
 			w.KeyPrefix = fmt.Sprintf("%sr%d/", prefix, round)
 			plan = newKVPlan(w)
+			if !bf.keep {
+				waitDRAMBack(ctx, out, c, used0)
+			}
 		}
 		st, ld, err := runKVRound(ctx, clientKV{c: c, rc: rc}, plan)
 		if err != nil {
@@ -211,4 +216,62 @@ func printMedianTokens(w io.Writer, label string, v []float64) {
 	slices.Sort(v)
 	c := func(f float64) string { return kvmodel.Commas(int64(f)) }
 	fmt.Fprintf(w, "%-14s %12s tokens/s of %d rounds (min %s, max %s)\n", label, c(v[len(v)/2]), len(v), c(v[0]), c(v[len(v)-1]))
+}
+
+// kvDrainWait bounds the wait for the previous round's removed chunks to leave the arena.
+const kvDrainWait = 15 * time.Second
+
+// dramUsage sums the DRAM in use of the active workers, as their last heartbeats reported it,
+// and returns each one's last heartbeat time (so a caller can wait for fresh ones).
+func dramUsage(ctx context.Context, c *client.Client) (used int64, beats map[string]string, err error) {
+	st, err := c.Status(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	beats = make(map[string]string)
+	for _, w := range st.Workers {
+		if w.State == "active" {
+			used += w.DRAMUsedBytes
+			beats[w.ID] = w.LastHeartbeat
+		}
+	}
+	return used, beats, nil
+}
+
+// waitDRAMBack waits until the workers' DRAM in use, reported by heartbeats sent after the
+// call, is back to base (at most kvDrainWait). A removed chunk that a reader still maps (a
+// shared-memory lease not yet released) keeps its arena space, and the master learns the
+// usage with the next heartbeat; a round started on top of the last one's chunks measures
+// eviction instead: LRU evicts the oldest chunks, the shared prefixes, and every prompt then
+// misses at its first chunk.
+func waitDRAMBack(ctx context.Context, out io.Writer, c *client.Client, base0 int64) {
+	deadline := time.Now().Add(kvDrainWait)
+	_, first, err := dramUsage(ctx, c)
+	if err != nil {
+		return
+	}
+	for {
+		used, beats, err := dramUsage(ctx, c)
+		if err != nil {
+			return
+		}
+		fresh := true
+		for id, b := range beats {
+			if b == first[id] && b != "" {
+				fresh = false // the usage predates the wait
+			}
+		}
+		if fresh && used <= base0 {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			fmt.Fprintf(out, "note           the workers still use %s more DRAM than before the run after %v: the round may evict\n",
+				base.Bytes(used-base0), kvDrainWait)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
