@@ -26,10 +26,11 @@ type kvBenchFlags struct {
 	systemPrompts int
 	sharedRatio   float64
 	seed          uint64
+	modelName     string
 }
 
 // kvOnlyFlags are the flags only the kvcache workload reads.
-var kvOnlyFlags = []string{"prompts", "prompt_tokens", "chunk_tokens", "system_prompts", "shared_prefix_ratio", "seed", "dtype", "tp"}
+var kvOnlyFlags = []string{"prompts", "prompt_tokens", "chunk_tokens", "system_prompts", "shared_prefix_ratio", "seed", "dtype", "tp", "model_name"}
 
 func (kf *kvBenchFlags) register(cmd *cobra.Command) {
 	kf.kvFlags.register(cmd)
@@ -40,6 +41,7 @@ func (kf *kvBenchFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&kf.systemPrompts, "system_prompts", defaultKVSystemPrompts, "kvcache: distinct system prompts the prompts start with")
 	fl.Float64Var(&kf.sharedRatio, "shared_prefix_ratio", defaultKVSharedRatio, "kvcache: share of each prompt that is its system prompt (0 to 1)")
 	fl.Uint64Var(&kf.seed, "seed", 0, "kvcache: seed of the token ids and bytes (default: random per run)")
+	fl.StringVar(&kf.modelName, "model_name", "", "kvcache: tag each chunk with its tokens and this model name (registered with `mooncake model add`), so `mooncake memory` sets the run's bytes against tokens x bytes per token")
 }
 
 // runKVBench runs `mooncake bench --workload kvcache`.
@@ -55,6 +57,13 @@ func runKVBench(cmd *cobra.Command, e *env, f *clientFlags, bf *benchFlags, kf *
 	m, err := kf.load(path)
 	if err != nil {
 		return err
+	}
+	if kf.modelName != "" {
+		if err := client.ValidateModelName(kf.modelName); err != nil {
+			return usageError{fmt.Errorf("--model_name: %w", err)}
+		}
+		// Every chunk holds ChunkTokens tokens (the batch puts take one config for all).
+		rc.Tokens, rc.Model = int64(kf.chunkTokens), kf.modelName
 	}
 	seed := kf.seed
 	if !changed(cmd.Flags(), "seed") {

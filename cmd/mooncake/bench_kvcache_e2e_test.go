@@ -68,4 +68,22 @@ func TestBenchKVCacheStandalone(t *testing.T) {
 	if r := runBin(t, bin, env, nil, "ls"); r.code != 0 || r.stdout != "" {
 		t.Fatalf("bench left objects: exit %d %q %s", r.code, r.stdout, r.stderr)
 	}
+
+	// --model_name tags each chunk with its tokens: the master's count of the model's retained
+	// tokens is the tokens the run wrote (each shared chunk once). --keep leaves the chunks.
+	if r := runBin(t, bin, env, nil, "model", "add", "qwen2-7b", model); r.code != 0 {
+		t.Fatalf("model add: exit %d: %s", r.code, r.stderr)
+	}
+	out = bench("--prompts", "4", "--prompt_tokens", "256", "--chunk_tokens", "64", "--system_prompts", "1",
+		"--model_name", "qwen2-7b", "--keep")
+	if !strings.Contains(out, "6 of 16 chunks (37.5%) were stored already (shared prefixes), 10 written = 640 tokens") {
+		t.Fatalf("dedup line not as expected:\n%s", out)
+	}
+	r := runBin(t, bin, env, nil, "model", "ls")
+	if r.code != 0 || !regexp.MustCompile(`qwen2-7b\s.* 640 `).MatchString(r.stdout) {
+		t.Fatalf("model ls: want qwen2-7b with 640 tokens: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runBin(t, bin, env, nil, "ls", "--prefix", "bench/"); r.code != 0 || strings.Count(r.stdout, "\n") != 10 {
+		t.Fatalf("--keep: want the 10 chunks: exit %d\n%s", r.code, r.stdout)
+	}
 }

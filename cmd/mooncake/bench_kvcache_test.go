@@ -228,5 +228,7 @@ func TestKVBenchBadInput(t *testing.T) {
 	f("--shared_prefix_ratio must be 0 to 1", "--workload", "kvcache", "--model", q, "--shared_prefix_ratio", "2")
 	f("--prompt_tokens must be at least --chunk_tokens", "--workload", "kvcache", "--model", q, "--prompt_tokens", "100")
 	f("--tp must be 1 or more", "--workload", "kvcache", "--model", q, "--tp", "0")
+	f("--model_name: invalid params: model name", "--workload", "kvcache", "--model", q, "--model_name", "two words")
+	f("--model_name does not apply to --workload objects", "--model_name", "m")
 	f("--rounds must be 1 to 100", "--workload", "kvcache", "--model", q, "--rounds", "0")
 }
