@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -32,7 +34,8 @@ const maxRefreshQueue = 4 * maxCoalesced
 // first use.
 type lookupBatches struct {
 	once  sync.Once
-	calls coalescer[string, *transfer.LookupResponse]
+	calls coalescer[lookupReq, *transfer.LookupResponse]
+	ids   atomic.Uint64 // lookupReq ids
 
 	mu struct {
 		sync.Mutex // protects the fields below
@@ -45,10 +48,19 @@ type lookupBatches struct {
 	wg     sync.WaitGroup
 }
 
+// lookupReq is one get's lookup of key. id is unique: lookups are reads, so the lookups of
+// one key may share a batch (the coalescer's one-item-per-key rule is for puts), and id is
+// their coalescing key.
+type lookupReq struct {
+	key string
+	id  uint64
+}
+
 func (c *Client) lookupBatch() *lookupBatches {
 	b := &c.lookupB
 	b.once.Do(func() {
-		b.calls.send, b.calls.key, b.calls.timeout = c.sendLookups, func(k string) string { return k }, c.cfg.Timeout
+		b.calls.send, b.calls.timeout = c.sendLookupReqs, c.cfg.Timeout
+		b.calls.key = func(r lookupReq) string { return strconv.FormatUint(r.id, 36) }
 		b.ctx, b.cancel = context.WithCancel(context.Background())
 	})
 	return b
@@ -65,13 +77,22 @@ func (c *Client) closeLookups() {
 
 // lookupCoalesced is lookup through the coalescer.
 func (c *Client) lookupCoalesced(ctx context.Context, key string) (*transfer.LookupResponse, error) {
-	lr, err := c.lookupBatch().calls.do(ctx, key)
+	b := c.lookupBatch()
+	lr, err := b.calls.do(ctx, lookupReq{key: key, id: b.ids.Add(1)})
 	if errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, base.ErrTimeout) {
 		// Its deadline passed while it waited for the call in flight: the same error as a
 		// call that timed out.
 		err = fmt.Errorf("lookup: %w (%w)", base.ErrTimeout, err)
 	}
 	return lr, err
+}
+
+func (c *Client) sendLookupReqs(ctx context.Context, reqs []lookupReq) ([]itemResult[*transfer.LookupResponse], error) {
+	keys := make([]string, len(reqs))
+	for i, r := range reqs {
+		keys[i] = r.key
+	}
+	return c.sendLookups(ctx, keys)
 }
 
 // sendLookups looks keys up: one Lookup for one key, one BatchLookup for several.

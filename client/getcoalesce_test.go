@@ -14,7 +14,8 @@ import (
 )
 
 // TestGetLookupsCoalesce: gets that miss the lookup cache while a lookup is in flight share
-// one BatchLookup when it returns; each gets its own object, and a missing key fails alone.
+// one BatchLookup when it returns, gets of one key included; each gets its own object, and
+// a missing key fails alone.
 func TestGetLookupsCoalesce(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeCluster(1, 2)
@@ -50,8 +51,27 @@ func TestGetLookupsCoalesce(t *testing.T) {
 		get(k)
 	}
 	waitFor(t, "6 queued lookups", func() bool { return queued(&c.lookupBatch().calls) == 6 })
+	// Gets of one key share the batch too (a lookup is a read).
+	var dup [3]error
+	for i := range dup {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := c.Get(ctx, "k1")
+			if err == nil && !bytes.Equal(got, vals["k1"]) {
+				err = errors.New("wrong bytes for k1")
+			}
+			dup[i] = err
+		}()
+	}
+	waitFor(t, "9 queued lookups", func() bool { return queued(&c.lookupBatch().calls) == 9 })
 	release()
 	wg.Wait()
+	for _, err := range dup {
+		if err != nil {
+			t.Fatalf("get k1 in a batch with other gets of k1: %v", err)
+		}
+	}
 	for k, err := range errs {
 		if k == "nope" {
 			if !errors.Is(err, base.ErrObjectNotFound) {
@@ -64,7 +84,7 @@ func TestGetLookupsCoalesce(t *testing.T) {
 		}
 	}
 	// The fake serves a BatchLookup as one Lookup per key, counted too.
-	if l, b := f.count(transfer.OpLookup)-6, f.count(transfer.OpBatchLookup); l != 1 || b != 1 {
+	if l, b := f.count(transfer.OpLookup)-9, f.count(transfer.OpBatchLookup); l != 1 || b != 1 {
 		t.Fatalf("%d Lookup and %d BatchLookup calls, want 1 and 1", l, b)
 	}
 }
