@@ -58,6 +58,8 @@ type Worker struct {
 	}
 	// shm holds the pins of ShmPin calls (worker_shm.go).
 	shm shmLeases
+	// stages holds the staging areas of same-host puts (worker_shmput.go).
+	stages shmStages
 	// share describes the arena to clients on this host when shared (immutable after
 	// NewWorker; the arena's fd stays open until the arena closes, after the RPC server).
 	share  dram.ShareInfo
@@ -320,6 +322,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		// The transfer server is shut down: its connections' ends already ended their leases;
 		// this ends any left (and refuses new ones) before SpillAll and the engine's Close.
 		w.shm.closeAll()
+		w.stages.closeAll()
 		if w.store != nil {
 			start := time.Now()
 			before := w.eng.Metrics()

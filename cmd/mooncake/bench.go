@@ -106,6 +106,10 @@ func newBenchCmd(e *env) *cobra.Command {
 			if o == benchmarks.OpGet {
 				rs := c.ReadStats()
 				fmt.Fprintf(e.stdout, "read path      %d gets through shared memory, %d over TCP\n", rs.SharedMemory, rs.TCP)
+			} else {
+				ws := c.WriteStats()
+				fmt.Fprintf(e.stdout, "write path     %d replica writes through shared memory, %d over TCP (%d of them after a shared-memory fallback)\n",
+					ws.SharedMemory, ws.TCP, ws.Fallbacks)
 			}
 			if len(ratios) > 1 {
 				slices.Sort(ratios)
