@@ -48,10 +48,12 @@ type shmStagers struct {
 }
 
 type shmStager struct {
-	area    *transfer.StagingArea // nil: none mapped (see retryAt)
-	stage   uint64                // the worker's id of area
-	opening bool                  // one goroutine asks ShmPutOpen; others put over TCP meanwhile
-	retryAt time.Time             // with area nil: do not ask again before
+	area  *transfer.StagingArea // nil: none mapped (see retryAt)
+	stage uint64                // the worker's id of area
+	// opened is non-nil while one goroutine asks ShmPutOpen, and closed when it is done:
+	// other puts wait for it rather than go over TCP.
+	opened  chan struct{}
+	retryAt time.Time // with area nil: do not ask again before
 	// slots holds the offsets of the free slots of area (buffered to their number): a put
 	// takes one per chunk in flight and gives it back after the worker's answer, so a slot
 	// is never written while the worker may still copy from it.
@@ -74,17 +76,30 @@ func (s *shmStagers) acquire(ctx context.Context, c *Client, addr string) (*tran
 		p = &shmStager{}
 		s.m[addr] = p
 	}
+	for p.opened != nil {
+		// Another put is opening the area: one round trip and a mapping, worth waiting for.
+		opened := p.opened
+		s.mu.Unlock()
+		select {
+		case <-opened:
+		case <-ctx.Done():
+			return nil, 0, nil
+		}
+		s.mu.Lock()
+	}
 	if p.area != nil && p.area.Acquire() {
 		a, id, slots := p.area, p.stage, p.slots
 		s.mu.Unlock()
 		return a, id, slots
 	}
-	if p.opening || time.Now().Before(p.retryAt) || c.shm.host(addr) == hostOther {
+	if s.closed || time.Now().Before(p.retryAt) || c.shm.host(addr) == hostOther {
 		s.mu.Unlock()
 		return nil, 0, nil
 	}
-	p.opening = true
+	opened := make(chan struct{})
+	p.opened = opened
 	s.mu.Unlock()
+	defer close(opened)
 
 	var info transfer.ShmPutOpenResponse
 	err := errNoBootID
@@ -101,7 +116,7 @@ func (s *shmStagers) acquire(ctx context.Context, c *Client, addr string) (*tran
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p.opening = false
+	p.opened = nil
 	if err != nil || s.closed {
 		if a != nil {
 			a.Close()

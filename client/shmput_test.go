@@ -67,6 +67,15 @@ func TestSharedMemoryPut(t *testing.T) {
 	if ws := shm.WriteStats(); ws.TCP != 0 || ws.SharedMemory != want+48 {
 		t.Fatalf("write paths after the parallel puts: %+v", ws)
 	}
+
+	// A new client's first puts, all at once: one opens the area, the others wait for it.
+	fresh := connect(t, ip)
+	inParallel(t, 8, func(g int) error {
+		return fresh.Put(ctx, fmt.Sprintf("first%d", g), val(1<<20, byte(g)), client.ReplicateConfig{})
+	})
+	if ws := fresh.WriteStats(); ws != (client.WriteStats{SharedMemory: 8}) {
+		t.Fatalf("a new client's concurrent first puts: write paths %+v, want 8 through shared memory", ws)
+	}
 }
 
 // TestSharedMemoryPutSpoiled: a byte changed in the staging slot after the client copied the

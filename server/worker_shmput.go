@@ -2,9 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"math/rand/v2"
-	"sync"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/transfer"
@@ -35,22 +34,16 @@ const (
 // shmStages holds the staging areas of the clients on this host. An area ends exactly once,
 // by the first of: ShmPutClose, the end of the connection that opened it (the client died or
 // closed), or Shutdown. Copies in flight hold a reference to the area (StagingArea.Acquire),
-// so its memory is unmapped only after the last of them.
-//
-// Area ids are random 64-bit numbers, so a client cannot write through another client's
-// area by guessing (it could only spoil that client's put, which its checksum catches).
+// so its memory is unmapped only after the last of them. Area ids are random (connTable), so
+// a client cannot write through another client's area by guessing (it could only spoil that
+// client's put, which its checksum catches).
 type shmStages struct {
-	mu     sync.Mutex // protects m and closed; a leaf lock (areas are closed outside it)
-	m      map[uint64]*shmStage
-	closed bool
+	connTable[*shmStage]
 }
 
-type shmStage struct {
-	a *transfer.StagingArea
-	// stop cancels the context.AfterFunc that ends the area with its connection; guarded by
-	// shmStages.mu (set after the area is in the table).
-	stop func() bool
-}
+type shmStage struct{ a *transfer.StagingArea }
+
+func (s *shmStage) end() { s.a.Close() }
 
 // shmPutOpen creates a staging area for the caller, ended with ctx (its connection) at the
 // latest.
@@ -69,14 +62,17 @@ func (w *Worker) shmPutOpen(ctx context.Context, req *transfer.ShmPutOpenRequest
 	if err != nil {
 		return nil, err
 	}
-	id, err := w.stages.add(a)
+	id, err := w.stages.add(&shmStage{a: a}, shmPutMaxStages)
 	if err != nil {
 		a.Close()
-		return nil, err
+		if errors.Is(err, errTableFull) {
+			return nil, fmt.Errorf("%w: worker %s holds %d staging areas, the most it keeps; put over TCP", base.ErrNotSupported, w.id, shmPutMaxStages)
+		}
+		return nil, fmt.Errorf("%w: worker %s is shutting down", base.ErrUnavailable, w.id)
 	}
-	// After the area is in the table: if ctx is already done, AfterFunc runs at once and ends
-	// it (the client is gone; nobody will read the answer).
-	w.stages.setStop(id, context.AfterFunc(ctx, func() { w.stages.end(id) }))
+	// After the area is in the table: if ctx is already done, it ends at once (the client is
+	// gone; nobody will read the answer).
+	w.stages.endWith(ctx, id)
 	info := a.Info()
 	info.Stage = id
 	return &info, nil
@@ -107,87 +103,15 @@ func (w *Worker) shmPutWrite(req *transfer.ShmPutWriteRequest) error {
 	return sink.Done(nil)
 }
 
-// add puts a in the table under a fresh random id.
-func (s *shmStages) add(a *transfer.StagingArea) (uint64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.closed:
-		return 0, fmt.Errorf("%w: the worker is shutting down", base.ErrUnavailable)
-	case len(s.m) >= shmPutMaxStages:
-		return 0, fmt.Errorf("%w: %d staging areas open, the most a worker holds; put over TCP", base.ErrNotSupported, len(s.m))
-	}
-	if s.m == nil {
-		s.m = make(map[uint64]*shmStage)
-	}
-	for {
-		id := rand.Uint64()
-		if _, dup := s.m[id]; id != 0 && !dup {
-			s.m[id] = &shmStage{a: a}
-			return id, nil
-		}
-	}
-}
-
-// setStop records the AfterFunc stop of area id, or calls it when the area already ended.
-func (s *shmStages) setStop(id uint64, stop func() bool) {
-	s.mu.Lock()
-	st, ok := s.m[id]
-	if ok {
-		st.stop = stop
-	}
-	s.mu.Unlock()
-	if !ok {
-		stop()
-	}
-}
-
 // acquire returns area id with a reference the caller Releases; nil when there is none.
 func (s *shmStages) acquire(id uint64) *transfer.StagingArea {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st, ok := s.m[id]; ok && st.a.Acquire() {
-		return st.a
-	}
-	return nil
-}
-
-// end ends area id if it is still open.
-func (s *shmStages) end(id uint64) {
-	s.mu.Lock()
-	st, ok := s.m[id]
-	if ok {
-		delete(s.m, id)
-	}
-	s.mu.Unlock()
-	if !ok {
-		return
-	}
-	if st.stop != nil {
-		st.stop()
-	}
-	st.a.Close()
-}
-
-// closeAll ends every area and refuses new ones (Shutdown).
-func (s *shmStages) closeAll() {
-	s.mu.Lock()
-	s.closed = true
-	ids := make([]uint64, 0, len(s.m))
-	for id := range s.m {
-		ids = append(ids, id)
-	}
-	s.mu.Unlock()
-	for _, id := range ids {
-		s.end(id)
-	}
-}
-
-// count returns the number of open staging areas.
-func (s *shmStages) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.m)
+	var a *transfer.StagingArea
+	s.lookup(id, func(st *shmStage) {
+		if st.a.Acquire() {
+			a = st.a
+		}
+	})
+	return a
 }
 
 // handleShmPut serves the same-host put calls; ok is false for any other call.
