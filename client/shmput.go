@@ -113,6 +113,11 @@ func (s *shmStagers) acquire(ctx context.Context, c *Client, addr string) (*tran
 	if err == nil && a.Size() < shmPutSlot {
 		err = errors.New("client: staging area smaller than one slot")
 	}
+	if err != nil && info.Stage != 0 {
+		// Opened but not usable here (e.g. another uid cannot open /proc/<pid>/fd): let the
+		// worker drop it now rather than with the connection.
+		c.closeStage(addr, info.Stage)
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -139,6 +144,16 @@ func (s *shmStagers) acquire(ctx context.Context, c *Client, addr string) (*tran
 }
 
 var errNoBootID = errors.New("client: cannot read the kernel boot id")
+
+// closeStage asks the worker at addr to drop staging area stage (best effort: it ends with
+// the connection that opened it anyway).
+func (c *Client) closeStage(addr string, stage uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
+	defer cancel()
+	if err := c.rpc.Call(ctx, addr, &transfer.ShmPutCloseRequest{Stage: stage}, transfer.NewEmpty(transfer.OpShmPutClose)); err != nil {
+		c.log.Debug("client: closing a staging area", "worker", addr, "err", err)
+	}
+}
 
 // forget drops addr's area a (the worker no longer has it): the next put opens another.
 func (s *shmStagers) forget(addr string, a *transfer.StagingArea) {
@@ -200,7 +215,7 @@ func (c *Client) writeShm(ctx context.Context, r transfer.Replica, req *transfer
 	if n <= shmPutSlot {
 		w := *req
 		w.Offset, w.Commit = 0, true
-		return c.shmPutResult(r.Address, a, c.shmPutChunk(ctx, r.Address, a, stage, slots, &w, value))
+		return c.shmPutResult(r.Address, a, stage, c.shmPutChunk(ctx, r.Address, a, stage, slots, &w, value))
 	}
 
 	// Chunks of up to shmPutSlot, shmPutDepth in flight, then a Commit as for striped writes.
@@ -249,7 +264,7 @@ func (c *Client) writeShm(ctx context.Context, r transfer.Replica, req *transfer
 		err = c.rpc.Call(ctx, r.Address, &transfer.CommitRequest{Key: req.Key, Version: req.Version, Checksum: req.Checksum},
 			transfer.NewEmpty(transfer.OpCommit))
 	}
-	return c.shmPutResult(r.Address, a, err)
+	return c.shmPutResult(r.Address, a, stage, err)
 }
 
 // shmPutChunk stages chunk in a free slot and asks the worker to take it as w describes.
@@ -276,7 +291,7 @@ func (c *Client) shmPutChunk(ctx context.Context, addr string, a *transfer.Stagi
 }
 
 // shmPutResult turns the outcome of a staged write into writeShm's answer.
-func (c *Client) shmPutResult(addr string, a *transfer.StagingArea, err error) error {
+func (c *Client) shmPutResult(addr string, a *transfer.StagingArea, stage uint64, err error) error {
 	var answer *base.CodeError
 	switch {
 	case err == nil:
@@ -284,7 +299,12 @@ func (c *Client) shmPutResult(addr string, a *transfer.StagingArea, err error) e
 	case !errors.As(err, &answer):
 		return err // no answer: see writeShm
 	case errors.Is(err, base.ErrNotSupported):
+		// Usually the area is gone (it ended with its connection); the worker also says
+		// NOT_SUPPORTED for a put it cannot take at all (durable without an NVMe tier),
+		// which TCP then reports. Either way drop the area on both sides: a client keeps at
+		// most one per worker.
 		c.stage.forget(addr, a)
+		c.closeStage(addr, stage)
 	case errors.Is(err, base.ErrCorruption):
 		// The staged bytes changed between our copy and the worker's (another process of
 		// this uid wrote the area, or memory failed): the value itself is intact.

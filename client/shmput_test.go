@@ -146,6 +146,30 @@ func TestSharedMemoryPutClientDies(t *testing.T) {
 	}
 }
 
+// TestSharedMemoryPutRefused: a put the worker refuses outright (durable without an NVMe tier:
+// NOT_SUPPORTED, which also means "no such staging area") fails with the worker's error, as
+// over TCP, and leaves at most one staging area open; a later put still goes through one.
+func TestSharedMemoryPutRefused(t *testing.T) {
+	ip := startInproc(t, 1, 16<<20)
+	c := connect(t, ip)
+	ctx := context.Background()
+	for i := range 3 {
+		err := c.Put(ctx, fmt.Sprintf("durable%d", i), val(1000, 1), client.ReplicateConfig{Persistence: base.PersistenceDurable})
+		if !errors.Is(err, base.ErrNotSupported) {
+			t.Fatalf("durable put on a worker without NVMe: %v", err)
+		}
+		if n := ip.workers[0].ShmPutStages(); n > 1 {
+			t.Fatalf("%d staging areas open for one client", n)
+		}
+	}
+	if err := c.Put(ctx, "k", val(1000, 2), client.ReplicateConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if ws := c.WriteStats(); ws != (client.WriteStats{SharedMemory: 1, Fallbacks: 3}) {
+		t.Fatalf("write paths %+v, want 3 refused staged writes and 1 through shared memory", ws)
+	}
+}
+
 // TestSharedMemoryPutPrivate: a worker started with its memory private (--shared_memory=false)
 // opens no staging area; puts go over TCP.
 func TestSharedMemoryPutPrivate(t *testing.T) {
