@@ -219,29 +219,44 @@ func (c *Client) writeShm(ctx context.Context, r transfer.Replica, req *transfer
 	}
 
 	// Chunks of up to shmPutSlot, shmPutDepth in flight, then a Commit as for striped writes.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// After a failure no more chunks start, but those in flight are not cancelled: each must
+	// end with the worker's answer before the caller may fall back to TCP (see above).
 	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex // protects first
-		first error
+		wg       sync.WaitGroup
+		mu       sync.Mutex // protects first and noAnswer
+		first    error
+		noAnswer error // a chunk that failed without the worker's answer
+		stop     = make(chan struct{})
+		stopOnce sync.Once
 	)
 	fail := func(err error) {
+		var answer *base.CodeError
 		mu.Lock()
 		if first == nil {
 			first = err
-			cancel()
+		}
+		if noAnswer == nil && !errors.As(err, &answer) {
+			noAnswer = err
 		}
 		mu.Unlock()
+		stopOnce.Do(func() { close(stop) })
 	}
 	depth := make(chan struct{}, shmPutDepth)
+chunks:
 	for off := int64(0); off < n; off += shmPutSlot {
 		select {
 		case depth <- struct{}{}:
+		case <-stop:
+			break chunks
 		case <-ctx.Done():
+			fail(ctx.Err())
+			break chunks
 		}
-		if ctx.Err() != nil {
-			break
+		select {
+		case <-stop:
+			<-depth
+			break chunks
+		default:
 		}
 		w := *req
 		w.Offset, w.Commit, w.Checksum = off, false, 0
@@ -257,8 +272,8 @@ func (c *Client) writeShm(ctx context.Context, r transfer.Replica, req *transfer
 	}
 	wg.Wait()
 	err := first
-	if err == nil {
-		err = ctx.Err()
+	if noAnswer != nil {
+		err = noAnswer
 	}
 	if err == nil {
 		err = c.rpc.Call(ctx, r.Address, &transfer.CommitRequest{Key: req.Key, Version: req.Version, Checksum: req.Checksum},
