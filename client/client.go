@@ -44,6 +44,9 @@ type Client struct {
 	lookups *lookupCache
 	// shm maps the arenas of workers on this host (shm.go); unused with DisableSharedMemory.
 	shm shmPeers
+	// stage holds the staging areas of workers on this host, for puts (shmput.go); unused
+	// with DisableSharedMemory.
+	stage shmStagers
 	// group coalesces concurrent puts' PutStart and PutEnd calls (put.go).
 	group groupCommits
 	// lookupB coalesces the lookups of gets that miss the cache and refreshes cached
@@ -129,6 +132,7 @@ func connectWith(ctx context.Context, cfg Config, r rpc) (*Client, error) {
 func (c *Client) Close() error {
 	c.closeLookups()
 	c.shm.close()
+	c.stage.close()
 	return c.rpc.Close()
 }
 
