@@ -44,8 +44,14 @@ type Client struct {
 	lookups *lookupCache
 	// shm maps the arenas of workers on this host (shm.go); unused with DisableSharedMemory.
 	shm shmPeers
+	// stage holds the staging areas of workers on this host, for puts (shmput.go); unused
+	// with DisableSharedMemory.
+	stage shmStagers
 	// group coalesces concurrent puts' PutStart and PutEnd calls (put.go).
 	group groupCommits
+	// lookupB coalesces the lookups of gets that miss the cache and refreshes cached
+	// lookups ahead of their expiry (getcoalesce.go).
+	lookupB lookupBatches
 	// loads counts this client's reads in flight per worker address (string ->
 	// *atomic.Int64), the "least loaded" of orderReplicas.
 	loads sync.Map
@@ -124,7 +130,9 @@ func connectWith(ctx context.Context, cfg Config, r rpc) (*Client, error) {
 
 // Close releases the client's connections. Calls in flight fail.
 func (c *Client) Close() error {
+	c.closeLookups()
 	c.shm.close()
+	c.stage.close()
 	return c.rpc.Close()
 }
 

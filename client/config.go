@@ -45,11 +45,13 @@ type Config struct {
 	// protected by TCP's checksums and by the worker's verification at commit and on NVMe reads;
 	// what is lost is the end-to-end check of DRAM and of the path. The default (false) verifies.
 	SkipChecksumVerify bool
-	// DisableSharedMemory makes every get go over TCP. By default a get from a worker on this
-	// host (same kernel, same uid or root) copies the object out of the worker's arena, which
-	// the client maps read-only (ShmOpen/ShmPin in docs/protocol.md): one memory copy instead
-	// of a TCP transfer. Workers elsewhere, or started with a private arena, are read over TCP
-	// either way.
+	// DisableSharedMemory makes every get and put go over TCP. By default a get from a worker
+	// on this host (same kernel, same uid or root) copies the object out of the worker's arena,
+	// which the client maps read-only (ShmOpen/ShmPin in docs/protocol.md): one memory copy
+	// instead of a TCP transfer; and a put to such a worker copies the value into a staging
+	// area the worker made for this client, from which the worker copies it into its arena
+	// (ShmPutOpen/ShmPutWrite). Workers elsewhere, or started with a private arena, are read
+	// and written over TCP either way.
 	DisableSharedMemory bool
 	// LookupCacheTTL is how long a Lookup answer is reused by later gets of the same key,
 	// which then skip the master round trip. A stale entry cannot return wrong bytes: the
@@ -58,7 +60,9 @@ type Config struct {
 	// replaced or removed within the TTL, while a worker still holds it (this client's own
 	// puts and removes drop their keys at once). The default is 1s (the workers' heartbeat
 	// interval, about as long as a removed object lingers on its worker anyway); a negative
-	// value turns the cache off, so every get asks the leader.
+	// value turns the cache off, so every get asks the leader. A key read in the last quarter
+	// of its entry's life is looked up again in the background (BatchLookups), so keys read
+	// over and over keep fresh entries; each answer still lives at most the TTL.
 	LookupCacheTTL time.Duration
 	// LookupCacheEntries bounds the keys the lookup cache holds. The default is 65536.
 	LookupCacheEntries int

@@ -73,6 +73,10 @@ type (
 	ShmPinRequest          = wire.ShmPinRequest
 	ShmPinResponse         = wire.ShmPinResponse
 	ShmReleaseRequest      = wire.ShmReleaseRequest
+	ShmPutOpenRequest      = wire.ShmPutOpenRequest
+	ShmPutOpenResponse     = wire.ShmPutOpenResponse
+	ShmPutWriteRequest     = wire.ShmPutWriteRequest
+	ShmPutCloseRequest     = wire.ShmPutCloseRequest
 	// Limits bound what a peer may declare (body and payload lengths).
 	Limits = wire.Limits
 )
@@ -112,6 +116,9 @@ const (
 	OpShmOpen        = wire.OpShmOpen
 	OpShmPin         = wire.OpShmPin
 	OpShmRelease     = wire.OpShmRelease
+	OpShmPutOpen     = wire.OpShmPutOpen
+	OpShmPutWrite    = wire.OpShmPutWrite
+	OpShmPutClose    = wire.OpShmPutClose
 )
 
 // MaxShmRelease bounds the leases of one ShmRelease request.
@@ -180,6 +187,17 @@ type Handler interface {
 	// ReadRange (Length 0: to the end). It returns the bytes to send, pinned until the
 	// Server calls src.Release after the send (or after a failed send).
 	HandleRead(ctx context.Context, req *ReadRequest) (ReadSource, error)
+}
+
+// ReadNowHandler is a Handler that can serve some reads without blocking (from memory, say)
+// and says so: the Server calls HandleReadNow on the connection's read loop, and sends a
+// small answer from there too, instead of starting a goroutine for the request (which costs
+// a thread wake-up per small read). ok false means "this read may block": the Server then
+// calls HandleRead on a goroutine of its own, as for any other Handler. HandleReadNow must
+// not block (no disk I/O, no waiting on locks held across I/O); src, err are as HandleRead's.
+type ReadNowHandler interface {
+	Handler
+	HandleReadNow(ctx context.Context, req *ReadRequest) (src ReadSource, ok bool, err error)
 }
 
 // WriteSink is where the payload of one Write frame goes.
