@@ -51,6 +51,11 @@ type Engine struct {
 		m           counters
 		// models interns model names and tallies their objects' bytes per tier (models.go).
 		models modelTable
+		// sup holds, per key, the version a local commit replaced while the master may still
+		// list it (supersede.go); settled is closed (and replaced) whenever one is released
+		// or restored.
+		sup     map[string]*superseded
+		settled chan struct{}
 	}
 
 	// labels is lower when it keeps labels (models.go), else nil. labelMu serializes
@@ -127,6 +132,8 @@ func Open(opts Options) (*Engine, error) {
 	e.mu.byID = make(map[policy.ID]*object)
 	e.mu.keyLocks = make(map[string]chan struct{})
 	e.mu.space = make(chan struct{})
+	e.mu.sup = make(map[string]*superseded)
+	e.mu.settled = make(chan struct{})
 	e.mu.pol = pol
 	e.spillQ.init(opts.SpillQueueBytes)
 	e.labels, _ = opts.Lower.(labeledLower)
@@ -242,6 +249,12 @@ func (e *Engine) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var errs []error
+	for key, s := range e.mu.sup {
+		delete(e.mu.sup, key)
+		if err := e.releaseHolderLocked(s.c, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, o := range e.mu.objects {
 		if o.copy != nil {
 			if err := e.detachLocked(o); err != nil {
@@ -386,15 +399,40 @@ func (e *Engine) lookupLocked(key string, v base.Version) (*object, error) {
 // Remove removes key (at version v; 0: any). Readers keep the bytes they hold until they
 // release them. Errors: base.ErrObjectNotFound, base.ErrInvalidVersion, a lower-tier error
 // (the object is gone from the index either way).
+//
+// A superseded version (supersede.go) is the master's to settle: Remove of its version
+// releases it, Remove of the version that replaced it restores it, Remove with v == 0 drops
+// both.
 func (e *Engine) Remove(key string, v base.Version) error {
 	e.mu.Lock()
+	if s := e.mu.sup[key]; s != nil && !e.mu.closed && (v == 0 || v == s.meta.Version) {
+		err := e.releaseSupLocked(key)
+		e.mu.m.removes++
+		if v != 0 {
+			e.verifyLocked()
+			e.mu.Unlock()
+			return err
+		}
+		if err != nil {
+			e.backgroundError(err)
+		}
+	}
 	o, err := e.lookupLocked(key, v)
 	if err != nil {
+		if s := e.mu.sup[key]; s != nil && e.mu.objects[key] == nil && v > s.meta.Version {
+			// The replacing version left without a Remove (evicted in cache mode, lost on
+			// the lower tier) and the master drops it: the superseded one is current again.
+			err = e.restoreLocked(key)
+			e.verifyLocked()
+		}
 		e.mu.Unlock()
 		return err
 	}
 	onLower, err := e.removeLocked(o)
 	e.mu.m.removes++
+	if e.mu.sup[key] != nil {
+		err = errors.Join(err, e.restoreLocked(key))
+	}
 	e.verifyLocked()
 	e.mu.Unlock()
 	if onLower {

@@ -96,6 +96,12 @@ func (r *Reader) Release() {
 func (e *Engine) Get(key string, v base.Version) (*Reader, error) {
 	e.mu.Lock()
 	o, err := e.lookupLocked(key, v)
+	if err != nil && !errors.Is(err, ErrClosed) {
+		if r, ok, serr := e.holdSupLocked(key, v); ok {
+			e.mu.Unlock()
+			return r, serr
+		}
+	}
 	if err != nil {
 		if !errors.Is(err, ErrClosed) {
 			e.mu.m.misses++

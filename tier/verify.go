@@ -47,6 +47,14 @@ func (e *Engine) checkLocked() error {
 			dramObjects++
 		}
 	}
+	for key, s := range e.mu.sup {
+		if s.meta.Key != key || s.c.attached || s.c.holders < 1 {
+			return fmt.Errorf("%q: bad superseded version %d (attached %t, holders %d)", key, s.meta.Version, s.c.attached, s.c.holders)
+		}
+		if o := e.mu.objects[key]; o != nil && o.meta.Version <= s.meta.Version {
+			return fmt.Errorf("%q: current version %d not newer than superseded %d", key, o.meta.Version, s.meta.Version)
+		}
+	}
 	if err := e.checkModelsLocked(); err != nil {
 		return err
 	}

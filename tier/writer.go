@@ -185,6 +185,10 @@ func (w *Writer) checksum() uint64 {
 // replacing an older version of the key. In durable mode it writes the lower tier (synced)
 // first. On any error the Writer is aborted.
 //
+// With Options.KeepSuperseded the replaced version is kept (supersede.go): a commit while the
+// key already holds a superseded version fails with base.ErrUnavailable, and one whose replaced
+// version is on the lower tier only needs DRAM room for it (base.ErrNoSpace otherwise).
+//
 // Errors: base.ErrCorruption (checksum mismatch), a lower-tier error (durable),
 // base.ErrObjectAlreadyExists / base.ErrInvalidVersion (a concurrent put committed v or newer),
 // ErrClosed, base.ErrInvalidParams (Writer already ended).
@@ -219,9 +223,30 @@ func (w *Writer) commit(sum uint64) (err error) {
 
 	e.mu.Lock()
 	err = e.checkVersionLocked(w.key, w.v)
+	if s := e.mu.sup[w.key]; err == nil && s != nil && e.opts.KeepSuperseded {
+		err = errUnsettled(w.key, w.v, s.meta.Version)
+	}
+	prev := e.mu.objects[w.key]
 	e.mu.Unlock()
 	if err != nil {
 		return err
+	}
+	// The replaced version stays readable until the master settles the key (supersede.go):
+	// hold its bytes before anything can free them.
+	var held *dramCopy
+	if prev != nil && e.opts.KeepSuperseded {
+		if held, err = e.holdOld(prev); err != nil {
+			return err
+		}
+		defer func() {
+			if held != nil {
+				e.mu.Lock()
+				if rerr := e.releaseHolderLocked(held, false); rerr != nil {
+					cleanupErr = errors.Join(cleanupErr, rerr)
+				}
+				e.mu.Unlock()
+			}
+		}()
 	}
 	meta := base.ObjectMeta{Key: w.key, Version: w.v, Size: w.size, Checksum: sum}
 	var foot int64
@@ -251,6 +276,10 @@ func (w *Writer) commit(sum uint64) (err error) {
 		oldLower, derr = e.removeLocked(o)
 		errs = append(errs, derr)
 		e.mu.m.replaced++
+		if held != nil && o == prev {
+			e.supersedeLocked(o, held) // the held reference becomes the slot's
+			held = nil
+		}
 	}
 	e.mu.nextID++
 	o := &object{id: e.mu.nextID, meta: meta, persistence: w.persist, hardPin: w.o.HardPin,
