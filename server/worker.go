@@ -51,6 +51,9 @@ type Worker struct {
 	leader atomic.Value
 	// regCh is signalled after each successful registration (tests).
 	regCh chan struct{}
+	// beatNow (cap 1) asks the control loop for a heartbeat at once: a commit waiting for
+	// the master's drop that settles its key (settleBeforeCommit) fetches it.
+	beatNow chan struct{}
 
 	pend struct {
 		sync.Mutex // protects m and every pending's fields
@@ -106,7 +109,8 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: worker listen on %s: %w", cfg.Address, err)
 	}
-	w := &Worker{cfg: cfg, now: time.Now, stop: make(chan struct{}), regCh: make(chan struct{}, 1)}
+	w := &Worker{cfg: cfg, now: time.Now, stop: make(chan struct{}), regCh: make(chan struct{}, 1),
+		beatNow: make(chan struct{}, 1)}
 	w.pend.m = map[pendKey]*pending{}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	ok := false
@@ -143,6 +147,9 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	w.eng, err = tier.Open(tier.Options{
 		Arena: w.arena, Lower: lower, Persistence: cfg.Persistence, Logger: cfg.Logger,
 		HighWatermark: cfg.HighWatermark, LowWatermark: cfg.LowWatermark,
+		// The master may list a replaced version until it commits the new one: keep it
+		// until the master's drop says so (tier/supersede.go, applyDrops).
+		KeepSuperseded: true,
 		Events: tier.EventListener{
 			ObjectLost: func(m base.ObjectMeta, why string) {
 				w.log.Debug("object lost; the master will be told at the next registration", "key", m.Key, "version", m.Version, "why", why)

@@ -59,6 +59,13 @@ func (w *Worker) controlLoop() {
 		case <-w.stop:
 			return
 		case <-t.C:
+		case <-w.beatNow:
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
 		}
 		resync := registered && w.resync.Load() && time.Since(lastRegister) >= resyncEvery
 		if !registered || resync || w.reregister.Load() {
@@ -383,6 +390,24 @@ func (w *Worker) drop(key string, v base.Version) error {
 		return nil
 	}
 	return err
+}
+
+// settleBeforeCommit waits, bounded, until key holds no superseded version (tier/supersede.go):
+// a commit of a third version of a key is refused while the master has not settled the
+// previous two. The master decided the current one before this newer put started, so the
+// drop that settles it is owed already: ask for a heartbeat now rather than at the next beat.
+// A key still unsettled after the wait makes the commit fail (ErrUnavailable), not wait on.
+func (w *Worker) settleBeforeCommit(key string) {
+	if !w.eng.Unsettled(key) {
+		return
+	}
+	select {
+	case w.beatNow <- struct{}{}:
+	default:
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, w.heartbeatTimeout())
+	defer cancel()
+	_ = w.eng.AwaitSettled(ctx, key)
 }
 
 // sweepLoop drops pending writes never committed within PendingWriteTimeout and ends

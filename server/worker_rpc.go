@@ -83,6 +83,10 @@ func (w *Worker) beginWrite(req *transfer.WriteRequest, n int64) (transfer.Write
 				// no second pass. Before inflight drops: nothing aborts or commits p.w while
 				// a chunk is in flight.
 				p.w.Landed(off, n)
+				if commit {
+					// While p is still pending, so a drop of it meanwhile aborts it.
+					w.settleBeforeCommit(k.key)
+				}
 			}
 			w.pend.Lock()
 			p.inflight--
@@ -134,6 +138,7 @@ func (w *Worker) beginWrite(req *transfer.WriteRequest, n int64) (transfer.Write
 // commit makes a striped write visible once every chunk landed.
 func (w *Worker) commit(req *transfer.CommitRequest) error {
 	k := pendKey{req.Key, req.Version}
+	w.settleBeforeCommit(req.Key) // while the write is still pending: a drop meanwhile aborts it
 	w.pend.Lock()
 	p := w.pend.m[k]
 	switch {

@@ -1,0 +1,55 @@
+package server
+
+import (
+	"context"
+	"testing"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/transfer"
+)
+
+// TestUpsertNeverCommittedKeepsOldVersion: an upsert whose bytes are written and committed on
+// the worker but whose put never commits on the master (revoked here; a refused PutEnd or a
+// put timeout end the same way) must not cost the version the master still lists. The worker
+// keeps the replaced version readable, restores it when the master's drop of the failed put
+// arrives, and frees it only when the master drops it after a newer version commits.
+func TestUpsertNeverCommittedKeepsOldVersion(t *testing.T) {
+	c := startMasters(t, 1, nil)
+	w := c.addWorker("", nil)
+	d := newDriver(t, c.masterAddrs())
+	v1, v2, v3 := []byte("version one"), []byte("version two, never committed"), []byte("version three")
+	if err := d.put("k", v1, 1, false); err != nil {
+		t.Fatal(err)
+	}
+
+	// v2: written (and so committed on the worker), then revoked instead of PutEnd.
+	ps := &transfer.PutStartResponse{}
+	cfg := transfer.PutConfig{Replicas: 1, Upsert: true}
+	if err := d.call(&transfer.PutStartRequest{Key: "k", Size: int64(len(v2)), Config: cfg}, ps); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := d.cli.Write(ctx, ps.Replicas[0].Address, transfer.WriteRequest{Key: "k", Version: ps.Version, Checksum: base.Checksum(v2)}, v2); err != nil {
+		t.Fatal(err)
+	}
+	d.mustGet("k", v1, 1) // served from the superseded version
+	if err := d.call(&transfer.PutRevokeRequest{Key: "k", Version: ps.Version}, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the worker restores v1 once the revoke's drop arrives", func() bool {
+		m := w.eng.Metrics()
+		return m.Restored == 1 && m.Superseded.Objects == 0
+	})
+	d.mustGet("k", v1, 1)
+
+	// v3 commits: the master drops v1, which frees the bytes the worker held for it.
+	if err := d.put("k", v3, 1, true); err != nil {
+		t.Fatal(err)
+	}
+	d.mustGet("k", v3, 1)
+	eventually(t, "the master's drop of v1 frees it", func() bool {
+		m := w.eng.Metrics()
+		return m.SupersededTotal == 2 && m.Superseded.Objects == 0 && m.ReservedBytes == 0
+	})
+}
