@@ -57,3 +57,10 @@ func (n *Node) NewVersion() (base.Version, error) {
 	n.ver.next++
 	return base.Version(v), nil
 }
+
+// IssuedThisTerm reports whether v was issued in the node's current raft term, that is by
+// the current leader (versions carry their term). A leader uses it to tell a put it placed
+// itself (whose reservation it knows, or dropped) from one a predecessor started.
+func (n *Node) IssuedThisTerm(v base.Version) bool {
+	return uint64(v)>>versionCounterBits == n.raft.CurrentTerm()
+}

@@ -144,6 +144,8 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 	cmd := raftmeta.PutEnd{Upsert: upsert, Items: make([]raftmeta.PutItem, 0, len(items))}
 	idx := make([]int, 0, len(items)) // cmd item -> items index
 	resv := make([]bool, len(items))  // the item ends a reservation of this leader
+	// workers[i]: the reservation's workers (owed drops if the entry refuses the item).
+	workers := make([][]base.WorkerID, len(items))
 	now := m.now()
 	m.mu.Lock()
 	for i, it := range items {
@@ -172,13 +174,19 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 				continue
 			}
 			resv[i] = true
+			workers[i] = r.Workers
+			// From here the entry decides the put's fate: a supersede, revoke or expiry
+			// meanwhile must not send its workers a drop of a version that then commits.
+			m.mu.lc.BeginCommit(it.Key, it.Version)
 			if len(items) == 1 && r.Upsert {
 				// One raft entry has one Upsert flag: a single PutEnd inherits its PutStart's.
 				// In a batch each item's flag is the PutEnd's (the handler splits batches by it).
 				upsert = true
 			}
-		case m.leaderGraceLocked(now) && len(replicas) > 0:
-			// A put the previous leader started (see leaderGraceLocked).
+		case m.leaderGraceLocked(now) && len(replicas) > 0 && !m.node.IssuedThisTerm(it.Version):
+			// A put the previous leader started (see leaderGraceLocked). Not one this leader
+			// placed: its reservation was dropped (superseded, revoked, expired) and its
+			// workers told to drop the bytes.
 		case m.alreadyCommitted(it):
 			// A retried PutEnd whose first attempt committed (the reply was lost): success.
 			continue
@@ -198,7 +206,7 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 	m.mu.Unlock()
 	cmd.Upsert = upsert
 	if len(cmd.Items) == 0 {
-		return errs, nil
+		return errs, nil // nothing began committing: every resv item is in cmd.Items
 	}
 	// An upsert replaces the stored version: its replicas are owed a drop once the new record
 	// commits (a worker that holds both replaced the old one at Commit; the drop is a no-op).
@@ -213,6 +221,13 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 	res, err := m.node.Apply(ctx, cmd)
 	if err != nil {
 		// Outcome unknown or not proposed: keep the reservations; the client may retry.
+		m.mu.Lock()
+		for i, it := range items {
+			if resv[i] {
+				m.mu.lc.AbandonCommit(it.Key, it.Version)
+			}
+		}
+		m.mu.Unlock()
 		return nil, err
 	}
 	if len(replaced) > 0 {
@@ -231,12 +246,8 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 		if !resv[i] {
 			continue
 		}
-		if itemErr == nil {
-			m.mu.lc.EndReservation(items[i].Key, items[i].Version)
-		} else {
-			// Refused for good (duplicate, workers gone): the bytes are nobody's.
-			m.mu.lc.DropReservation(items[i].Key, items[i].Version)
-		}
+		// Refused for good (duplicate, workers gone): the bytes are nobody's, drops owed.
+		m.mu.lc.EndCommit(items[i].Key, items[i].Version, workers[i], itemErr == nil)
 	}
 	return errs, nil
 }

@@ -19,6 +19,10 @@ type Reservation struct {
 	Workers  []base.WorkerID
 	Deadline time.Time
 	Upsert   bool
+	// committing: its PutEnd's raft entry is being applied (BeginCommit), so the entry
+	// decides whether its workers are owed drops (EndCommit), not a supersede, revoke or
+	// expiry meanwhile: a drop sent for a version that then commits would lose it.
+	committing bool
 }
 
 // PutRequest is one PutStart to place. Version comes from raftmeta (Node.NewVersion).
@@ -111,10 +115,51 @@ func (m *Machine) DropReservation(key string, version base.Version) bool {
 		return false
 	}
 	m.release(key, r)
+	if r.committing {
+		return true // its PutEnd's entry decides (EndCommit)
+	}
 	for _, id := range r.Workers {
 		m.QueueDrop(id, key, r.Version)
 	}
 	return true
+}
+
+// BeginCommit marks the put of key at version as committing: its PutEnd's raft entry is being
+// applied. Dropping its reservation meanwhile releases the bytes but owes no drops.
+func (m *Machine) BeginCommit(key string, version base.Version) {
+	if r, ok := m.resv[key]; ok && r.Version == version {
+		r.committing = true
+	}
+}
+
+// EndCommit ends a commit BeginCommit started. committed: the entry made the object visible
+// (the bytes are the object's); else the put failed for good and its workers (the caller's
+// copy: the reservation may be gone) are owed drops.
+func (m *Machine) EndCommit(key string, version base.Version, workers []base.WorkerID, committed bool) {
+	if r, ok := m.resv[key]; ok && r.Version == version {
+		r.committing = false
+		if committed {
+			m.release(key, r)
+		} else {
+			m.DropReservation(key, version)
+		}
+		return
+	}
+	if !committed {
+		for _, id := range workers {
+			m.QueueDrop(id, key, version)
+		}
+	}
+}
+
+// AbandonCommit ends a commit BeginCommit started whose entry's outcome is unknown (not
+// proposed, leadership lost): the put keeps its reservation, if it still has one, and the
+// client may retry. One dropped meanwhile owes no drops: its workers keep the bytes until
+// their registration with a leader reconciles them.
+func (m *Machine) AbandonCommit(key string, version base.Version) {
+	if r, ok := m.resv[key]; ok && r.Version == version {
+		r.committing = false
+	}
 }
 
 func (m *Machine) release(key string, r *Reservation) {
