@@ -23,6 +23,10 @@
 //     crash. Pointers cross as uintptr_t (a small bogus "pointer" in a Go pointer slot
 //     would crash the runtime's stack scan).
 //  4. A panic inside an export is recovered into MOONCAKE_ERR_INTERNAL.
+//  5. The batch calls that move data run off the calling thread (offthread.go): their public
+//     function is C, which starts the Go half on a goroutine and waits on a futex, so the C
+//     thread is woken once per call rather than once per network wait. The goroutine hands
+//     the code and last-error text back; the C side records the text on the caller's thread.
 //
 // It must not be imported: it is a package main.
 package main

@@ -13,6 +13,7 @@ import "C"
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"unsafe"
@@ -70,10 +71,11 @@ func result64(n int64, err error) C.int64_t {
 	return C.int64_t(n)
 }
 
-// setResults writes one result per item: sizes[i] (0 when sizes is nil) or item i's code,
-// recording the first failure as the last error.
-func setResults[T ~int32 | ~int64](out []T, sizes []int, errs []error) {
-	recorded := false
+// setResults writes one result per item: sizes[i] (0 when sizes is nil) or item i's code. It
+// returns the first failure as an itemError (nil when every item succeeded): the batch call
+// returns it, so the call's code stays 0 and the text becomes the last error (outcome).
+func setResults[T ~int32 | ~int64](out []T, sizes []int, errs []error) error {
+	var first error
 	for i, err := range errs {
 		switch {
 		case err == nil && sizes != nil:
@@ -82,11 +84,31 @@ func setResults[T ~int32 | ~int64](out []T, sizes []int, errs []error) {
 			out[i] = 0
 		default:
 			out[i] = T(errorCode(err))
-			if !recorded {
-				setLastError(err)
-				recorded = true
+			if first == nil {
+				first = itemError{err}
 			}
 		}
+	}
+	return first
+}
+
+// itemError is the first failed item of a batch whose call itself succeeded: the call
+// returns 0 and the item's text becomes the last error.
+type itemError struct{ error }
+
+func (e itemError) Unwrap() error { return e.error }
+
+// outcome splits what an export's Go side returned into the call's code and the error
+// whose text becomes the calling thread's last error (nil: leave the last error alone).
+func outcome(err error) (code int, last error) {
+	var ie itemError
+	switch {
+	case err == nil:
+		return 0, nil
+	case errors.As(err, &ie):
+		return 0, ie.error
+	default:
+		return errorCode(err), err
 	}
 }
 
@@ -346,8 +368,7 @@ func batchRemove(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, results *C.in
 	if err != nil {
 		return err
 	}
-	setResults(out, nil, cl.BatchRemove(bg, ks))
-	return nil
+	return setResults(out, nil, cl.BatchRemove(bg, ks))
 }
 
 //export mooncake_store_batch_remove

@@ -7,6 +7,7 @@ package main
 #include <stdint.h>
 #define MOONCAKE_STORE_TYPES_ONLY
 #include "mooncake_store.h"
+#include "offthread.h"
 */
 import "C"
 
@@ -76,15 +77,15 @@ func batchGetInto(h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, sizes 
 		return err
 	}
 	got, errs := cl.BatchGetInto(bg, ks, dsts)
-	setResults(out, got, errs)
-	return nil
+	return setResults(out, got, errs)
 }
 
-//export mooncake_store_batch_get_into
-func mooncake_store_batch_get_into(h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, sizes *C.size_t, count C.size_t,
-	results *C.int64_t) (rc C.int) {
-	defer catchInt(&rc, debug.SetPanicOnFault(true))
-	return C.int(fail(batchGetInto(h, keys, buffers, sizes, count, results)))
+// mcgo_batch_get_into is the Go half of mooncake_store_batch_get_into (offthread.go).
+//
+//export mcgo_batch_get_into
+func mcgo_batch_get_into(call *C.mc_call, h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, sizes *C.size_t,
+	count C.size_t, results *C.int64_t) {
+	offThread(call, func() error { return batchGetInto(h, keys, buffers, sizes, count, results) })
 }
 
 func batchGetIntoMulti(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, buffers *C.uintptr_t, sizes *C.size_t,
@@ -136,15 +137,16 @@ func batchGetIntoMulti(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, buffers
 			}
 		}
 	}
-	setResults(out, got, errs)
-	return nil
+	return setResults(out, got, errs)
 }
 
-//export mooncake_store_batch_get_into_multi_buffers
-func mooncake_store_batch_get_into_multi_buffers(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, buffers *C.uintptr_t,
-	sizes *C.size_t, partCounts *C.size_t, results *C.int64_t) (rc C.int) {
-	defer catchInt(&rc, debug.SetPanicOnFault(true))
-	return C.int(fail(batchGetIntoMulti(h, keys, count, buffers, sizes, partCounts, results)))
+// mcgo_batch_get_into_multi_buffers is the Go half of
+// mooncake_store_batch_get_into_multi_buffers (offthread.go).
+//
+//export mcgo_batch_get_into_multi_buffers
+func mcgo_batch_get_into_multi_buffers(call *C.mc_call, h C.uintptr_t, keys *C.uintptr_t, count C.size_t,
+	buffers *C.uintptr_t, sizes *C.size_t, partCounts *C.size_t, results *C.int64_t) {
+	offThread(call, func() error { return batchGetIntoMulti(h, keys, count, buffers, sizes, partCounts, results) })
 }
 
 // rangeReads checks the fragments of get_into_ranges: a bad one gets its error in errs and
@@ -204,15 +206,15 @@ func getIntoRanges(h C.uintptr_t, count C.size_t, keys *C.uintptr_t, dsts *C.uin
 	for i := range got {
 		got[i] = int(szs[i])
 	}
-	setResults(out, got, errs)
-	return nil
+	return setResults(out, got, errs)
 }
 
-//export mooncake_store_get_into_ranges
-func mooncake_store_get_into_ranges(h C.uintptr_t, count C.size_t, keys *C.uintptr_t, dsts *C.uintptr_t, srcOffsets *C.uint64_t,
-	sizes *C.size_t, results *C.int64_t) (rc C.int) {
-	defer catchInt(&rc, debug.SetPanicOnFault(true))
-	return C.int(fail(getIntoRanges(h, count, keys, dsts, srcOffsets, sizes, results)))
+// mcgo_get_into_ranges is the Go half of mooncake_store_get_into_ranges (offthread.go).
+//
+//export mcgo_get_into_ranges
+func mcgo_get_into_ranges(call *C.mc_call, h C.uintptr_t, count C.size_t, keys *C.uintptr_t, dsts *C.uintptr_t,
+	srcOffsets *C.uint64_t, sizes *C.size_t, results *C.int64_t) {
+	offThread(call, func() error { return getIntoRanges(h, count, keys, dsts, srcOffsets, sizes, results) })
 }
 
 // cBuffer is C memory for a get into a library-owned buffer. Alloc may be called again for
@@ -285,15 +287,15 @@ func batchGetBuffer(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, buffersOut
 		}
 		bout[i] = C.uintptr_t(uintptr(bufs[i].p))
 	}
-	setResults(out, got, errs)
-	return nil
+	return setResults(out, got, errs)
 }
 
-//export mooncake_store_batch_get_buffer
-func mooncake_store_batch_get_buffer(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, buffersOut *C.uintptr_t,
-	results *C.int64_t) (rc C.int) {
-	defer catchInt(&rc, debug.SetPanicOnFault(true))
-	return C.int(fail(batchGetBuffer(h, keys, count, buffersOut, results)))
+// mcgo_batch_get_buffer is the Go half of mooncake_store_batch_get_buffer (offthread.go).
+//
+//export mcgo_batch_get_buffer
+func mcgo_batch_get_buffer(call *C.mc_call, h C.uintptr_t, keys *C.uintptr_t, count C.size_t, buffersOut *C.uintptr_t,
+	results *C.int64_t) {
+	offThread(call, func() error { return batchGetBuffer(h, keys, count, buffersOut, results) })
 }
 
 //export mooncake_store_free_buffer

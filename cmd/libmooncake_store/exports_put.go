@@ -6,6 +6,7 @@ package main
 #include <stdint.h>
 #define MOONCAKE_STORE_TYPES_ONLY
 #include "mooncake_store.h"
+#include "offthread.h"
 */
 import "C"
 
@@ -153,32 +154,32 @@ func batchPut(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, buffers *C.uintp
 	for i := range errs {
 		errs[i] = okIfExists(errs[i], a)
 	}
-	setResults(out, nil, errs)
-	return nil
+	return setResults(out, nil, errs)
 }
 
-//export mooncake_store_batch_put_from
-func mooncake_store_batch_put_from(h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, sizes *C.size_t, count C.size_t,
-	cfg *C.mooncake_replicate_config_t, results *C.int) (rc C.int) {
-	defer catchInt(&rc, debug.SetPanicOnFault(true))
-	return C.int(fail(batchPut(h, keys, count, buffers, sizes, nil, cfg, results, false)))
+// The Go halves of the batch puts, run off the calling thread (offthread.go).
+
+//export mcgo_batch_put_from
+func mcgo_batch_put_from(call *C.mc_call, h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, sizes *C.size_t,
+	count C.size_t, cfg *C.mooncake_replicate_config_t, results *C.int) {
+	offThread(call, func() error { return batchPut(h, keys, count, buffers, sizes, nil, cfg, results, false) })
 }
 
-//export mooncake_store_batch_upsert_from
-func mooncake_store_batch_upsert_from(h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, sizes *C.size_t, count C.size_t,
-	cfg *C.mooncake_replicate_config_t, results *C.int) (rc C.int) {
-	defer catchInt(&rc, debug.SetPanicOnFault(true))
-	return C.int(fail(batchPut(h, keys, count, buffers, sizes, nil, cfg, results, true)))
+//export mcgo_batch_upsert_from
+func mcgo_batch_upsert_from(call *C.mc_call, h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, sizes *C.size_t,
+	count C.size_t, cfg *C.mooncake_replicate_config_t, results *C.int) {
+	offThread(call, func() error { return batchPut(h, keys, count, buffers, sizes, nil, cfg, results, true) })
 }
 
-//export mooncake_store_batch_put_from_multi_buffers
-func mooncake_store_batch_put_from_multi_buffers(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, buffers *C.uintptr_t,
-	sizes *C.size_t, partCounts *C.size_t, cfg *C.mooncake_replicate_config_t, results *C.int) (rc C.int) {
-	defer catchInt(&rc, debug.SetPanicOnFault(true))
-	if partCounts == nil {
-		return C.int(fail(fmt.Errorf("%w: part_counts is NULL", base.ErrInvalidParams)))
-	}
-	return C.int(fail(batchPut(h, keys, count, buffers, sizes, partCounts, cfg, results, false)))
+//export mcgo_batch_put_from_multi_buffers
+func mcgo_batch_put_from_multi_buffers(call *C.mc_call, h C.uintptr_t, keys *C.uintptr_t, count C.size_t,
+	buffers *C.uintptr_t, sizes *C.size_t, partCounts *C.size_t, cfg *C.mooncake_replicate_config_t, results *C.int) {
+	offThread(call, func() error {
+		if partCounts == nil {
+			return fmt.Errorf("%w: part_counts is NULL", base.ErrInvalidParams)
+		}
+		return batchPut(h, keys, count, buffers, sizes, partCounts, cfg, results, false)
+	})
 }
 
 // putParts is put_parts and upsert_parts.

@@ -189,13 +189,14 @@ func catchInt64(rc *C.int64_t, oldFault bool) {
 	}
 }
 
-// fail records err as the thread's last error and returns its code (0 for nil).
+// fail records err as the thread's last error and returns its code (0 for nil and for a
+// batch's itemError, whose text is still recorded; see outcome).
 func fail(err error) int {
-	if err == nil {
-		return 0
+	code, last := outcome(err)
+	if last != nil {
+		setLastError(last)
 	}
-	setLastError(err)
-	return errorCode(err)
+	return code
 }
 
 // replicateArgs converts the C config (NULL: the defaults).

@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -71,28 +69,10 @@ func removeBinary() {
 	}
 }
 
-// freePort returns a port that was free a moment ago (listen on :0, close). A process that
-// then fails to bind it is restarted on other ports by the callers.
-func freePort(t *testing.T) int { return freePorts(t, 1)[0] }
-
-// freePorts returns n distinct ports that were free a moment ago: all n listeners are open at
-// once, so no port is handed out twice (closing each before asking for the next lets the
-// kernel give the same one again).
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports
-}
-
-func hostPort(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
+// freePort, freePorts and hostPort are testutil's (one copy for every process test).
+func freePort(t *testing.T) int           { return testutil.FreePorts(t, 1)[0] }
+func freePorts(t *testing.T, n int) []int { return testutil.FreePorts(t, n) }
+func hostPort(p int) string               { return testutil.HostPort(p) }
 
 // proc is one server process.
 type proc struct {
@@ -212,12 +192,8 @@ func (p *proc) restart() {
 	p.start()
 }
 
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "..." + s[len(s)-n:]
-}
+// tail is testutil.Tail.
+func tail(s string, n int) string { return testutil.Tail(s, n) }
 
 // cliResult is one CLI run.
 type cliResult struct {

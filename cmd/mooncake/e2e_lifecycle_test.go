@@ -78,6 +78,16 @@ func TestWorkerReturnsAfterDeath(t *testing.T) {
 			c.workers[0].restart()
 			c.workers[0].mustReady()
 			waitWorkers(t, cl, 2)
+			// The segment is active once RegisterWorker commits; the re-adoption of its
+			// inventory commits a moment later, when the registration's reconciliation ends.
+			// Status shows it: no object is invisible any more.
+			waitFor(t, "w1's objects re-adopted", 30*time.Second, func() error {
+				st, err := cl.Status(context.Background())
+				if err == nil && st.InvisibleObjects != 0 {
+					err = fmt.Errorf("%d objects invisible, %d lost replicas", st.InvisibleObjects, st.LostReplicas)
+				}
+				return err
+			})
 			checkObjects(t, cl, sums)
 			if _, err := cl.Get(context.Background(), "x/removed"); !errors.Is(err, base.ErrObjectNotFound) {
 				t.Fatalf("a key removed during the outage: %v, want not found", err)

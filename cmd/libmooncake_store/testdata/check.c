@@ -128,6 +128,17 @@ static void check_basics(mooncake_store_t s) {
     printf("ok basics\n");
 }
 
+/* A batch call over the limit, on its own thread: its text must stay there. */
+static void *batch_fail_main(void *s) {
+    const char *k[1] = {"x"};
+    void *b[1] = {NULL};
+    size_t n[1] = {1};
+    int64_t r[1];
+    EQ(mooncake_store_batch_get_into(s, k, b, n, 5000, r), MOONCAKE_ERR_INVALID_PARAMS, "count 5000 on a thread");
+    CHECK(strstr(mooncake_store_last_error(), "5000") != NULL, "thread last error: %s", mooncake_store_last_error());
+    return NULL;
+}
+
 static void check_batches(mooncake_store_t s) {
     enum { N = 4, SZ = 65536 };
     static unsigned char in[N][SZ], out[N][SZ];
@@ -155,6 +166,15 @@ static void check_batches(mooncake_store_t s) {
     EQ(got[2], SZ, "batch_get_into item 2");
     EQ(got[3], MOONCAKE_ERR_INVALID_PARAMS, "batch_get_into short buffer");
     CHECK(memcmp(out[0], in[0], SZ) == 0 && memcmp(out[2], in[2], SZ) == 0, "batch_get_into bytes differ");
+    /* Batches run on a goroutine while this thread waits (offthread.go): the first failed
+     * item's text must still become this thread's last error, and a failed call's too. */
+    CHECK(strstr(mooncake_store_last_error(), "missing") != NULL, "batch last error: %s", mooncake_store_last_error());
+    EQ(mooncake_store_batch_get_into(s, gkeys, NULL, sizes, N, got), MOONCAKE_ERR_INVALID_PARAMS, "batch_get_into NULL buffers");
+    CHECK(strstr(mooncake_store_last_error(), "buffers") != NULL, "batch call last error: %s", mooncake_store_last_error());
+    pthread_t th; /* another thread's failure stays that thread's */
+    pthread_create(&th, NULL, batch_fail_main, s);
+    pthread_join(th, NULL);
+    CHECK(strstr(mooncake_store_last_error(), "buffers") != NULL, "last error moved threads: %s", mooncake_store_last_error());
 
     int ex[N];
     EQ(mooncake_store_batch_is_exist(s, gkeys, N, ex), 0, "batch_is_exist");

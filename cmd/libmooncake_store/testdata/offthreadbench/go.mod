@@ -1,0 +1,3 @@
+module offthreadbench
+
+go 1.24
