@@ -238,6 +238,23 @@ func TestMachine(t *testing.T) {
 			case "revoke":
 				ok := m.DropReservation(str("key"), base.Version(num("version")))
 				return fmt.Sprintf("revoked=%t\n", ok) + formatPuts(m)
+			case "begin-commit":
+				m.BeginCommit(str("key"), base.Version(num("version")))
+				return formatPuts(m)
+			case "end-commit":
+				var ws []base.WorkerID
+				if d.HasArg("workers") {
+					var names []string
+					d.ScanArgs(t, "workers", &names)
+					for _, n := range names {
+						ws = append(ws, base.WorkerID(n))
+					}
+				}
+				m.EndCommit(str("key"), base.Version(num("version")), ws, d.HasArg("committed"))
+				return formatPuts(m) + formatWorkers(m)
+			case "abandon-commit":
+				m.AbandonCommit(str("key"), base.Version(num("version")))
+				return formatPuts(m)
 			case "expire-puts":
 				exp := m.ExpireReservations(at("now"))
 				return fmt.Sprintf("expired %d\n", len(exp)) + formatPuts(m)

@@ -21,7 +21,6 @@ type model struct {
 	cfg  Config
 	objs map[ID]*mobj
 	seq  int
-	res  int64
 }
 
 type mobj struct {

@@ -318,7 +318,13 @@ func ResidencyOf(mem []byte) (Residency, error) {
 	}
 	defer f.Close()
 	var r Residency
-	inside := false
+	// The kernel merges an anonymous mapping with an adjacent one of the same flags (the Go
+	// heap, another arena), so the arena may be part of a larger VMA whose smaps totals
+	// include memory that is not ours. Such a VMA ("straddling") has its resident bytes
+	// counted exactly with mincore over the overlap, and its huge-page bytes clamped to
+	// the overlap; a VMA wholly inside mem is summed from smaps as it stands.
+	var inside, straddling bool
+	var overlap int64
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()
@@ -329,9 +335,19 @@ func ResidencyOf(mem []byte) (Residency, error) {
 		if start, end, ok := parseRange(fields[0]); ok {
 			// A mapping header: "start-end perms offset dev inode [path]".
 			inside = start >= lo && end <= hi
+			straddling = !inside && start < hi && end > lo
+			if straddling {
+				from, to := max(start, lo), min(end, hi)
+				overlap = int64(to - from)
+				n, err := mincoreResident(mem[from-lo : to-lo])
+				if err != nil {
+					return Residency{}, err
+				}
+				r.Resident += n
+			}
 			continue
 		}
-		if !inside || len(fields) < 2 {
+		if (!inside && !straddling) || len(fields) < 2 {
 			continue
 		}
 		kb, err := strconv.ParseInt(fields[1], 10, 64)
@@ -340,21 +356,55 @@ func ResidencyOf(mem []byte) (Residency, error) {
 		}
 		switch fields[0] {
 		case "Rss:":
-			r.Resident += kb << 10
+			if inside {
+				r.Resident += kb << 10
+			}
 		case "AnonHugePages:", "ShmemPmdMapped:", "FilePmdMapped:":
 			// THP mapped by PMD: anonymous, shmem (memfd) and page-cache file pages; all
 			// three are also in Rss.
-			r.HugePages += kb << 10
+			r.HugePages += clampTo(kb<<10, inside, overlap)
 		case "Private_Hugetlb:", "Shared_Hugetlb:":
-			// hugetlb pages are not counted in Rss.
-			r.Resident += kb << 10
-			r.HugePages += kb << 10
+			// hugetlb pages are not counted in Rss (nor merged with other mappings, but
+			// clamp anyway).
+			if inside {
+				r.Resident += kb << 10
+			}
+			r.HugePages += clampTo(kb<<10, inside, overlap)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return Residency{}, fmt.Errorf("hugepage: reading smaps: %w", err)
 	}
 	return r, nil
+}
+
+// clampTo returns n for a VMA wholly inside the range asked about, and at most overlap for
+// one that straddles it (its smaps figure covers memory outside the range).
+func clampTo(n int64, inside bool, overlap int64) int64 {
+	if inside {
+		return n
+	}
+	return min(n, overlap)
+}
+
+// mincoreResident counts the resident bytes of mem (page aligned at its start, as every
+// mapping here is) with mincore(2): one byte of answer per base page.
+func mincoreResident(mem []byte) (int64, error) {
+	page := int64(os.Getpagesize())
+	vec := make([]byte, (int64(len(mem))+page-1)/page)
+	// x/sys/unix has no Mincore wrapper on Linux; the raw call is three words.
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(mem))),
+		uintptr(len(mem)), uintptr(unsafe.Pointer(unsafe.SliceData(vec))))
+	if errno != 0 {
+		return 0, fmt.Errorf("hugepage: mincore of %d bytes: %w", len(mem), errno)
+	}
+	var n int64
+	for _, v := range vec {
+		if v&1 != 0 {
+			n += page
+		}
+	}
+	return n, nil
 }
 
 // parseRange parses the "start-end" hex address range of an smaps header line.

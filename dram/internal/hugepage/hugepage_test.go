@@ -101,3 +101,34 @@ func TestResidency(t *testing.T) {
 }
 
 func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// TestResidencyOfPartOfAMapping: the kernel merges an anonymous mapping with a neighbour
+// of the same flags, so an arena can be part of a larger VMA. ResidencyOf must count only
+// the bytes of the range it is asked about (this once read 0 for a merged, fully
+// pre-faulted arena on a CI machine).
+func TestResidencyOfPartOfAMapping(t *testing.T) {
+	const size = 16 << 20
+	r, err := MapAnon(size, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := Unmap(r); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	page := int(PageSize())
+	for off := 0; off < 4<<20; off += page { // the first 4 MiB of the mapping
+		r.Mem[off] = 1
+	}
+	got, err := ResidencyOf(r.Mem[2<<20 : 10<<20]) // straddles the touched part
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Resident != 2<<20 {
+		t.Fatalf("resident %d bytes of the sub-range, want %d", got.Resident, 2<<20)
+	}
+	if got.HugePages > got.Resident {
+		t.Fatalf("huge pages %d > resident %d", got.HugePages, got.Resident)
+	}
+}
