@@ -51,13 +51,13 @@ type Worker struct {
 	leader atomic.Value
 	// regCh is signalled after each successful registration (tests).
 	regCh chan struct{}
-	// beatNow (cap 1) asks the control loop for a heartbeat at once: a commit waiting for
-	// the master's drop that settles its key (settleBeforeCommit) fetches it.
-	beatNow chan struct{}
-
-	pend struct {
-		sync.Mutex // protects m and every pending's fields
+	pend  struct {
+		sync.Mutex // protects m, dropped and every pending's fields
 		m          map[pendKey]*pending
+		// dropped remembers, until the time given, drops of versions that had no pending
+		// write here (worker_drop.go): a write of one arriving later is refused, and a commit
+		// that raced with the drop undoes itself. At most maxDropTombstones entries.
+		dropped map[pendKey]time.Time
 	}
 	// shm holds the pins of ShmPin calls (worker_shm.go).
 	shm shmLeases
@@ -91,6 +91,10 @@ type pending struct {
 	// failed: a chunk failed, or the write was dropped/expired, while others were in flight;
 	// the last one to finish aborts w. Invariant: failed entries are no longer in pend.m.
 	failed bool
+	// committing: every byte landed and w.Commit runs (commitPending); the entry stays in
+	// pend.m until it returns, so a drop meanwhile is not lost: it sets dropped, and the
+	// committer removes the version it just committed (worker_drop.go).
+	committing, dropped bool
 }
 
 // NewWorker starts a worker: it maps the arena, opens the NVMe tier (with RootFSDir), indexes
@@ -109,9 +113,9 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: worker listen on %s: %w", cfg.Address, err)
 	}
-	w := &Worker{cfg: cfg, now: time.Now, stop: make(chan struct{}), regCh: make(chan struct{}, 1),
-		beatNow: make(chan struct{}, 1)}
+	w := &Worker{cfg: cfg, now: time.Now, stop: make(chan struct{}), regCh: make(chan struct{}, 1)}
 	w.pend.m = map[pendKey]*pending{}
+	w.pend.dropped = map[pendKey]time.Time{}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
@@ -148,7 +152,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		Arena: w.arena, Lower: lower, Persistence: cfg.Persistence, Logger: cfg.Logger,
 		HighWatermark: cfg.HighWatermark, LowWatermark: cfg.LowWatermark,
 		// The master may list a replaced version until it commits the new one: keep it
-		// until the master's drop says so (tier/supersede.go, applyDrops).
+		// until the master's drop says so (tier/supersede.go, worker_drop.go).
 		KeepSuperseded: true,
 		Events: tier.EventListener{
 			ObjectLost: func(m base.ObjectMeta, why string) {
@@ -316,6 +320,9 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		}
 		w.pend.Lock()
 		for k, p := range w.pend.m {
+			if p.committing {
+				continue // its commit, still running (a drain cut short), ends it
+			}
 			delete(w.pend.m, k)
 			if p.inflight == 0 {
 				p.w.Abort()

@@ -2,10 +2,8 @@ package tier_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/tier"
@@ -13,8 +11,9 @@ import (
 )
 
 // TestSupersede: with KeepSuperseded a commit keeps the version it replaces until a Remove
-// settles the key: Remove of the new version restores the old one, Remove of the old one
-// releases it; a third version is refused meanwhile; the held bytes count as reserved.
+// settles it: Remove of the current version restores the newest kept one, Remove of a kept
+// one releases it; several versions may be kept at once (concurrent upserts) and settle in
+// any order; the held bytes count as reserved and are released by the drops.
 func TestSupersede(t *testing.T) {
 	for _, name := range []string{"dram", "lower-only"} {
 		t.Run(name, func(t *testing.T) {
@@ -47,6 +46,12 @@ func TestSupersede(t *testing.T) {
 					t.Fatalf("get v%d: wrong bytes", v)
 				}
 			}
+			gone := func(v base.Version) {
+				t.Helper()
+				if _, _, err := get(e, "k", v); !errors.Is(err, base.ErrInvalidVersion) && !errors.Is(err, base.ErrObjectNotFound) {
+					t.Fatalf("get v%d: %v, want it gone", v, err)
+				}
+			}
 			held := func(objects int64) {
 				t.Helper()
 				m := e.Metrics()
@@ -60,58 +65,64 @@ func TestSupersede(t *testing.T) {
 			want(1)
 			want(2)
 			held(1)
-			if !e.Unsettled("k") {
-				t.Fatal("k not unsettled")
+			// v3 replaces v2 before the master settled either: all three readable.
+			mustPut(t, e, "k", 3, size, tier.PutOptions{})
+			want(1)
+			want(2)
+			want(3)
+			held(2)
+			// An older version than the kept ones cannot commit (versions ascend).
+			if err := put(e, "k", 2, pattern("k", 2, size), tier.PutOptions{}); !errors.Is(err, base.ErrObjectAlreadyExists) && !errors.Is(err, base.ErrInvalidVersion) {
+				t.Fatalf("commit of a kept version again: %v", err)
 			}
-			// A third version waits for the master: refused, nothing changes.
-			if err := put(e, "k", 3, pattern("k", 3, size), tier.PutOptions{}); !errors.Is(err, base.ErrUnavailable) {
-				t.Fatalf("third version: %v, want ErrUnavailable", err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
-			if err := e.AwaitSettled(ctx, "k"); !errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("AwaitSettled on an unsettled key: %v", err)
-			}
-			cancel()
 
-			// v2 never commits on the master: its drop restores v1.
+			// Neither v2 nor v3 commits on the master: their drops (v3 first) restore v2,
+			// then v1.
+			if err := e.Remove("k", 3); err != nil {
+				t.Fatal(err)
+			}
+			gone(3)
+			want(1)
+			want(2)
+			held(1)
 			if err := e.Remove("k", 2); err != nil {
 				t.Fatal(err)
 			}
+			gone(2)
 			want(1)
-			if _, _, err := get(e, "k", 2); !errors.Is(err, base.ErrInvalidVersion) {
-				t.Fatalf("get v2 after its drop: %v", err)
-			}
 			held(0)
-			if m := e.Metrics(); m.Restored != 1 {
+			if m := e.Metrics(); m.Restored != 2 {
 				t.Fatalf("restored %d", m.Restored)
 			}
 
-			// v3 commits on the master, which drops v1: released.
-			mustPut(t, e, "k", 3, size, tier.PutOptions{})
-			held(1)
+			// v4 and v5; the master commits v4 (drops v1) and refuses v5 (drops v5): v4 stays.
+			mustPut(t, e, "k", 4, size, tier.PutOptions{})
+			mustPut(t, e, "k", 5, size, tier.PutOptions{})
+			held(2)
 			r, err := e.Get("k", 1) // a reader holds v1 across its release
 			if err != nil {
 				t.Fatal(err)
 			}
-			done := make(chan error, 1)
-			go func() { done <- e.AwaitSettled(context.Background(), "k") }()
 			if err := e.Remove("k", 1); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-done; err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(r.Bytes(), pattern("k", 1, size)) {
 				t.Fatal("reader of v1 saw its bytes change")
 			}
 			r.Release()
-			held(0)
-			want(3)
-			if _, _, err := get(e, "k", 1); !errors.Is(err, base.ErrInvalidVersion) {
-				t.Fatalf("get v1 after its drop: %v", err)
+			gone(1)
+			held(1)
+			if err := e.Remove("k", 5); err != nil {
+				t.Fatal(err)
 			}
-			// Remove of any version drops both.
-			mustPut(t, e, "k", 4, size, tier.PutOptions{})
+			held(0)
+			want(4)
+			if info := e.List("k"); len(info) != 1 || info[0].Version != 4 {
+				t.Fatalf("after the drops: %+v", info)
+			}
+			// Remove of any version drops them all.
+			mustPut(t, e, "k", 6, size, tier.PutOptions{})
+			mustPut(t, e, "k", 7, size, tier.PutOptions{})
 			if err := e.Remove("k", 0); err != nil {
 				t.Fatal(err)
 			}
@@ -119,6 +130,71 @@ func TestSupersede(t *testing.T) {
 			if e.Exists("k") {
 				t.Fatal("k exists after Remove(0)")
 			}
+			if lower.Len() != 0 {
+				t.Fatalf("%d records left on the lower tier", lower.Len())
+			}
 		})
 	}
+}
+
+// TestSupersedeLower: a superseded version keeps its lower-tier record while the newer
+// version is in DRAM only (a restart before the master settles the key still finds it), the
+// record goes with the master's drop of it, and a durable version made current again after
+// a durable newer one replaced its record is written there again.
+func TestSupersedeLower(t *testing.T) {
+	const size = 4096
+	durable := tier.PutOptions{Persistence: base.PersistenceDurable}
+
+	t.Run("kept", func(t *testing.T) {
+		lower := tiertest.NewMemLower()
+		e := open(t, tier.Options{Arena: newArena(t, 1<<20), Lower: lower, KeepSuperseded: true})
+		mustPut(t, e, "k", 1, size, durable)
+		mustPut(t, e, "k", 2, size, tier.PutOptions{}) // DRAM only
+		if !lower.Has("k", 1) {
+			t.Fatal("v1's record left the lower tier while v2 is unsettled")
+		}
+		if err := e.Remove("k", 1); err != nil { // v2 committed on the master
+			t.Fatal(err)
+		}
+		if lower.Len() != 0 {
+			t.Fatal("v1's record stays after the master's drop of v1")
+		}
+
+		mustPut(t, e, "k", 3, size, durable)
+		mustPut(t, e, "k", 4, size, tier.PutOptions{})
+		if err := e.Remove("k", 4); err != nil { // v4 never committed
+			t.Fatal(err)
+		}
+		if info := e.List("k"); len(info) != 1 || info[0].Version != 3 || !info[0].OnLower {
+			t.Fatalf("restored v3: %+v, want it on the lower tier", info)
+		}
+	})
+
+	t.Run("rewritten", func(t *testing.T) {
+		lower := tiertest.NewMemLower()
+		e, err := tier.Open(tier.Options{Arena: newArena(t, 1<<20), Lower: lower, KeepSuperseded: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustPut(t, e, "k", 1, size, durable)
+		mustPut(t, e, "k", 2, size, durable) // replaces v1's record
+		if lower.Has("k", 1) || !lower.Has("k", 2) {
+			t.Fatal("v2's durable write did not replace v1's record")
+		}
+		if err := e.Remove("k", 2); err != nil { // v2 never committed
+			t.Fatal(err)
+		}
+		if !lower.Has("k", 1) {
+			t.Fatal("durable v1 made current again is not on the lower tier")
+		}
+		if info := e.List("k"); len(info) != 1 || info[0].Version != 1 || !info[0].OnLower {
+			t.Fatalf("restored v1: %+v", info)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// A restart finds v1.
+		e2 := open(t, tier.Options{Arena: newArena(t, 1<<20), Lower: lower, KeepSuperseded: true})
+		mustGet(t, e2, "k", 1, size)
+	})
 }
