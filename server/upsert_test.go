@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -52,4 +53,76 @@ func TestUpsertNeverCommittedKeepsOldVersion(t *testing.T) {
 		m := w.eng.Metrics()
 		return m.SupersededTotal == 2 && m.Superseded.Objects == 0 && m.ReservedBytes == 0
 	})
+}
+
+// TestUpsertDropRacesCommit: the master's drop of an upsert's version lands on the worker
+// while that version is being committed there (after its last byte, before the tier commit):
+// the commit must not outlive the drop, or the key would keep a version the master will never
+// list or drop again, over the one it does list.
+func TestUpsertDropRacesCommit(t *testing.T) {
+	c := startMasters(t, 1, nil)
+	w := c.addWorker("", nil)
+	d := newDriver(t, c.masterAddrs())
+	v1, v2 := []byte("version one"), []byte("version two, dropped while committing")
+	if err := d.put("k", v1, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	ps := &transfer.PutStartResponse{}
+	cfg := transfer.PutConfig{Replicas: 1, Upsert: true}
+	if err := d.call(&transfer.PutStartRequest{Key: "k", Size: int64(len(v2)), Config: cfg}, ps); err != nil {
+		t.Fatal(err)
+	}
+	hook := func(key string, v base.Version) {
+		if err := w.drop(key, v); err != nil && !errors.Is(err, base.ErrInvalidVersion) {
+			t.Errorf("drop in the commit window: %v", err)
+		}
+	}
+	w.testBeforeCommit.Store(&hook)
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	err := d.cli.Write(ctx, ps.Replicas[0].Address, transfer.WriteRequest{Key: "k", Version: ps.Version, Checksum: base.Checksum(v2)}, v2)
+	w.testBeforeCommit.Store(nil)
+	if !errors.Is(err, base.ErrObjectNotFound) {
+		t.Fatalf("write dropped while committing: %v, want ErrObjectNotFound", err)
+	}
+	if m := w.eng.Metrics(); m.Restored != 1 || m.Superseded.Objects != 0 {
+		t.Fatalf("restored %d, superseded %+v: want v1 current again", m.Restored, m.Superseded)
+	}
+	d.mustGet("k", v1, 1)
+}
+
+// TestLateWriteOfDroppedPut: a put dropped before any byte of it reached the worker (revoked
+// here; superseded puts end the same way) is refused when its write comes late, instead of
+// committing a version the master has already dropped over the one it lists.
+func TestLateWriteOfDroppedPut(t *testing.T) {
+	c := startMasters(t, 1, nil)
+	w := c.addWorker("", nil)
+	d := newDriver(t, c.masterAddrs())
+	v1, v2 := []byte("version one"), []byte("version two, written late")
+	if err := d.put("k", v1, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	ps := &transfer.PutStartResponse{}
+	cfg := transfer.PutConfig{Replicas: 1, Upsert: true}
+	if err := d.call(&transfer.PutStartRequest{Key: "k", Size: int64(len(v2)), Config: cfg}, ps); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.call(&transfer.PutRevokeRequest{Key: "k", Version: ps.Version}, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the worker receives the drop of the revoked put", func() bool {
+		w.pend.Lock()
+		defer w.pend.Unlock()
+		return w.droppedLocked(pendKey{"k", ps.Version})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	err := d.cli.Write(ctx, ps.Replicas[0].Address, transfer.WriteRequest{Key: "k", Version: ps.Version, Checksum: base.Checksum(v2)}, v2)
+	if !errors.Is(err, base.ErrObjectNotFound) {
+		t.Fatalf("late write of a dropped put: %v, want ErrObjectNotFound", err)
+	}
+	if m := w.eng.Metrics(); m.SupersededTotal != 0 || m.PendingWrites.Objects != 0 {
+		t.Fatalf("the late write left state behind: %+v", m)
+	}
+	d.mustGet("k", v1, 1)
 }

@@ -51,12 +51,16 @@ type Worker struct {
 	leader atomic.Value
 	// regCh is signalled after each successful registration (tests).
 	regCh chan struct{}
-	pend  struct {
+	// testBeforeCommit, when set, runs in commitPending just before the tier commit (test
+	// hook: a drop landing in that window; nil in production).
+	testBeforeCommit atomic.Pointer[func(key string, v base.Version)]
+
+	pend struct {
 		sync.Mutex // protects m, dropped and every pending's fields
 		m          map[pendKey]*pending
 		// dropped remembers, until the time given, drops of versions that had no pending
-		// write here (worker_drop.go): a write of one arriving later is refused, and a commit
-		// that raced with the drop undoes itself. At most maxDropTombstones entries.
+		// write here (worker_drop.go): a write of one arriving later is refused. At most
+		// maxDropTombstones entries.
 		dropped map[pendKey]time.Time
 	}
 	// shm holds the pins of ShmPin calls (worker_shm.go).

@@ -121,6 +121,9 @@ func (w *Worker) pruneDroppedLocked(now time.Time) {
 // than being lost). A drop that came meanwhile undoes the commit: the version it replaced
 // is current again (tier/supersede.go) and the write fails.
 func (w *Worker) commitPending(k pendKey, p *pending, checksum uint64) error {
+	if f := w.testBeforeCommit.Load(); f != nil {
+		(*f)(k.key, k.v)
+	}
 	err := p.w.Commit(checksum)
 	w.pend.Lock()
 	if w.pend.m[k] == p {
