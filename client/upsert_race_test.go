@@ -45,6 +45,45 @@ func TestConcurrentUpsertKeepsCommittedVersion(t *testing.T) {
 			t.Fatalf("round %d: get after concurrent upserts: %v", round, err)
 		}
 	}
+	// Every version but the listed one is owed a drop: once they arrive the worker holds no
+	// replaced version (a missed drop would hold one for good).
+	raw := rawClient(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for h := workerHeldBytes(ctx, t, raw, ip.workers[0].Addr()); h != 0; h = workerHeldBytes(ctx, t, raw, ip.workers[0].Addr()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker still holds %d bytes of replaced versions", h)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := c.Get(ctx, key); err != nil {
+		t.Fatalf("get once settled: %v", err)
+	}
+}
+
+// rawClient is a protocol client for calls the client package does not make.
+func rawClient(t *testing.T) *transfer.Client {
+	t.Helper()
+	raw, err := transfer.NewClient(transfer.ClientOptions{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	return raw
+}
+
+// workerHeldBytes returns the worker's held DRAM bytes (its memory report's held_bytes):
+// copies detached from the index, which include the replaced versions it keeps.
+func workerHeldBytes(ctx context.Context, t *testing.T, raw *transfer.Client, worker string) int64 {
+	t.Helper()
+	resp := &transfer.JSONResponse{Call: transfer.OpWorkerMemory}
+	if err := raw.Call(ctx, worker, transfer.NewEmpty(transfer.OpWorkerMemory), resp); err != nil {
+		t.Fatal(err)
+	}
+	var wm server.WorkerMemory
+	if err := json.Unmarshal(resp.JSON, &wm); err != nil {
+		t.Fatal(err)
+	}
+	return wm.HeldBytes
 }
 
 // TestUpsertPutEndFailsKeepsCommittedVersion reproduces the durability window of upserts step
@@ -58,11 +97,7 @@ func TestUpsertPutEndFailsKeepsCommittedVersion(t *testing.T) {
 	c := connectWith(t, ip, client.Config{LookupCacheTTL: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	raw, err := transfer.NewClient(transfer.ClientOptions{Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := rawClient(t)
 	master, worker := ip.master.Addr(), ip.workers[0].Addr()
 	const key = "window"
 	v1 := bytes.Repeat([]byte("committed "), 6400) // 64,000 bytes
@@ -78,15 +113,7 @@ func TestUpsertPutEndFailsKeepsCommittedVersion(t *testing.T) {
 	}
 	held := func() int64 {
 		t.Helper()
-		resp := &transfer.JSONResponse{Call: transfer.OpWorkerMemory}
-		if err := raw.Call(ctx, worker, transfer.NewEmpty(transfer.OpWorkerMemory), resp); err != nil {
-			t.Fatal(err)
-		}
-		var wm server.WorkerMemory
-		if err := json.Unmarshal(resp.JSON, &wm); err != nil {
-			t.Fatal(err)
-		}
-		return wm.HeldBytes
+		return workerHeldBytes(ctx, t, raw, worker)
 	}
 	upsert := transfer.PutConfig{Replicas: 1, Upsert: true}
 	start := func(size int) *transfer.PutStartResponse {
@@ -125,7 +152,7 @@ func TestUpsertPutEndFailsKeepsCommittedVersion(t *testing.T) {
 		t.Fatalf("held bytes %d after v2's local commit, want v1's %d", h, len(v1))
 	}
 	ps3 := start(100)
-	err = raw.Call(ctx, master, &transfer.PutEndRequest{Key: key, Version: ps2.Version, Size: int64(len(v2)),
+	err := raw.Call(ctx, master, &transfer.PutEndRequest{Key: key, Version: ps2.Version, Size: int64(len(v2)),
 		Checksum: base.Checksum(v2), Config: upsert}, nil)
 	if !errors.Is(err, base.ErrInvalidVersion) {
 		t.Fatalf("PutEnd of a superseded put: %v, want ErrInvalidVersion", err)
