@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/transfer"
@@ -124,5 +125,45 @@ func TestLateWriteOfDroppedPut(t *testing.T) {
 	if m := w.eng.Metrics(); m.SupersededTotal != 0 || m.PendingWrites.Objects != 0 {
 		t.Fatalf("the late write left state behind: %+v", m)
 	}
+	d.mustGet("k", v1, 1)
+}
+
+// TestRegistrationWhileUpsertUnsettled: a worker registers (twice: the second is the one a
+// first deferral asks for) while it holds v1, which the master lists, and v2, an upsert not
+// committed on the master yet. It reports both, so the master keeps v1 on it instead of
+// taking v1 for lost (listed, reported at another version); v2 is spared as a put in flight.
+func TestRegistrationWhileUpsertUnsettled(t *testing.T) {
+	c := startMasters(t, 1, nil)
+	w := c.addWorker("", nil)
+	d := newDriver(t, c.masterAddrs())
+	v1, v2 := []byte("version one"), []byte("version two, in flight")
+	if err := d.put("k", v1, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	ps := &transfer.PutStartResponse{}
+	cfg := transfer.PutConfig{Replicas: 1, Upsert: true}
+	if err := d.call(&transfer.PutStartRequest{Key: "k", Size: int64(len(v2)), Config: cfg}, ps); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := d.cli.Write(ctx, ps.Replicas[0].Address, transfer.WriteRequest{Key: "k", Version: ps.Version, Checksum: base.Checksum(v2)}, v2); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		w.reregister.Store(true)
+		select {
+		case <-w.regCh:
+		case <-time.After(testWait):
+			t.Fatal("worker did not register again")
+		}
+	}
+	d.mustGet("k", v1, 1)
+	if err := d.call(&transfer.PutRevokeRequest{Key: "k", Version: ps.Version}, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the revoke's drop makes v1 current again", func() bool {
+		return w.eng.Metrics().Restored == 1
+	})
 	d.mustGet("k", v1, 1)
 }

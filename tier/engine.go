@@ -507,20 +507,32 @@ func (e *Engine) List(prefix string) []ObjectInfo {
 	return out
 }
 
-// Inventory returns every committed object, any tier, sorted by key (worker registration;
-// nil after Close).
+// Inventory returns every committed object, any tier, and every superseded version
+// (supersede.go: the master may list one of them), sorted by key, then version (worker
+// registration; nil after Close). A key held at several versions is listed once per version,
+// the current one last.
 func (e *Engine) Inventory() []base.ObjectMeta {
 	e.mu.Lock()
 	if e.mu.closed {
 		e.mu.Unlock()
 		return nil
 	}
-	out := make([]base.ObjectMeta, 0, len(e.mu.objects))
+	out := make([]base.ObjectMeta, 0, len(e.mu.objects)+len(e.mu.sup))
 	for _, o := range e.mu.objects {
 		out = append(out, o.meta)
 	}
+	for _, l := range e.mu.sup {
+		for _, s := range l {
+			out = append(out, s.meta)
+		}
+	}
 	e.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Key != out[j].Key {
+			return out[i].Key < out[j].Key
+		}
+		return out[i].Version < out[j].Version
+	})
 	return out
 }
 
