@@ -375,7 +375,7 @@ func (w *Worker) stats() workerStats {
 		DRAMBytes:    m.DRAM.Bytes, DRAMObjects: m.DRAM.Objects, NVMeBytes: m.NVMe.Bytes, NVMeObjects: m.NVMe.Objects,
 		Evictions: map[string]int64{"watermark": m.EvictionsWatermark, "pressure": m.EvictionsPressure},
 		Spills:    m.Spills, Promotions: m.Promotions, PendingWrites: m.PendingWrites.Objects,
-		ShmLeases: int64(w.shm.count()),
+		ShmLeases: int64(w.shm.count()), Superseded: m.Superseded, SupersededRestored: m.Restored,
 	}
 	if w.store != nil {
 		nm := w.store.Metrics()
