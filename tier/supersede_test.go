@@ -3,9 +3,11 @@ package tier_test
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"testing"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/nvme"
 	"github.com/mooncake-go/mooncake/tier"
 	"github.com/mooncake-go/mooncake/tier/tiertest"
 )
@@ -140,61 +142,92 @@ func TestSupersede(t *testing.T) {
 // TestSupersedeLower: a superseded version keeps its lower-tier record while the newer
 // version is in DRAM only (a restart before the master settles the key still finds it), the
 // record goes with the master's drop of it, and a durable version made current again after
-// a durable newer one replaced its record is written there again.
+// a durable newer one replaced its record is written there again. On the in-memory lower
+// tier and on the real nvme store.
 func TestSupersedeLower(t *testing.T) {
 	const size = 4096
 	durable := tier.PutOptions{Persistence: base.PersistenceDurable}
+	lowers := map[string]func(t *testing.T) tier.Lower{
+		"mem": func(*testing.T) tier.Lower { return tiertest.NewMemLower() },
+		"nvme": func(t *testing.T) tier.Lower {
+			s, err := nvme.Open(nvme.Options{Dir: t.TempDir(), Capacity: 1 << 30, Sync: nvme.SyncNone,
+				Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if err := s.Close(); err != nil {
+					t.Error(err)
+				}
+			})
+			return s
+		},
+	}
+	for name, newLower := range lowers {
+		// stored returns the version the lower tier holds of k (0: none).
+		stored := func(t *testing.T, lower tier.Lower) base.Version {
+			t.Helper()
+			m, err := lower.Stat("k")
+			if errors.Is(err, base.ErrObjectNotFound) {
+				return 0
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m.Version
+		}
+		t.Run(name+"/kept", func(t *testing.T) {
+			lower := newLower(t)
+			e := open(t, tier.Options{Arena: newArena(t, 1<<20), Lower: lower, KeepSuperseded: true})
+			mustPut(t, e, "k", 1, size, durable)
+			mustPut(t, e, "k", 2, size, tier.PutOptions{}) // DRAM only
+			if v := stored(t, lower); v != 1 {
+				t.Fatalf("lower tier holds v%d while v2 is unsettled, want v1", v)
+			}
+			if err := e.Remove("k", 1); err != nil { // v2 committed on the master
+				t.Fatal(err)
+			}
+			if v := stored(t, lower); v != 0 {
+				t.Fatalf("lower tier holds v%d after the master's drop of v1", v)
+			}
 
-	t.Run("kept", func(t *testing.T) {
-		lower := tiertest.NewMemLower()
-		e := open(t, tier.Options{Arena: newArena(t, 1<<20), Lower: lower, KeepSuperseded: true})
-		mustPut(t, e, "k", 1, size, durable)
-		mustPut(t, e, "k", 2, size, tier.PutOptions{}) // DRAM only
-		if !lower.Has("k", 1) {
-			t.Fatal("v1's record left the lower tier while v2 is unsettled")
-		}
-		if err := e.Remove("k", 1); err != nil { // v2 committed on the master
-			t.Fatal(err)
-		}
-		if lower.Len() != 0 {
-			t.Fatal("v1's record stays after the master's drop of v1")
-		}
+			mustPut(t, e, "k", 3, size, durable)
+			mustPut(t, e, "k", 4, size, tier.PutOptions{})
+			if err := e.Remove("k", 4); err != nil { // v4 never committed
+				t.Fatal(err)
+			}
+			if info := e.List("k"); len(info) != 1 || info[0].Version != 3 || !info[0].OnLower {
+				t.Fatalf("restored v3: %+v, want it on the lower tier", info)
+			}
+		})
 
-		mustPut(t, e, "k", 3, size, durable)
-		mustPut(t, e, "k", 4, size, tier.PutOptions{})
-		if err := e.Remove("k", 4); err != nil { // v4 never committed
-			t.Fatal(err)
-		}
-		if info := e.List("k"); len(info) != 1 || info[0].Version != 3 || !info[0].OnLower {
-			t.Fatalf("restored v3: %+v, want it on the lower tier", info)
-		}
-	})
-
-	t.Run("rewritten", func(t *testing.T) {
-		lower := tiertest.NewMemLower()
-		e, err := tier.Open(tier.Options{Arena: newArena(t, 1<<20), Lower: lower, KeepSuperseded: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		mustPut(t, e, "k", 1, size, durable)
-		mustPut(t, e, "k", 2, size, durable) // replaces v1's record
-		if lower.Has("k", 1) || !lower.Has("k", 2) {
-			t.Fatal("v2's durable write did not replace v1's record")
-		}
-		if err := e.Remove("k", 2); err != nil { // v2 never committed
-			t.Fatal(err)
-		}
-		if !lower.Has("k", 1) {
-			t.Fatal("durable v1 made current again is not on the lower tier")
-		}
-		if info := e.List("k"); len(info) != 1 || info[0].Version != 1 || !info[0].OnLower {
-			t.Fatalf("restored v1: %+v", info)
-		}
-		if err := e.Close(); err != nil {
-			t.Fatal(err)
-		}
-		// A restart finds v1.
-		e2 := open(t, tier.Options{Arena: newArena(t, 1<<20), Lower: lower, KeepSuperseded: true})
-		mustGet(t, e2, "k", 1, size)
-	})
+		t.Run(name+"/rewritten", func(t *testing.T) {
+			lower := newLower(t)
+			e, err := tier.Open(tier.Options{Arena: newArena(t, 1<<20), Lower: lower, KeepSuperseded: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustPut(t, e, "k", 1, size, durable)
+			mustPut(t, e, "k", 2, size, durable) // replaces v1's record
+			if v := stored(t, lower); v != 2 {
+				t.Fatalf("lower tier holds v%d after v2's durable write", v)
+			}
+			mustGet(t, e, "k", 1, size)              // served from DRAM
+			if err := e.Remove("k", 2); err != nil { // v2 never committed
+				t.Fatal(err)
+			}
+			if v := stored(t, lower); v != 1 {
+				t.Fatalf("durable v1 made current again: lower tier holds v%d", v)
+			}
+			if info := e.List("k"); len(info) != 1 || info[0].Version != 1 || !info[0].OnLower {
+				t.Fatalf("restored v1: %+v", info)
+			}
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// A restart finds v1.
+			e2 := open(t, tier.Options{Arena: newArena(t, 1<<20), Lower: lower, KeepSuperseded: true})
+			mustGet(t, e2, "k", 1, size)
+		})
+	}
 }
