@@ -25,7 +25,8 @@ import (
 //     wrote, a slow client): the drop is remembered for PendingWriteTimeout (pend.dropped),
 //     and a write of that version is refused. A write later than that commits and is held
 //     until the worker's next registration settles it (the master drops what it does not
-//     list).
+//     list). A drop of a version this worker held is not remembered: repair and drain copy
+//     committed versions with plain writes, and may bring that version back here.
 
 // maxDropTombstones bounds pend.dropped: 65,536 entries of a 64-byte key take ~8 MiB. Past
 // it a drop is not remembered (window 2 reopens for it; nothing else changes).
@@ -60,6 +61,7 @@ func (w *Worker) drop(key string, v base.Version) error {
 			p.failed = true
 		}
 	}
+	remembered := false
 	if v != 0 {
 		// One version: one map entry. Heartbeat replies and registrations hand out drops by
 		// the thousand, so this must not scan every pending write.
@@ -68,8 +70,8 @@ func (w *Worker) drop(key string, v base.Version) error {
 			take(k, p)
 		} else {
 			// Before the engine's Remove, under pend: a write of v that starts after this
-			// is refused (beginWrite), whatever the Remove finds.
-			w.rememberDropLocked(k, now)
+			// is refused (beginWrite) until the Remove has shown v was not held here.
+			remembered = w.rememberDropLocked(k, now)
 		}
 	} else {
 		for k, p := range w.pend.m {
@@ -83,6 +85,13 @@ func (w *Worker) drop(key string, v base.Version) error {
 		p.w.Abort()
 	}
 	err := w.eng.Remove(key, v)
+	if remembered && err == nil {
+		// v was held here (committed): not a put that never arrived. Repair and drain may
+		// copy that very version here again later, so the drop is not remembered.
+		w.pend.Lock()
+		delete(w.pend.dropped, pendKey{key, v})
+		w.pend.Unlock()
+	}
 	if len(abort) > 0 && errors.Is(err, base.ErrObjectNotFound) {
 		return nil
 	}
@@ -90,15 +99,16 @@ func (w *Worker) drop(key string, v base.Version) error {
 }
 
 // rememberDropLocked records a drop of k, which has no pending write, until
-// PendingWriteTimeout from now. REQUIRES: w.pend.
-func (w *Worker) rememberDropLocked(k pendKey, now time.Time) {
+// PendingWriteTimeout from now; false when the table is full. REQUIRES: w.pend.
+func (w *Worker) rememberDropLocked(k pendKey, now time.Time) bool {
 	if len(w.pend.dropped) >= maxDropTombstones {
 		w.pruneDroppedLocked(now)
 		if len(w.pend.dropped) >= maxDropTombstones {
-			return
+			return false
 		}
 	}
 	w.pend.dropped[k] = now.Add(w.cfg.PendingWriteTimeout)
+	return true
 }
 
 // droppedLocked reports whether a drop of k was remembered. REQUIRES: w.pend.
