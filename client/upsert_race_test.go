@@ -93,7 +93,8 @@ func workerHeldBytes(ctx context.Context, t *testing.T, raw *transfer.Client, wo
 // version must stay readable throughout, its bytes held (and counted) by the worker until the
 // master's drop settles the key, and freed then.
 func TestUpsertPutEndFailsKeepsCommittedVersion(t *testing.T) {
-	ip := startInproc(t, 1, 64<<20)
+	// Drops reach the worker with its heartbeats: beat often, so the test waits less.
+	ip := startInprocWith(t, 1, 64<<20, func(cfg *server.WorkerConfig) { cfg.HeartbeatInterval = 50 * time.Millisecond })
 	c := connectWith(t, ip, client.Config{LookupCacheTTL: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
