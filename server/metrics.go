@@ -193,6 +193,7 @@ type workerStats struct {
 	NVMeCorruptions          int64
 	PendingWrites            int64
 	ShmLeases                int64
+	ShmPutStages             int64
 	// Superseded: replaced versions kept until the master's drop (tier/supersede.go);
 	// Restored: those made current again because the version replacing them never committed.
 	Superseded         tier.Usage
@@ -216,7 +217,8 @@ var (
 	descSupBytes                          = prometheus.NewDesc("worker_superseded_bytes", "Bytes of the versions in worker_superseded_objects.", nil, nil)
 	descSupRestored                       = prometheus.NewDesc("worker_superseded_restored_total", "Replaced versions made current again because the version replacing them never committed on the master.", nil, nil)
 	descShmLeases                         = prometheus.NewDesc("worker_shm_leases", "Objects pinned by clients on this host copying them out of the shared arena (ShmPin leases not yet released).", nil, nil)
-	workerStatsDescs                      = []*prometheus.Desc{descArenaUsed, descArenaCap, descArenaFrag, descHugePages, descTierBytes, descTierObjects, descNVMeCap, descEvictions, descSpills, descPromotions, descCorruptions, descPending, descShmLeases, descSuperseded, descSupBytes, descSupRestored}
+	descShmPutStages                      = prometheus.NewDesc("worker_shm_put_stages", "Staging areas open for same-host puts (one per client on this host that put here; each up to 32 MiB of shared memory).", nil, nil)
+	workerStatsDescs                      = []*prometheus.Desc{descArenaUsed, descArenaCap, descArenaFrag, descHugePages, descTierBytes, descTierObjects, descNVMeCap, descEvictions, descSpills, descPromotions, descCorruptions, descPending, descShmLeases, descShmPutStages, descSuperseded, descSupBytes, descSupRestored}
 	descWorkerReqs                        = prometheus.NewDesc("worker_requests_total", "Worker calls received, by call.", []string{"op"}, nil)
 	descWorkerFails                       = prometheus.NewDesc("worker_failures_total", "Worker calls that failed, by call.", []string{"op"}, nil)
 	_                prometheus.Collector = (*workerStatsCollector)(nil)
@@ -303,6 +305,7 @@ func (c *workerStatsCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt(descCorruptions, float64(s.NVMeCorruptions))
 	g(descPending, float64(s.PendingWrites))
 	g(descShmLeases, float64(s.ShmLeases))
+	g(descShmPutStages, float64(s.ShmPutStages))
 	g(descSuperseded, float64(s.Superseded.Objects))
 	g(descSupBytes, float64(s.Superseded.Bytes))
 	cnt(descSupRestored, float64(s.SupersededRestored))

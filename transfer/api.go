@@ -73,6 +73,10 @@ type (
 	ShmPinRequest          = wire.ShmPinRequest
 	ShmPinResponse         = wire.ShmPinResponse
 	ShmReleaseRequest      = wire.ShmReleaseRequest
+	ShmPutOpenRequest      = wire.ShmPutOpenRequest
+	ShmPutOpenResponse     = wire.ShmPutOpenResponse
+	ShmPutWriteRequest     = wire.ShmPutWriteRequest
+	ShmPutCloseRequest     = wire.ShmPutCloseRequest
 	// Limits bound what a peer may declare (body and payload lengths).
 	Limits = wire.Limits
 )
@@ -112,6 +116,9 @@ const (
 	OpShmOpen        = wire.OpShmOpen
 	OpShmPin         = wire.OpShmPin
 	OpShmRelease     = wire.OpShmRelease
+	OpShmPutOpen     = wire.OpShmPutOpen
+	OpShmPutWrite    = wire.OpShmPutWrite
+	OpShmPutClose    = wire.OpShmPutClose
 )
 
 // MaxShmRelease bounds the leases of one ShmRelease request.

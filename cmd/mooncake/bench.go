@@ -87,6 +87,23 @@ chunks for prompts with shared prefixes, as a serving fleet does (docs/benchmark
 			}
 			defer c.Close()
 			store := benchmarks.ClientStore{C: c, RC: rc}
+			// A put on a worker's host goes through shared memory (a staging area): with
+			// --baseline each round also times the same puts over TCP, from a client with
+			// shared memory off, so the run compares raw TCP, our put, and our TCP put.
+			var tcpStore *benchmarks.ClientStore
+			if o == benchmarks.OpPut && baseline && f.sharedMemory {
+				cfg, err := f.config(cmd.Flags(), e)
+				if err != nil {
+					return err
+				}
+				cfg.DisableSharedMemory = true
+				tc, err := client.Connect(ctx, cfg)
+				if err != nil {
+					return err
+				}
+				defer tc.Close()
+				tcpStore = &benchmarks.ClientStore{C: tc, RC: rc}
+			}
 			keys := w.Keys()
 			if !keep {
 				defer cleanupBench(c, e, w.KeyPrefix)
@@ -103,11 +120,25 @@ chunks for prompts with shared prefixes, as a serving fleet does (docs/benchmark
 				if o == benchmarks.OpPut && round > 0 {
 					keys = roundKeys(keys, round) // a put needs fresh keys
 				}
+				var tcp benchmarks.Result
+				if tcpStore != nil && round%2 == 1 { // alternate which runs first (fresh arena pages)
+					if tcp, err = runTCPPuts(ctx, *tcpStore, w, keys); err != nil {
+						return err
+					}
+				}
 				r, err := benchmarks.Run(ctx, store, w, keys)
 				if err != nil {
 					return fmt.Errorf("bench: %w", err)
 				}
 				fmt.Fprintln(e.stdout, r)
+				if tcpStore != nil && round%2 == 0 {
+					if tcp, err = runTCPPuts(ctx, *tcpStore, w, keys); err != nil {
+						return err
+					}
+				}
+				if tcpStore != nil {
+					fmt.Fprintln(e.stdout, tcp)
+				}
 				if !baseline {
 					continue
 				}
@@ -122,10 +153,17 @@ chunks for prompts with shared prefixes, as a serving fleet does (docs/benchmark
 				}
 				ratios = append(ratios, ratio)
 				fmt.Fprintf(e.stdout, "ratio          %8.3f (mooncake %s GB/s / raw loopback TCP GB/s, same run)\n", ratio, o)
+				if tcpStore != nil && b.GBps() > 0 {
+					fmt.Fprintf(e.stdout, "ratio over TCP %8.3f (mooncake put over TCP GB/s / raw loopback TCP GB/s, same run)\n", tcp.GBps()/b.GBps())
+				}
 			}
 			if o == benchmarks.OpGet {
 				rs := c.ReadStats()
 				fmt.Fprintf(e.stdout, "read path      %d gets through shared memory, %d over TCP\n", rs.SharedMemory, rs.TCP)
+			} else {
+				ws := c.WriteStats()
+				fmt.Fprintf(e.stdout, "write path     %d replica writes through shared memory, %d over TCP (%d of them after a shared-memory fallback)\n",
+					ws.SharedMemory, ws.TCP, ws.Fallbacks)
 			}
 			printMedian(e.stdout, "median ratio", ratios)
 			return nil
@@ -237,4 +275,19 @@ func cleanupBench(c *client.Client, e *env, prefix string) {
 	if _, err := c.RemoveByRegex(ctx, "^"+regexp.QuoteMeta(prefix)); err != nil {
 		fmt.Fprintf(e.stderr, "mooncake: bench: removing the objects under %q: %v\n", prefix, err)
 	}
+}
+
+// runTCPPuts times w's puts through store (a client with shared memory off) under keys of
+// their own.
+func runTCPPuts(ctx context.Context, store benchmarks.ClientStore, w benchmarks.Workload, keys []string) (benchmarks.Result, error) {
+	tk := make([]string, len(keys))
+	for i, k := range keys {
+		tk[i] = k + ".tcp"
+	}
+	r, err := benchmarks.Run(ctx, store, w, tk)
+	if err != nil {
+		return r, fmt.Errorf("bench: put over TCP: %w", err)
+	}
+	r.Name = "put over TCP"
+	return r, nil
 }

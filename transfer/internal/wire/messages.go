@@ -1136,6 +1136,9 @@ func NewRequest(op Op) Message {
 	if m := newModelRequest(op); m != nil {
 		return m
 	}
+	if m := newShmPutRequest(op); m != nil {
+		return m
+	}
 	return newLifecycleRequest(op)
 }
 
@@ -1178,6 +1181,9 @@ func NewResponse(op Op) Message {
 		return NewCountResponse(op, 0)
 	}
 	if m := newModelResponse(op); m != nil {
+		return m
+	}
+	if m := newShmPutResponse(op); m != nil {
 		return m
 	}
 	return newLifecycleResponse(op)

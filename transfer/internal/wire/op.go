@@ -65,6 +65,12 @@ const (
 	OpModelRemove  Op = 71
 	OpMemory       Op = 72
 	OpWorkerMemory Op = 73
+	// Same-host puts (100-109): a client on the worker's host writes through a staging area
+	// the worker maps and copies from (messages_shmput.go). ShmPutOpen is not idempotent: a
+	// resend could open a second area (it ends with its connection).
+	OpShmPutOpen  Op = 100
+	OpShmPutWrite Op = 101
+	OpShmPutClose Op = 102
 )
 
 type opInfo struct {
@@ -112,6 +118,9 @@ var ops = [256]opInfo{
 	OpModelRemove:    {name: "ModelRemove"},
 	OpMemory:         {name: "Memory", idempotent: true},
 	OpWorkerMemory:   {name: "WorkerMemory", idempotent: true},
+	OpShmPutOpen:     {name: "ShmPutOpen"},
+	OpShmPutWrite:    {name: "ShmPutWrite"},
+	OpShmPutClose:    {name: "ShmPutClose", idempotent: true},
 }
 
 // Known reports whether this build defines op.
