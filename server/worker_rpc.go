@@ -212,7 +212,25 @@ func (h *workerHandler) HandleCall(ctx context.Context, req transfer.Message) (t
 
 func (h *workerHandler) HandleRead(_ context.Context, req *transfer.ReadRequest) (transfer.ReadSource, error) {
 	start := time.Now()
-	src, err := h.w.read(req)
+	src, _, err := h.w.read(req, false)
+	return h.observeRead(start, src, err)
+}
+
+// HandleReadNow serves a read of an object in DRAM on the connection's read loop (no I/O);
+// anything else goes to HandleRead (transfer.ReadNowHandler).
+func (h *workerHandler) HandleReadNow(_ context.Context, req *transfer.ReadRequest) (transfer.ReadSource, bool, error) {
+	start := time.Now()
+	src, ok, err := h.w.read(req, true)
+	if !ok {
+		return transfer.ReadSource{}, false, nil
+	}
+	src, err = h.observeRead(start, src, err)
+	return src, true, err
+}
+
+// observeRead counts a read and, for a read that will be sent, has its Release record the
+// read's latency.
+func (h *workerHandler) observeRead(start time.Time, src transfer.ReadSource, err error) (transfer.ReadSource, error) {
 	h.w.met.observe(wopRead, err)
 	if err == nil {
 		// The transfer server calls Release after the last byte is sent: the read's end.
@@ -225,20 +243,29 @@ func (h *workerHandler) HandleRead(_ context.Context, req *transfer.ReadRequest)
 	return src, err
 }
 
-func (w *Worker) read(req *transfer.ReadRequest) (transfer.ReadSource, error) {
+// read pins the object (or range) req asks for. With dramOnly it does not block: ok is false
+// when the object is committed but not in DRAM (and nothing was done).
+func (w *Worker) read(req *transfer.ReadRequest, dramOnly bool) (src transfer.ReadSource, ok bool, err error) {
 	if err := base.ValidateKey(req.Key); err != nil {
-		return transfer.ReadSource{}, err
+		return transfer.ReadSource{}, true, err
 	}
-	r, err := w.eng.Get(req.Key, req.Version)
+	var r *tier.Reader
+	if dramOnly {
+		if r, ok, err = w.eng.GetDRAM(req.Key, req.Version); !ok {
+			return transfer.ReadSource{}, false, nil
+		}
+	} else {
+		r, err = w.eng.Get(req.Key, req.Version)
+	}
 	if err != nil {
-		return transfer.ReadSource{}, err
+		return transfer.ReadSource{}, true, err
 	}
 	meta := r.Meta()
 	data := r.Bytes()
 	off, n := req.Offset, req.Length
 	if off < 0 || n < 0 || off > int64(len(data)) || (n > 0 && n > int64(len(data))-off) {
 		r.Release()
-		return transfer.ReadSource{}, fmt.Errorf("%w: range [%d, +%d) of %q outside its %d bytes", base.ErrInvalidParams, off, n, req.Key, len(data))
+		return transfer.ReadSource{}, true, fmt.Errorf("%w: range [%d, +%d) of %q outside its %d bytes", base.ErrInvalidParams, off, n, req.Key, len(data))
 	}
 	if n == 0 {
 		n = int64(len(data)) - off
@@ -247,5 +274,5 @@ func (w *Worker) read(req *transfer.ReadRequest) (transfer.ReadSource, error) {
 		Resp:    transfer.ReadResponse{Version: meta.Version, Size: meta.Size, Checksum: meta.Checksum, Tier: r.Tier()},
 		Data:    data[off : off+n],
 		Release: r.Release,
-	}, nil
+	}, true, nil
 }
