@@ -47,6 +47,14 @@ func TestSupersede(t *testing.T) {
 				if !bytes.Equal(b, pattern("k", v, size)) {
 					t.Fatalf("get v%d: wrong bytes", v)
 				}
+				// The read path's non-blocking DRAM get serves kept versions too.
+				r, ok, err := e.GetDRAM("k", v)
+				if ok && (err != nil || !bytes.Equal(r.Bytes(), pattern("k", v, size))) {
+					t.Fatalf("GetDRAM v%d: %v", v, err)
+				}
+				if ok {
+					r.Release()
+				}
 			}
 			gone := func(v base.Version) {
 				t.Helper()
@@ -64,6 +72,11 @@ func TestSupersede(t *testing.T) {
 
 			// v2 replaces v1: both readable, v1 held.
 			mustPut(t, e, "k", 2, size, tier.PutOptions{})
+			if r, ok, err := e.GetDRAM("k", 1); !ok || err != nil {
+				t.Fatalf("GetDRAM of the kept v1: ok %v err %v", ok, err)
+			} else {
+				r.Release()
+			}
 			want(1)
 			want(2)
 			held(1)
