@@ -53,6 +53,14 @@ func (w *Worker) beginWrite(req *transfer.WriteRequest, n int64) (transfer.Write
 	k := pendKey{req.Key, req.Version}
 	w.pend.Lock()
 	p := w.pend.m[k]
+	if p != nil && p.committing {
+		w.pend.Unlock()
+		return transfer.WriteSink{}, fmt.Errorf("%w: write of %q version %d: already committing", base.ErrInvalidParams, req.Key, req.Version)
+	}
+	if p == nil && w.droppedLocked(k) {
+		w.pend.Unlock()
+		return transfer.WriteSink{}, fmt.Errorf("%w: write of %q version %d: the put was dropped (revoked, expired or superseded)", base.ErrObjectNotFound, req.Key, req.Version)
+	}
 	if p != nil && p.size != req.TotalSize {
 		w.pend.Unlock()
 		return transfer.WriteSink{}, fmt.Errorf("%w: write of %q: size %d differs from the first chunk's %d",
@@ -102,7 +110,7 @@ func (w *Worker) beginWrite(req *transfer.WriteRequest, n int64) (transfer.Write
 			}
 			doCommit := err == nil && commit && !p.failed
 			if doCommit {
-				delete(w.pend.m, k)
+				p.committing = true // stays in pend.m until commitPending returns
 			}
 			w.pend.Unlock()
 			if abort {
@@ -119,7 +127,7 @@ func (w *Worker) beginWrite(req *transfer.WriteRequest, n int64) (transfer.Write
 			}
 			w.met.observe(wopWrite, nil)
 			if doCommit {
-				err := p.w.Commit(checksum)
+				err := w.commitPending(k, p, checksum)
 				w.met.observe(wopCommit, err)
 				if err == nil {
 					w.met.mc.observeWrite(w.now().Sub(p.deadline.Add(-w.cfg.PendingWriteTimeout)))
@@ -141,6 +149,9 @@ func (w *Worker) commit(req *transfer.CommitRequest) error {
 		w.pend.Unlock()
 		return fmt.Errorf("%w: commit of %q version %d: no write in progress (it expired after %v or was dropped)",
 			base.ErrObjectNotFound, req.Key, req.Version, w.cfg.PendingWriteTimeout)
+	case p.committing:
+		w.pend.Unlock()
+		return fmt.Errorf("%w: commit of %q version %d: already committing", base.ErrInvalidParams, req.Key, req.Version)
 	case p.inflight > 0:
 		w.pend.Unlock()
 		return fmt.Errorf("%w: commit of %q while chunks are still arriving", base.ErrReplicaNotReady, req.Key)
@@ -148,9 +159,9 @@ func (w *Worker) commit(req *transfer.CommitRequest) error {
 		w.pend.Unlock()
 		return fmt.Errorf("%w: commit of %q: %d of %d bytes received", base.ErrReplicaNotReady, req.Key, p.received, p.size)
 	}
-	delete(w.pend.m, k)
+	p.committing = true // stays in pend.m until commitPending returns
 	w.pend.Unlock()
-	if err := p.w.Commit(req.Checksum); err != nil {
+	if err := w.commitPending(k, p, req.Checksum); err != nil {
 		return err
 	}
 	w.met.mc.observeWrite(w.now().Sub(p.deadline.Add(-w.cfg.PendingWriteTimeout)))

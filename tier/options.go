@@ -57,6 +57,11 @@ type Options struct {
 	Persistence base.Persistence
 	// HighWatermark, LowWatermark are shares of the arena capacity; defaults 0.95 / 0.85.
 	HighWatermark, LowWatermark float64
+	// KeepSuperseded: a commit that replaces a committed version keeps the old one as the
+	// key's superseded version until a Remove settles it (supersede.go). A worker sets it: its
+	// master may still list the old version until it commits the new one. Off, a commit frees
+	// the replaced version at once.
+	KeepSuperseded bool
 	// SpillQueueBytes bounds the spill queue in bytes; default 256 MiB. A single object larger
 	// than the bound is still spilled, alone.
 	SpillQueueBytes int64

@@ -96,6 +96,12 @@ func (r *Reader) Release() {
 func (e *Engine) Get(key string, v base.Version) (*Reader, error) {
 	e.mu.Lock()
 	o, err := e.lookupLocked(key, v)
+	if err != nil && !errors.Is(err, ErrClosed) {
+		if r, ok, serr := e.holdSupLocked(key, v); ok {
+			e.mu.Unlock()
+			return r, serr
+		}
+	}
 	if err != nil {
 		if !errors.Is(err, ErrClosed) {
 			e.mu.m.misses++
@@ -126,6 +132,12 @@ func (e *Engine) GetDRAM(key string, v base.Version) (r *Reader, ok bool, err er
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	o, err := e.lookupLocked(key, v)
+	if err != nil && !errors.Is(err, ErrClosed) {
+		// A superseded version (supersede.go) is always in DRAM.
+		if r, ok, serr := e.holdSupLocked(key, v); ok {
+			return r, true, serr
+		}
+	}
 	if err != nil {
 		if !errors.Is(err, ErrClosed) {
 			e.mu.m.misses++
