@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
@@ -102,7 +103,7 @@ func Open(cfg Config) (*Node, error) {
 		n.store.Close()
 		return nil, fmt.Errorf("raftmeta: open snapshot store: %w", err)
 	}
-	n.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, nil, 3, 10*time.Second, hl.Named("transport"))
+	n.trans, err = raft.NewTCPTransportWithConfig(cfg.RaftAddr, nil, transportConfig(hl))
 	if err != nil {
 		n.store.Close()
 		return nil, fmt.Errorf("raftmeta: raft transport on %s: %w", cfg.RaftAddr, err)
@@ -207,6 +208,30 @@ func (n *Node) Bootstrap(peers []Peer) error {
 	n.peers.mu.Unlock()
 	n.electIfSoleVoter()
 	return nil
+}
+
+// transportConfig is the raft TCP transport's configuration: a pool of 3 connections per
+// peer, a 10s I/O timeout, and no pipelined replication.
+//
+// NB: MaxRPCsInFlight 1 turns hashicorp/raft's pipeline replication off (each AppendEntries
+// waits for its answer). With pipelining (the default, 2 in flight) raft v1.7.3 can deadlock
+// a follower's replication goroutine: when a follower answers Success=false or a newer term
+// (routine after a leader change), pipelineDecode returns and stops reading the pipeline's
+// unbuffered doneCh, while pipelineReplicate may still send once more and park in
+// netPipeline.AppendEntries (inprogressCh) behind decodeResponses (parked on doneCh); the
+// pipeline's deferred Close never runs. That follower then gets heartbeats but no entries
+// until the leader restarts, and raft.Shutdown waits on the stuck goroutine forever. We hit
+// it in server's 3-master leader-change test under load (hung once in 26 runs); see
+// hashicorp/raft#612 and grafana/pyroscope#5518, which turned pipelining off for the same
+// dump. The transport's own docs (hashicorp/raft#541) measured little throughput gain from
+// pipelining once raft batches entries, which ours do (MaxAppendEntries 256).
+func transportConfig(hl hclog.Logger) *raft.NetworkTransportConfig {
+	return &raft.NetworkTransportConfig{
+		MaxPool:         3,
+		Timeout:         10 * time.Second,
+		MaxRPCsInFlight: 1,
+		Logger:          hl.Named("transport"),
+	}
 }
 
 func (n *Node) closeStores() {
