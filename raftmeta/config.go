@@ -70,6 +70,14 @@ type Config struct {
 	// benchmarks of the non-disk path only. The default is false.
 	NoSync bool
 
+	// CloseTimeout bounds how long Close waits for raft to shut down. Past it Close logs every
+	// goroutine's stack at Error (what raft waits on), closes the transport and the log store
+	// anyway and returns an error wrapping base.ErrTimeout, so a stuck shutdown fails loudly
+	// instead of hanging the process (or a test package until its -timeout). A healthy
+	// shutdown waits at most for in-flight RPCs (10s transport I/O timeout) and a snapshot
+	// being written. The default is 1 minute.
+	CloseTimeout time.Duration
+
 	// WrapTransport, when set, wraps the TCP transport before raft uses it. Nil in
 	// production; raftmetatest uses it to cut links for partition tests.
 	WrapTransport func(raft.Transport) raft.Transport
@@ -100,6 +108,7 @@ func (c *Config) EnsureDefaults() {
 	orDefault(&c.LeaderLeaseTimeout, rc.LeaderLeaseTimeout)
 	orDefault(&c.CommitTimeout, rc.CommitTimeout)
 	orDefault(&c.MaxAppendEntries, 256)
+	orDefault(&c.CloseTimeout, time.Minute)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

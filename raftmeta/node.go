@@ -9,12 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
@@ -102,7 +104,7 @@ func Open(cfg Config) (*Node, error) {
 		n.store.Close()
 		return nil, fmt.Errorf("raftmeta: open snapshot store: %w", err)
 	}
-	n.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, nil, 3, 10*time.Second, hl.Named("transport"))
+	n.trans, err = raft.NewTCPTransportWithConfig(cfg.RaftAddr, nil, transportConfig(hl))
 	if err != nil {
 		n.store.Close()
 		return nil, fmt.Errorf("raftmeta: raft transport on %s: %w", cfg.RaftAddr, err)
@@ -209,6 +211,30 @@ func (n *Node) Bootstrap(peers []Peer) error {
 	return nil
 }
 
+// transportConfig is the raft TCP transport's configuration: a pool of 3 connections per
+// peer, a 10s I/O timeout, and no pipelined replication.
+//
+// NB: MaxRPCsInFlight 1 turns hashicorp/raft's pipeline replication off (each AppendEntries
+// waits for its answer). With pipelining (the default, 2 in flight) raft v1.7.3 can deadlock
+// a follower's replication goroutine: when a follower answers Success=false or a newer term
+// (routine after a leader change), pipelineDecode returns and stops reading the pipeline's
+// unbuffered doneCh, while pipelineReplicate may still send once more and park in
+// netPipeline.AppendEntries (inprogressCh) behind decodeResponses (parked on doneCh); the
+// pipeline's deferred Close never runs. That follower then gets heartbeats but no entries
+// until the leader restarts, and raft.Shutdown waits on the stuck goroutine forever. We hit
+// it in server's 3-master leader-change test under load (hung once in 26 runs); see
+// hashicorp/raft#612 and grafana/pyroscope#5518, which turned pipelining off for the same
+// dump. The transport's own docs (hashicorp/raft#541) measured little throughput gain from
+// pipelining once raft batches entries, which ours do (MaxAppendEntries 256).
+func transportConfig(hl hclog.Logger) *raft.NetworkTransportConfig {
+	return &raft.NetworkTransportConfig{
+		MaxPool:         3,
+		Timeout:         10 * time.Second,
+		MaxRPCsInFlight: 1,
+		Logger:          hl.Named("transport"),
+	}
+}
+
 func (n *Node) closeStores() {
 	if n.trans != nil {
 		n.trans.Close()
@@ -225,13 +251,13 @@ func (n *Node) Close() error {
 		// 1. Stop the background goroutine's loop and fail new calls (callers waiting on a
 		// future return base.ErrClosed now); 2. give raft up to a heartbeat timeout to answer
 		// the futures already handed to it, so no waiter is stranded by shutdown; 3. shut raft
-		// down, which fails whatever is still pending; 4. wait for the background goroutine;
-		// 5. close the transport and the log store, which raft no longer uses.
+		// down, which fails whatever is still pending, waiting at most CloseTimeout (see
+		// shutdownRaft); 4. wait for the background goroutine; 5. close the transport and the
+		// log store, which raft no longer uses (after a timed-out step 3 its stuck goroutines
+		// get errors from them from then on; closing still frees the port and the file lock).
 		close(n.closed)
 		n.drainWaiters(n.cfg.HeartbeatTimeout)
-		if err := n.raft.Shutdown().Error(); err != nil {
-			n.closeErr = fmt.Errorf("raftmeta: raft shutdown: %w", err)
-		}
+		n.closeErr = n.shutdownRaft(n.cfg.CloseTimeout)
 		n.wg.Wait()
 		// Close the pooled outgoing connections too: NetworkTransport.Close only stops the
 		// listener, and a peer's handler goroutine reading one of our connections exits only
@@ -245,6 +271,41 @@ func (n *Node) Close() error {
 		}
 	})
 	return n.closeErr
+}
+
+// shutdownRaft shuts raft down and waits up to d for its goroutines to stop. Past d it logs
+// every goroutine's stack at Error and returns an error wrapping base.ErrTimeout; raft's
+// goroutines (and the one waiting for them) are left running: nothing can stop a goroutine
+// parked inside raft, and a loud error with the stacks beats a silent hang (a leak check or
+// the operator sees both).
+func (n *Node) shutdownRaft(d time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- n.raft.Shutdown().Error() }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("raftmeta: raft shutdown: %w", err)
+		}
+		return nil
+	case <-t.C:
+		n.log.Error("raftmeta: raft shutdown stuck; closing the transport and log store anyway; every goroutine's stack follows",
+			"waited", d, "goroutines", allStacks())
+		return fmt.Errorf("raftmeta: raft shutdown did not finish within %s (goroutine stacks logged): %w", d, base.ErrTimeout)
+	}
+}
+
+// allStacks returns the stacks of every goroutine, as a SIGQUIT would print them.
+func allStacks() string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) || len(buf) >= 64<<20 {
+			return string(buf[:n])
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
 
 // drainWaiters waits up to d for every waitFuture goroutine to get its answer.

@@ -302,6 +302,39 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// transferLeadership moves leadership off the current leader and returns that master's index
+// once another master leads. A transfer that fails (raft gives the target one election
+// timeout, which a loaded machine can miss: "leadership transfer timeout") is retried while the
+// old master still leads; it may also have succeeded late, which ends the wait as well.
+func (c *testCluster) transferLeadership(ctx context.Context) int {
+	c.t.Helper()
+	leader := func() int { // a bounded wait until some master leads
+		deadline := time.Now().Add(testWait)
+		for {
+			for i, m := range c.masters {
+				if m != nil && m.IsLeader() {
+					return i
+				}
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatal("timed out waiting for a leader")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	old := leader()
+	deadline := time.Now().Add(testWait)
+	for {
+		err := c.masters[old].node.LeadershipTransfer(ctx)
+		if leader() != old {
+			return old
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("leadership never left master %d: %v", old, err)
+		}
+	}
+}
+
 // TestCluster drives a 3-master, 2-worker cluster through the whole master API, then shuts the
 // leader down and checks that the new leader serves every object.
 func TestCluster(t *testing.T) {

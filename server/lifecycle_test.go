@@ -91,23 +91,7 @@ func TestReadoptAcrossFailoverAndSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	old := -1
-	for i, m := range c.masters {
-		if m.IsLeader() {
-			old = i
-			if err := m.node.LeadershipTransfer(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	eventually(t, "a new leader", func() bool {
-		for i, m := range c.masters {
-			if i != old && m.IsLeader() {
-				return true
-			}
-		}
-		return false
-	})
+	c.transferLeadership(ctx)
 
 	c.addWorker(root, crash)
 	for k, v := range alone {

@@ -20,21 +20,9 @@ func TestUpsertNeverCommittedKeepsOldVersion(t *testing.T) {
 	w := c.addWorker("", nil)
 	d := newDriver(t, c.masterAddrs())
 	v1, v2, v3 := []byte("version one"), []byte("version two, never committed"), []byte("version three")
-	if err := d.put("k", v1, 1, false); err != nil {
-		t.Fatal(err)
-	}
 
 	// v2: written (and so committed on the worker), then revoked instead of PutEnd.
-	ps := &transfer.PutStartResponse{}
-	cfg := transfer.PutConfig{Replicas: 1, Upsert: true}
-	if err := d.call(&transfer.PutStartRequest{Key: "k", Size: int64(len(v2)), Config: cfg}, ps); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), testWait)
-	defer cancel()
-	if err := d.cli.Write(ctx, ps.Replicas[0].Address, transfer.WriteRequest{Key: "k", Version: ps.Version, Checksum: base.Checksum(v2)}, v2); err != nil {
-		t.Fatal(err)
-	}
+	ps, _ := writeUnsettledUpsert(t, d, v1, v2)
 	d.mustGet("k", v1, 1) // served from the superseded version
 	if err := d.call(&transfer.PutRevokeRequest{Key: "k", Version: ps.Version}, nil); err != nil {
 		t.Fatal(err)
@@ -137,19 +125,7 @@ func TestRegistrationWhileUpsertUnsettled(t *testing.T) {
 	w := c.addWorker("", nil)
 	d := newDriver(t, c.masterAddrs())
 	v1, v2 := []byte("version one"), []byte("version two, in flight")
-	if err := d.put("k", v1, 1, false); err != nil {
-		t.Fatal(err)
-	}
-	ps := &transfer.PutStartResponse{}
-	cfg := transfer.PutConfig{Replicas: 1, Upsert: true}
-	if err := d.call(&transfer.PutStartRequest{Key: "k", Size: int64(len(v2)), Config: cfg}, ps); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), testWait)
-	defer cancel()
-	if err := d.cli.Write(ctx, ps.Replicas[0].Address, transfer.WriteRequest{Key: "k", Version: ps.Version, Checksum: base.Checksum(v2)}, v2); err != nil {
-		t.Fatal(err)
-	}
+	ps, _ := writeUnsettledUpsert(t, d, v1, v2)
 	for range 2 {
 		w.reregister.Store(true)
 		select {
@@ -169,17 +145,69 @@ func TestRegistrationWhileUpsertUnsettled(t *testing.T) {
 }
 
 // TestUpsertAcrossLeaderChange: an upsert's bytes reach the worker (committed there) and the
-// leader that placed it goes away with its reservation (a single-voter master restarted on
-// its data: a new term, the soft state gone; a 3-master failover ends the same way). The new
-// leader accepts its PutEnd only within its grace (PutTimeout); once that has passed the put
-// has failed for good. Throughout, v1 (acknowledged, listed) stays readable: the worker
-// reports both versions when it registers with the new leader, which keeps v1 and, after its
-// grace, drops v2, making v1 current again on the worker.
+// leader that placed it goes away with its reservation: a 3-master leadership transfer, or a
+// single-voter master restarted on its data (a new term, the soft state gone). The new leader
+// accepts its PutEnd only within its grace (PutTimeout); once that has passed the put has
+// failed for good. Throughout, v1 (acknowledged, listed) stays readable: the worker reports
+// both versions when it registers with the new leader, which keeps v1 and, after its grace,
+// drops v2, making v1 current again on the worker.
 func TestUpsertAcrossLeaderChange(t *testing.T) {
-	c := startMasters(t, 1, func(cfg *MasterConfig) { cfg.PutTimeout = 500 * time.Millisecond })
+	t.Run("failover", func(t *testing.T) {
+		upsertAcrossLeaderChange(t, 3, func(ctx context.Context, c *testCluster) { c.transferLeadership(ctx) })
+	})
+	t.Run("restart", func(t *testing.T) {
+		// The leader goes; the same node comes back on the same addresses and data.
+		upsertAcrossLeaderChange(t, 1, func(ctx context.Context, c *testCluster) {
+			mcfg := c.mcfgs[0]
+			mcfg.RPCAddress, mcfg.RaftAddress = c.masters[0].Addr(), c.masters[0].node.RaftAddr()
+			if err := c.masters[0].Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			c.masters[0] = nil
+			m, err := NewMaster(mcfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.masters[0], c.mcfgs[0] = m, mcfg
+		})
+	})
+}
+
+// upsertAcrossLeaderChange is TestUpsertAcrossLeaderChange on n masters, whose leader change
+// is made by change.
+func upsertAcrossLeaderChange(t *testing.T, n int, change func(context.Context, *testCluster)) {
+	c := startMasters(t, n, func(cfg *MasterConfig) { cfg.PutTimeout = 500 * time.Millisecond })
 	w := c.addWorker("", nil)
 	d := newDriver(t, c.masterAddrs())
 	v1, v2 := []byte("version one"), []byte("version two, placed by the old leader")
+	ps, cfg := writeUnsettledUpsert(t, d, v1, v2)
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	regs := w.registered.Load()
+	change(ctx, c)
+	eventually(t, "the worker registered with the new leader", func() bool { return w.registered.Load() > regs })
+	d.leader = ""
+	d.mustGet("k", v1, 1)
+	eventually(t, "the new leader drops v2 once its grace has passed", func() bool {
+		return w.eng.Metrics().Restored == 1
+	})
+	d.mustGet("k", v1, 1)
+	err := d.call(&transfer.PutEndRequest{Key: "k", Version: ps.Version, Size: int64(len(v2)),
+		Checksum: base.Checksum(v2), Replicas: []base.WorkerID{w.ID()}, Config: cfg}, nil)
+	if !errors.Is(err, base.ErrInvalidVersion) {
+		t.Fatalf("PutEnd of the old leader's put after the grace: %v, want ErrInvalidVersion", err)
+	}
+	d.mustGet("k", v1, 1)
+	if m := w.eng.Metrics(); m.Superseded.Objects != 0 || m.ReservedBytes != 0 {
+		t.Fatalf("after the drop: superseded %+v, reserved %d", m.Superseded, m.ReservedBytes)
+	}
+}
+
+// writeUnsettledUpsert puts v1 under "k" (acknowledged), then places v2 as an upsert of "k"
+// and writes its bytes to the worker (committed there) without the PutEnd. It returns v2's
+// placement and put config.
+func writeUnsettledUpsert(t *testing.T, d *driver, v1, v2 []byte) (*transfer.PutStartResponse, transfer.PutConfig) {
+	t.Helper()
 	if err := d.put("k", v1, 1, false); err != nil {
 		t.Fatal(err)
 	}
@@ -193,33 +221,5 @@ func TestUpsertAcrossLeaderChange(t *testing.T) {
 	if err := d.cli.Write(ctx, ps.Replicas[0].Address, transfer.WriteRequest{Key: "k", Version: ps.Version, Checksum: base.Checksum(v2)}, v2); err != nil {
 		t.Fatal(err)
 	}
-
-	// The leader goes; the same node comes back on the same addresses and data.
-	regs := w.registered.Load()
-	mcfg := c.mcfgs[0]
-	mcfg.RPCAddress, mcfg.RaftAddress = c.masters[0].Addr(), c.masters[0].node.RaftAddr()
-	if err := c.masters[0].Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	c.masters[0] = nil
-	m, err := NewMaster(mcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.masters[0], c.mcfgs[0] = m, mcfg
-	eventually(t, "the worker registered with the new leader", func() bool { return w.registered.Load() > regs })
-	d.mustGet("k", v1, 1)
-	eventually(t, "the new leader drops v2 once its grace has passed", func() bool {
-		return w.eng.Metrics().Restored == 1
-	})
-	d.mustGet("k", v1, 1)
-	err = d.call(&transfer.PutEndRequest{Key: "k", Version: ps.Version, Size: int64(len(v2)),
-		Checksum: base.Checksum(v2), Replicas: []base.WorkerID{w.ID()}, Config: cfg}, nil)
-	if !errors.Is(err, base.ErrInvalidVersion) {
-		t.Fatalf("PutEnd of the old leader's put after the grace: %v, want ErrInvalidVersion", err)
-	}
-	d.mustGet("k", v1, 1)
-	if m := w.eng.Metrics(); m.Superseded.Objects != 0 || m.ReservedBytes != 0 {
-		t.Fatalf("after the drop: superseded %+v, reserved %d", m.Superseded, m.ReservedBytes)
-	}
+	return ps, cfg
 }
