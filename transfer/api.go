@@ -73,6 +73,7 @@ type (
 	ShmPinRequest          = wire.ShmPinRequest
 	ShmPinResponse         = wire.ShmPinResponse
 	ShmReleaseRequest      = wire.ShmReleaseRequest
+	ShmTouchRequest        = wire.ShmTouchRequest
 	// Limits bound what a peer may declare (body and payload lengths).
 	Limits = wire.Limits
 )
@@ -112,10 +113,20 @@ const (
 	OpShmOpen        = wire.OpShmOpen
 	OpShmPin         = wire.OpShmPin
 	OpShmRelease     = wire.OpShmRelease
+	OpShmTouch       = wire.OpShmTouch
 )
 
 // MaxShmRelease bounds the leases of one ShmRelease request.
 const MaxShmRelease = wire.MaxShmRelease
+
+// MaxShmTouch bounds the items of one ShmTouch request.
+const MaxShmTouch = wire.MaxShmTouch
+
+// ShmGenSlots is the number of counters in a worker's copy-generation table.
+const ShmGenSlots = wire.ShmGenSlots
+
+// ShmGenSlot returns key's slot in a copy-generation table (part of the protocol).
+func ShmGenSlot(key string) int { return wire.ShmGenSlot(key) }
 
 // MaxHeartbeatModels bounds the per-model entries of a heartbeat's stats section.
 const MaxHeartbeatModels = wire.MaxHeartbeatModels
@@ -131,7 +142,7 @@ var (
 	NewEmpty = wire.NewEmpty
 	// NewCountResponse returns the response of RemoveByRegex, RemoveAll or ShmRelease.
 	NewCountResponse = wire.NewCountResponse
-	// NewBatchResponse returns the response of BatchPutEnd, BatchRemove or BatchPutRevoke.
+	// NewBatchResponse returns the response of BatchPutEnd, BatchRemove, BatchPutRevoke or ShmTouch.
 	NewBatchResponse = wire.NewBatchResponse
 	// NewReadResponse returns the response of Read or ReadRange.
 	NewReadResponse = wire.NewReadResponse

@@ -36,13 +36,29 @@ func MapSharedArena(info *ShmOpenResponse) (*SharedArena, error) {
 	if bid := BootID(); bid == "" || info.BootID != bid {
 		return nil, fmt.Errorf("%w: worker runs on another host (boot id %q, ours %q)", base.ErrNotSupported, info.BootID, bid)
 	}
+	mem, err := mapProcFD(info, "arena")
+	if err != nil {
+		return nil, err
+	}
+	a := &SharedArena{info: *info, mem: mem, refs: 1}
+	if info.GenSize == ShmGenSlots*8 {
+		// Optional: without it every read pins (the caller checks Gen's ok).
+		gi := ShmOpenResponse{BootID: info.BootID, PID: info.PID, FD: info.GenFD, Inode: info.GenInode, Dev: info.GenDev, Size: info.GenSize}
+		a.gen, _ = mapProcFD(&gi, "copy generations")
+	}
+	return a, nil
+}
+
+// mapProcFD maps the file of another process on this host read-only, checked as
+// MapSharedArena checks the arena's.
+func mapProcFD(info *ShmOpenResponse, what string) ([]byte, error) {
 	if info.Size <= 0 || info.Size > 1<<46 || info.PID <= 0 || info.FD < 0 || info.FD > 1<<31 {
-		return nil, fmt.Errorf("%w: shared arena description out of range (pid %d, fd %d, size %d)", base.ErrNotSupported, info.PID, info.FD, info.Size)
+		return nil, fmt.Errorf("%w: worker's %s out of range (pid %d, fd %d, size %d)", base.ErrNotSupported, what, info.PID, info.FD, info.Size)
 	}
 	path := "/proc/" + strconv.FormatInt(info.PID, 10) + "/fd/" + strconv.FormatInt(info.FD, 10)
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%w: opening the worker's arena %s: %v", base.ErrNotSupported, path, err)
+		return nil, fmt.Errorf("%w: opening the worker's %s %s: %v", base.ErrNotSupported, what, path, err)
 	}
 	defer unix.Close(fd) // the mapping keeps the file alive
 	var st unix.Stat_t
@@ -50,16 +66,16 @@ func MapSharedArena(info *ShmOpenResponse) (*SharedArena, error) {
 		return nil, fmt.Errorf("%w: fstat %s: %v", base.ErrNotSupported, path, err)
 	}
 	if st.Ino != info.Inode || uint64(st.Dev) != info.Dev || st.Size != info.Size {
-		return nil, fmt.Errorf("%w: %s is not the worker's arena (inode %d dev %d size %d, want %d %d %d)",
-			base.ErrNotSupported, path, st.Ino, st.Dev, st.Size, info.Inode, info.Dev, info.Size)
+		return nil, fmt.Errorf("%w: %s is not the worker's %s (inode %d dev %d size %d, want %d %d %d)",
+			base.ErrNotSupported, path, what, st.Ino, st.Dev, st.Size, info.Inode, info.Dev, info.Size)
 	}
-	// No MAP_POPULATE: on a memfd it would allocate every page of the arena the worker has
-	// not touched yet. The first copy of each range takes minor faults instead.
+	// No MAP_POPULATE: on a memfd it would allocate every page the worker has not touched
+	// yet. The first copy of each range takes minor faults instead.
 	mem, err := unix.Mmap(fd, 0, int(info.Size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
-		return nil, fmt.Errorf("%w: mapping the worker's arena (%d bytes): %v", base.ErrNotSupported, info.Size, err)
+		return nil, fmt.Errorf("%w: mapping the worker's %s (%d bytes): %v", base.ErrNotSupported, what, info.Size, err)
 	}
-	return &SharedArena{info: *info, mem: mem, refs: 1}, nil
+	return mem, nil
 }
 
 func (a *SharedArena) unmap() {
@@ -67,4 +83,43 @@ func (a *SharedArena) unmap() {
 		_ = unix.Munmap(a.mem)
 		a.mem = nil
 	}
+	if a.gen != nil {
+		_ = unix.Munmap(a.gen)
+		a.gen = nil
+	}
+}
+
+// NewShmGenTable creates a worker's copy-generation table in a memfd ("mooncake-shm-gen").
+// The caller Closes it after the last Bump (after the tier engine closed).
+func NewShmGenTable() (*ShmGenTable, error) {
+	fd, err := unix.MemfdCreate("mooncake-shm-gen", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("transfer: memfd for copy generations: %w", err)
+	}
+	size := ShmGenSlots * 8
+	var st unix.Stat_t
+	var mem []byte
+	if err = unix.Ftruncate(fd, int64(size)); err == nil {
+		if err = unix.Fstat(fd, &st); err == nil {
+			mem, err = unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("transfer: copy generations table: %w", err)
+	}
+	return &ShmGenTable{mem: mem, fd: fd, ino: st.Ino, dev: uint64(st.Dev)}, nil
+}
+
+// Close unmaps the table and closes its file (clients' mappings keep it alive for them).
+func (t *ShmGenTable) Close() error {
+	var err error
+	t.closeOnce.Do(func() {
+		err = unix.Munmap(t.mem)
+		t.mem = nil
+		if cerr := unix.Close(t.fd); err == nil {
+			err = cerr
+		}
+	})
+	return err
 }

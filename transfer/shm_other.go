@@ -17,3 +17,11 @@ func MapSharedArena(*ShmOpenResponse) (*SharedArena, error) {
 }
 
 func (a *SharedArena) unmap() {}
+
+// NewShmGenTable is not supported off Linux.
+func NewShmGenTable() (*ShmGenTable, error) {
+	return nil, fmt.Errorf("%w: shared memory needs Linux", base.ErrNotSupported)
+}
+
+// Close does nothing off Linux (no table is ever made).
+func (t *ShmGenTable) Close() error { return nil }

@@ -65,6 +65,10 @@ const (
 	OpModelRemove  Op = 71
 	OpMemory       Op = 72
 	OpWorkerMemory Op = 73
+	// C library calls (90-99). ShmTouch tells a worker that a client on its host copied
+	// objects out of its shared arena without pinning them (client/shm.go), so its
+	// eviction order sees those reads. Safe to resend: a touch twice is a read twice.
+	OpShmTouch Op = 90
 )
 
 type opInfo struct {
@@ -112,6 +116,7 @@ var ops = [256]opInfo{
 	OpModelRemove:    {name: "ModelRemove"},
 	OpMemory:         {name: "Memory", idempotent: true},
 	OpWorkerMemory:   {name: "WorkerMemory", idempotent: true},
+	OpShmTouch:       {name: "ShmTouch", idempotent: true},
 }
 
 // Known reports whether this build defines op.

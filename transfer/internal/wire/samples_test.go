@@ -74,6 +74,8 @@ func sampleRequests() []Message {
 				Spills: 3, SpillBytes: 3 << 20, Promotions: 1, Models: []ModelStats{
 					{Model: "qwen2-7b", DRAMObjects: 2, DRAMBytes: 1 << 20, NVMeObjects: 3, NVMeBytes: 3<<20 + 4096},
 					{Model: "", NVMeObjects: 1, NVMeBytes: 8192}}}},
+		// C library calls (90-99).
+		&ShmTouchRequest{Items: []KeyVersion{{Key: "a", Version: 1}, {Key: "b", Version: 2}}},
 	}
 }
 
@@ -102,7 +104,7 @@ func sampleResponses() []Message {
 		&StatusResponse{JSON: []byte(`{"keys":3}`)},
 		rr,
 		&ShmOpenResponse{BootID: "350a5823-aa02-4ead-8e24-88d308efba0e", PID: 4242, FD: 7, Inode: 1234, Dev: 5,
-			Size: 1 << 30, ArenaID: 0xfeedface, LeaseTTL: 30 * time.Second},
+			Size: 1 << 30, ArenaID: 0xfeedface, LeaseTTL: 30 * time.Second, GenFD: 8, GenInode: 1235, GenDev: 5, GenSize: 32 << 10},
 		&ShmPinResponse{Lease: 9, ArenaID: 0xfeedface, ArenaOffset: 2 << 20, Length: 1 << 20, Version: 5,
 			Size: 1 << 20, Checksum: 77, Tier: base.TierDRAM},
 		NewCountResponse(OpShmRelease, 1),
@@ -115,6 +117,7 @@ func sampleResponses() []Message {
 		NewEmpty(OpReplicate),
 		NewEmpty(OpDrainWorker),
 		NewEmpty(OpRetireWorker),
+		NewBatchResponse(OpShmTouch, []ItemError{{}, {Code: base.CodeObjectNotFound, Msg: "gone"}}),
 	}
 }
 
@@ -135,6 +138,13 @@ func earlierRevisions(m Message) []Message {
 		}
 		old := *p
 		old.Model = ""
+		return []Message{&old}
+	case *ShmOpenResponse:
+		if p.GenSize == 0 {
+			return nil
+		}
+		old := *p
+		old.GenFD, old.GenInode, old.GenDev, old.GenSize = 0, 0, 0, 0
 		return []Message{&old}
 	case *BatchPutEndRequest:
 		old := &BatchPutEndRequest{}
