@@ -119,6 +119,24 @@ func (e *Engine) Get(key string, v base.Version) (*Reader, error) {
 	return e.readLower(o, meta, h, hit.Promote, true)
 }
 
+// Touch records a read of key at version v (0: any) that a client on this host served itself
+// by copying the object's DRAM copy out of the shared arena without pinning it (the worker's
+// ShmTouch): a DRAM hit for the eviction order and the hit counters. It reports false, and
+// records nothing, when the object has no DRAM copy (spilled or evicted since: the bytes the
+// client remembers are no longer the object's). Errors: base.ErrObjectNotFound,
+// base.ErrInvalidVersion, ErrClosed.
+func (e *Engine) Touch(key string, v base.Version) (inDRAM bool, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o, err := e.lookupLocked(key, v)
+	if err != nil || o.copy == nil {
+		return false, err
+	}
+	e.mu.pol.Hit(o.id)
+	e.mu.m.hitsDRAM++
+	return true, nil
+}
+
 // holdLocked makes a Reader of DRAM copy c of o. REQUIRES: e.mu.
 func (e *Engine) holdLocked(o *object, c *dramCopy) (*Reader, error) {
 	if err := e.addHolderLocked(c, true); err != nil {
