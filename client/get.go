@@ -175,13 +175,16 @@ func (c *Client) readOne(ctx context.Context, key string, r transfer.Replica, lr
 type ReadStats struct {
 	// SharedMemory counts reads copied out of a worker's shared arena on this host.
 	SharedMemory int64
+	// SharedMemoryUnpinned counts the SharedMemory reads that needed no call to the worker
+	// (an earlier pin's location, verified by checksum; client/shm.go readShm).
+	SharedMemoryUnpinned int64
 	// TCP counts reads transferred over TCP.
 	TCP int64
 }
 
 // ReadStats returns how many reads took each path since Connect.
 func (c *Client) ReadStats() ReadStats {
-	return ReadStats{SharedMemory: c.reads.shm.Load(), TCP: c.reads.tcp.Load()}
+	return ReadStats{SharedMemory: c.reads.shm.Load(), SharedMemoryUnpinned: c.reads.unpinned.Load(), TCP: c.reads.tcp.Load()}
 }
 
 func (c *Client) readTCP(ctx context.Context, key string, r transfer.Replica, lr *transfer.LookupResponse, buf []byte) error {

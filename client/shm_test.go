@@ -3,13 +3,18 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mooncake-go/mooncake/client"
+	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/server"
 )
 
@@ -223,4 +228,91 @@ func TestSharedMemoryDeadWorkerUnmapped(t *testing.T) {
 			t.Fatalf("get with a dead replica: %v", err)
 		}
 	}
+}
+
+// TestSharedMemoryUnpinned: a repeated get of the same version copies from where the first
+// get's pin found it, with no call to the worker; it stops the moment the object changes on
+// the worker (another client's upsert: the next get returns the new bytes), and the worker
+// hears of the unpinned reads (ShmTouch).
+func TestSharedMemoryUnpinned(t *testing.T) {
+	ip := startInprocWith(t, 1, 16<<20, func(cfg *server.WorkerConfig) { cfg.MetricsAddress = "127.0.0.1:0" })
+	reader, writer := connect(t, ip), connect(t, ip)
+	ctx := context.Background()
+	v1, v2 := val(70_000, 1), val(70_000, 2)
+	if err := writer.Put(ctx, "k", v1, client.ReplicateConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	get := func(want []byte) {
+		t.Helper()
+		if got, err := reader.Get(ctx, "k"); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("get: %v (%d bytes)", err, len(got))
+		}
+	}
+	for range 4 {
+		get(v1)
+	}
+	if rs := reader.ReadStats(); rs.SharedMemory != 4 || rs.SharedMemoryUnpinned != 3 {
+		t.Fatalf("read paths %+v, want 4 through shared memory, 3 of them unpinned", rs)
+	}
+	if err := writer.Put(ctx, "k", v2, client.ReplicateConfig{Upsert: true}); err != nil {
+		t.Fatal(err)
+	}
+	get(v2) // pins: the replaced copy's generation moved
+	get(v2) // unpinned again, at the new copy
+	if rs := reader.ReadStats(); rs.SharedMemory != 6 || rs.SharedMemoryUnpinned != 4 {
+		t.Fatalf("read paths %+v after the upsert, want 6 through shared memory, 4 unpinned", rs)
+	}
+	if err := writer.Remove(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	// The reader's cached lookup still names the removed version; the worker dropped it, so
+	// the get misses rather than copying the old bytes.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := reader.Get(ctx, "k")
+		if errors.Is(err, base.ErrObjectNotFound) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("get after remove: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the removed object is still read")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	// The unpinned reads reached the worker as touches.
+	deadline = time.Now().Add(10 * time.Second)
+	for workerOpCount(t, ip.workers[0].MetricsAddr(), "shm_touch") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no ShmTouch reached the worker")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// workerOpCount reads worker_requests_total{op=op} from a worker's metrics endpoint.
+func workerOpCount(t *testing.T, addr, op string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := `worker_requests_total{op="` + op + `"} `
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	return 0
 }
