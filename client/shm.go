@@ -138,6 +138,17 @@ func (s *shmPeers) acquire(ctx context.Context, c *Client, addr string) *transfe
 	return a
 }
 
+// mapped returns addr's mapped arena with a reference the caller must Release, or nil when
+// none is mapped now (it never maps: that takes a call to the worker).
+func (s *shmPeers) mapped(addr string) *transfer.SharedArena {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.m[addr]; p != nil && !s.closed && p.arena != nil && p.arena.Acquire() {
+		return p.arena
+	}
+	return nil
+}
+
 // hostMatch is what the client knows of a worker's host.
 type hostMatch uint8
 
@@ -181,6 +192,19 @@ func (s *shmPeers) location(addr string, kv transfer.KeyVersion) (shmLoc, bool) 
 	}
 	l, ok := p.locs[kv]
 	return l, ok
+}
+
+// known reports whether a pin found kv in some worker's mapped arena (a cheap filter before
+// a no-wait get allocates its buffer).
+func (s *shmPeers) known(kv transfer.KeyVersion) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.m {
+		if _, ok := p.locs[kv]; ok && p.arena != nil && !p.noTouch {
+			return true
+		}
+	}
+	return false
 }
 
 // remember records where a verified pinned read found kv in addr's arena.
@@ -407,17 +431,10 @@ func (c *Client) readShm(ctx context.Context, key string, r transfer.Replica, lr
 		return errShmFallback
 	}
 	defer a.Release()
-	kv := transfer.KeyVersion{Key: key, Version: lr.Version}
-	if !c.cfg.SkipChecksumVerify {
-		if loc, ok := c.shm.location(r.Address, kv); ok {
-			if copyUnpinned(a, key, loc, lr, buf) {
-				c.shm.touchLater(c, r.Address, kv)
-				c.reads.unpinned.Add(1)
-				return nil
-			}
-			c.shm.dropLocation(r.Address, kv)
-		}
+	if !c.cfg.SkipChecksumVerify && c.readUnpinned(a, key, r.Address, lr, buf) {
+		return nil
 	}
+	kv := transfer.KeyVersion{Key: key, Version: lr.Version}
 	gen, hasGen := a.Gen(key) // before the pin: a detach after this read changes it
 	var pin transfer.ShmPinResponse
 	if err := c.rpc.Call(ctx, r.Address, &transfer.ShmPinRequest{Key: key, Version: lr.Version}, &pin); err != nil {
@@ -474,6 +491,34 @@ func (c *Client) readShm(ctx context.Context, key string, r transfer.Replica, lr
 		return errShmFallback
 	}
 	return nil
+}
+
+// readShmNoWait is readShm's unpinned read alone, for GetIntoNoWait: true when buf holds
+// the object; false (nothing sent, nothing waited for) when it needs a call to the worker.
+func (c *Client) readShmNoWait(key string, r transfer.Replica, lr *transfer.LookupResponse, buf []byte) bool {
+	a := c.shm.mapped(r.Address)
+	if a == nil {
+		return false
+	}
+	defer a.Release()
+	return c.readUnpinned(a, key, r.Address, lr, buf)
+}
+
+// readUnpinned copies the object out of a (addr's mapped arena) from where an earlier pin
+// found it, if its copy generation allows (readShm), and reports whether buf holds it.
+func (c *Client) readUnpinned(a *transfer.SharedArena, key, addr string, lr *transfer.LookupResponse, buf []byte) bool {
+	kv := transfer.KeyVersion{Key: key, Version: lr.Version}
+	loc, ok := c.shm.location(addr, kv)
+	if !ok {
+		return false
+	}
+	if !copyUnpinned(a, key, loc, lr, buf) {
+		c.shm.dropLocation(addr, kv)
+		return false
+	}
+	c.shm.touchLater(c, addr, kv)
+	c.reads.unpinned.Add(1)
+	return true
 }
 
 // copyUnpinned copies the object from where a pin found it, into buf, and reports whether

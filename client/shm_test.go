@@ -316,3 +316,94 @@ func workerOpCount(t *testing.T, addr, op string) float64 {
 	}
 	return 0
 }
+
+// TestGetIntoNoWait: the no-wait get succeeds exactly when a get would need no call (a
+// cached lookup and a shared-memory copy the worker pinned before, unchanged since), and
+// otherwise reads nothing, leaving the caller to GetInto.
+func TestGetIntoNoWait(t *testing.T) {
+	ip := startInproc(t, 1, 16<<20)
+	reader, writer := connect(t, ip), connect(t, ip)
+	tcp := connectWith(t, ip, client.Config{DisableSharedMemory: true})
+	ctx := context.Background()
+	v1, v2 := val(50_000, 1), val(50_000, 2)
+	if err := writer.Put(ctx, "k", v1, client.ReplicateConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 60_000)
+	if n, ok := reader.GetIntoNoWait("k", buf); ok {
+		t.Fatalf("no-wait get before any lookup: %d", n)
+	}
+	for _, c := range []*client.Client{reader, tcp} {
+		if _, err := c.Get(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, ok := reader.GetIntoNoWait("k", buf); !ok || n != len(v1) || !bytes.Equal(buf[:n], v1) {
+		t.Fatalf("no-wait get after a get: %d %v", n, ok)
+	}
+	if _, ok := reader.GetIntoNoWait("k", buf[:100]); ok {
+		t.Fatal("no-wait get into a short buffer")
+	}
+	if _, ok := tcp.GetIntoNoWait("k", buf); ok {
+		t.Fatal("no-wait get with shared memory disabled")
+	}
+	if err := writer.Put(ctx, "k", v2, client.ReplicateConfig{Upsert: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := reader.GetIntoNoWait("k", buf); ok {
+		t.Fatalf("no-wait get of a replaced object: %d bytes", n)
+	}
+	if n, err := reader.GetInto(ctx, "k", buf); err != nil || !bytes.Equal(buf[:n], v2) {
+		t.Fatalf("get after the upsert: %v", err)
+	}
+	if n, ok := reader.GetIntoNoWait("k", buf); !ok || !bytes.Equal(buf[:n], v2) {
+		t.Fatalf("no-wait get of the new version: %v", ok)
+	}
+}
+
+// TestBatchGetNoWait: a batch caches its lookups as single gets do, so a repeated batch
+// copies every object without a call; an object another client replaced in between is read
+// anew (its new bytes), the others still without a call.
+func TestBatchGetNoWait(t *testing.T) {
+	ip := startInproc(t, 1, 16<<20)
+	reader, writer := connect(t, ip), connect(t, ip)
+	ctx := context.Background()
+	keys := []string{"b0", "b1", "b2", "b3"}
+	bufs := make([][]byte, len(keys))
+	for i, k := range keys {
+		if err := writer.Put(ctx, k, val(30_000, byte(i)), client.ReplicateConfig{}); err != nil {
+			t.Fatal(err)
+		}
+		bufs[i] = make([]byte, 30_000)
+	}
+	batch := func(want func(i int) []byte) {
+		t.Helper()
+		_, errs := reader.BatchGetInto(ctx, keys, bufs)
+		for i, err := range errs {
+			if err != nil || !bytes.Equal(bufs[i], want(i)) {
+				t.Fatalf("item %d: %v", i, err)
+			}
+		}
+	}
+	orig := func(i int) []byte { return val(30_000, byte(i)) }
+	batch(orig) // maps the arena (reads that race with the mapping go over TCP)
+	batch(orig) // pins what the first one read over TCP
+	before := reader.ReadStats()
+	batch(orig)
+	if rs := reader.ReadStats(); rs.SharedMemoryUnpinned != before.SharedMemoryUnpinned+4 {
+		t.Fatalf("read paths %+v after %+v: want 4 more unpinned", rs, before)
+	}
+	if err := writer.Put(ctx, "b2", val(30_000, 9), client.ReplicateConfig{Upsert: true}); err != nil {
+		t.Fatal(err)
+	}
+	before = reader.ReadStats()
+	batch(func(i int) []byte {
+		if i == 2 {
+			return val(30_000, 9)
+		}
+		return orig(i)
+	})
+	if rs := reader.ReadStats(); rs.SharedMemoryUnpinned != before.SharedMemoryUnpinned+3 || rs.SharedMemory != before.SharedMemory+4 {
+		t.Fatalf("read paths %+v after %+v: want 3 more unpinned of 4", rs, before)
+	}
+}
