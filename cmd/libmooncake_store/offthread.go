@@ -39,7 +39,8 @@ static int64_t mc_call_wait(mc_call *call) {
 extern void mcgo_batch_put_from(mc_call *, uintptr_t, uintptr_t *, uintptr_t *, size_t *, size_t, mooncake_replicate_config_t *, int *);
 extern void mcgo_batch_upsert_from(mc_call *, uintptr_t, uintptr_t *, uintptr_t *, size_t *, size_t, mooncake_replicate_config_t *, int *);
 extern void mcgo_batch_put_from_multi_buffers(mc_call *, uintptr_t, uintptr_t *, size_t, uintptr_t *, size_t *, size_t *, mooncake_replicate_config_t *, int *);
-extern void mcgo_batch_get_into(mc_call *, uintptr_t, uintptr_t *, uintptr_t *, size_t *, size_t, int64_t *);
+extern void mcgo_batch_get_into(mc_call *, uintptr_t, uintptr_t *, uintptr_t *, size_t *, size_t, int64_t *, int);
+extern int64_t mcgo_batch_get_into_nowait(uintptr_t, uintptr_t *, uintptr_t *, size_t *, size_t, int64_t *);
 extern void mcgo_batch_get_into_multi_buffers(mc_call *, uintptr_t, uintptr_t *, size_t, uintptr_t *, size_t *, size_t *, int64_t *);
 extern void mcgo_get_into_ranges(mc_call *, uintptr_t, size_t, uintptr_t *, uintptr_t *, uint64_t *, size_t *, int64_t *);
 extern void mcgo_batch_get_buffer(mc_call *, uintptr_t, uintptr_t *, size_t, uintptr_t *, int64_t *);
@@ -69,10 +70,17 @@ int mooncake_store_batch_put_from_multi_buffers(mooncake_store_t store, const ch
 	return (int)mc_call_wait(&c);
 }
 
+// Two passes: the objects that can be read with no network wait (cached, in shared memory)
+// are read on this thread; only a batch with others left goes off-thread, for those.
 int mooncake_store_batch_get_into(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
 		size_t count, int64_t *results_out) {
+	int64_t left = mcgo_batch_get_into_nowait((uintptr_t)store, (uintptr_t *)keys, (uintptr_t *)buffers, (size_t *)sizes,
+		count, results_out);
+	if (left == 0)
+		return 0;
 	mc_call c = {0};
-	mcgo_batch_get_into(&c, (uintptr_t)store, (uintptr_t *)keys, (uintptr_t *)buffers, (size_t *)sizes, count, results_out);
+	mcgo_batch_get_into(&c, (uintptr_t)store, (uintptr_t *)keys, (uintptr_t *)buffers, (size_t *)sizes, count, results_out,
+		left > 0);
 	return (int)mc_call_wait(&c);
 }
 
