@@ -44,6 +44,9 @@ type Client struct {
 	lookups *lookupCache
 	// shm maps the arenas of workers on this host (shm.go); unused with DisableSharedMemory.
 	shm shmPeers
+	// stage holds the staging areas of workers on this host, for puts (shmput.go); unused
+	// with DisableSharedMemory.
+	stage shmStagers
 	// group coalesces concurrent puts' PutStart and PutEnd calls (put.go).
 	group groupCommits
 	// loads counts this client's reads in flight per worker address (string ->
@@ -125,6 +128,7 @@ func connectWith(ctx context.Context, cfg Config, r rpc) (*Client, error) {
 // Close releases the client's connections. Calls in flight fail.
 func (c *Client) Close() error {
 	c.shm.close()
+	c.stage.close()
 	return c.rpc.Close()
 }
 

@@ -45,11 +45,13 @@ type Config struct {
 	// protected by TCP's checksums and by the worker's verification at commit and on NVMe reads;
 	// what is lost is the end-to-end check of DRAM and of the path. The default (false) verifies.
 	SkipChecksumVerify bool
-	// DisableSharedMemory makes every get go over TCP. By default a get from a worker on this
-	// host (same kernel, same uid or root) copies the object out of the worker's arena, which
-	// the client maps read-only (ShmOpen/ShmPin in docs/protocol.md): one memory copy instead
-	// of a TCP transfer. Workers elsewhere, or started with a private arena, are read over TCP
-	// either way.
+	// DisableSharedMemory makes every get and put go over TCP. By default a get from a worker
+	// on this host (same kernel, same uid or root) copies the object out of the worker's arena,
+	// which the client maps read-only (ShmOpen/ShmPin in docs/protocol.md): one memory copy
+	// instead of a TCP transfer; and a put to such a worker copies the value into a staging
+	// area the worker made for this client, from which the worker copies it into its arena
+	// (ShmPutOpen/ShmPutWrite). Workers elsewhere, or started with a private arena, are read
+	// and written over TCP either way.
 	DisableSharedMemory bool
 	// LookupCacheTTL is how long a Lookup answer is reused by later gets of the same key,
 	// which then skip the master round trip. A stale entry cannot return wrong bytes: the

@@ -31,6 +31,13 @@
 //     for when it is not, since then only the worker's word proves the pin held). A worker it
 //     cannot map (another host, another uid, a private arena) is read over TCP, and
 //     ReadStats counts both paths. Config.DisableSharedMemory turns the path off.
+//   - Same-host puts (shmput.go): a replica on a worker of this host is written through a
+//     staging area that worker created for this client (ShmPutOpen) and mapped into both:
+//     the client copies the value into a free 4 MiB slot (a larger value streams through
+//     slots) and the worker copies it into the object's arena range (ShmPutWrite), verifying
+//     the checksum as for a Write. Anything that fails before the worker took the bytes (no
+//     area, the area gone, staged bytes spoiled) is written over TCP; WriteStats counts the
+//     paths. Config.DisableSharedMemory turns this off too.
 //   - Exists, Size, Remove, RemoveByRegex, RemoveAll, List, Status, MasterStatus and the
 //     batch forms BatchPut (one raft commit for the batch), BatchGet, BatchExists, BatchRemove.
 //   - AddMaster and RemoveMaster change the masters' raft configuration (operators; the CLI's

@@ -260,12 +260,13 @@ func writeReq(key string, v base.Version, size int64, rc ReplicateConfig, sum ui
 		SoftPinTTL: rc.SoftPinTTL, HardPin: rc.HardPin, Checksum: sum, Model: rc.Model}
 }
 
-// writeReplicas writes value to every placed replica in parallel. The transfer client sends a
-// value up to its stripe threshold in one committing Write frame, a larger one in stripes
-// over several connections followed by a Commit. All replicas must succeed.
+// writeReplicas writes value to every placed replica in parallel: through shared memory to a
+// worker on this host (shmput.go), else over TCP, where the transfer client sends a value up
+// to its stripe threshold in one committing Write frame, a larger one in stripes over several
+// connections followed by a Commit. All replicas must succeed.
 func (c *Client) writeReplicas(ctx context.Context, key string, pl *transfer.PutStartResponse, rc ReplicateConfig, value []byte, sum uint64) error {
 	return forEachReplica(ctx, pl.Replicas, func(ctx context.Context, r transfer.Replica) error {
-		return c.rpc.Write(ctx, r.Address, writeReq(key, pl.Version, int64(len(value)), rc, sum), value)
+		return c.writeReplica(ctx, r, writeReq(key, pl.Version, int64(len(value)), rc, sum), value)
 	})
 }
 

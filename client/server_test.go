@@ -30,13 +30,13 @@ type inproc struct {
 }
 
 // startInproc starts one master (a single raft voter) and n DRAM-only workers of segment bytes.
-func startInproc(t *testing.T, n int, segment int64) *inproc {
+func startInproc(t testing.TB, n int, segment int64) *inproc {
 	t.Helper()
 	return startInprocWith(t, n, segment, nil)
 }
 
 // startInprocWith is startInproc with mut applied to each worker's configuration.
-func startInprocWith(t *testing.T, n int, segment int64, mut func(*server.WorkerConfig)) *inproc {
+func startInprocWith(t testing.TB, n int, segment int64, mut func(*server.WorkerConfig)) *inproc {
 	t.Helper()
 	m, err := server.NewMaster(server.MasterConfig{DataDir: t.TempDir(), RPCAddress: "127.0.0.1:0", Logger: quietLogger()})
 	if err != nil {
@@ -66,13 +66,13 @@ func startInprocWith(t *testing.T, n int, segment int64, mut func(*server.Worker
 	return ip
 }
 
-func connect(t *testing.T, ip *inproc) *client.Client {
+func connect(t testing.TB, ip *inproc) *client.Client {
 	t.Helper()
 	return connectWith(t, ip, client.Config{})
 }
 
 // connectWith connects with cfg (its masters and logger filled in) once every worker is active.
-func connectWith(t *testing.T, ip *inproc, cfg client.Config) *client.Client {
+func connectWith(t testing.TB, ip *inproc, cfg client.Config) *client.Client {
 	t.Helper()
 	cfg.MasterAddresses, cfg.Logger = []string{ip.master.Addr()}, quietLogger()
 	c, err := client.Connect(context.Background(), cfg)
@@ -85,7 +85,7 @@ func connectWith(t *testing.T, ip *inproc, cfg client.Config) *client.Client {
 }
 
 // waitActive waits until n workers are active (bounded: registration is asynchronous).
-func waitActive(t *testing.T, c *client.Client, n int) {
+func waitActive(t testing.TB, c *client.Client, n int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

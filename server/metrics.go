@@ -192,6 +192,7 @@ type workerStats struct {
 	NVMeCorruptions          int64
 	PendingWrites            int64
 	ShmLeases                int64
+	ShmPutStages             int64
 }
 
 var (
@@ -208,7 +209,8 @@ var (
 	descCorruptions                       = prometheus.NewDesc("worker_nvme_corruptions_total", "NVMe records whose checksum did not match (quarantined, never served).", nil, nil)
 	descPending                           = prometheus.NewDesc("worker_pending_writes", "Writes received but not committed yet.", nil, nil)
 	descShmLeases                         = prometheus.NewDesc("worker_shm_leases", "Objects pinned by clients on this host copying them out of the shared arena (ShmPin leases not yet released).", nil, nil)
-	workerStatsDescs                      = []*prometheus.Desc{descArenaUsed, descArenaCap, descArenaFrag, descHugePages, descTierBytes, descTierObjects, descNVMeCap, descEvictions, descSpills, descPromotions, descCorruptions, descPending, descShmLeases}
+	descShmPutStages                      = prometheus.NewDesc("worker_shm_put_stages", "Staging areas open for same-host puts (one per client on this host that put here; each up to 32 MiB of shared memory).", nil, nil)
+	workerStatsDescs                      = []*prometheus.Desc{descArenaUsed, descArenaCap, descArenaFrag, descHugePages, descTierBytes, descTierObjects, descNVMeCap, descEvictions, descSpills, descPromotions, descCorruptions, descPending, descShmLeases, descShmPutStages}
 	descWorkerReqs                        = prometheus.NewDesc("worker_requests_total", "Worker calls received, by call.", []string{"op"}, nil)
 	descWorkerFails                       = prometheus.NewDesc("worker_failures_total", "Worker calls that failed, by call.", []string{"op"}, nil)
 	_                prometheus.Collector = (*workerStatsCollector)(nil)
@@ -296,6 +298,7 @@ func (c *workerStatsCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt(descCorruptions, float64(s.NVMeCorruptions))
 	g(descPending, float64(s.PendingWrites))
 	g(descShmLeases, float64(s.ShmLeases))
+	g(descShmPutStages, float64(s.ShmPutStages))
 	for op := range numWorkerOps {
 		cnt(descWorkerReqs, float64(c.ops[op].requests.Load()), workerOpNames[op])
 		cnt(descWorkerFails, float64(c.ops[op].failures.Load()), workerOpNames[op])

@@ -58,6 +58,8 @@ type Worker struct {
 	}
 	// shm holds the pins of ShmPin calls (worker_shm.go).
 	shm shmLeases
+	// stages holds the staging areas of same-host puts (worker_shmput.go).
+	stages shmStages
 	// share describes the arena to clients on this host when shared (immutable after
 	// NewWorker; the arena's fd stays open until the arena closes, after the RPC server).
 	share  dram.ShareInfo
@@ -224,7 +226,7 @@ func (w *Worker) closeStores() error {
 		errs = append(errs, w.arena.Close())
 	}
 	if w.gens != nil {
-		errs = append(errs, w.gens.Close())
+		w.gens.Close() // after the engine: its last Bump is done
 	}
 	if w.cli != nil {
 		errs = append(errs, w.cli.Close())
@@ -337,6 +339,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		// The transfer server is shut down: its connections' ends already ended their leases;
 		// this ends any left (and refuses new ones) before SpillAll and the engine's Close.
 		w.shm.closeAll()
+		w.stages.closeAll()
 		if w.store != nil {
 			start := time.Now()
 			before := w.eng.Metrics()
@@ -364,6 +367,10 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 // reads (leases not yet released; the worker_shm_leases gauge).
 func (w *Worker) ShmLeases() int { return w.shm.count() }
 
+// ShmPutStages returns how many staging areas of same-host puts are open (one per client on
+// this host that put here; the worker_shm_put_stages gauge).
+func (w *Worker) ShmPutStages() int { return w.stages.count() }
+
 // stats is the snapshot the worker's gauges read.
 func (w *Worker) stats() workerStats {
 	m := w.eng.Metrics()
@@ -374,7 +381,7 @@ func (w *Worker) stats() workerStats {
 		DRAMBytes:    m.DRAM.Bytes, DRAMObjects: m.DRAM.Objects, NVMeBytes: m.NVMe.Bytes, NVMeObjects: m.NVMe.Objects,
 		Evictions: map[string]int64{"watermark": m.EvictionsWatermark, "pressure": m.EvictionsPressure},
 		Spills:    m.Spills, Promotions: m.Promotions, PendingWrites: m.PendingWrites.Objects,
-		ShmLeases: int64(w.shm.count()),
+		ShmLeases: int64(w.shm.count()), ShmPutStages: int64(w.stages.count()),
 	}
 	if w.store != nil {
 		nm := w.store.Metrics()

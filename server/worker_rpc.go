@@ -159,6 +159,9 @@ func (w *Worker) commit(req *transfer.CommitRequest) error {
 
 func (h *workerHandler) HandleCall(ctx context.Context, req transfer.Message) (transfer.Message, error) {
 	w := h.w
+	if resp, ok, err := w.handleShmPut(ctx, req); ok {
+		return resp, err
+	}
 	switch r := req.(type) {
 	case *transfer.ShmPinRequest:
 		resp, err := w.shmPin(ctx, r)

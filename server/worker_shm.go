@@ -3,9 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -22,18 +20,15 @@ import (
 // guessing (which would only let the range be reused under that client's copy; the copy is
 // still caught by its checksum and its ShmRelease answer, see client/shm.go).
 type shmLeases struct {
-	mu     sync.Mutex // protects m and closed; a leaf lock (Readers are released outside it)
-	m      map[uint64]*shmLease
-	closed bool
+	connTable[*shmLease]
 }
 
 type shmLease struct {
 	r       *tier.Reader
 	expires time.Time
-	// stop cancels the context.AfterFunc that ends the lease with its connection; guarded by
-	// shmLeases.mu (set after the lease is in the table).
-	stop func() bool
 }
+
+func (l *shmLease) end() { l.r.Release() }
 
 // shmOpen describes the shared arena to a client (ShmOpen).
 func (w *Worker) shmOpen() (*transfer.ShmOpenResponse, error) {
@@ -83,14 +78,14 @@ func (w *Worker) shmPin(ctx context.Context, req *transfer.ShmPinRequest) (*tran
 		n = size - off
 	}
 	l := &shmLease{r: r, expires: w.now().Add(w.cfg.ShmLeaseTTL)}
-	id, err := w.shm.add(l)
+	id, err := w.shm.add(l, 0)
 	if err != nil {
 		r.Release()
 		return nil, fmt.Errorf("%w: worker %s is shutting down", base.ErrUnavailable, w.id)
 	}
-	// After the lease is in the table: if ctx is already done, AfterFunc runs at once and
-	// ends it (the client is gone; nobody will read the answer).
-	w.shm.setStop(id, context.AfterFunc(ctx, func() { w.shm.end(id) }))
+	// After the lease is in the table: if ctx is already done, it ends at once (the client
+	// is gone; nobody will read the answer).
+	w.shm.endWith(ctx, id)
 	return &transfer.ShmPinResponse{
 		Lease: id, ArenaID: info.ID, ArenaOffset: base0 + off, Length: n,
 		Version: meta.Version, Size: meta.Size, Checksum: meta.Checksum, Tier: r.Tier(),
@@ -120,97 +115,10 @@ func (w *Worker) shmTouch(req *transfer.ShmTouchRequest) (*transfer.BatchRespons
 	return transfer.NewBatchResponse(transfer.OpShmTouch, items), nil
 }
 
-// add puts l in the table under a fresh random id.
-func (s *shmLeases) add(l *shmLease) (uint64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return 0, base.ErrClosed
-	}
-	if s.m == nil {
-		s.m = make(map[uint64]*shmLease)
-	}
-	for {
-		id := rand.Uint64()
-		if _, dup := s.m[id]; id != 0 && !dup {
-			s.m[id] = l
-			return id, nil
-		}
-	}
-}
-
-// setStop records the AfterFunc stop of lease id, or calls it when the lease already ended.
-func (s *shmLeases) setStop(id uint64, stop func() bool) {
-	s.mu.Lock()
-	l, ok := s.m[id]
-	if ok {
-		l.stop = stop
-	}
-	s.mu.Unlock()
-	if !ok {
-		stop()
-	}
-}
-
-// end ends lease id if it is still held and reports whether it was.
-func (s *shmLeases) end(id uint64) bool {
-	s.mu.Lock()
-	l, ok := s.m[id]
-	var stop func() bool
-	if ok {
-		delete(s.m, id)
-		stop = l.stop
-	}
-	s.mu.Unlock()
-	if !ok {
-		return false
-	}
-	if stop != nil {
-		stop()
-	}
-	l.r.Release()
-	return true
-}
-
 // release ends the leases of a ShmRelease and counts those that were still held.
-func (s *shmLeases) release(ids []uint64) int64 {
-	var n int64
-	for _, id := range ids {
-		if s.end(id) {
-			n++
-		}
-	}
-	return n
-}
+func (s *shmLeases) release(ids []uint64) int64 { return s.endAll(ids) }
 
 // expire ends the leases whose TTL passed (the sweeper) and returns how many.
 func (s *shmLeases) expire(now time.Time) int {
-	var ids []uint64
-	s.mu.Lock()
-	for id, l := range s.m {
-		if now.After(l.expires) {
-			ids = append(ids, id)
-		}
-	}
-	s.mu.Unlock()
-	return int(s.release(ids))
-}
-
-// closeAll ends every lease and refuses new ones (Shutdown, before the engine closes).
-func (s *shmLeases) closeAll() {
-	s.mu.Lock()
-	s.closed = true
-	ids := make([]uint64, 0, len(s.m))
-	for id := range s.m {
-		ids = append(ids, id)
-	}
-	s.mu.Unlock()
-	s.release(ids)
-}
-
-// count returns the number of leases held (metrics).
-func (s *shmLeases) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.m)
+	return s.endIf(func(l *shmLease) bool { return now.After(l.expires) })
 }

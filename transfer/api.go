@@ -74,6 +74,10 @@ type (
 	ShmPinResponse         = wire.ShmPinResponse
 	ShmReleaseRequest      = wire.ShmReleaseRequest
 	ShmTouchRequest        = wire.ShmTouchRequest
+	ShmPutOpenRequest      = wire.ShmPutOpenRequest
+	ShmPutOpenResponse     = wire.ShmPutOpenResponse
+	ShmPutWriteRequest     = wire.ShmPutWriteRequest
+	ShmPutCloseRequest     = wire.ShmPutCloseRequest
 	// Limits bound what a peer may declare (body and payload lengths).
 	Limits = wire.Limits
 )
@@ -114,6 +118,9 @@ const (
 	OpShmPin         = wire.OpShmPin
 	OpShmRelease     = wire.OpShmRelease
 	OpShmTouch       = wire.OpShmTouch
+	OpShmPutOpen     = wire.OpShmPutOpen
+	OpShmPutWrite    = wire.OpShmPutWrite
+	OpShmPutClose    = wire.OpShmPutClose
 )
 
 // MaxShmRelease bounds the leases of one ShmRelease request.

@@ -19,6 +19,10 @@
 //     device, size) before it is mapped, and unmapped only after its last reader released it.
 //     The calls that pin and release ranges of it are ordinary worker calls (ShmPin,
 //     ShmRelease); the bytes never cross a socket.
+//   - StagingArea: the other direction, for same-host puts. A worker creates a memfd
+//     (NewStagingArea) for one client, which maps it read-write (MapStagingArea, with the
+//     same checks), copies a value into it and asks the worker (ShmPutWrite) to copy it
+//     into the object's arena range: the arena stays read-only to clients.
 //   - The message types of every call (defined in transfer/internal/wire, aliased here).
 //
 // # Goroutines

@@ -20,21 +20,30 @@ import (
 // so a copy in flight never faults on an unmapped page.
 type SharedArena struct {
 	info ShmOpenResponse
-	mem  []byte
-	// gen is the worker's copy-generation table (ShmOpenResponse), mapped read-only; nil when
-	// the worker has none (an older build) or it could not be mapped.
-	gen []byte
-
-	mu     sync.Mutex // protects refs and mem after the mapping is made
-	refs   int
-	closed bool
+	mapping
 }
 
 // ArenaID returns the worker's arena id (ShmOpenResponse.ArenaID) this mapping shows.
 func (a *SharedArena) ArenaID() uint64 { return a.info.ArenaID }
 
+// mapping is a shared-memory mapping with reference counts: the owner's one, and one per
+// reader or writer between Acquire and Release. It is unmapped (and fd, when it holds one,
+// closed) when the last reference is gone.
+type mapping struct {
+	mem []byte
+	fd  int // -1: none (a client's mapping; the mapping alone keeps the file alive)
+	// gen is a SharedArena's copy-generation table (ShmOpenResponse), mapped read-only and
+	// unmapped with mem; nil otherwise, or when the worker has none (an older build) or it
+	// could not be mapped.
+	gen []byte
+
+	mu     sync.Mutex // protects refs, closed, and mem after the mapping is made
+	refs   int
+	closed bool
+}
+
 // Acquire adds a reference for one reader; false when the mapping is closed.
-func (a *SharedArena) Acquire() bool {
+func (a *mapping) Acquire() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
@@ -45,7 +54,7 @@ func (a *SharedArena) Acquire() bool {
 }
 
 // Release drops a reader's reference (unmapping after Close when it was the last).
-func (a *SharedArena) Release() {
+func (a *mapping) Release() {
 	a.mu.Lock()
 	a.refs--
 	last := a.refs == 0
@@ -56,7 +65,7 @@ func (a *SharedArena) Release() {
 }
 
 // Close drops the owner's reference; the mapping goes when the last reader releases.
-func (a *SharedArena) Close() {
+func (a *mapping) Close() {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -73,11 +82,10 @@ func (a *SharedArena) Close() {
 
 // Bytes returns the n bytes at off. The caller holds a reference (Acquire) and a lease on
 // that range; the slice is valid until its Release. Out-of-bounds ranges are an error
-// wrapping base.ErrInvalidParams (a confused or hostile worker must not make the client
-// fault).
-func (a *SharedArena) Bytes(off, n int64) ([]byte, error) {
+// wrapping base.ErrInvalidParams (a confused or hostile peer must not make us fault).
+func (a *mapping) Bytes(off, n int64) ([]byte, error) {
 	if off < 0 || n < 0 || off > int64(len(a.mem)) || n > int64(len(a.mem))-off {
-		return nil, fmt.Errorf("%w: shared arena range [%d, +%d) outside its %d bytes", base.ErrInvalidParams, off, n, len(a.mem))
+		return nil, fmt.Errorf("%w: shared memory range [%d, +%d) outside its %d bytes", base.ErrInvalidParams, off, n, len(a.mem))
 	}
 	return a.mem[off : off+n : off+n], nil
 }
@@ -92,14 +100,13 @@ func (a *SharedArena) Gen(key string) (uint64, bool) {
 }
 
 // ShmGenTable is a worker's copy-generation table: ShmGenSlots u64 counters (native byte
-// order: only processes of this host read them) in a file that clients on this host map
+// order: only processes of this host read them) in a memfd that clients on this host map
 // read-only (ShmOpenResponse's Gen fields). The worker Bumps a key's slot when a DRAM copy of
-// the key stops being the object's, before its range can be freed.
+// the key stops being the object's, before its range can be freed. Close it after the last
+// Bump (after the tier engine closed); clients' mappings keep the file alive for them.
 type ShmGenTable struct {
-	mem       []byte // read-write shared mapping, ShmGenSlots*8 bytes
-	fd        int
-	ino, dev  uint64
-	closeOnce sync.Once
+	mapping  // read-write, ShmGenSlots*8 bytes; holds the memfd
+	ino, dev uint64
 }
 
 // Bump increments key's slot. Safe for concurrent use, and cheap (one atomic add): the tier

@@ -16,12 +16,19 @@ func MapSharedArena(*ShmOpenResponse) (*SharedArena, error) {
 	return nil, fmt.Errorf("%w: shared memory needs Linux", base.ErrNotSupported)
 }
 
-func (a *SharedArena) unmap() {}
+// NewStagingArea is not supported off Linux.
+func NewStagingArea(int64) (*StagingArea, error) {
+	return nil, fmt.Errorf("%w: shared memory needs Linux", base.ErrNotSupported)
+}
+
+// MapStagingArea is not supported off Linux.
+func MapStagingArea(*ShmPutOpenResponse) (*StagingArea, error) {
+	return nil, fmt.Errorf("%w: shared memory needs Linux", base.ErrNotSupported)
+}
+
+func (a *mapping) unmap() {}
 
 // NewShmGenTable is not supported off Linux.
 func NewShmGenTable() (*ShmGenTable, error) {
 	return nil, fmt.Errorf("%w: shared memory needs Linux", base.ErrNotSupported)
 }
-
-// Close does nothing off Linux (no table is ever made).
-func (t *ShmGenTable) Close() error { return nil }

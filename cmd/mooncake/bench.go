@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"runtime/pprof"
 	"slices"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/mooncake-go/mooncake/benchmarks"
 	"github.com/mooncake-go/mooncake/client"
@@ -17,24 +19,45 @@ import (
 
 func newBenchCmd(e *env) *cobra.Command {
 	var (
-		f           clientFlags
-		op          string
-		size        = base.Bytes(1 << 20)
-		count       int
-		concurrency int
-		objects     int
-		replicas    int
-		baseline    bool
-		keep        bool
-		rounds      int
-		cpuProfile  string
-		tf          tokenFlags
+		f          clientFlags
+		op         string
+		size       = base.Bytes(1 << 20)
+		count      int
+		objects    int
+		cpuProfile string
+		workload   string
+		bf         benchFlags
+		kf         kvBenchFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "bench --op put|get --size 1MiB --count N --concurrency C [--baseline]",
-		Short: "Measure put or get throughput and latency (and raw loopback TCP with --baseline)",
-		Args:  exactArgs(0, "no arguments"),
+		Use:   "bench --op put|get --size 1MiB --count N --concurrency C [--baseline] | bench --workload kvcache --model config.json",
+		Short: "Measure put or get throughput and latency (and raw loopback TCP with --baseline), or a KVCache workload",
+		Long: `bench measures the store through the Go client. The objects workload (the default) runs
+--count puts or gets of --size bytes; --workload kvcache stores and loads a model's KV-cache
+chunks for prompts with shared prefixes, as a serving fleet does (docs/benchmarks.md).`,
+		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch workload {
+			case benchObjects:
+				if err := refuseFlags(cmd.Flags(), "--workload objects", kvOnlyFlags...); err != nil {
+					return err
+				}
+			case benchKVCache:
+				if err := refuseFlags(cmd.Flags(), "--workload kvcache", "op", "size", "count", "objects", "tokens"); err != nil {
+					return err
+				}
+				if cpuProfile != "" {
+					stop, err := startCPUProfile(cpuProfile)
+					if err != nil {
+						return err
+					}
+					defer stop()
+				}
+				return runKVBench(cmd, e, &f, &bf, &kf)
+			default:
+				return usagef("--workload: unknown workload %q (want %s or %s)", workload, benchObjects, benchKVCache)
+			}
+			concurrency, replicas, baseline, keep, rounds, tf := bf.concurrency, bf.replicas, bf.baseline, bf.keep, bf.rounds, bf.tf
 			o, err := benchmarks.ParseOp(op)
 			if err != nil {
 				return usageError{err}
@@ -43,13 +66,10 @@ func newBenchCmd(e *env) *cobra.Command {
 			if err := w.Validate(); err != nil {
 				return usageError{err}
 			}
-			if rounds < 1 || rounds > 100 {
-				return usagef("--rounds must be 1 to 100, got %d", rounds)
+			rc, err := bf.check()
+			if err != nil {
+				return err
 			}
-			if replicas < 1 || replicas > 255 {
-				return usagef("--replicas must be 1 to 255, got %d", replicas)
-			}
-			rc := client.ReplicateConfig{Replicas: replicas}
 			if err := tf.apply(&rc); err != nil {
 				return err
 			}
@@ -67,6 +87,23 @@ func newBenchCmd(e *env) *cobra.Command {
 			}
 			defer c.Close()
 			store := benchmarks.ClientStore{C: c, RC: rc}
+			// A put on a worker's host goes through shared memory (a staging area): with
+			// --baseline each round also times the same puts over TCP, from a client with
+			// shared memory off, so the run compares raw TCP, our put, and our TCP put.
+			var tcpStore *benchmarks.ClientStore
+			if o == benchmarks.OpPut && baseline && f.sharedMemory {
+				cfg, err := f.config(cmd.Flags(), e)
+				if err != nil {
+					return err
+				}
+				cfg.DisableSharedMemory = true
+				tc, err := client.Connect(ctx, cfg)
+				if err != nil {
+					return err
+				}
+				defer tc.Close()
+				tcpStore = &benchmarks.ClientStore{C: tc, RC: rc}
+			}
 			keys := w.Keys()
 			if !keep {
 				defer cleanupBench(c, e, w.KeyPrefix)
@@ -83,11 +120,25 @@ func newBenchCmd(e *env) *cobra.Command {
 				if o == benchmarks.OpPut && round > 0 {
 					keys = roundKeys(keys, round) // a put needs fresh keys
 				}
+				var tcp benchmarks.Result
+				if tcpStore != nil && round%2 == 1 { // alternate which runs first (fresh arena pages)
+					if tcp, err = runTCPPuts(ctx, *tcpStore, w, keys); err != nil {
+						return err
+					}
+				}
 				r, err := benchmarks.Run(ctx, store, w, keys)
 				if err != nil {
 					return fmt.Errorf("bench: %w", err)
 				}
 				fmt.Fprintln(e.stdout, r)
+				if tcpStore != nil && round%2 == 0 {
+					if tcp, err = runTCPPuts(ctx, *tcpStore, w, keys); err != nil {
+						return err
+					}
+				}
+				if tcpStore != nil {
+					fmt.Fprintln(e.stdout, tcp)
+				}
 				if !baseline {
 					continue
 				}
@@ -102,15 +153,19 @@ func newBenchCmd(e *env) *cobra.Command {
 				}
 				ratios = append(ratios, ratio)
 				fmt.Fprintf(e.stdout, "ratio          %8.3f (mooncake %s GB/s / raw loopback TCP GB/s, same run)\n", ratio, o)
+				if tcpStore != nil && b.GBps() > 0 {
+					fmt.Fprintf(e.stdout, "ratio over TCP %8.3f (mooncake put over TCP GB/s / raw loopback TCP GB/s, same run)\n", tcp.GBps()/b.GBps())
+				}
 			}
 			if o == benchmarks.OpGet {
 				rs := c.ReadStats()
 				fmt.Fprintf(e.stdout, "read path      %d gets through shared memory, %d over TCP\n", rs.SharedMemory, rs.TCP)
+			} else {
+				ws := c.WriteStats()
+				fmt.Fprintf(e.stdout, "write path     %d replica writes through shared memory, %d over TCP (%d of them after a shared-memory fallback)\n",
+					ws.SharedMemory, ws.TCP, ws.Fallbacks)
 			}
-			if len(ratios) > 1 {
-				slices.Sort(ratios)
-				fmt.Fprintf(e.stdout, "median ratio   %8.3f of %d rounds (min %.3f, max %.3f)\n", ratios[len(ratios)/2], len(ratios), ratios[0], ratios[len(ratios)-1])
-			}
+			printMedian(e.stdout, "median ratio", ratios)
 			return nil
 		},
 	}
@@ -119,15 +174,72 @@ func newBenchCmd(e *env) *cobra.Command {
 	fl.StringVar(&op, "op", "put", "put or get")
 	fl.Var(&size, "size", "object size, e.g. 1MiB")
 	fl.IntVar(&count, "count", 1000, "number of operations")
-	fl.IntVar(&concurrency, "concurrency", 8, "operations in flight")
 	fl.IntVar(&objects, "objects", 0, "get: distinct objects stored and read round-robin (default: count, capped at 256 MiB of objects)")
-	fl.IntVar(&replicas, "replicas", 1, "replicas per put")
-	fl.BoolVar(&baseline, "baseline", false, "also measure raw loopback TCP with the same sizes and concurrency")
-	fl.BoolVar(&keep, "keep", false, "keep the objects (default: remove them at the end)")
-	tf.register(fl)
-	fl.IntVar(&rounds, "rounds", 1, "repeat the measurement (alternating with the baseline) and print the median ratio")
+	bf.register(fl)
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this client (the measurement and its preparation) to this file (go tool pprof reads it)")
+	fl.StringVar(&workload, "workload", benchObjects, "objects (--op put or get of --size objects) or kvcache (a model's KV-cache chunks for prompts with shared prefixes; needs --model config.json)")
+	kf.register(cmd)
 	return cmd
+}
+
+// The workloads of `mooncake bench`.
+const (
+	benchObjects = "objects"
+	benchKVCache = "kvcache"
+)
+
+// benchFlags are the flags both workloads take.
+type benchFlags struct {
+	concurrency int
+	replicas    int
+	baseline    bool
+	keep        bool
+	rounds      int
+	// tf's --model is a registered model name in the objects workload and the model's
+	// config.json in the kvcache one (the issue's `--workload kvcache --model config.json`).
+	tf tokenFlags
+}
+
+func (bf *benchFlags) register(fl *pflag.FlagSet) {
+	fl.IntVar(&bf.concurrency, "concurrency", 8, "operations in flight (kvcache: prompts in flight)")
+	fl.IntVar(&bf.replicas, "replicas", 1, "replicas per put")
+	fl.BoolVar(&bf.baseline, "baseline", false, "also measure raw loopback TCP with the same sizes and concurrency")
+	fl.BoolVar(&bf.keep, "keep", false, "keep the objects (default: remove them at the end)")
+	bf.tf.register(fl)
+	fl.Lookup("model").Usage = "objects: the registered model --tokens belong to; kvcache: the model's config.json (Hugging Face), which sizes the chunks"
+	fl.IntVar(&bf.rounds, "rounds", 1, "repeat the measurement (alternating with the baseline) and print the median ratio")
+}
+
+// check validates the shared flags and returns the puts' replicate config.
+func (bf *benchFlags) check() (client.ReplicateConfig, error) {
+	if bf.rounds < 1 || bf.rounds > 100 {
+		return client.ReplicateConfig{}, usagef("--rounds must be 1 to 100, got %d", bf.rounds)
+	}
+	if bf.replicas < 1 || bf.replicas > 255 {
+		return client.ReplicateConfig{}, usagef("--replicas must be 1 to 255, got %d", bf.replicas)
+	}
+	return client.ReplicateConfig{Replicas: bf.replicas}, nil
+}
+
+// refuseFlags fails if the user gave one of the named flags, which the workload does not use
+// (silently ignoring them would measure something else than asked).
+func refuseFlags(fs *pflag.FlagSet, workload string, names ...string) error {
+	for _, n := range names {
+		if changed(fs, n) {
+			return usagef("--%s does not apply to %s", n, workload)
+		}
+	}
+	return nil
+}
+
+// printMedian prints the median of a value measured over rounds, with its range.
+func printMedian(w io.Writer, label string, v []float64) {
+	if len(v) < 2 {
+		return
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	fmt.Fprintf(w, "%-14s %8.3f of %d rounds (min %.3f, max %.3f)\n", label, v[len(v)/2], len(v), v[0], v[len(v)-1])
 }
 
 // startCPUProfile profiles this process into path until the returned stop is called. The
@@ -163,4 +275,19 @@ func cleanupBench(c *client.Client, e *env, prefix string) {
 	if _, err := c.RemoveByRegex(ctx, "^"+regexp.QuoteMeta(prefix)); err != nil {
 		fmt.Fprintf(e.stderr, "mooncake: bench: removing the objects under %q: %v\n", prefix, err)
 	}
+}
+
+// runTCPPuts times w's puts through store (a client with shared memory off) under keys of
+// their own.
+func runTCPPuts(ctx context.Context, store benchmarks.ClientStore, w benchmarks.Workload, keys []string) (benchmarks.Result, error) {
+	tk := make([]string, len(keys))
+	for i, k := range keys {
+		tk[i] = k + ".tcp"
+	}
+	r, err := benchmarks.Run(ctx, store, w, tk)
+	if err != nil {
+		return r, fmt.Errorf("bench: put over TCP: %w", err)
+	}
+	r.Name = "put over TCP"
+	return r, nil
 }

@@ -39,7 +39,7 @@ func (f *clientFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "time limit of each operation")
 	fs.DurationVar(&f.dialTimeout, "dial_timeout", 2*time.Second, "time limit to reach a master or worker")
 	fs.BoolVar(&f.noVerify, "skip_checksum_verify", false, "do not check objects read against their checksum (saves ~100 µs of CPU per MiB)")
-	fs.BoolVar(&f.sharedMemory, "shared_memory", true, "read from workers on this host through their shared arena (false: always over TCP)")
+	fs.BoolVar(&f.sharedMemory, "shared_memory", true, "read from and put to workers on this host through shared memory (false: always over TCP)")
 }
 
 // config resolves the client configuration: flag, then $MOONCAKE_MASTER, then the config

@@ -10,8 +10,9 @@
 // Files: main.go (root command, error printing, exit codes), config.go (mooncake.json from
 // MOONCAKE_CONFIG_PATH), serve.go (server flags and their validation), run_servers.go (starting
 // and stopping the servers), clientcmds.go (put, get, rm, ls, status), members.go (master add,
-// remove, list), bench.go. The
-// end-to-end tests (e2e_*_test.go) build this binary and run clusters of it as processes.
+// remove, list), bench.go (the objects workload of bench), bench_kvcache.go and
+// bench_kvcache_cmd.go (its kvcache workload: a model's KV-cache chunks for prompts with
+// shared prefixes). The end-to-end tests (e2e_*_test.go) build this binary and run clusters of it as processes.
 //
 // Precedence: a flag given on the command line, then (client commands) $MOONCAKE_MASTER, then
 // the config file, then the default. Every error is printed as one line, `mooncake: <error>`,

@@ -155,6 +155,15 @@ func TestCLIStandalone(t *testing.T) {
 			}
 		}
 		t.Logf("bench --op %s (noisy, shared machine):\n%s", op, r.stdout)
+		if op != "put" {
+			continue
+		}
+		// A put from this host goes through shared memory (a staging area the worker copies
+		// from); --baseline also times the same puts over TCP in each round.
+		m := regexp.MustCompile(`write path +(\d+) replica writes through shared memory, (\d+) over TCP`).FindStringSubmatch(r.stdout)
+		if !strings.Contains(r.stdout, "put over TCP") || m == nil || m[1] != "40" || m[2] != "0" {
+			t.Fatalf("bench --op put --baseline: want a put over TCP line and 40 writes through shared memory:\n%s", r.stdout)
+		}
 	}
 	// A get from another process on this host copies out of the worker's shared arena
 	// (gets racing the first one, which maps it, may go over TCP); with

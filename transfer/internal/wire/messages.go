@@ -1206,6 +1206,9 @@ func NewRequest(op Op) Message {
 	if m := newModelRequest(op); m != nil {
 		return m
 	}
+	if m := newShmPutRequest(op); m != nil {
+		return m
+	}
 	return newLifecycleRequest(op)
 }
 
@@ -1250,6 +1253,9 @@ func NewResponse(op Op) Message {
 		return NewBatchResponse(op, nil)
 	}
 	if m := newModelResponse(op); m != nil {
+		return m
+	}
+	if m := newShmPutResponse(op); m != nil {
 		return m
 	}
 	return newLifecycleResponse(op)

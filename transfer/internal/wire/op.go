@@ -69,6 +69,12 @@ const (
 	// objects out of its shared arena without pinning them (client/shm.go), so its
 	// eviction order sees those reads. Safe to resend: a touch twice is a read twice.
 	OpShmTouch Op = 90
+	// Same-host puts (100-109): a client on the worker's host writes through a staging area
+	// the worker maps and copies from (messages_shmput.go). ShmPutOpen is not idempotent: a
+	// resend could open a second area (it ends with its connection).
+	OpShmPutOpen  Op = 100
+	OpShmPutWrite Op = 101
+	OpShmPutClose Op = 102
 )
 
 type opInfo struct {
@@ -117,6 +123,9 @@ var ops = [256]opInfo{
 	OpMemory:         {name: "Memory", idempotent: true},
 	OpWorkerMemory:   {name: "WorkerMemory", idempotent: true},
 	OpShmTouch:       {name: "ShmTouch", idempotent: true},
+	OpShmPutOpen:     {name: "ShmPutOpen"},
+	OpShmPutWrite:    {name: "ShmPutWrite"},
+	OpShmPutClose:    {name: "ShmPutClose", idempotent: true},
 }
 
 // Known reports whether this build defines op.

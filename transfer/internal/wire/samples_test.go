@@ -74,6 +74,13 @@ func sampleRequests() []Message {
 				Spills: 3, SpillBytes: 3 << 20, Promotions: 1, Models: []ModelStats{
 					{Model: "qwen2-7b", DRAMObjects: 2, DRAMBytes: 1 << 20, NVMeObjects: 3, NVMeBytes: 3<<20 + 4096},
 					{Model: "", NVMeObjects: 1, NVMeBytes: 8192}}}},
+		// Same-host puts (100-109).
+		&ShmPutOpenRequest{BootID: "350a5823-aa02-4ead-8e24-88d308efba0e"},
+		&ShmPutWriteRequest{Stage: 1 << 62, StageOffset: 4 << 20, Length: 1 << 20, Write: WriteRequest{Key: "k", Version: 3,
+			TotalSize: 3 << 20, Offset: 2 << 20, Persistence: base.PersistenceDurable, SoftPinTTL: time.Minute, HardPin: true}},
+		&ShmPutWriteRequest{Stage: 7, Length: 100, Write: WriteRequest{Key: "k", Version: 4, TotalSize: 100, Checksum: 43,
+			Commit: true, Model: "qwen2-7b"}},
+		&ShmPutCloseRequest{Stage: 7},
 		// C library calls (90-99).
 		&ShmTouchRequest{Items: []KeyVersion{{Key: "a", Version: 1}, {Key: "b", Version: 2}}},
 	}
@@ -117,6 +124,10 @@ func sampleResponses() []Message {
 		NewEmpty(OpReplicate),
 		NewEmpty(OpDrainWorker),
 		NewEmpty(OpRetireWorker),
+		&ShmPutOpenResponse{BootID: "350a5823-aa02-4ead-8e24-88d308efba0e", PID: 4242, FD: 9, Inode: 99, Dev: 5,
+			Size: 64 << 20, Stage: 1 << 62},
+		NewEmpty(OpShmPutWrite),
+		NewEmpty(OpShmPutClose),
 		NewBatchResponse(OpShmTouch, []ItemError{{}, {Code: base.CodeObjectNotFound, Msg: "gone"}}),
 	}
 }
@@ -145,6 +156,14 @@ func earlierRevisions(m Message) []Message {
 		}
 		old := *p
 		old.GenFD, old.GenInode, old.GenDev, old.GenSize = 0, 0, 0, 0
+		return []Message{&old}
+	case *ShmPutWriteRequest:
+		// Not an earlier revision: the embedded Write's model is optional from the start.
+		if p.Write.Model == "" {
+			return nil
+		}
+		old := *p
+		old.Write.Model = ""
 		return []Message{&old}
 	case *BatchPutEndRequest:
 		old := &BatchPutEndRequest{}
