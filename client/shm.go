@@ -59,6 +59,10 @@ type shmPeer struct {
 	// (a set: a key read many times between two flushes is reported once; at most
 	// maxShmTouchQueue, beyond which reads go unreported: touches only inform eviction).
 	touch map[transfer.KeyVersion]struct{}
+	// touchSince is when touch last went from empty to not: the flusher holds touches (but
+	// not leases) until shmTouchDelay after it, so a hot loop of gets sends one ShmTouch per
+	// delay instead of one per round trip.
+	touchSince time.Time
 	// noTouch says the worker does not take ShmTouch (an older build): without touches its
 	// eviction order would not see unpinned reads, so every read pins.
 	noTouch bool
@@ -75,6 +79,12 @@ type shmLoc struct {
 // maxShmLocs bounds the object locations remembered per worker (about 100 bytes each plus
 // the key).
 const maxShmLocs = 1 << 16
+
+// shmTouchDelay is how long unpinned reads wait to be reported, so they go in batches: a
+// loop of 4 KiB gets otherwise sent a ShmTouch per round trip (thousands a second, each
+// costing both processes CPU on a small machine), while eviction order needs no better
+// than millisecond precision.
+const shmTouchDelay = 2 * time.Millisecond
 
 // maxShmTouchQueue bounds the unpinned reads waiting for a ShmTouch, per worker.
 const maxShmTouchQueue = 4 * transfer.MaxShmTouch
@@ -280,6 +290,9 @@ func (s *shmPeers) touchLater(c *Client, addr string, kv transfer.KeyVersion) {
 	if p.touch == nil {
 		p.touch = make(map[transfer.KeyVersion]struct{})
 	}
+	if len(p.touch) == 0 {
+		p.touchSince = time.Now()
+	}
 	if len(p.touch) < maxShmTouchQueue {
 		p.touch[kv] = struct{}{}
 	}
@@ -312,6 +325,17 @@ func (s *shmPeers) flush(ctx context.Context, c *Client, addr string, p *shmPeer
 			clear(p.touch)
 			s.mu.Unlock()
 			return
+		}
+		if wait := shmTouchDelay - time.Since(p.touchSince); n == 0 && wait > 0 {
+			// Only touches: let more gather (shmTouchDelay).
+			s.mu.Unlock()
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+			continue
 		}
 		var leases []uint64
 		if n > 0 {
