@@ -406,18 +406,14 @@ func (s *shmPeers) sendTouches(ctx context.Context, c *Client, addr string, touc
 		}
 		return
 	}
-	var gone []string
 	for i, it := range resp.Items {
-		if it.Code == base.CodeOK {
-			continue
-		}
-		s.dropLocation(addr, touches[i])
-		if ierr := it.Err(); errors.Is(ierr, base.ErrObjectNotFound) || errors.Is(ierr, base.ErrInvalidVersion) {
-			gone = append(gone, touches[i].Key)
+		if it.Code != base.CodeOK {
+			// The object moved or went: the next get of it pins (or misses) as usual. The
+			// cached lookup is left alone: it may already name a newer version, and a get of
+			// the old one misses at the worker anyway.
+			s.dropLocation(addr, touches[i])
 		}
 	}
-	// The worker no longer holds those versions: the next get of them looks up again.
-	c.lookups.drop(gone...)
 }
 
 // errShmFallback says a shared-memory read did not happen and the get should go over TCP.
