@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"context"
+	"errors"
 
 	"github.com/mooncake-go/mooncake/client"
 )
@@ -20,4 +21,9 @@ func (s ClientStore) Put(ctx context.Context, key string, value []byte) error {
 // GetInto reads the object into buf.
 func (s ClientStore) GetInto(ctx context.Context, key string, buf []byte) (int, error) {
 	return s.C.GetInto(ctx, key, buf)
+}
+
+// BatchPut stores the values in one client BatchPut; the first item's error is returned.
+func (s ClientStore) BatchPut(ctx context.Context, keys []string, values [][]byte) error {
+	return errors.Join(s.C.BatchPut(ctx, keys, values, s.RC)...)
 }

@@ -42,3 +42,13 @@ func (s *MemStore) GetInto(_ context.Context, key string, buf []byte) (int, erro
 	}
 	return copy(buf, v), nil
 }
+
+// BatchPut puts each value in turn; the first error stops it.
+func (s *MemStore) BatchPut(ctx context.Context, keys []string, values [][]byte) error {
+	for i, k := range keys {
+		if err := s.Put(ctx, k, values[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

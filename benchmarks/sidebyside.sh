@@ -23,7 +23,8 @@
 # mooncake and raw TCP alternating as `mooncake bench --rounds` does), BYTES (bytes moved per measurement, default 1GiB; the count is
 # BYTES/size, 200 to 20000), SEGMENT (default 4GiB), PREFAULT (0/1), SHM (false: gets over
 # TCP, verified; true: through shared memory), REPLICAS (1), RPC_PORT (27551), REDIS_PORT
-# (27552), MOONCAKE (a built binary). The figures are only comparable within one run: on a
+# (27552), MOONCAKE (a built binary), STANDALONE_FLAGS (more flags for the standalone, e.g.
+# "--raft_fsync=false"). The figures are only comparable within one run: on a
 # shared or loaded machine compare the ratios, not the absolute numbers.
 set -euo pipefail
 
@@ -37,6 +38,7 @@ SHM=${SHM:-false}
 REPLICAS=${REPLICAS:-1}
 RPC_PORT=${RPC_PORT:-27551}
 REDIS_PORT=${REDIS_PORT:-27552}
+STANDALONE_FLAGS=${STANDALONE_FLAGS:-}
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/sidebyside.XXXXXX")
@@ -90,6 +92,8 @@ command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null && h
 # 3. servers
 extra=()
 [ "$PREFAULT" = 1 ] && extra+=(--prefault_arena)
+# shellcheck disable=SC2206 # STANDALONE_FLAGS is a list of flags, split on spaces on purpose
+extra+=($STANDALONE_FLAGS)
 "$mc" standalone --rpc_port "$RPC_PORT" --metrics_port 0 --data_dir "$work/mooncake-data" \
 	--global_segment_size "$SEGMENT" "${extra[@]}" >"$work/standalone.log" 2>&1 &
 mc_pid=$!
@@ -164,7 +168,7 @@ done
 
 # 5. the table
 echo
-echo "$("$mc" --version 2>/dev/null | head -1 || echo mooncake), standalone (DRAM, prefault=$PREFAULT, gets shared_memory=$SHM, $REPLICAS replica(s)); $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$("$mc" --version 2>/dev/null | head -1 || echo mooncake), standalone (DRAM, prefault=$PREFAULT${STANDALONE_FLAGS:+, $STANDALONE_FLAGS}, gets shared_memory=$SHM, $REPLICAS replica(s)); $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "medians of $ROUNDS rounds; GB/s = 10^9 bytes/s; x raw = mooncake GB/s / raw loopback TCP GB/s, x Redis = mooncake ops/s / Redis ops/s (same run)"
 echo
 echo "| size | conc | raw TCP put ops/s | raw TCP put GB/s | Redis SET ops/s | Redis SET GB/s | mooncake PUT ops/s | mooncake PUT GB/s | PUT x raw | PUT x Redis | raw TCP get GB/s | Redis GET ops/s | Redis GET GB/s | mooncake GET ops/s | mooncake GET GB/s | GET x raw | GET x Redis |"

@@ -17,6 +17,8 @@ import (
 type Store interface {
 	// Put stores value under key. The workload never reuses a key within one run.
 	Put(ctx context.Context, key string, value []byte) error
+	// BatchPut stores values[i] under keys[i] in one batch call (a put workload with Batch > 1).
+	BatchPut(ctx context.Context, keys []string, values [][]byte) error
 	// GetInto reads the object into buf (len(buf) is the object's size) and returns its length.
 	GetInto(ctx context.Context, key string, buf []byte) (int, error)
 }
@@ -53,7 +55,13 @@ type Workload struct {
 	// them): a get benchmark measures reads, and more objects than the store's DRAM would only
 	// measure eviction (in cache mode, reads of evicted objects fail).
 	Objects int
+	// Batch, for puts, is the objects of one operation: each operation is one BatchPut of
+	// Batch objects of Size bytes (Count operations, Count*Batch objects). 0 or 1: Put.
+	Batch int
 }
+
+// perOp returns the objects of one operation.
+func (w *Workload) perOp() int { return max(w.Batch, 1) }
 
 // defaultGetBytes bounds the bytes a get workload stores when Objects is zero.
 const defaultGetBytes = 256 << 20
@@ -61,7 +69,7 @@ const defaultGetBytes = 256 << 20
 // distinct returns the number of distinct keys the workload uses.
 func (w *Workload) distinct() int {
 	if w.Op != OpGet {
-		return w.Count
+		return w.Count * w.perOp()
 	}
 	n := w.Objects
 	if n <= 0 {
@@ -85,19 +93,26 @@ func (w *Workload) Validate() error {
 		return fmt.Errorf("%w: concurrency x size is over 16 GiB of buffers", base.ErrInvalidParams)
 	case w.Objects < 0:
 		return fmt.Errorf("%w: objects must not be negative, got %d", base.ErrInvalidParams, w.Objects)
+	case w.Batch < 0 || w.Batch > 4096:
+		return fmt.Errorf("%w: batch must be 1 to 4096, got %d", base.ErrInvalidParams, w.Batch)
+	case w.Batch > 1 && w.Op != OpPut:
+		return fmt.Errorf("%w: batch is for puts only", base.ErrInvalidParams)
+	case int64(w.Count)*int64(w.perOp()) > 1<<24:
+		return fmt.Errorf("%w: count x batch is over 16M objects", base.ErrInvalidParams)
 	}
 	return nil
 }
 
-// Keys returns the keys of the workload's operations, in order. A get workload cycles over
-// its distinct objects, so the first distinct() keys are the ones Prepare stores.
+// Keys returns the keys of the workload's operations, in order (Batch of them per operation).
+// A get workload cycles over its distinct objects, so the first distinct() keys are the ones
+// Prepare stores.
 func (w *Workload) Keys() []string {
 	prefix := w.KeyPrefix
 	if prefix == "" {
 		prefix = fmt.Sprintf("bench/%08x/", rand.Uint32())
 		w.KeyPrefix = prefix
 	}
-	keys := make([]string, w.Count)
+	keys := make([]string, w.Count*w.perOp())
 	n := w.distinct()
 	for i := range keys {
 		keys[i] = fmt.Sprintf("%s%d", prefix, i%n)
@@ -188,8 +203,11 @@ func Run(ctx context.Context, s Store, w Workload, keys []string) (Result, error
 	if err := w.Validate(); err != nil {
 		return Result{}, err
 	}
-	if len(keys) != w.Count {
-		return Result{}, fmt.Errorf("%w: %d keys for %d operations", base.ErrInvalidParams, len(keys), w.Count)
+	if len(keys) != w.Count*w.perOp() {
+		return Result{}, fmt.Errorf("%w: %d keys for %d operations of %d objects", base.ErrInvalidParams, len(keys), w.Count, w.perOp())
+	}
+	if w.perOp() > 1 {
+		return runBatches(ctx, s, w, keys)
 	}
 	op := func(ctx context.Context, key string, buf []byte) error { return s.Put(ctx, key, buf) }
 	if w.Op == OpGet {
@@ -203,6 +221,31 @@ func Run(ctx context.Context, s Store, w Workload, keys []string) (Result, error
 	}
 	r, err := runOps(ctx, w.Concurrency, w.Size, keys, op)
 	r.Name = "mooncake " + string(w.Op)
+	return r, err
+}
+
+// runBatches runs a put workload of BatchPut calls: operation i stores keys[i*Batch:][:Batch],
+// every value the goroutine's one buffer.
+func runBatches(ctx context.Context, s Store, w Workload, keys []string) (Result, error) {
+	n := w.perOp()
+	ops := make([]string, w.Count)
+	for i := range ops {
+		ops[i] = keys[i*n]
+	}
+	first := make(map[string]int, len(ops))
+	for i, k := range ops {
+		first[k] = i
+	}
+	r, err := runOps(ctx, w.Concurrency, w.Size, ops, func(ctx context.Context, key string, buf []byte) error {
+		i := first[key]
+		values := make([][]byte, n)
+		for j := range values {
+			values[j] = buf
+		}
+		return s.BatchPut(ctx, keys[i*n:(i+1)*n], values)
+	})
+	r.Name = fmt.Sprintf("mooncake put x%d", n)
+	r.Bytes *= int64(n)
 	return r, err
 }
 

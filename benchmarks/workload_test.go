@@ -47,6 +47,29 @@ func TestRunPutGet(t *testing.T) {
 	}
 }
 
+// TestRunBatchPut: a put workload with Batch stores Count batches of Batch objects, each
+// operation one BatchPut, and counts the bytes of every object.
+func TestRunBatchPut(t *testing.T) {
+	s := NewMemStore()
+	w := Workload{Op: OpPut, Size: 100, Count: 6, Concurrency: 2, Batch: 4}
+	keys := w.Keys()
+	if len(keys) != 24 {
+		t.Fatalf("%d keys, want 24", len(keys))
+	}
+	r, err := Run(context.Background(), s, w, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Ops != 6 || r.Bytes != 2400 || len(r.Latencies) != 6 {
+		t.Fatalf("batch put result %+v", r)
+	}
+	for _, k := range keys {
+		if n, err := s.GetInto(context.Background(), k, make([]byte, 100)); err != nil || n != 100 {
+			t.Fatalf("%s: %d, %v", k, n, err)
+		}
+	}
+}
+
 func TestWorkloadValidate(t *testing.T) {
 	bad := func(w Workload) {
 		t.Helper()
@@ -59,6 +82,9 @@ func TestWorkloadValidate(t *testing.T) {
 	bad(Workload{Op: OpPut, Size: 1, Count: 0, Concurrency: 1})
 	bad(Workload{Op: OpPut, Size: 1, Count: 1, Concurrency: 0})
 	bad(Workload{Op: OpPut, Size: 1 << 30, Count: 1, Concurrency: 100})
+	bad(Workload{Op: OpGet, Size: 1, Count: 1, Concurrency: 1, Batch: 2})
+	bad(Workload{Op: OpPut, Size: 1, Count: 1, Concurrency: 1, Batch: -1})
+	bad(Workload{Op: OpPut, Size: 1, Count: 1 << 20, Concurrency: 1, Batch: 4096})
 	if _, err := ParseOp("get"); err != nil {
 		t.Fatal(err)
 	}

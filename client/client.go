@@ -49,6 +49,9 @@ type Client struct {
 	stage shmStagers
 	// group coalesces concurrent puts' PutStart and PutEnd calls (put.go).
 	group groupCommits
+	// lookupB coalesces the lookups of gets that miss the cache and refreshes cached
+	// lookups ahead of their expiry (getcoalesce.go).
+	lookupB lookupBatches
 	// loads counts this client's reads in flight per worker address (string ->
 	// *atomic.Int64), the "least loaded" of orderReplicas.
 	loads sync.Map
@@ -127,6 +130,7 @@ func connectWith(ctx context.Context, cfg Config, r rpc) (*Client, error) {
 
 // Close releases the client's connections. Calls in flight fail.
 func (c *Client) Close() error {
+	c.closeLookups()
 	c.shm.close()
 	c.stage.close()
 	return c.rpc.Close()

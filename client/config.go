@@ -60,7 +60,9 @@ type Config struct {
 	// replaced or removed within the TTL, while a worker still holds it (this client's own
 	// puts and removes drop their keys at once). The default is 1s (the workers' heartbeat
 	// interval, about as long as a removed object lingers on its worker anyway); a negative
-	// value turns the cache off, so every get asks the leader.
+	// value turns the cache off, so every get asks the leader. A key read in the last quarter
+	// of its entry's life is looked up again in the background (BatchLookups), so keys read
+	// over and over keep fresh entries; each answer still lives at most the TTL.
 	LookupCacheTTL time.Duration
 	// LookupCacheEntries bounds the keys the lookup cache holds. The default is 65536.
 	LookupCacheEntries int

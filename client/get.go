@@ -105,13 +105,16 @@ func (c *Client) getNoWait(key string, alloc Alloc) (int, bool) {
 	return 0, false
 }
 
-// getInto looks the key up (in the lookup cache, else at the leader) and reads it from the
-// best replica, verifying the checksum and failing over to the next replica on any error. A
-// cached lookup that fails in any way is dropped and the get starts over with a fresh one.
+// getInto looks the key up (in the lookup cache, else at the leader, coalesced with
+// concurrent misses: getcoalesce.go) and reads it from the best replica, verifying the
+// checksum and failing over to the next replica on any error. A cached lookup that fails in any way is dropped and the get starts over with a fresh one.
 // When every replica of a fresh lookup says the object is gone or has another version (it was
 // replaced or removed since the lookup), it looks up once more.
 func (c *Client) getInto(ctx context.Context, key string, dst func(size int64) ([]byte, error)) (int, error) {
-	if lr, ok := c.lookups.get(key); ok {
+	if lr, ok, refresh := c.lookups.getRefresh(key); ok {
+		if refresh {
+			c.refreshLookup(key) // in the background, beside this read
+		}
 		buf, err := dst(lr.Size)
 		if err == nil {
 			var n int
@@ -127,7 +130,7 @@ func (c *Client) getInto(ctx context.Context, key string, dst func(size int64) (
 	}
 	for attempt := 0; ; attempt++ {
 		gen, sent := c.lookups.generation(), time.Now()
-		lr, err := c.lookup(ctx, key)
+		lr, err := c.lookupCoalesced(ctx, key)
 		if err != nil {
 			return 0, fmt.Errorf("get %q: %w", key, err)
 		}

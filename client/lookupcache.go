@@ -20,6 +20,12 @@ import (
 // get may still read the old version while its worker holds it (the worker frees it after its
 // next heartbeat). This client's own Put/Remove calls drop their keys, so a client always
 // reads its own writes.
+//
+// Refresh ahead: a get that hits an entry in the last quarter of its life asks for it to be
+// looked up again in the background (getcoalesce.go), so a key read again and again keeps a
+// fresh entry and its gets never wait for the master. The new answer replaces the entry and
+// expires ttl after its own lookup was sent: no answer is ever used longer than ttl after it
+// was asked for, with or without refreshing.
 type lookupCache struct {
 	ttl time.Duration
 	max int
@@ -37,6 +43,9 @@ type lookupCache struct {
 type cachedLookup struct {
 	lr      *transfer.LookupResponse // never modified after it is cached
 	expires time.Time
+	// refreshing is set when a get asked for the entry to be refreshed; the refresh's
+	// answer replaces the entry (clearing it), or refreshFailed clears it.
+	refreshing bool
 }
 
 // newLookupCache returns a cache of up to max entries kept for ttl; nil (no cache) when ttl
@@ -52,16 +61,43 @@ func newLookupCache(ttl time.Duration, max int) *lookupCache {
 
 // get returns the cached lookup of key if it has not expired.
 func (lc *lookupCache) get(key string) (*transfer.LookupResponse, bool) {
+	lr, ok, _ := lc.getRefresh(key)
+	return lr, ok
+}
+
+// getRefresh is get that also says whether the caller should refresh the entry: it is in
+// the last quarter of its life and no refresh was asked for since it was cached (the first
+// caller to see that is told, the others are not).
+func (lc *lookupCache) getRefresh(key string) (lr *transfer.LookupResponse, ok, refresh bool) {
 	if lc == nil {
-		return nil, false
+		return nil, false, false
 	}
+	now := time.Now()
 	lc.mu.Lock()
+	defer lc.mu.Unlock()
 	e, ok := lc.mu.m[key]
-	lc.mu.Unlock()
-	if !ok || time.Now().After(e.expires) {
-		return nil, false
+	if !ok || now.After(e.expires) {
+		return nil, false, false
 	}
-	return e.lr, true
+	if !e.refreshing && now.After(e.expires.Add(-lc.ttl/4)) {
+		e.refreshing = true
+		lc.mu.m[key] = e
+		refresh = true
+	}
+	return e.lr, true, refresh
+}
+
+// refreshFailed clears the refreshing mark of keys whose refresh did not replace their
+// entry, so a later get may ask again.
+func (lc *lookupCache) refreshFailed(keys ...string) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	for _, k := range keys {
+		if e, ok := lc.mu.m[k]; ok && e.refreshing {
+			e.refreshing = false
+			lc.mu.m[k] = e
+		}
+	}
 }
 
 // generation returns the value to pass to put for a lookup sent now.
@@ -72,15 +108,16 @@ func (lc *lookupCache) generation() uint64 {
 	return lc.gen.Load()
 }
 
-// put caches lr, a lookup of key sent at sent when the generation was gen.
-func (lc *lookupCache) put(key string, lr *transfer.LookupResponse, gen uint64, sent time.Time) {
+// put caches lr, a lookup of key sent at sent when the generation was gen, and reports
+// whether it did.
+func (lc *lookupCache) put(key string, lr *transfer.LookupResponse, gen uint64, sent time.Time) bool {
 	if lc == nil {
-		return
+		return false
 	}
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	if lc.gen.Load() != gen {
-		return // an invalidation happened since the lookup was sent
+		return false // an invalidation happened since the lookup was sent
 	}
 	if _, ok := lc.mu.m[key]; !ok && len(lc.mu.m) >= lc.max {
 		// Full: drop expired entries, else an arbitrary one (map order), to stay bounded.
@@ -98,6 +135,7 @@ func (lc *lookupCache) put(key string, lr *transfer.LookupResponse, gen uint64, 
 		}
 	}
 	lc.mu.m[key] = cachedLookup{lr: lr, expires: sent.Add(lc.ttl)}
+	return true
 }
 
 // drop forgets keys (after this client changed them, or when a read with a key's entry

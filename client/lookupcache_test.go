@@ -53,3 +53,31 @@ func TestLookupCache(t *testing.T) {
 		t.Fatal("clear left entries")
 	}
 }
+
+// TestLookupCacheRefreshMark: an entry in the last quarter of its life asks its first reader
+// to refresh it, and nobody else until the refresh failed or replaced it.
+func TestLookupCacheRefreshMark(t *testing.T) {
+	lc := newLookupCache(time.Hour, 10)
+	lr := &transfer.LookupResponse{Version: 1}
+	lc.put("young", lr, lc.generation(), time.Now())
+	if _, ok, refresh := lc.getRefresh("young"); !ok || refresh {
+		t.Fatalf("young entry: hit %v refresh %v", ok, refresh)
+	}
+	lc.put("old", lr, lc.generation(), time.Now().Add(-50*time.Minute))
+	if _, ok, refresh := lc.getRefresh("old"); !ok || !refresh {
+		t.Fatalf("old entry, first reader: hit %v refresh %v", ok, refresh)
+	}
+	if _, ok, refresh := lc.getRefresh("old"); !ok || refresh {
+		t.Fatalf("old entry, second reader: hit %v refresh %v", ok, refresh)
+	}
+	lc.refreshFailed("old", "missing")
+	if _, _, refresh := lc.getRefresh("old"); !refresh {
+		t.Fatal("after a failed refresh the next reader must be asked again")
+	}
+	if !lc.put("old", &transfer.LookupResponse{Version: 2}, lc.generation(), time.Now()) {
+		t.Fatal("refresh answer not stored")
+	}
+	if got, ok, refresh := lc.getRefresh("old"); !ok || refresh || got.Version != 2 {
+		t.Fatalf("refreshed entry: %v %v %v", got, ok, refresh)
+	}
+}

@@ -257,10 +257,18 @@ func TestSharedMemoryUnpinned(t *testing.T) {
 	if err := writer.Put(ctx, "k", v2, client.ReplicateConfig{Upsert: true}); err != nil {
 		t.Fatal(err)
 	}
-	get(v2) // pins: the replaced copy's generation moved
-	get(v2) // unpinned again, at the new copy
-	if rs := reader.ReadStats(); rs.SharedMemory != 6 || rs.SharedMemoryUnpinned != 4 {
-		t.Fatalf("read paths %+v after the upsert, want 6 through shared memory, 4 unpinned", rs)
+	// The replaced copy's generation moved: the next get pins. The worker may still serve v1
+	// (until the master's drop of it arrives: docs/tier.md, "Upserts"), through a pin as over
+	// TCP; never a mix, and v2 once v1 is let go or the cached lookup expired.
+	if rs := reader.ReadStats(); rs.SharedMemoryUnpinned != 3 {
+		t.Fatalf("read paths %+v before the get after the upsert", rs)
+	}
+	awaitV2(t, reader, "k", v1, v2)
+	before := reader.ReadStats()
+	get(v2)
+	get(v2) // unpinned, at the new copy
+	if rs := reader.ReadStats(); rs.SharedMemory != before.SharedMemory+2 || rs.SharedMemoryUnpinned < before.SharedMemoryUnpinned+1 {
+		t.Fatalf("read paths %+v after %+v: want 2 through shared memory, the last unpinned", rs, before)
 	}
 	if err := writer.Remove(ctx, "k"); err != nil {
 		t.Fatal(err)
@@ -353,9 +361,7 @@ func TestGetIntoNoWait(t *testing.T) {
 	if n, ok := reader.GetIntoNoWait("k", buf); ok {
 		t.Fatalf("no-wait get of a replaced object: %d bytes", n)
 	}
-	if n, err := reader.GetInto(ctx, "k", buf); err != nil || !bytes.Equal(buf[:n], v2) {
-		t.Fatalf("get after the upsert: %v", err)
-	}
+	awaitV2(t, reader, "k", v1, v2)
 	if n, ok := reader.GetIntoNoWait("k", buf); !ok || !bytes.Equal(buf[:n], v2) {
 		t.Fatalf("no-wait get of the new version: %v", ok)
 	}
@@ -405,5 +411,24 @@ func TestBatchGetNoWait(t *testing.T) {
 	})
 	if rs := reader.ReadStats(); rs.SharedMemoryUnpinned != before.SharedMemoryUnpinned+3 || rs.SharedMemory != before.SharedMemory+4 {
 		t.Fatalf("read paths %+v after %+v: want 3 more unpinned of 4", rs, before)
+	}
+}
+
+// awaitV2 gets key until it reads v2, failing on anything but v1 or v2 (an upsert's old
+// version may be read until its worker lets it go) or after a bounded wait.
+func awaitV2(t *testing.T, c *client.Client, key string, v1, v2 []byte) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := c.Get(context.Background(), key)
+		switch {
+		case err != nil || !(bytes.Equal(got, v1) || bytes.Equal(got, v2)):
+			t.Fatalf("get %s after the upsert: %v (%d bytes)", key, err, len(got))
+		case bytes.Equal(got, v2):
+			return
+		case time.Now().After(deadline):
+			t.Fatalf("get %s: still the old version after the upsert", key)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

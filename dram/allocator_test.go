@@ -227,10 +227,7 @@ func checkAgainstModel(t *testing.T, a *allocator, m *model, op int) {
 	}
 	want := slices.Clone(m.live)
 	sort.Slice(want, func(i, j int) bool { return want[i].off < want[j].off })
-	var got []allocation
-	for _, al := range usedBlocks(a) {
-		got = append(got, al)
-	}
+	got := usedBlocks(a)
 	if len(got) != len(want) {
 		t.Fatalf("op %d: %d used blocks, model has %d", op, len(got), len(want))
 	}

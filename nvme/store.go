@@ -873,9 +873,9 @@ func (s *Store) readVerified(e *extent, key string, ent indexEntry, dst []byte, 
 func (s *Store) readHeader(e *extent, key string, ent indexEntry) (recordHeader, error) {
 	var small [recordHeaderLen + 256]byte
 	n := recordHeaderLen + len(key)
-	b := small[:0]
+	var b []byte
 	if n <= len(small) {
-		b = small[:n]
+		b = small[:n] // the common case: no allocation
 	} else {
 		b = make([]byte, n)
 	}

@@ -137,13 +137,13 @@ func TestClusterRestartCatchesUp(t *testing.T) {
 	putN(t, c, 0, 100)
 	f := (c.Leader() + 1) % 3
 	c.Shutdown(f)
-	idx := putN(t, c, 100, 100)
+	putN(t, c, 100, 100)
 	c.Apply(raftmeta.Remove{Keys: []string{"key-00007"}})
 	res := c.Apply(raftmeta.MarkWorkerDead{ID: "w2"})
 	if res.Dropped != 199 || res.Removed != 0 {
 		t.Fatalf("mark dead: %+v", res)
 	}
-	idx = res.Index
+	idx := res.Index
 	c.Restart(f)
 	c.WaitApplied(idx)
 	equalAll(t, c, c.Leader())

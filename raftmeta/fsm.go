@@ -365,6 +365,9 @@ func (st *state) putEnd(c *PutEnd) Result {
 			continue
 		}
 		if old != nil {
+			if c.Upsert && old.version != uint64(it.Version) {
+				res.Replaced = append(res.Replaced, st.object(it.Key, old))
+			}
 			st.unaccount(old)
 			st.setLost(it.Key, "")
 		} else {

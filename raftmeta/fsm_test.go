@@ -456,3 +456,43 @@ func TestList(t *testing.T) {
 		t.Fatal("empty cases")
 	}
 }
+
+// TestPutEndReplaced: an upsert's Result names what each item replaced, as the log ordered
+// it: two upserts of a key prepared against the same stored version each replace the one
+// before them, whatever a lookup before either said.
+func TestPutEndReplaced(t *testing.T) {
+	f := newFSM()
+	applyEncoded(t, f, 1, RegisterWorker{ID: "w1", Address: "10.0.0.1:7000"})
+	put := func(index uint64, v base.Version, upsert bool) Result {
+		t.Helper()
+		res := applyEncoded(t, f, index, PutEnd{Upsert: upsert, Now: 1, Items: []PutItem{
+			{Key: "k", Size: 10, Version: v, Checksum: uint64(v), Replicas: []base.WorkerID{"w1"}}}})
+		if res.Err != nil {
+			t.Fatalf("put v%d: %v", v, res.Err)
+		}
+		return res
+	}
+	replaced := func(res Result) []base.Version {
+		var vs []base.Version
+		for _, o := range res.Replaced {
+			if o.Key != "k" || len(o.Replicas) != 1 || o.Replicas[0] != "w1" {
+				t.Fatalf("replaced %+v", o)
+			}
+			vs = append(vs, o.Version)
+		}
+		return vs
+	}
+	if got := replaced(put(2, 1, false)); got != nil {
+		t.Fatalf("first put replaced %v", got)
+	}
+	if got := replaced(put(3, 3, true)); !reflect.DeepEqual(got, []base.Version{1}) {
+		t.Fatalf("upsert of v3 replaced %v, want [1]", got)
+	}
+	// v2 was prepared while v1 was stored; its entry lands after v3's.
+	if got := replaced(put(4, 2, true)); !reflect.DeepEqual(got, []base.Version{3}) {
+		t.Fatalf("upsert of v2 replaced %v, want [3]", got)
+	}
+	if got := replaced(put(5, 2, true)); got != nil {
+		t.Fatalf("a retried upsert replaced %v", got)
+	}
+}

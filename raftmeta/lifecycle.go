@@ -81,7 +81,7 @@ func (c MarkWorkerLost) Validate() error {
 }
 
 func (c AdoptReplicas) Validate() error {
-	return DropReplicas{Worker: c.Worker, Items: c.Items}.Validate()
+	return DropReplicas(c).Validate()
 }
 
 func (c MoveReplicas) Validate() error {
@@ -118,7 +118,7 @@ func (c MarkWorkerLost) appendFields(b []byte) []byte {
 }
 
 func (c AdoptReplicas) appendFields(b []byte) []byte {
-	return DropReplicas{Worker: c.Worker, Items: c.Items}.appendFields(b)
+	return DropReplicas(c).appendFields(b)
 }
 
 func (c MoveReplicas) appendFields(b []byte) []byte {

@@ -152,6 +152,11 @@ type Result struct {
 	Removed int
 	// Dropped counts replicas dropped (DropReplicas, MarkWorkerDead, UnregisterWorker).
 	Dropped int
+	// Replaced holds, for an upsert PutEnd, each object an item replaced at another version,
+	// as it was just before this entry: the leader owes its workers drops of it. Computed at
+	// apply (two upserts of a key whose entries are in flight together each replace what the
+	// log puts before them); not state, so every node computes it and the proposer uses it.
+	Replaced []Object
 }
 
 // Failed returns the number of items (or 1 for a failed single command) with an error.

@@ -101,6 +101,12 @@ type MasterConfig struct {
 	PutTimeout time.Duration
 	// MaxValueSize bounds one value in bytes. Default 64 GiB.
 	MaxValueSize int64
+	// RaftNoSync skips the fsync of the raft log (raftmeta.Config.NoSync): a put is
+	// acknowledged once its PutEnd entry is written to a quorum's page cache, not its disk.
+	// Such a put survives a crash of any number of master processes, but not an operating
+	// system crash or power loss of a quorum of master hosts at once. Default false: every
+	// acknowledged put's metadata is fsynced on a quorum.
+	RaftNoSync bool
 	// SummaryInterval is the period of the leader's "Master Metrics:" log line. Default 10 s.
 	SummaryInterval time.Duration
 	// NoSummary turns the "Master Metrics:" line off (Mooncake's
@@ -243,7 +249,7 @@ func (c *MasterConfig) logAttrs() []any {
 		"metrics_address", c.MetricsAddress, "peers", strings.Join(peers, ","), "join", c.Join, "cluster_id", c.ClusterID,
 		"client_ttl", c.ClientTTL, "worker_restart_grace", c.WorkerRestartGrace, "eviction_high_watermark_ratio", c.EvictionHighWatermarkRatio,
 		"eviction_ratio", c.EvictionRatio, "put_timeout", c.PutTimeout, "max_value_size", base.Bytes(c.MaxValueSize).String(),
-		"summary_interval", c.SummaryInterval,
+		"summary_interval", c.SummaryInterval, "raft_fsync", !c.RaftNoSync,
 	}
 }
 

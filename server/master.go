@@ -124,6 +124,9 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	}
 	log := cfg.Logger.With("component", "master", "id", cfg.ID)
 	log.Info("master starting", cfg.logAttrs()...)
+	if cfg.RaftNoSync {
+		log.Warn("raft_fsync is off: acknowledged puts survive master process crashes, not an OS crash or power loss of a quorum of master hosts")
+	}
 	m := &Master{cfg: cfg, log: log, now: time.Now, stop: make(chan struct{}), loopDone: make(chan struct{})}
 	lcfg := lifecycle.Config{ClientTTL: cfg.ClientTTL, RestartGrace: cfg.WorkerRestartGrace,
 		MaxDropsPerHeartbeat: maxDropsPerHeartbeat, MaxQueuedDrops: maxQueuedDrops, PutTimeout: cfg.PutTimeout,
@@ -148,7 +151,8 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 		return nil, fmt.Errorf("server: master listen on %s: %w", cfg.RPCAddress, err)
 	}
 	rpcAddr := ln.Addr().String()
-	rc := raftmeta.Config{ID: cfg.ID, RaftAddr: cfg.RaftAddress, RPCAddr: rpcAddr, DataDir: cfg.DataDir, Peers: cfg.Peers, Logger: cfg.Logger}
+	rc := raftmeta.Config{ID: cfg.ID, RaftAddr: cfg.RaftAddress, RPCAddr: rpcAddr, DataDir: cfg.DataDir, Peers: cfg.Peers,
+		NoSync: cfg.RaftNoSync, Logger: cfg.Logger}
 	if cfg.testRaft != nil {
 		cfg.testRaft(&rc)
 	}

@@ -208,16 +208,6 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 	if len(cmd.Items) == 0 {
 		return errs, nil // nothing began committing: every resv item is in cmd.Items
 	}
-	// An upsert replaces the stored version: its replicas are owed a drop once the new record
-	// commits (a worker that holds both replaced the old one at Commit; the drop is a no-op).
-	var replaced []raftmeta.Object
-	if upsert {
-		for _, it := range cmd.Items {
-			if o, ok := m.node.Lookup(it.Key); ok && o.Version != it.Version {
-				replaced = append(replaced, o)
-			}
-		}
-	}
 	res, err := m.node.Apply(ctx, cmd)
 	if err != nil {
 		// Outcome unknown or not proposed: keep the reservations; the client may retry.
@@ -230,8 +220,11 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 		m.mu.Unlock()
 		return nil, err
 	}
-	if len(replaced) > 0 {
-		m.queueDropsCommitted(replaced)
+	// An upsert replaces the stored version: its replicas are owed a drop (a worker keeps a
+	// version it replaced locally until then: tier/supersede.go). What the entry replaced,
+	// not a lookup before it: another upsert of the key may commit in between.
+	if len(res.Replaced) > 0 {
+		m.queueDropsCommitted(res.Replaced)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -65,6 +65,9 @@ const lostGrace = registerTimeout
 //     A younger one may have been written after the worker took its inventory snapshot (the
 //     snapshot races with puts); it is left alone and the worker is asked to register again,
 //     which settles it: that second snapshot is taken after the object was created.
+//   - a key the worker reports at several versions (it keeps the versions an upsert replaced
+//     until the master drops them: tier/supersede.go) is matched at the version the metadata
+//     lists; each other version is an object the metadata does not list, as below;
 //   - an object the worker reports that the metadata does not list on it is dropped by the
 //     worker, unless it is a put in flight to this worker (a reservation at that version, or
 //     an object committed since the metadata was scanned), or this leader is younger than
@@ -94,12 +97,7 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	if err != nil {
 		return nil, err
 	}
-	have := make(map[string]base.Version, ninv)
-	for _, p := range pages {
-		for _, o := range p {
-			have[o.Key] = o.Version
-		}
-	}
+	have, multi := m.inventoryVersions(pages, ninv)
 	settled := recv.Add(-lostGrace).UnixNano()
 	if !prev.IsZero() {
 		settled = max(settled, prev.UnixNano())
@@ -118,7 +116,7 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 		lost = lost[n:]
 	}
 	m.mu.Lock()
-	drop, spared := m.unknownLocked(a.WorkerID, pages, have, inGrace)
+	drop, spared := m.unknownLocked(a.WorkerID, pages, have, multi, inGrace)
 	// The reply must fit one body: the drops past its bound are owed through heartbeats.
 	ndrop := len(drop)
 	if cut := replyDropCut(drop); cut < len(drop) {
@@ -227,7 +225,7 @@ func (m *Master) reconcileListed(id base.WorkerID, have map[string]base.Version,
 // object committed on it since the scan, or, in a new leader's grace, a put the previous
 // leader may have started. REQUIRES: m.mu (released and retaken every reconcileLockBatch
 // entries).
-func (m *Master) unknownLocked(id base.WorkerID, pages [][]base.ObjectMeta, have map[string]base.Version, inGrace bool) (drop []raftmeta.KeyVersion, spared int) {
+func (m *Master) unknownLocked(id base.WorkerID, pages [][]base.ObjectMeta, have map[string]base.Version, multi map[string]bool, inGrace bool) (drop []raftmeta.KeyVersion, spared int) {
 	for _, p := range pages {
 		for i, o := range p {
 			if i%reconcileLockBatch == reconcileLockBatch-1 {
@@ -237,8 +235,8 @@ func (m *Master) unknownLocked(id base.WorkerID, pages [][]base.ObjectMeta, have
 				m.mu.Unlock()
 				m.mu.Lock()
 			}
-			if _, ok := have[o.Key]; !ok {
-				continue // kept
+			if _, ok := have[o.Key]; !ok && !multi[o.Key] {
+				continue // kept (a key reported at several versions: each is checked below)
 			}
 			if r, ok := m.mu.lc.Reservation(o.Key); ok && r.Version == o.Version && slices.Contains(r.Workers, id) {
 				continue
@@ -261,6 +259,31 @@ func (m *Master) unknownLocked(id base.WorkerID, pages [][]base.ObjectMeta, have
 		}
 	}
 	return drop, spared
+}
+
+// inventoryVersions maps each key of the inventory to its version. A worker reports a key
+// at several versions while it keeps versions an upsert replaced until the master drops them
+// (tier/supersede.go): have then holds the version the metadata lists, if it is among them
+// (else the newest), so that version is kept or re-adopted, and multi names the key, so
+// unknownLocked checks each of its versions on its own (the others are dropped unless in
+// flight).
+func (m *Master) inventoryVersions(pages [][]base.ObjectMeta, n int) (have map[string]base.Version, multi map[string]bool) {
+	have = make(map[string]base.Version, n)
+	for _, p := range pages {
+		for _, o := range p {
+			if v, dup := have[o.Key]; dup && v != o.Version {
+				if multi == nil {
+					multi = map[string]bool{}
+				}
+				multi[o.Key] = true
+				if cur, ok := m.node.LookupAny(o.Key); ok && cur.Version == v {
+					continue
+				}
+			}
+			have[o.Key] = o.Version
+		}
+	}
+	return have, multi
 }
 
 // adopt commits the re-adoption of a returning worker's lost replicas that its inventory

@@ -43,7 +43,8 @@ type WorkerMemory struct {
 	PendingObjects   int64 `json:"pending_objects"`
 	PendingBytes     int64 `json:"pending_bytes"`
 	// HeldBytes: DRAM copies detached from the index (removed, replaced, evicted) that a
-	// reader or a shared-memory lease still holds, and temporary NVMe reads.
+	// reader or a shared-memory lease still holds, temporary NVMe reads, and versions an
+	// upsert replaced, kept until the master's drop (tier/supersede.go).
 	HeldBytes     int64   `json:"held_bytes"`
 	ShmLeases     int64   `json:"shm_leases"`
 	FreeBytes     int64   `json:"free_bytes"`

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/tier"
 )
 
 // masterOp names one master call for its request/failure counters. The metric names are
@@ -193,6 +194,10 @@ type workerStats struct {
 	PendingWrites            int64
 	ShmLeases                int64
 	ShmPutStages             int64
+	// Superseded: replaced versions kept until the master's drop (tier/supersede.go);
+	// Restored: those made current again because the version replacing them never committed.
+	Superseded         tier.Usage
+	SupersededRestored int64
 }
 
 var (
@@ -208,9 +213,12 @@ var (
 	descPromotions                        = prometheus.NewDesc("worker_promotions_total", "Objects promoted from NVMe to DRAM.", nil, nil)
 	descCorruptions                       = prometheus.NewDesc("worker_nvme_corruptions_total", "NVMe records whose checksum did not match (quarantined, never served).", nil, nil)
 	descPending                           = prometheus.NewDesc("worker_pending_writes", "Writes received but not committed yet.", nil, nil)
+	descSuperseded                        = prometheus.NewDesc("worker_superseded_objects", "Versions replaced by an upsert, kept (in DRAM, counted in worker_held_bytes) until the master drops them.", nil, nil)
+	descSupBytes                          = prometheus.NewDesc("worker_superseded_bytes", "Bytes of the versions in worker_superseded_objects.", nil, nil)
+	descSupRestored                       = prometheus.NewDesc("worker_superseded_restored_total", "Replaced versions made current again because the version replacing them never committed on the master.", nil, nil)
 	descShmLeases                         = prometheus.NewDesc("worker_shm_leases", "Objects pinned by clients on this host copying them out of the shared arena (ShmPin leases not yet released).", nil, nil)
 	descShmPutStages                      = prometheus.NewDesc("worker_shm_put_stages", "Staging areas open for same-host puts (one per client on this host that put here; each up to 32 MiB of shared memory).", nil, nil)
-	workerStatsDescs                      = []*prometheus.Desc{descArenaUsed, descArenaCap, descArenaFrag, descHugePages, descTierBytes, descTierObjects, descNVMeCap, descEvictions, descSpills, descPromotions, descCorruptions, descPending, descShmLeases, descShmPutStages}
+	workerStatsDescs                      = []*prometheus.Desc{descArenaUsed, descArenaCap, descArenaFrag, descHugePages, descTierBytes, descTierObjects, descNVMeCap, descEvictions, descSpills, descPromotions, descCorruptions, descPending, descShmLeases, descShmPutStages, descSuperseded, descSupBytes, descSupRestored}
 	descWorkerReqs                        = prometheus.NewDesc("worker_requests_total", "Worker calls received, by call.", []string{"op"}, nil)
 	descWorkerFails                       = prometheus.NewDesc("worker_failures_total", "Worker calls that failed, by call.", []string{"op"}, nil)
 	_                prometheus.Collector = (*workerStatsCollector)(nil)
@@ -299,6 +307,9 @@ func (c *workerStatsCollector) Collect(ch chan<- prometheus.Metric) {
 	g(descPending, float64(s.PendingWrites))
 	g(descShmLeases, float64(s.ShmLeases))
 	g(descShmPutStages, float64(s.ShmPutStages))
+	g(descSuperseded, float64(s.Superseded.Objects))
+	g(descSupBytes, float64(s.Superseded.Bytes))
+	cnt(descSupRestored, float64(s.SupersededRestored))
 	for op := range numWorkerOps {
 		cnt(descWorkerReqs, float64(c.ops[op].requests.Load()), workerOpNames[op])
 		cnt(descWorkerFails, float64(c.ops[op].failures.Load()), workerOpNames[op])

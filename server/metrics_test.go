@@ -12,6 +12,7 @@ import (
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	mctest "github.com/mooncake-go/mooncake/internal/testutil"
+	"github.com/mooncake-go/mooncake/tier"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -137,7 +138,8 @@ segment_allocated_bytes{segment="w1"} 10
 func TestWorkerMetrics(t *testing.T) {
 	m := newWorkerMetrics(func() workerStats {
 		return workerStats{ArenaUsed: 5, ArenaCapacity: 10, HugePageMode: "thp", DRAMObjects: 2, NVMeObjects: 3,
-			Evictions: map[string]int64{"watermark": 4}, ShmLeases: 6}
+			Evictions: map[string]int64{"watermark": 4}, ShmLeases: 6,
+			Superseded: tier.Usage{Objects: 2, Bytes: 300}, SupersededRestored: 1}
 	})
 	m.observe(wopRead, errors.New("x"))
 	m.observe(wopShmPin, errors.New("x"))
@@ -168,9 +170,16 @@ worker_failures_total{op="write"} 0
 # HELP worker_shm_leases Objects pinned by clients on this host copying them out of the shared arena (ShmPin leases not yet released).
 # TYPE worker_shm_leases gauge
 worker_shm_leases 6
+# HELP worker_superseded_bytes Bytes of the versions in worker_superseded_objects.
+# TYPE worker_superseded_bytes gauge
+worker_superseded_bytes 300
+# HELP worker_superseded_restored_total Replaced versions made current again because the version replacing them never committed on the master.
+# TYPE worker_superseded_restored_total counter
+worker_superseded_restored_total 1
 `
 	if err := testutil.GatherAndCompare(m.reg, strings.NewReader(want), "worker_arena_hugepage_mode",
-		"worker_tier_objects", "worker_evictions_total", "worker_failures_total", "worker_shm_leases"); err != nil {
+		"worker_tier_objects", "worker_evictions_total", "worker_failures_total", "worker_shm_leases",
+		"worker_superseded_bytes", "worker_superseded_restored_total"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -51,10 +51,17 @@ type Worker struct {
 	leader atomic.Value
 	// regCh is signalled after each successful registration (tests).
 	regCh chan struct{}
+	// testBeforeCommit, when set, runs in commitPending just before the tier commit (test
+	// hook: a drop landing in that window; nil in production).
+	testBeforeCommit atomic.Pointer[func(key string, v base.Version)]
 
 	pend struct {
-		sync.Mutex // protects m and every pending's fields
+		sync.Mutex // protects m, dropped and every pending's fields
 		m          map[pendKey]*pending
+		// dropped remembers, until the time given, drops of versions that had no pending
+		// write here (worker_drop.go): a write of one arriving later is refused. At most
+		// maxDropTombstones entries.
+		dropped map[pendKey]time.Time
 	}
 	// shm holds the pins of ShmPin calls (worker_shm.go).
 	shm shmLeases
@@ -93,6 +100,10 @@ type pending struct {
 	// failed: a chunk failed, or the write was dropped/expired, while others were in flight;
 	// the last one to finish aborts w. Invariant: failed entries are no longer in pend.m.
 	failed bool
+	// committing: every byte landed and w.Commit runs (commitPending); the entry stays in
+	// pend.m until it returns, so a drop meanwhile is not lost: it sets dropped, and the
+	// committer removes the version it just committed (worker_drop.go).
+	committing, dropped bool
 }
 
 // NewWorker starts a worker: it maps the arena, opens the NVMe tier (with RootFSDir), indexes
@@ -113,6 +124,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	w := &Worker{cfg: cfg, now: time.Now, stop: make(chan struct{}), regCh: make(chan struct{}, 1)}
 	w.pend.m = map[pendKey]*pending{}
+	w.pend.dropped = map[pendKey]time.Time{}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
@@ -158,6 +170,9 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	w.eng, err = tier.Open(tier.Options{
 		Arena: w.arena, Lower: lower, Persistence: cfg.Persistence, Logger: cfg.Logger,
 		HighWatermark: cfg.HighWatermark, LowWatermark: cfg.LowWatermark,
+		// The master may list a replaced version until it commits the new one: keep it
+		// until the master's drop says so (tier/supersede.go, worker_drop.go).
+		KeepSuperseded: true,
 		Events: tier.EventListener{
 			ObjectLost: func(m base.ObjectMeta, why string) {
 				w.log.Debug("object lost; the master will be told at the next registration", "key", m.Key, "version", m.Version, "why", why)
@@ -328,6 +343,9 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		}
 		w.pend.Lock()
 		for k, p := range w.pend.m {
+			if p.committing {
+				continue // its commit, still running (a drain cut short), ends it
+			}
 			delete(w.pend.m, k)
 			if p.inflight == 0 {
 				p.w.Abort()
@@ -382,6 +400,7 @@ func (w *Worker) stats() workerStats {
 		Evictions: map[string]int64{"watermark": m.EvictionsWatermark, "pressure": m.EvictionsPressure},
 		Spills:    m.Spills, Promotions: m.Promotions, PendingWrites: m.PendingWrites.Objects,
 		ShmLeases: int64(w.shm.count()), ShmPutStages: int64(w.stages.count()),
+		Superseded: m.Superseded, SupersededRestored: m.Restored,
 	}
 	if w.store != nil {
 		nm := w.store.Metrics()

@@ -337,54 +337,6 @@ func (w *Worker) announceLeaving(ctx context.Context) {
 	w.log.Info("told the leader this worker is leaving to restart", "leader", addr)
 }
 
-// applyDrops removes what the master says this worker must not hold: pending writes of a
-// revoked or expired put, and committed objects removed or unknown to the master. A drop of a
-// version the worker does not hold is a no-op.
-func (w *Worker) applyDrops(kvs []transfer.KeyVersion) {
-	for _, kv := range kvs {
-		if err := w.drop(kv.Key, kv.Version); err != nil && !errors.Is(err, base.ErrObjectNotFound) && !errors.Is(err, base.ErrInvalidVersion) {
-			w.log.Warn("drop failed", "key", kv.Key, "version", kv.Version, "err", err)
-		}
-	}
-}
-
-// drop aborts a pending write of key at v, or removes the committed object at v (0: any).
-func (w *Worker) drop(key string, v base.Version) error {
-	w.pend.Lock()
-	var abort []*pending
-	take := func(k pendKey, p *pending) {
-		delete(w.pend.m, k)
-		if p.inflight == 0 {
-			abort = append(abort, p)
-		} else {
-			p.failed = true
-		}
-	}
-	if v != 0 {
-		// One version: one map entry. Heartbeat replies and registrations hand out drops by
-		// the thousand, so this must not scan every pending write.
-		k := pendKey{key, v}
-		if p := w.pend.m[k]; p != nil {
-			take(k, p)
-		}
-	} else {
-		for k, p := range w.pend.m {
-			if k.key == key {
-				take(k, p)
-			}
-		}
-	}
-	w.pend.Unlock()
-	for _, p := range abort {
-		p.w.Abort()
-	}
-	err := w.eng.Remove(key, v)
-	if len(abort) > 0 && errors.Is(err, base.ErrObjectNotFound) {
-		return nil
-	}
-	return err
-}
-
 // sweepLoop drops pending writes never committed within PendingWriteTimeout and ends
 // shared-memory leases held past ShmLeaseTTL (docs/threads.md: "pending-write sweeper").
 func (w *Worker) sweepLoop() {
@@ -402,8 +354,9 @@ func (w *Worker) sweepLoop() {
 		var abort []*pending
 		var keys []pendKey
 		w.pend.Lock()
+		w.pruneDroppedLocked(now)
 		for k, p := range w.pend.m {
-			if p.inflight == 0 && now.After(p.deadline) {
+			if p.inflight == 0 && !p.committing && now.After(p.deadline) {
 				delete(w.pend.m, k)
 				abort = append(abort, p)
 				keys = append(keys, k)

@@ -53,6 +53,14 @@ func (w *Worker) beginWrite(req *transfer.WriteRequest, n int64) (transfer.Write
 	k := pendKey{req.Key, req.Version}
 	w.pend.Lock()
 	p := w.pend.m[k]
+	if p != nil && p.committing {
+		w.pend.Unlock()
+		return transfer.WriteSink{}, fmt.Errorf("%w: write of %q version %d: already committing", base.ErrInvalidParams, req.Key, req.Version)
+	}
+	if p == nil && w.droppedLocked(k) {
+		w.pend.Unlock()
+		return transfer.WriteSink{}, fmt.Errorf("%w: write of %q version %d: the put was dropped (revoked, expired or superseded)", base.ErrObjectNotFound, req.Key, req.Version)
+	}
 	if p != nil && p.size != req.TotalSize {
 		w.pend.Unlock()
 		return transfer.WriteSink{}, fmt.Errorf("%w: write of %q: size %d differs from the first chunk's %d",
@@ -102,7 +110,7 @@ func (w *Worker) beginWrite(req *transfer.WriteRequest, n int64) (transfer.Write
 			}
 			doCommit := err == nil && commit && !p.failed
 			if doCommit {
-				delete(w.pend.m, k)
+				p.committing = true // stays in pend.m until commitPending returns
 			}
 			w.pend.Unlock()
 			if abort {
@@ -119,7 +127,7 @@ func (w *Worker) beginWrite(req *transfer.WriteRequest, n int64) (transfer.Write
 			}
 			w.met.observe(wopWrite, nil)
 			if doCommit {
-				err := p.w.Commit(checksum)
+				err := w.commitPending(k, p, checksum)
 				w.met.observe(wopCommit, err)
 				if err == nil {
 					w.met.mc.observeWrite(w.now().Sub(p.deadline.Add(-w.cfg.PendingWriteTimeout)))
@@ -141,6 +149,9 @@ func (w *Worker) commit(req *transfer.CommitRequest) error {
 		w.pend.Unlock()
 		return fmt.Errorf("%w: commit of %q version %d: no write in progress (it expired after %v or was dropped)",
 			base.ErrObjectNotFound, req.Key, req.Version, w.cfg.PendingWriteTimeout)
+	case p.committing:
+		w.pend.Unlock()
+		return fmt.Errorf("%w: commit of %q version %d: already committing", base.ErrInvalidParams, req.Key, req.Version)
 	case p.inflight > 0:
 		w.pend.Unlock()
 		return fmt.Errorf("%w: commit of %q while chunks are still arriving", base.ErrReplicaNotReady, req.Key)
@@ -148,9 +159,9 @@ func (w *Worker) commit(req *transfer.CommitRequest) error {
 		w.pend.Unlock()
 		return fmt.Errorf("%w: commit of %q: %d of %d bytes received", base.ErrReplicaNotReady, req.Key, p.received, p.size)
 	}
-	delete(w.pend.m, k)
+	p.committing = true // stays in pend.m until commitPending returns
 	w.pend.Unlock()
-	if err := p.w.Commit(req.Checksum); err != nil {
+	if err := w.commitPending(k, p, req.Checksum); err != nil {
 		return err
 	}
 	w.met.mc.observeWrite(w.now().Sub(p.deadline.Add(-w.cfg.PendingWriteTimeout)))
@@ -205,7 +216,25 @@ func (h *workerHandler) HandleCall(ctx context.Context, req transfer.Message) (t
 
 func (h *workerHandler) HandleRead(_ context.Context, req *transfer.ReadRequest) (transfer.ReadSource, error) {
 	start := time.Now()
-	src, err := h.w.read(req)
+	src, _, err := h.w.read(req, false)
+	return h.observeRead(start, src, err)
+}
+
+// HandleReadNow serves a read of an object in DRAM on the connection's read loop (no I/O);
+// anything else goes to HandleRead (transfer.ReadNowHandler).
+func (h *workerHandler) HandleReadNow(_ context.Context, req *transfer.ReadRequest) (transfer.ReadSource, bool, error) {
+	start := time.Now()
+	src, ok, err := h.w.read(req, true)
+	if !ok {
+		return transfer.ReadSource{}, false, nil
+	}
+	src, err = h.observeRead(start, src, err)
+	return src, true, err
+}
+
+// observeRead counts a read and, for a read that will be sent, has its Release record the
+// read's latency.
+func (h *workerHandler) observeRead(start time.Time, src transfer.ReadSource, err error) (transfer.ReadSource, error) {
 	h.w.met.observe(wopRead, err)
 	if err == nil {
 		// The transfer server calls Release after the last byte is sent: the read's end.
@@ -218,20 +247,29 @@ func (h *workerHandler) HandleRead(_ context.Context, req *transfer.ReadRequest)
 	return src, err
 }
 
-func (w *Worker) read(req *transfer.ReadRequest) (transfer.ReadSource, error) {
+// read pins the object (or range) req asks for. With dramOnly it does not block: ok is false
+// when the object is committed but not in DRAM (and nothing was done).
+func (w *Worker) read(req *transfer.ReadRequest, dramOnly bool) (src transfer.ReadSource, ok bool, err error) {
 	if err := base.ValidateKey(req.Key); err != nil {
-		return transfer.ReadSource{}, err
+		return transfer.ReadSource{}, true, err
 	}
-	r, err := w.eng.Get(req.Key, req.Version)
+	var r *tier.Reader
+	if dramOnly {
+		if r, ok, err = w.eng.GetDRAM(req.Key, req.Version); !ok {
+			return transfer.ReadSource{}, false, nil
+		}
+	} else {
+		r, err = w.eng.Get(req.Key, req.Version)
+	}
 	if err != nil {
-		return transfer.ReadSource{}, err
+		return transfer.ReadSource{}, true, err
 	}
 	meta := r.Meta()
 	data := r.Bytes()
 	off, n := req.Offset, req.Length
 	if off < 0 || n < 0 || off > int64(len(data)) || (n > 0 && n > int64(len(data))-off) {
 		r.Release()
-		return transfer.ReadSource{}, fmt.Errorf("%w: range [%d, +%d) of %q outside its %d bytes", base.ErrInvalidParams, off, n, req.Key, len(data))
+		return transfer.ReadSource{}, true, fmt.Errorf("%w: range [%d, +%d) of %q outside its %d bytes", base.ErrInvalidParams, off, n, req.Key, len(data))
 	}
 	if n == 0 {
 		n = int64(len(data)) - off
@@ -240,5 +278,5 @@ func (w *Worker) read(req *transfer.ReadRequest) (transfer.ReadSource, error) {
 		Resp:    transfer.ReadResponse{Version: meta.Version, Size: meta.Size, Checksum: meta.Checksum, Tier: r.Tier()},
 		Data:    data[off : off+n],
 		Release: r.Release,
-	}, nil
+	}, true, nil
 }

@@ -51,6 +51,10 @@ type Engine struct {
 		m           counters
 		// models interns model names and tallies their objects' bytes per tier (models.go).
 		models modelTable
+		// sup holds, per key, the versions local commits replaced while the master may still
+		// list one of them (supersede.go), oldest first.
+		// Invariant: versions ascend, and the key's current version, if any, is newer.
+		sup map[string][]*superseded
 	}
 
 	// labels is lower when it keeps labels (models.go), else nil. labelMu serializes
@@ -127,6 +131,7 @@ func Open(opts Options) (*Engine, error) {
 	e.mu.byID = make(map[policy.ID]*object)
 	e.mu.keyLocks = make(map[string]chan struct{})
 	e.mu.space = make(chan struct{})
+	e.mu.sup = make(map[string][]*superseded)
 	e.mu.pol = pol
 	e.spillQ.init(opts.SpillQueueBytes)
 	e.labels, _ = opts.Lower.(labeledLower)
@@ -242,6 +247,13 @@ func (e *Engine) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var errs []error
+	for key := range e.mu.sup {
+		// Their lower-tier records, if any, stay: the next Open finds them (the master
+		// settles the key when this worker registers).
+		if _, err := e.releaseAllSupLocked(key, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, o := range e.mu.objects {
 		if o.copy != nil {
 			if err := e.detachLocked(o); err != nil {
@@ -389,21 +401,78 @@ func (e *Engine) lookupLocked(key string, v base.Version) (*object, error) {
 // Remove removes key (at version v; 0: any). Readers keep the bytes they hold until they
 // release them. Errors: base.ErrObjectNotFound, base.ErrInvalidVersion, a lower-tier error
 // (the object is gone from the index either way).
+//
+// Superseded versions (supersede.go) are the master's to settle: Remove of one's version
+// releases it, Remove of the current version makes the newest superseded one current again,
+// Remove with v == 0 drops them all.
 func (e *Engine) Remove(key string, v base.Version) error {
 	e.mu.Lock()
+	// lower: superseded versions whose lower-tier records are ours to delete (outside mu).
+	var lower []base.ObjectMeta
+	var errs []error
+	released := false // v == 0 released superseded versions
+	if !e.mu.closed && len(e.mu.sup[key]) > 0 {
+		if v == 0 {
+			released = true
+			var err error
+			lower, err = e.releaseAllSupLocked(key, lower)
+			errs = append(errs, err)
+			e.mu.m.removes++
+		} else if i := e.supIndexLocked(key, v); i >= 0 {
+			lower, err := e.releaseSupLocked(key, i, lower)
+			e.mu.m.removes++
+			e.verifyLocked()
+			e.mu.Unlock()
+			return errors.Join(err, e.deleteLowers(lower))
+		}
+	}
+	var restored *object
 	o, err := e.lookupLocked(key, v)
 	if err != nil {
+		if s := e.newestSupLocked(key); s != nil && e.mu.objects[key] == nil && v > s.meta.Version {
+			// The replacing version left without a Remove (evicted in cache mode, lost on
+			// the lower tier) and the master drops it: the newest superseded one is current
+			// again.
+			restored, err = e.restoreLocked(key)
+		} else if released {
+			err = nil // only superseded versions were held
+		}
+		e.verifyLocked()
 		e.mu.Unlock()
-		return err
+		errs = append(errs, err, e.deleteLowers(lower))
+		if restored != nil {
+			errs = append(errs, e.settleRestoredLower(restored))
+		}
+		return errors.Join(errs...)
 	}
 	onLower, err := e.removeLocked(o)
+	errs = append(errs, err)
 	e.mu.m.removes++
+	if len(e.mu.sup[key]) > 0 {
+		restored, err = e.restoreLocked(key)
+		errs = append(errs, err)
+	}
 	e.verifyLocked()
 	e.mu.Unlock()
 	if onLower {
-		err = errors.Join(err, e.deleteLower(o.meta))
+		errs = append(errs, e.deleteLower(o.meta))
 	}
-	return err
+	errs = append(errs, e.deleteLowers(lower))
+	if restored != nil {
+		// After the removed version's record is gone: the restored one may have to be
+		// written there again.
+		errs = append(errs, e.settleRestoredLower(restored))
+	}
+	return errors.Join(errs...)
+}
+
+// deleteLowers deletes each version from the lower tier (deleteLower). Called without mu.
+func (e *Engine) deleteLowers(ms []base.ObjectMeta) error {
+	var errs []error
+	for _, m := range ms {
+		errs = append(errs, e.deleteLower(m))
+	}
+	return errors.Join(errs...)
 }
 
 // Exists reports whether key is committed (in any tier).
@@ -441,20 +510,32 @@ func (e *Engine) List(prefix string) []ObjectInfo {
 	return out
 }
 
-// Inventory returns every committed object, any tier, sorted by key (worker registration;
-// nil after Close).
+// Inventory returns every committed object, any tier, and every superseded version
+// (supersede.go: the master may list one of them), sorted by key, then version (worker
+// registration; nil after Close). A key held at several versions is listed once per version,
+// the current one last.
 func (e *Engine) Inventory() []base.ObjectMeta {
 	e.mu.Lock()
 	if e.mu.closed {
 		e.mu.Unlock()
 		return nil
 	}
-	out := make([]base.ObjectMeta, 0, len(e.mu.objects))
+	out := make([]base.ObjectMeta, 0, len(e.mu.objects)+len(e.mu.sup))
 	for _, o := range e.mu.objects {
 		out = append(out, o.meta)
 	}
+	for _, l := range e.mu.sup {
+		for _, s := range l {
+			out = append(out, s.meta)
+		}
+	}
 	e.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Key != out[j].Key {
+			return out[i].Key < out[j].Key
+		}
+		return out[i].Version < out[j].Version
+	})
 	return out
 }
 

@@ -18,6 +18,7 @@ type counters struct {
 	noSpace                                   [policy.ReasonTooLarge + 1]int64
 	noSpaceFragmented                         int64
 	checksumMismatches, lowerErrors           int64
+	superseded, restored                      int64
 }
 
 // Usage is a count of objects and their bytes.
@@ -42,6 +43,12 @@ type Metrics struct {
 	// ReservedBytes: DRAM not held by indexed objects: pending writes, copies detached from the
 	// index (removed, replaced, evicted) that a reader still holds, temporary lower-tier reads.
 	ReservedBytes int64
+	// Superseded: versions replaced by a local commit that the master has not yet settled,
+	// held in DRAM (supersede.go); their bytes are part of ReservedBytes.
+	Superseded Usage
+	// SupersededTotal: versions kept that way; Restored: those made current again because
+	// the version that replaced them never committed.
+	SupersededTotal, Restored int64
 	// SpillQueueBytes: bytes queued for the spill worker or being written by it.
 	SpillQueueBytes int64
 	// ArenaCapacityBytes, ArenaUsedBytes: the arena's own accounting.
@@ -88,6 +95,9 @@ func (e *Engine) Metrics() Metrics {
 		HardPinned:         Usage{int64(ps.PinnedObjects), ps.PinnedBytes},
 		PendingWrites:      Usage{e.mu.writers, e.mu.writerBytes},
 		ReservedBytes:      ps.Reserved,
+		Superseded:         e.supUsageLocked(),
+		SupersededTotal:    c.superseded,
+		Restored:           c.restored,
 		SpillQueueBytes:    q,
 		ArenaCapacityBytes: st.Capacity,
 		ArenaUsedBytes:     st.Used,

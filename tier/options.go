@@ -57,6 +57,11 @@ type Options struct {
 	Persistence base.Persistence
 	// HighWatermark, LowWatermark are shares of the arena capacity; defaults 0.95 / 0.85.
 	HighWatermark, LowWatermark float64
+	// KeepSuperseded: a commit that replaces a committed version keeps the old one as the
+	// key's superseded version until a Remove settles it (supersede.go). A worker sets it: its
+	// master may still list the old version until it commits the new one. Off, a commit frees
+	// the replaced version at once.
+	KeepSuperseded bool
 	// SpillQueueBytes bounds the spill queue in bytes; default 256 MiB. A single object larger
 	// than the bound is still spilled, alone.
 	SpillQueueBytes int64
@@ -191,7 +196,8 @@ type EventListener struct {
 	// BackgroundError is called for errors of background work that no caller sees.
 	BackgroundError func(error)
 	// CopyDetached is called when an object's DRAM copy stops being the index's (removed,
-	// replaced, evicted, spilled), before its range can be freed. Unlike the others it runs
+	// replaced, evicted, spilled) and when a superseded version's slot is released, before
+	// the range can be freed. Unlike the others it runs
 	// under the engine's lock, so it must be cheap and must not call the engine: the worker
 	// bumps a copy generation that clients on its host read (transfer.ShmGenTable).
 	CopyDetached func(key string)

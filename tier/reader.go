@@ -96,6 +96,12 @@ func (r *Reader) Release() {
 func (e *Engine) Get(key string, v base.Version) (*Reader, error) {
 	e.mu.Lock()
 	o, err := e.lookupLocked(key, v)
+	if err != nil && !errors.Is(err, ErrClosed) {
+		if r, ok, serr := e.holdSupLocked(key, v); ok {
+			e.mu.Unlock()
+			return r, serr
+		}
+	}
 	if err != nil {
 		if !errors.Is(err, ErrClosed) {
 			e.mu.m.misses++
@@ -135,6 +141,34 @@ func (e *Engine) Touch(key string, v base.Version) (inDRAM bool, err error) {
 	e.mu.pol.Hit(o.id)
 	e.mu.m.hitsDRAM++
 	return true, nil
+}
+
+// GetDRAM is Get for an object that is in DRAM: it never reads a lower tier, so it does not
+// block on I/O. ok is false, and nothing happened, when version v of key is committed but
+// not in DRAM: the caller then uses Get. With ok true, r and err are what Get returns.
+func (e *Engine) GetDRAM(key string, v base.Version) (r *Reader, ok bool, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o, err := e.lookupLocked(key, v)
+	if err != nil && !errors.Is(err, ErrClosed) {
+		// A superseded version (supersede.go) is always in DRAM.
+		if r, ok, serr := e.holdSupLocked(key, v); ok {
+			return r, true, serr
+		}
+	}
+	if err != nil {
+		if !errors.Is(err, ErrClosed) {
+			e.mu.m.misses++
+		}
+		return nil, true, err
+	}
+	c := o.copy
+	if c == nil {
+		return nil, false, nil
+	}
+	e.mu.pol.Hit(o.id)
+	r, err = e.holdLocked(o, c)
+	return r, true, err
 }
 
 // holdLocked makes a Reader of DRAM copy c of o. REQUIRES: e.mu.

@@ -47,6 +47,22 @@ func (e *Engine) checkLocked() error {
 			dramObjects++
 		}
 	}
+	for key, l := range e.mu.sup {
+		if len(l) == 0 {
+			return fmt.Errorf("%q: empty list of superseded versions", key)
+		}
+		for i, s := range l {
+			if s.meta.Key != key || s.c.attached || s.c.holders < 1 {
+				return fmt.Errorf("%q: bad superseded version %d (attached %t, holders %d)", key, s.meta.Version, s.c.attached, s.c.holders)
+			}
+			if i > 0 && l[i-1].meta.Version >= s.meta.Version {
+				return fmt.Errorf("%q: superseded versions %d, %d out of order", key, l[i-1].meta.Version, s.meta.Version)
+			}
+		}
+		if o := e.mu.objects[key]; o != nil && o.meta.Version <= l[len(l)-1].meta.Version {
+			return fmt.Errorf("%q: current version %d not newer than superseded %d", key, o.meta.Version, l[len(l)-1].meta.Version)
+		}
+	}
 	if err := e.checkModelsLocked(); err != nil {
 		return err
 	}

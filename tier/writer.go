@@ -119,6 +119,15 @@ func (e *Engine) checkVersionLocked(key string, v base.Version) error {
 			return fmt.Errorf("%w: %q is at version %d, newer than %d", base.ErrInvalidVersion, key, old.meta.Version, v)
 		}
 	}
+	// A superseded version (supersede.go) counts too: the versions of a key ascend.
+	if s := e.newestSupLocked(key); s != nil {
+		switch {
+		case s.meta.Version == v:
+			return fmt.Errorf("%w: %q version %d", base.ErrObjectAlreadyExists, key, v)
+		case s.meta.Version > v:
+			return fmt.Errorf("%w: %q holds version %d, newer than %d", base.ErrInvalidVersion, key, s.meta.Version, v)
+		}
+	}
 	return nil
 }
 
@@ -185,6 +194,10 @@ func (w *Writer) checksum() uint64 {
 // replacing an older version of the key. In durable mode it writes the lower tier (synced)
 // first. On any error the Writer is aborted.
 //
+// With Options.KeepSuperseded the replaced version is kept (supersede.go): a commit whose
+// replaced version is on the lower tier only needs DRAM room for it (base.ErrNoSpace
+// otherwise).
+//
 // Errors: base.ErrCorruption (checksum mismatch), a lower-tier error (durable),
 // base.ErrObjectAlreadyExists / base.ErrInvalidVersion (a concurrent put committed v or newer),
 // ErrClosed, base.ErrInvalidParams (Writer already ended).
@@ -219,9 +232,27 @@ func (w *Writer) commit(sum uint64) (err error) {
 
 	e.mu.Lock()
 	err = e.checkVersionLocked(w.key, w.v)
+	prev := e.mu.objects[w.key]
 	e.mu.Unlock()
 	if err != nil {
 		return err
+	}
+	// The replaced version stays readable until the master settles the key (supersede.go):
+	// hold its bytes before anything can free them.
+	var held *dramCopy
+	if prev != nil && e.opts.KeepSuperseded {
+		if held, err = e.holdOld(prev); err != nil {
+			return err
+		}
+		defer func() {
+			if held != nil {
+				e.mu.Lock()
+				if rerr := e.releaseHolderLocked(held, false); rerr != nil {
+					cleanupErr = errors.Join(cleanupErr, rerr)
+				}
+				e.mu.Unlock()
+			}
+		}()
 	}
 	meta := base.ObjectMeta{Key: w.key, Version: w.v, Size: w.size, Checksum: sum}
 	var foot int64
@@ -247,10 +278,18 @@ func (w *Writer) commit(sum uint64) (err error) {
 	var errs []error
 	if o := e.mu.objects[w.key]; o != nil {
 		old = o.meta
+		// A superseded version's lower-tier record stays while nothing replaced it there: a
+		// restart before the master settles the key finds it.
+		keepLower := held != nil && o == prev && o.onLower && w.persist != base.PersistenceDurable
 		var derr error
 		oldLower, derr = e.removeLocked(o)
 		errs = append(errs, derr)
 		e.mu.m.replaced++
+		if held != nil && o == prev {
+			e.supersedeLocked(o, held, keepLower) // the held reference becomes the slot's
+			held = nil
+			oldLower = oldLower && !keepLower
+		}
 	}
 	e.mu.nextID++
 	o := &object{id: e.mu.nextID, meta: meta, persistence: w.persist, hardPin: w.o.HardPin,

@@ -200,6 +200,17 @@ type Handler interface {
 	HandleRead(ctx context.Context, req *ReadRequest) (ReadSource, error)
 }
 
+// ReadNowHandler is a Handler that can serve some reads without blocking (from memory, say)
+// and says so: the Server calls HandleReadNow on the connection's read loop, and sends a
+// small answer from there too, instead of starting a goroutine for the request (which costs
+// a thread wake-up per small read). ok false means "this read may block": the Server then
+// calls HandleRead on a goroutine of its own, as for any other Handler. HandleReadNow must
+// not block (no disk I/O, no waiting on locks held across I/O); src, err are as HandleRead's.
+type ReadNowHandler interface {
+	Handler
+	HandleReadNow(ctx context.Context, req *ReadRequest) (src ReadSource, ok bool, err error)
+}
+
 // WriteSink is where the payload of one Write frame goes.
 type WriteSink struct {
 	// Dst receives the payload (e.g. an arena range); len(Dst) == n. The Server writes

@@ -182,8 +182,10 @@ func (c *Client) Read(ctx context.Context, addr string, req ReadRequest, dst []b
 // ReadSum is Read that also returns base.Checksum of the n bytes read, for callers that
 // verify what they read. An unstriped read is hashed by the connection's reader goroutine
 // piece by piece as the payload lands in dst, while each piece is still in the CPU cache,
-// instead of in a second pass over the whole buffer after the read; a striped read (its
-// chunks arrive in parallel, out of order) is hashed after it completes.
+// instead of in a second pass over the whole buffer after the read. A striped read (its
+// chunks arrive in parallel) is hashed in order while its chunks land (stripeSum): the
+// reader of the chunk at the hash's position hashes its pieces as they arrive, and the
+// chunks that landed ahead of it right after.
 func (c *Client) ReadSum(ctx context.Context, addr string, req ReadRequest, dst []byte) (ReadResponse, int, uint64, error) {
 	return c.read(ctx, addr, req, dst, true)
 }
@@ -205,12 +207,29 @@ func (c *Client) read(ctx context.Context, addr string, req ReadRequest, dst []b
 		mu    sync.Mutex
 		first ReadResponse
 		seen  bool
+		ss    *stripeSum
 	)
+	if sum {
+		ss = newStripeSum(dst, c.stripeChunk(size))
+	}
 	err := c.stripe(ctx, addr, size, func(ctx context.Context, off, n int64) error {
 		chunk := ReadRequest{Key: req.Key, Version: req.Version, Offset: off, Length: n}
 		var rr ReadResponse
 		cl := &call{op: wire.OpReadRange, req: &chunk, resp: &rr, dst: dst[off : off+n]}
-		if err := c.do(ctx, addr, cl); err != nil {
+		if ss != nil {
+			i := int(off / ss.chunk)
+			cl.landed = func(end int64) { ss.landed(i, end) }
+		}
+		err := c.do(ctx, addr, cl)
+		if err != nil && cl.reported && c.opts.Retries > 0 && ctx.Err() == nil && isConnError(err) && isIdempotent(ctx, cl.op) {
+			// The connection broke after part of the chunk landed and was reported: read the
+			// chunk again (as do retries any idempotent call) once nothing hashes dst, and
+			// hash the object in one pass at the end.
+			ss.restart()
+			cl.landed = nil
+			err = c.do(ctx, addr, cl)
+		}
+		if err != nil {
 			return err
 		}
 		if cl.n != n {
@@ -234,7 +253,8 @@ func (c *Client) read(ctx context.Context, addr string, req ReadRequest, dst []b
 	first.SetOp(wire.OpRead)
 	var digest uint64
 	if sum {
-		digest = base.Checksum(dst)
+		// Every chunk call has returned, so no reader reports or hashes any more.
+		digest = ss.sum()
 	}
 	return first, int(size), digest, nil
 }
@@ -249,11 +269,7 @@ const maxChunksPerConn = 2
 // error cancels the rest. Chunks are StripeChunk bytes, or more for objects over
 // StripeChunk*ConnsPerPeer*maxChunksPerConn.
 func (c *Client) stripe(ctx context.Context, addr string, size int64, fn func(ctx context.Context, off, n int64) error) error {
-	chunk := c.opts.StripeChunk
-	if most := int64(c.opts.ConnsPerPeer * maxChunksPerConn); (size+chunk-1)/chunk > most {
-		chunk = (size + most - 1) / most
-		chunk = (chunk + 4095) &^ 4095 // page multiples keep destinations aligned
-	}
+	chunk := c.stripeChunk(size)
 	nchunks := (size + chunk - 1) / chunk
 	width := min(int64(c.opts.ConnsPerPeer), nchunks)
 	ctx, cancel := context.WithCancel(ctx)
@@ -288,6 +304,17 @@ func (c *Client) stripe(ctx context.Context, addr string, size int64, fn func(ct
 	return first
 }
 
+// stripeChunk is the chunk size of a striped transfer of size bytes: StripeChunk, or more for
+// objects over StripeChunk*ConnsPerPeer*maxChunksPerConn.
+func (c *Client) stripeChunk(size int64) int64 {
+	chunk := c.opts.StripeChunk
+	if most := int64(c.opts.ConnsPerPeer * maxChunksPerConn); (size+chunk-1)/chunk > most {
+		chunk = (size + most - 1) / most
+		chunk = (chunk + 4095) &^ 4095 // page multiples keep destinations aligned
+	}
+	return chunk
+}
+
 // call is one request and, once done, its outcome.
 type call struct {
 	op      wire.Op
@@ -296,15 +323,20 @@ type call struct {
 	payload []byte  // request payload (Write)
 	dst     []byte  // response payload destination (Read)
 	sum     bool    // hash the payload into digest as it arrives (ReadSum)
+	// landed, when set, is called by the reader after each piece of the response payload
+	// lands in dst, with the end of what has landed (relative to dst). A call that reported
+	// a piece is not retried by do: its caller decides (the bytes will be written again).
+	landed func(end int64)
 	// solo is set by roundTrip: no other call was pending on its connection, and none had
 	// been for idleResendMin, when it was sent (the server may have been closing it as idle).
 	solo bool
 
 	// Set by the reader before done is closed.
-	n      int64  // response payload bytes read into dst
-	digest uint64 // base.Checksum of dst[:n] when sum (and n > 0)
-	err    error
-	done   chan struct{}
+	n        int64  // response payload bytes read into dst
+	digest   uint64 // base.Checksum of dst[:n] when sum (and n > 0)
+	reported bool   // landed was called
+	err      error
+	done     chan struct{}
 }
 
 func (c *Client) do(ctx context.Context, addr string, cl *call) error {
@@ -328,7 +360,7 @@ func (c *Client) do(ctx context.Context, addr string, cl *call) error {
 			c.log.Debug("transfer: resending a call the server closed its connection under", "op", cl.op, "addr", addr, "err", err)
 			continue
 		}
-		if !retryable || attempt >= c.opts.Retries || !isConnError(err) {
+		if !retryable || attempt >= c.opts.Retries || !isConnError(err) || cl.reported {
 			return err
 		}
 		c.log.Debug("transfer: retrying after a broken connection", "op", cl.op, "addr", addr, "attempt", attempt+1, "err", err)
@@ -532,7 +564,7 @@ func (cc *clientConn) fail(err error) {
 func (cc *clientConn) roundTrip(ctx context.Context, cl *call) error {
 	id := cc.c.nextID.Add(1)
 	cl.done = make(chan struct{})
-	cl.err, cl.n, cl.digest = nil, 0, 0
+	cl.err, cl.n, cl.digest, cl.reported = nil, 0, 0, false
 
 	h := wire.Header{Op: cl.op, RequestID: id, PayloadLen: uint64(len(cl.payload))}
 	if cc.c.opts.Checksums {
@@ -788,6 +820,21 @@ func (cc *clientConn) complete(cl *call, h *wire.Header, body []byte) error {
 			}
 		}
 		cl.digest = d.Sum64()
+	} else if cl.landed != nil {
+		for off := 0; off < len(dst); {
+			m, err := cc.br.Read(dst[off:])
+			if m > 0 {
+				off += m
+				cl.reported = true
+				cl.landed(int64(off))
+			}
+			if err != nil && off < len(dst) {
+				if err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return &connError{err: err}
+			}
+		}
 	} else if _, err := io.ReadFull(cc.br, dst); err != nil {
 		return &connError{err: err}
 	}

@@ -386,6 +386,9 @@ func (sc *serverConn) serve() {
 			}
 			continue
 		}
+		if sc.readNow(&h, body, pb) {
+			continue
+		}
 		go sc.handle(h, body, pb)
 	}
 }
@@ -451,7 +454,8 @@ func (sc *serverConn) handle(h wire.Header, body []byte, pb *[]byte) {
 		return
 	}
 	if rr, ok := req.(*ReadRequest); ok {
-		sc.handleRead(&h, rr)
+		src, err := sc.s.h.HandleRead(sc.ctx, rr)
+		sc.sendRead(&h, src, err)
 		return
 	}
 	resp, err := sc.callHandler(req)
@@ -481,8 +485,8 @@ func (sc *serverConn) callHandler(req Message) (resp Message, err error) {
 	return sc.s.h.HandleCall(sc.ctx, req)
 }
 
-func (sc *serverConn) handleRead(h *wire.Header, req *ReadRequest) {
-	src, err := sc.s.h.HandleRead(sc.ctx, req)
+// sendRead answers a read with src (err nil) or err, and releases src.
+func (sc *serverConn) sendRead(h *wire.Header, src ReadSource, err error) {
 	if err != nil {
 		sc.writeError(h.RequestID, h.Op, err)
 		return

@@ -114,14 +114,16 @@ func BenchmarkSocketBuffer(b *testing.B) {
 // checksum: Read then base.Checksum over the buffer (a second pass) and ReadSum (each piece
 // hashed as it lands). "none" is the unverified read, for scale.
 func BenchmarkReadVerify(b *testing.B) {
-	for _, streams := range []int{1, 8} {
-		for _, v := range []struct {
-			name string
-			mode verifyMode
-		}{{"none", verifyNone}, {"after", verifyAfter}, {"readsum", verifyReadSum}} {
-			b.Run(fmt.Sprintf("GET/1MiB/streams=%d/%s", streams, v.name), func(b *testing.B) {
-				benchMooncake(b, false, 1<<20, streams, 0, v.mode)
-			})
+	for _, size := range []int{1 << 20, 16 << 20} { // 16 MiB is striped (4 MiB chunks)
+		for _, streams := range []int{1, 8} {
+			for _, v := range []struct {
+				name string
+				mode verifyMode
+			}{{"none", verifyNone}, {"after", verifyAfter}, {"readsum", verifyReadSum}} {
+				b.Run(fmt.Sprintf("GET/%dMiB/streams=%d/%s", size>>20, streams, v.name), func(b *testing.B) {
+					benchMooncake(b, false, size, streams, 0, v.mode)
+				})
+			}
 		}
 	}
 }

@@ -24,6 +24,7 @@ func newBenchCmd(e *env) *cobra.Command {
 		size       = base.Bytes(1 << 20)
 		count      int
 		objects    int
+		batch      int
 		cpuProfile string
 		workload   string
 		bf         benchFlags
@@ -43,7 +44,7 @@ chunks for prompts with shared prefixes, as a serving fleet does (docs/benchmark
 					return err
 				}
 			case benchKVCache:
-				if err := refuseFlags(cmd.Flags(), "--workload kvcache", "op", "size", "count", "objects", "tokens"); err != nil {
+				if err := refuseFlags(cmd.Flags(), "--workload kvcache", "op", "size", "count", "objects", "batch", "tokens"); err != nil {
 					return err
 				}
 				if cpuProfile != "" {
@@ -62,7 +63,7 @@ chunks for prompts with shared prefixes, as a serving fleet does (docs/benchmark
 			if err != nil {
 				return usageError{err}
 			}
-			w := benchmarks.Workload{Op: o, Size: int64(size), Count: count, Concurrency: concurrency, Objects: objects}
+			w := benchmarks.Workload{Op: o, Size: int64(size), Count: count, Concurrency: concurrency, Objects: objects, Batch: batch}
 			if err := w.Validate(); err != nil {
 				return usageError{err}
 			}
@@ -142,7 +143,9 @@ chunks for prompts with shared prefixes, as a serving fleet does (docs/benchmark
 				if !baseline {
 					continue
 				}
-				b, err := benchmarks.LoopbackTCP(ctx, w)
+				bw := w // the same bytes: one loopback exchange per object of a batch
+				bw.Count, bw.Batch = w.Count*max(w.Batch, 1), 0
+				b, err := benchmarks.LoopbackTCP(ctx, bw)
 				if err != nil {
 					return fmt.Errorf("bench: baseline: %w", err)
 				}
@@ -175,6 +178,7 @@ chunks for prompts with shared prefixes, as a serving fleet does (docs/benchmark
 	fl.Var(&size, "size", "object size, e.g. 1MiB")
 	fl.IntVar(&count, "count", 1000, "number of operations")
 	fl.IntVar(&objects, "objects", 0, "get: distinct objects stored and read round-robin (default: count, capped at 256 MiB of objects)")
+	fl.IntVar(&batch, "batch", 1, "put: objects per operation, each operation one BatchPut of that many objects of --size (GB/s counts every object)")
 	bf.register(fl)
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this client (the measurement and its preparation) to this file (go tool pprof reads it)")
 	fl.StringVar(&workload, "workload", benchObjects, "objects (--op put or get of --size objects) or kvcache (a model's KV-cache chunks for prompts with shared prefixes; needs --model config.json)")

@@ -176,6 +176,11 @@ func TestCLIStandalone(t *testing.T) {
 	if !strings.Contains(r.stdout, "read path      0 gets through shared memory, 40 over TCP") {
 		t.Fatalf("bench get --shared_memory=false:\n%s", r.stdout)
 	}
+	// --batch 8: each put operation is one BatchPut of 8 objects; GB/s counts all of them.
+	r = ok(cli(nil, "bench", "--op", "put", "--size", "16KiB", "--count", "5", "--batch", "8", "--concurrency", "2", "--baseline"))
+	if !strings.Contains(r.stdout, "mooncake put x8") || !strings.Contains(r.stdout, "(5 ops, 640.0 KiB") || !strings.Contains(r.stdout, "(40 ops, 640.0 KiB") {
+		t.Fatalf("bench --batch 8: want 5 batches of 8 objects and a baseline of 40 exchanges:\n%s", r.stdout)
+	}
 	if r := ok(cli(nil, "ls")); r.stdout != "" {
 		t.Fatalf("bench left objects: %q", r.stdout)
 	}

@@ -171,8 +171,7 @@ func TestMemoryEndToEnd(t *testing.T) {
 	if r.Cluster.HeldBytes != 256*qwenBPT {
 		t.Fatalf("held %d bytes, want %d", r.Cluster.HeldBytes, 256*qwenBPT)
 	}
-	var released transfer.CountResponse
-	released = *transfer.NewCountResponse(transfer.OpShmRelease, 0)
+	released := *transfer.NewCountResponse(transfer.OpShmRelease, 0)
 	if err := tc.Call(ctx, worker, &transfer.ShmReleaseRequest{Leases: []uint64{pin.Lease}}, &released); err != nil {
 		t.Fatal(err)
 	}

@@ -66,6 +66,7 @@ func TestBadInput(t *testing.T) {
 	f(exitUsage, "--regex", nil, "rm", "--regex", "a(")
 	f(exitUsage, "unknown op", nil, "bench", "--op", "scan")
 	f(exitUsage, "concurrency must be", nil, "bench", "--concurrency", "0")
+	f(exitUsage, "batch is for puts only", nil, "bench", "--op", "get", "--batch", "2")
 	f(exitUsage, "--data_dir is required", nil, "master", "--id", "m1")
 	f(exitUsage, "--id is required", nil, "master")
 	f(exitUsage, "does not list this master", nil, "master", "--id", "m4", "--data_dir", dir, "--raft_address", "127.0.0.1:7004",
@@ -223,5 +224,34 @@ func TestMasterSettings(t *testing.T) {
 	}
 	if _, err := f.resolve(fs, &fileConfig{}, true); !errors.Is(err, base.ErrInvalidParams) {
 		t.Fatalf("negative --worker_restart_grace: %v", err)
+	}
+}
+
+// TestRaftFsyncFlag: the raft log is fsynced unless --raft_fsync=false (master and standalone).
+func TestRaftFsyncFlag(t *testing.T) {
+	e := env{stderr: io.Discard}
+	for _, standalone := range []bool{false, true} {
+		for _, tc := range []struct {
+			args       []string
+			wantNoSync bool
+		}{{nil, false}, {[]string{"--raft_fsync=false"}, true}, {[]string{"--raft_fsync"}, false}} {
+			var f masterFlags
+			fs := pflag.NewFlagSet("master", pflag.ContinueOnError)
+			f.register(fs, standalone)
+			args := tc.args
+			if !standalone {
+				args = append([]string{"--id", "m1", "--data_dir", "/d", "--raft_address", "127.0.0.1:7001"}, args...)
+			}
+			if err := fs.Parse(args); err != nil {
+				t.Fatal(err)
+			}
+			s, err := f.resolve(fs, &fileConfig{}, standalone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := e.masterConfig(s).RaftNoSync; got != tc.wantNoSync {
+				t.Fatalf("standalone %v, %v: RaftNoSync %v, want %v", standalone, tc.args, got, tc.wantNoSync)
+			}
+		}
 	}
 }

@@ -51,6 +51,8 @@ type masterSettings struct {
 	WorkerRestartGrace                        time.Duration
 	EvictionHighWatermarkRatio, EvictionRatio float64
 	MaxValueSize                              int64
+	// RaftNoSync: --raft_fsync=false (server.MasterConfig.RaftNoSync).
+	RaftNoSync bool
 	// RootFSDir is handed to workers without their own (Mooncake's master --root_fs_dir).
 	RootFSDir string
 	// NoSummary turns the "Master Metrics:" line off (--enable_metric_reporting=false).
@@ -92,7 +94,7 @@ type masterFlags struct {
 	clientTTL, putTimeout, restartGrace                                            time.Duration
 	evictHigh, evictRatio                                                          float64
 	maxValueSize                                                                   base.Bytes
-	join                                                                           bool
+	join, raftFsync                                                                bool
 	// conns is registered by `mooncake master` only; standalone's master takes the worker's.
 	conns connFlags
 }
@@ -121,6 +123,7 @@ func (f *masterFlags) register(fs *pflag.FlagSet, standalone bool) {
 	fs.Float64Var(&f.evictHigh, "eviction_high_watermark_ratio", defaultEvictHigh, "DRAM fill ratio at which workers start evicting")
 	fs.Float64Var(&f.evictRatio, "eviction_ratio", defaultEvictRatio, "fraction of DRAM an eviction round frees")
 	fs.Var(&f.maxValueSize, "max_value_size", "largest value a put may store, e.g. 4GiB (default: the server's)")
+	fs.BoolVar(&f.raftFsync, "raft_fsync", true, "fsync the raft log before acknowledging a write; false: faster small puts, and an acknowledged put survives master process crashes but not an OS crash or power loss of a quorum of master hosts at once")
 }
 
 // resolve builds the master settings; standalone masters are a single voter on local_hostname.
@@ -138,6 +141,7 @@ func (f *masterFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		EvictionHighWatermarkRatio: f.evictHigh,
 		EvictionRatio:              f.evictRatio,
 		MaxValueSize:               int64(f.maxValueSize),
+		RaftNoSync:                 !f.raftFsync,
 	}
 	if err := checkPort("--rpc_port", f.rpcPort, false); err != nil {
 		return s, err

@@ -1,0 +1,225 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/transfer"
+)
+
+// TestUpsertNeverCommittedKeepsOldVersion: an upsert whose bytes are written and committed on
+// the worker but whose put never commits on the master (revoked here; a refused PutEnd or a
+// put timeout end the same way) must not cost the version the master still lists. The worker
+// keeps the replaced version readable, restores it when the master's drop of the failed put
+// arrives, and frees it only when the master drops it after a newer version commits.
+func TestUpsertNeverCommittedKeepsOldVersion(t *testing.T) {
+	c := startMasters(t, 1, nil)
+	w := c.addWorker("", nil)
+	d := newDriver(t, c.masterAddrs())
+	v1, v2, v3 := []byte("version one"), []byte("version two, never committed"), []byte("version three")
+	if err := d.put("k", v1, 1, false); err != nil {
+		t.Fatal(err)
+	}
+
+	// v2: written (and so committed on the worker), then revoked instead of PutEnd.
+	ps := &transfer.PutStartResponse{}
+	cfg := transfer.PutConfig{Replicas: 1, Upsert: true}
+	if err := d.call(&transfer.PutStartRequest{Key: "k", Size: int64(len(v2)), Config: cfg}, ps); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := d.cli.Write(ctx, ps.Replicas[0].Address, transfer.WriteRequest{Key: "k", Version: ps.Version, Checksum: base.Checksum(v2)}, v2); err != nil {
+		t.Fatal(err)
+	}
+	d.mustGet("k", v1, 1) // served from the superseded version
+	if err := d.call(&transfer.PutRevokeRequest{Key: "k", Version: ps.Version}, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the worker restores v1 once the revoke's drop arrives", func() bool {
+		m := w.eng.Metrics()
+		return m.Restored == 1 && m.Superseded.Objects == 0
+	})
+	d.mustGet("k", v1, 1)
+
+	// v3 commits: the master drops v1, which frees the bytes the worker held for it.
+	if err := d.put("k", v3, 1, true); err != nil {
+		t.Fatal(err)
+	}
+	d.mustGet("k", v3, 1)
+	eventually(t, "the master's drop of v1 frees it", func() bool {
+		m := w.eng.Metrics()
+		return m.SupersededTotal == 2 && m.Superseded.Objects == 0 && m.ReservedBytes == 0
+	})
+}
+
+// TestUpsertDropRacesCommit: the master's drop of an upsert's version lands on the worker
+// while that version is being committed there (after its last byte, before the tier commit):
+// the commit must not outlive the drop, or the key would keep a version the master will never
+// list or drop again, over the one it does list.
+func TestUpsertDropRacesCommit(t *testing.T) {
+	c := startMasters(t, 1, nil)
+	w := c.addWorker("", nil)
+	d := newDriver(t, c.masterAddrs())
+	v1, v2 := []byte("version one"), []byte("version two, dropped while committing")
+	if err := d.put("k", v1, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	ps := &transfer.PutStartResponse{}
+	cfg := transfer.PutConfig{Replicas: 1, Upsert: true}
+	if err := d.call(&transfer.PutStartRequest{Key: "k", Size: int64(len(v2)), Config: cfg}, ps); err != nil {
+		t.Fatal(err)
+	}
+	hook := func(key string, v base.Version) {
+		if err := w.drop(key, v); err != nil && !errors.Is(err, base.ErrInvalidVersion) {
+			t.Errorf("drop in the commit window: %v", err)
+		}
+	}
+	w.testBeforeCommit.Store(&hook)
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	err := d.cli.Write(ctx, ps.Replicas[0].Address, transfer.WriteRequest{Key: "k", Version: ps.Version, Checksum: base.Checksum(v2)}, v2)
+	w.testBeforeCommit.Store(nil)
+	if !errors.Is(err, base.ErrObjectNotFound) {
+		t.Fatalf("write dropped while committing: %v, want ErrObjectNotFound", err)
+	}
+	if m := w.eng.Metrics(); m.Restored != 1 || m.Superseded.Objects != 0 {
+		t.Fatalf("restored %d, superseded %+v: want v1 current again", m.Restored, m.Superseded)
+	}
+	d.mustGet("k", v1, 1)
+}
+
+// TestLateWriteOfDroppedPut: a put dropped before any byte of it reached the worker (revoked
+// here; superseded puts end the same way) is refused when its write comes late, instead of
+// committing a version the master has already dropped over the one it lists.
+func TestLateWriteOfDroppedPut(t *testing.T) {
+	c := startMasters(t, 1, nil)
+	w := c.addWorker("", nil)
+	d := newDriver(t, c.masterAddrs())
+	v1, v2 := []byte("version one"), []byte("version two, written late")
+	if err := d.put("k", v1, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	ps := &transfer.PutStartResponse{}
+	cfg := transfer.PutConfig{Replicas: 1, Upsert: true}
+	if err := d.call(&transfer.PutStartRequest{Key: "k", Size: int64(len(v2)), Config: cfg}, ps); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.call(&transfer.PutRevokeRequest{Key: "k", Version: ps.Version}, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the worker receives the drop of the revoked put", func() bool {
+		w.pend.Lock()
+		defer w.pend.Unlock()
+		return w.droppedLocked(pendKey{"k", ps.Version})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	err := d.cli.Write(ctx, ps.Replicas[0].Address, transfer.WriteRequest{Key: "k", Version: ps.Version, Checksum: base.Checksum(v2)}, v2)
+	if !errors.Is(err, base.ErrObjectNotFound) {
+		t.Fatalf("late write of a dropped put: %v, want ErrObjectNotFound", err)
+	}
+	if m := w.eng.Metrics(); m.SupersededTotal != 0 || m.PendingWrites.Objects != 0 {
+		t.Fatalf("the late write left state behind: %+v", m)
+	}
+	d.mustGet("k", v1, 1)
+}
+
+// TestRegistrationWhileUpsertUnsettled: a worker registers (twice: the second is the one a
+// first deferral asks for) while it holds v1, which the master lists, and v2, an upsert not
+// committed on the master yet. It reports both, so the master keeps v1 on it instead of
+// taking v1 for lost (listed, reported at another version); v2 is spared as a put in flight.
+func TestRegistrationWhileUpsertUnsettled(t *testing.T) {
+	c := startMasters(t, 1, nil)
+	w := c.addWorker("", nil)
+	d := newDriver(t, c.masterAddrs())
+	v1, v2 := []byte("version one"), []byte("version two, in flight")
+	if err := d.put("k", v1, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	ps := &transfer.PutStartResponse{}
+	cfg := transfer.PutConfig{Replicas: 1, Upsert: true}
+	if err := d.call(&transfer.PutStartRequest{Key: "k", Size: int64(len(v2)), Config: cfg}, ps); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := d.cli.Write(ctx, ps.Replicas[0].Address, transfer.WriteRequest{Key: "k", Version: ps.Version, Checksum: base.Checksum(v2)}, v2); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		w.reregister.Store(true)
+		select {
+		case <-w.regCh:
+		case <-time.After(testWait):
+			t.Fatal("worker did not register again")
+		}
+	}
+	d.mustGet("k", v1, 1)
+	if err := d.call(&transfer.PutRevokeRequest{Key: "k", Version: ps.Version}, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the revoke's drop makes v1 current again", func() bool {
+		return w.eng.Metrics().Restored == 1
+	})
+	d.mustGet("k", v1, 1)
+}
+
+// TestUpsertAcrossLeaderChange: an upsert's bytes reach the worker (committed there) and the
+// leader that placed it goes away with its reservation (a single-voter master restarted on
+// its data: a new term, the soft state gone; a 3-master failover ends the same way). The new
+// leader accepts its PutEnd only within its grace (PutTimeout); once that has passed the put
+// has failed for good. Throughout, v1 (acknowledged, listed) stays readable: the worker
+// reports both versions when it registers with the new leader, which keeps v1 and, after its
+// grace, drops v2, making v1 current again on the worker.
+func TestUpsertAcrossLeaderChange(t *testing.T) {
+	c := startMasters(t, 1, func(cfg *MasterConfig) { cfg.PutTimeout = 500 * time.Millisecond })
+	w := c.addWorker("", nil)
+	d := newDriver(t, c.masterAddrs())
+	v1, v2 := []byte("version one"), []byte("version two, placed by the old leader")
+	if err := d.put("k", v1, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	ps := &transfer.PutStartResponse{}
+	cfg := transfer.PutConfig{Replicas: 1, Upsert: true}
+	if err := d.call(&transfer.PutStartRequest{Key: "k", Size: int64(len(v2)), Config: cfg}, ps); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := d.cli.Write(ctx, ps.Replicas[0].Address, transfer.WriteRequest{Key: "k", Version: ps.Version, Checksum: base.Checksum(v2)}, v2); err != nil {
+		t.Fatal(err)
+	}
+
+	// The leader goes; the same node comes back on the same addresses and data.
+	regs := w.registered.Load()
+	mcfg := c.mcfgs[0]
+	mcfg.RPCAddress, mcfg.RaftAddress = c.masters[0].Addr(), c.masters[0].node.RaftAddr()
+	if err := c.masters[0].Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.masters[0] = nil
+	m, err := NewMaster(mcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.masters[0], c.mcfgs[0] = m, mcfg
+	eventually(t, "the worker registered with the new leader", func() bool { return w.registered.Load() > regs })
+	d.mustGet("k", v1, 1)
+	eventually(t, "the new leader drops v2 once its grace has passed", func() bool {
+		return w.eng.Metrics().Restored == 1
+	})
+	d.mustGet("k", v1, 1)
+	err = d.call(&transfer.PutEndRequest{Key: "k", Version: ps.Version, Size: int64(len(v2)),
+		Checksum: base.Checksum(v2), Replicas: []base.WorkerID{w.ID()}, Config: cfg}, nil)
+	if !errors.Is(err, base.ErrInvalidVersion) {
+		t.Fatalf("PutEnd of the old leader's put after the grace: %v, want ErrInvalidVersion", err)
+	}
+	d.mustGet("k", v1, 1)
+	if m := w.eng.Metrics(); m.Superseded.Objects != 0 || m.ReservedBytes != 0 {
+		t.Fatalf("after the drop: superseded %+v, reserved %d", m.Superseded, m.ReservedBytes)
+	}
+}
