@@ -63,6 +63,48 @@ func (c *Client) GetInto(ctx context.Context, key string, buf []byte) (int, erro
 	})
 }
 
+// GetIntoNoWait reads the object into buf only if that needs no network round trip and no
+// wait: its lookup is cached and its replica on this host can be copied from shared memory
+// without a pin (client/shm.go readShm), verified as any get. It returns the size and true
+// when buf holds the object; false when it read nothing usable (buf's bytes are then
+// unspecified) and the caller should call GetInto. It never blocks on the network, so a
+// caller on a thread that is costly to wake (a C thread in a cgo export) can try it first.
+func (c *Client) GetIntoNoWait(key string, buf []byte) (int, bool) {
+	if base.ValidateKey(key) != nil {
+		return 0, false
+	}
+	return c.getNoWait(key, func(size int64) ([]byte, error) {
+		if int64(len(buf)) < size {
+			return nil, base.ErrInvalidParams // GetInto reports it
+		}
+		return buf[:size], nil
+	})
+}
+
+// getNoWait is GetIntoNoWait into the buffer alloc returns (called at most once, and only
+// when a copy may succeed); false on any failure, alloc's included (the caller's get
+// reports those).
+func (c *Client) getNoWait(key string, alloc Alloc) (int, bool) {
+	if c.cfg.DisableSharedMemory || c.cfg.SkipChecksumVerify {
+		return 0, false
+	}
+	lr, ok := c.lookups.get(key)
+	if !ok || !c.shm.known(transfer.KeyVersion{Key: key, Version: lr.Version}) {
+		return 0, false
+	}
+	buf, err := alloc(lr.Size)
+	if err != nil || int64(len(buf)) != lr.Size {
+		return 0, false
+	}
+	for _, r := range orderReplicas(lr.Replicas, c.replicaRank) {
+		if c.readShmNoWait(key, r, lr, buf) {
+			c.reads.shm.Add(1)
+			return len(buf), true
+		}
+	}
+	return 0, false
+}
+
 // getInto looks the key up (in the lookup cache, else at the leader, coalesced with
 // concurrent misses: getcoalesce.go) and reads it from the best replica, verifying the
 // checksum and failing over to the next replica on any error. A cached lookup that fails in any way is dropped and the get starts over with a fresh one.
@@ -178,13 +220,16 @@ func (c *Client) readOne(ctx context.Context, key string, r transfer.Replica, lr
 type ReadStats struct {
 	// SharedMemory counts reads copied out of a worker's shared arena on this host.
 	SharedMemory int64
+	// SharedMemoryUnpinned counts the SharedMemory reads that needed no call to the worker
+	// (an earlier pin's location, verified by checksum; client/shm.go readShm).
+	SharedMemoryUnpinned int64
 	// TCP counts reads transferred over TCP.
 	TCP int64
 }
 
 // ReadStats returns how many reads took each path since Connect.
 func (c *Client) ReadStats() ReadStats {
-	return ReadStats{SharedMemory: c.reads.shm.Load(), TCP: c.reads.tcp.Load()}
+	return ReadStats{SharedMemory: c.reads.shm.Load(), SharedMemoryUnpinned: c.reads.unpinned.Load(), TCP: c.reads.tcp.Load()}
 }
 
 func (c *Client) readTCP(ctx context.Context, key string, r transfer.Replica, lr *transfer.LookupResponse, buf []byte) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/transfer"
@@ -40,17 +41,44 @@ func (c *Client) BatchGetWith(ctx context.Context, keys []string, alloc func(i i
 	if err := checkBatchKeys(keys); err != nil {
 		return sizes, fill(len(keys), err)
 	}
+	// Objects whose lookup is cached and that this host's worker holds where an earlier pin
+	// found them are copied first, with no call at all (getNoWait); the rest are looked up
+	// in one batch and read in parallel.
+	var rest []int
+	for i, k := range keys {
+		if n, ok := c.getNoWait(k, func(size int64) ([]byte, error) { return alloc(i, size) }); ok {
+			sizes[i] = n
+		} else {
+			rest = append(rest, i)
+		}
+	}
+	if len(rest) == 0 {
+		return sizes, errs
+	}
+	restKeys := make([]string, len(rest))
+	for j, i := range rest {
+		restKeys[j] = keys[i]
+	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	gen, sent := c.lookups.generation(), time.Now()
 	var resp transfer.BatchLookupResponse
-	if err := c.masterCall(ctx, &transfer.BatchLookupRequest{Keys: keys}, &resp, nil); err != nil {
-		return sizes, fill(len(keys), fmt.Errorf("batch get: %w", err))
+	if err := c.masterCall(ctx, &transfer.BatchLookupRequest{Keys: restKeys}, &resp, nil); err != nil {
+		err = fmt.Errorf("batch get: %w", err)
+		for _, i := range rest {
+			errs[i] = err
+		}
+		return sizes, errs
 	}
-	if len(resp.Items) != len(keys) {
-		return sizes, fill(len(keys), fmt.Errorf("%w: batch lookup: %d answers for %d keys", base.ErrInternal, len(resp.Items), len(keys)))
+	if len(resp.Items) != len(rest) {
+		err := fmt.Errorf("%w: batch lookup: %d answers for %d keys", base.ErrInternal, len(resp.Items), len(rest))
+		for _, i := range rest {
+			errs[i] = err
+		}
+		return sizes, errs
 	}
-	parallel(len(keys), func(i int) {
-		it := &resp.Items[i]
+	parallel(len(rest), func(j int) {
+		i, it := rest[j], &resp.Items[j]
 		if err := it.Err.Err(); err != nil {
 			errs[i] = fmt.Errorf("get %q: %w", keys[i], err)
 			return
@@ -66,6 +94,7 @@ func (c *Client) BatchGetWith(ctx context.Context, keys []string, alloc func(i i
 		}
 		if _, err = c.readReplicas(ctx, keys[i], &it.LookupResponse, buf); err == nil {
 			sizes[i] = len(buf)
+			c.lookups.put(keys[i], &it.LookupResponse, gen, sent) // as a single get does
 			return
 		}
 		// The object may have been replaced, removed or moved since the lookup: once more

@@ -3,13 +3,18 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mooncake-go/mooncake/client"
+	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/server"
 )
 
@@ -222,5 +227,208 @@ func TestSharedMemoryDeadWorkerUnmapped(t *testing.T) {
 		if got, err := c.Get(ctx, "k"); err != nil || !bytes.Equal(got, v) {
 			t.Fatalf("get with a dead replica: %v", err)
 		}
+	}
+}
+
+// TestSharedMemoryUnpinned: a repeated get of the same version copies from where the first
+// get's pin found it, with no call to the worker; it stops the moment the object changes on
+// the worker (another client's upsert: the next get returns the new bytes), and the worker
+// hears of the unpinned reads (ShmTouch).
+func TestSharedMemoryUnpinned(t *testing.T) {
+	ip := startInprocWith(t, 1, 16<<20, func(cfg *server.WorkerConfig) { cfg.MetricsAddress = "127.0.0.1:0" })
+	reader, writer := connect(t, ip), connect(t, ip)
+	ctx := context.Background()
+	v1, v2 := val(70_000, 1), val(70_000, 2)
+	if err := writer.Put(ctx, "k", v1, client.ReplicateConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	get := func(want []byte) {
+		t.Helper()
+		if got, err := reader.Get(ctx, "k"); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("get: %v (%d bytes)", err, len(got))
+		}
+	}
+	for range 4 {
+		get(v1)
+	}
+	if rs := reader.ReadStats(); rs.SharedMemory != 4 || rs.SharedMemoryUnpinned != 3 {
+		t.Fatalf("read paths %+v, want 4 through shared memory, 3 of them unpinned", rs)
+	}
+	if err := writer.Put(ctx, "k", v2, client.ReplicateConfig{Upsert: true}); err != nil {
+		t.Fatal(err)
+	}
+	// The replaced copy's generation moved: the next get pins. The worker may still serve v1
+	// (until the master's drop of it arrives: docs/tier.md, "Upserts"), through a pin as over
+	// TCP; never a mix, and v2 once v1 is let go or the cached lookup expired.
+	if rs := reader.ReadStats(); rs.SharedMemoryUnpinned != 3 {
+		t.Fatalf("read paths %+v before the get after the upsert", rs)
+	}
+	awaitV2(t, reader, "k", v1, v2)
+	before := reader.ReadStats()
+	get(v2)
+	get(v2) // unpinned, at the new copy
+	if rs := reader.ReadStats(); rs.SharedMemory != before.SharedMemory+2 || rs.SharedMemoryUnpinned < before.SharedMemoryUnpinned+1 {
+		t.Fatalf("read paths %+v after %+v: want 2 through shared memory, the last unpinned", rs, before)
+	}
+	if err := writer.Remove(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	// The reader's cached lookup still names the removed version; the worker dropped it, so
+	// the get misses rather than copying the old bytes.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := reader.Get(ctx, "k")
+		if errors.Is(err, base.ErrObjectNotFound) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("get after remove: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the removed object is still read")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	// The unpinned reads reached the worker as touches.
+	deadline = time.Now().Add(10 * time.Second)
+	for workerOpCount(t, ip.workers[0].MetricsAddr(), "shm_touch") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no ShmTouch reached the worker")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// workerOpCount reads worker_requests_total{op=op} from a worker's metrics endpoint.
+func workerOpCount(t *testing.T, addr, op string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := `worker_requests_total{op="` + op + `"} `
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// TestGetIntoNoWait: the no-wait get succeeds exactly when a get would need no call (a
+// cached lookup and a shared-memory copy the worker pinned before, unchanged since), and
+// otherwise reads nothing, leaving the caller to GetInto.
+func TestGetIntoNoWait(t *testing.T) {
+	ip := startInproc(t, 1, 16<<20)
+	reader, writer := connect(t, ip), connect(t, ip)
+	tcp := connectWith(t, ip, client.Config{DisableSharedMemory: true})
+	ctx := context.Background()
+	v1, v2 := val(50_000, 1), val(50_000, 2)
+	if err := writer.Put(ctx, "k", v1, client.ReplicateConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 60_000)
+	if n, ok := reader.GetIntoNoWait("k", buf); ok {
+		t.Fatalf("no-wait get before any lookup: %d", n)
+	}
+	for _, c := range []*client.Client{reader, tcp} {
+		if _, err := c.Get(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, ok := reader.GetIntoNoWait("k", buf); !ok || n != len(v1) || !bytes.Equal(buf[:n], v1) {
+		t.Fatalf("no-wait get after a get: %d %v", n, ok)
+	}
+	if _, ok := reader.GetIntoNoWait("k", buf[:100]); ok {
+		t.Fatal("no-wait get into a short buffer")
+	}
+	if _, ok := tcp.GetIntoNoWait("k", buf); ok {
+		t.Fatal("no-wait get with shared memory disabled")
+	}
+	if err := writer.Put(ctx, "k", v2, client.ReplicateConfig{Upsert: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := reader.GetIntoNoWait("k", buf); ok {
+		t.Fatalf("no-wait get of a replaced object: %d bytes", n)
+	}
+	awaitV2(t, reader, "k", v1, v2)
+	if n, ok := reader.GetIntoNoWait("k", buf); !ok || !bytes.Equal(buf[:n], v2) {
+		t.Fatalf("no-wait get of the new version: %v", ok)
+	}
+}
+
+// TestBatchGetNoWait: a batch caches its lookups as single gets do, so a repeated batch
+// copies every object without a call; an object another client replaced in between is read
+// anew (its new bytes), the others still without a call.
+func TestBatchGetNoWait(t *testing.T) {
+	ip := startInproc(t, 1, 16<<20)
+	reader, writer := connect(t, ip), connect(t, ip)
+	ctx := context.Background()
+	keys := []string{"b0", "b1", "b2", "b3"}
+	bufs := make([][]byte, len(keys))
+	for i, k := range keys {
+		if err := writer.Put(ctx, k, val(30_000, byte(i)), client.ReplicateConfig{}); err != nil {
+			t.Fatal(err)
+		}
+		bufs[i] = make([]byte, 30_000)
+	}
+	batch := func(want func(i int) []byte) {
+		t.Helper()
+		_, errs := reader.BatchGetInto(ctx, keys, bufs)
+		for i, err := range errs {
+			if err != nil || !bytes.Equal(bufs[i], want(i)) {
+				t.Fatalf("item %d: %v", i, err)
+			}
+		}
+	}
+	orig := func(i int) []byte { return val(30_000, byte(i)) }
+	batch(orig) // maps the arena (reads that race with the mapping go over TCP)
+	batch(orig) // pins what the first one read over TCP
+	before := reader.ReadStats()
+	batch(orig)
+	if rs := reader.ReadStats(); rs.SharedMemoryUnpinned != before.SharedMemoryUnpinned+4 {
+		t.Fatalf("read paths %+v after %+v: want 4 more unpinned", rs, before)
+	}
+	if err := writer.Put(ctx, "b2", val(30_000, 9), client.ReplicateConfig{Upsert: true}); err != nil {
+		t.Fatal(err)
+	}
+	before = reader.ReadStats()
+	batch(func(i int) []byte {
+		if i == 2 {
+			return val(30_000, 9)
+		}
+		return orig(i)
+	})
+	if rs := reader.ReadStats(); rs.SharedMemoryUnpinned != before.SharedMemoryUnpinned+3 || rs.SharedMemory != before.SharedMemory+4 {
+		t.Fatalf("read paths %+v after %+v: want 3 more unpinned of 4", rs, before)
+	}
+}
+
+// awaitV2 gets key until it reads v2, failing on anything but v1 or v2 (an upsert's old
+// version may be read until its worker lets it go) or after a bounded wait.
+func awaitV2(t *testing.T, c *client.Client, key string, v1, v2 []byte) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := c.Get(context.Background(), key)
+		switch {
+		case err != nil || !(bytes.Equal(got, v1) || bytes.Equal(got, v2)):
+			t.Fatalf("get %s after the upsert: %v (%d bytes)", key, err, len(got))
+		case bytes.Equal(got, v2):
+			return
+		case time.Now().After(deadline):
+			t.Fatalf("get %s: still the old version after the upsert", key)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -234,13 +234,14 @@ const (
 	wopShmPin
 	wopShmRelease
 	wopReplicate
+	wopShmTouch
 	numWorkerOps
 )
 
 // workerOpNames[op] is op's label on worker_requests_total and worker_failures_total.
 var workerOpNames = [numWorkerOps]string{
 	wopWrite: "write", wopCommit: "commit", wopRead: "read", wopDrop: "drop",
-	wopShmPin: "shm_pin", wopShmRelease: "shm_release", wopReplicate: "replicate",
+	wopShmPin: "shm_pin", wopShmRelease: "shm_release", wopReplicate: "replicate", wopShmTouch: "shm_touch",
 }
 
 // workerMetrics owns the worker's Prometheus registry.

@@ -165,6 +165,7 @@ worker_failures_total{op="read"} 1
 worker_failures_total{op="replicate"} 0
 worker_failures_total{op="shm_pin"} 1
 worker_failures_total{op="shm_release"} 0
+worker_failures_total{op="shm_touch"} 0
 worker_failures_total{op="write"} 0
 # HELP worker_shm_leases Objects pinned by clients on this host copying them out of the shared arena (ShmPin leases not yet released).
 # TYPE worker_shm_leases gauge

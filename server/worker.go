@@ -71,6 +71,9 @@ type Worker struct {
 	// NewWorker; the arena's fd stays open until the arena closes, after the RPC server).
 	share  dram.ShareInfo
 	shared bool
+	// gens is the copy-generation table clients on this host map with the arena (nil when
+	// the arena is private or the table could not be made); bumped by the tier engine.
+	gens *transfer.ShmGenTable
 
 	stop chan struct{} // closed by Shutdown: stops the control and sweeper loops
 	// ctx is cancelled by Shutdown: it ends master calls in flight.
@@ -145,6 +148,16 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, fmt.Errorf("server: worker arena of %s: %w", base.Bytes(cfg.GlobalSegmentSize), err)
 	}
 	w.share, w.shared = w.arena.Share()
+	var detached func(string)
+	if w.shared {
+		// Without the table clients on this host still read through pins (ShmOpen leaves
+		// the Gen fields out).
+		if w.gens, err = transfer.NewShmGenTable(); err != nil {
+			w.log.Warn("shared-memory reads will pin every object", "err", err)
+		} else {
+			detached = w.gens.Bump
+		}
+	}
 	var lower tier.Lower
 	if cfg.RootFSDir != "" {
 		w.dir = filepath.Join(cfg.RootFSDir, cfg.ClusterID, string(w.id))
@@ -166,6 +179,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 				w.resync.Store(true)
 			},
 			BackgroundError: func(err error) { w.log.Warn("tier background error", "err", err) },
+			CopyDetached:    detached,
 		},
 	})
 	if err != nil {
@@ -225,6 +239,9 @@ func (w *Worker) closeStores() error {
 	}
 	if w.arena != nil {
 		errs = append(errs, w.arena.Close())
+	}
+	if w.gens != nil {
+		w.gens.Close() // after the engine: its last Bump is done
 	}
 	if w.cli != nil {
 		errs = append(errs, w.cli.Close())

@@ -182,6 +182,10 @@ func (h *workerHandler) HandleCall(ctx context.Context, req transfer.Message) (t
 		n := w.shm.release(r.Leases)
 		w.met.observe(wopShmRelease, nil)
 		return transfer.NewCountResponse(transfer.OpShmRelease, n), nil
+	case *transfer.ShmTouchRequest:
+		resp, err := w.shmTouch(r)
+		w.met.observe(wopShmTouch, err)
+		return resp, err
 	case *transfer.CommitRequest:
 		err := w.commit(r)
 		w.met.observe(wopCommit, err)

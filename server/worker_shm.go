@@ -39,10 +39,14 @@ func (w *Worker) shmOpen() (*transfer.ShmOpenResponse, error) {
 	if transfer.BootID() == "" {
 		return nil, fmt.Errorf("%w: worker %s cannot read its kernel boot id", base.ErrNotSupported, w.id)
 	}
-	return &transfer.ShmOpenResponse{
+	resp := &transfer.ShmOpenResponse{
 		BootID: transfer.BootID(), PID: int64(os.Getpid()), FD: int64(info.FD), Inode: info.Inode, Dev: info.Dev,
 		Size: info.Size, ArenaID: info.ID, LeaseTTL: w.cfg.ShmLeaseTTL,
-	}, nil
+	}
+	if w.gens != nil {
+		w.gens.Describe(resp)
+	}
+	return resp, nil
 }
 
 // shmPin pins the object req names and leases its arena range to the caller until ShmRelease
@@ -86,6 +90,29 @@ func (w *Worker) shmPin(ctx context.Context, req *transfer.ShmPinRequest) (*tran
 		Lease: id, ArenaID: info.ID, ArenaOffset: base0 + off, Length: n,
 		Version: meta.Version, Size: meta.Size, Checksum: meta.Checksum, Tier: r.Tier(),
 	}, nil
+}
+
+// shmTouch records the reads a client on this host made by copying objects out of the shared
+// arena without a pin (ShmTouch): each item's answer is OK, the miss (OBJECT_NOT_FOUND,
+// INVALID_VERSION), or NOT_SUPPORTED when the object is no longer in DRAM, so the client
+// stops copying from where it was.
+func (w *Worker) shmTouch(req *transfer.ShmTouchRequest) (*transfer.BatchResponse, error) {
+	if !w.shared {
+		return nil, fmt.Errorf("%w: worker %s keeps its arena private (shared memory is off)", base.ErrNotSupported, w.id)
+	}
+	items := make([]transfer.ItemError, len(req.Items))
+	for i, it := range req.Items {
+		err := base.ValidateKey(it.Key)
+		if err == nil {
+			var inDRAM bool
+			inDRAM, err = w.eng.Touch(it.Key, it.Version)
+			if err == nil && !inDRAM {
+				err = fmt.Errorf("%w: %q is no longer in the shared arena", base.ErrNotSupported, it.Key)
+			}
+		}
+		items[i] = transfer.ItemErrorOf(err)
+	}
+	return transfer.NewBatchResponse(transfer.OpShmTouch, items), nil
 }
 
 // release ends the leases of a ShmRelease and counts those that were still held.

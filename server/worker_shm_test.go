@@ -190,5 +190,74 @@ func TestShmPrivateArena(t *testing.T) {
 	if err := cli.Call(ctx, s.worker.Addr(), &transfer.ShmPinRequest{Key: "k"}, &p); !errors.Is(err, base.ErrNotSupported) {
 		t.Fatalf("ShmPin: %v", err)
 	}
+	touch := &transfer.ShmTouchRequest{Items: []transfer.KeyVersion{{Key: "k"}}}
+	if err := cli.Call(ctx, s.worker.Addr(), touch, transfer.NewBatchResponse(transfer.OpShmTouch, nil)); !errors.Is(err, base.ErrNotSupported) {
+		t.Fatalf("ShmTouch: %v", err)
+	}
 	d.mustGet("k", []byte("value"), 1)
+}
+
+// TestShmTouchAndGenerations: ShmTouch counts DRAM hits for objects the worker holds and
+// reports misses per item; the copy generation of a key's slot (mapped with the arena) moves
+// when its DRAM copy stops being the object's: replaced by an upsert, removed.
+func TestShmTouchAndGenerations(t *testing.T) {
+	s, cli := startShm(t, false, 0)
+	d := newDriver(t, []string{s.Addr()})
+	if err := d.put("k", []byte("value one"), 1, false); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	waddr := s.worker.Addr()
+	var info transfer.ShmOpenResponse
+	if err := cli.Call(ctx, waddr, transfer.NewEmpty(transfer.OpShmOpen), &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.GenSize != transfer.ShmGenSlots*8 || info.GenInode == 0 {
+		t.Fatalf("ShmOpen without a generation table: %+v", info)
+	}
+	a, err := transfer.MapSharedArena(&info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	g0, ok := a.Gen("k")
+	if !ok {
+		t.Fatal("generation table not mapped")
+	}
+
+	lr, err := d.lookup("k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits := s.worker.eng.Metrics().HitsDRAM
+	resp := transfer.NewBatchResponse(transfer.OpShmTouch, nil)
+	req := &transfer.ShmTouchRequest{Items: []transfer.KeyVersion{
+		{Key: "k", Version: lr.Version}, {Key: "missing", Version: 1}, {Key: "k", Version: lr.Version + 99}, {Key: "k"}}}
+	if err := cli.Call(ctx, waddr, req, resp); err != nil {
+		t.Fatal(err)
+	}
+	want := []base.Code{base.CodeOK, base.CodeObjectNotFound, base.CodeInvalidVersion, base.CodeOK}
+	for i, it := range resp.Items {
+		if i >= len(want) || it.Code != want[i] {
+			t.Fatalf("touch answers %+v, want codes %v", resp.Items, want)
+		}
+	}
+	if got := s.worker.eng.Metrics().HitsDRAM; got != hits+2 {
+		t.Fatalf("DRAM hits %d after two touches from %d", got, hits)
+	}
+	if g, _ := a.Gen("k"); g != g0 {
+		t.Fatalf("generation moved from %d to %d with no change to k", g0, g)
+	}
+
+	if err := d.put("k", []byte("value two"), 1, true); err != nil {
+		t.Fatal(err)
+	}
+	g1, _ := a.Gen("k")
+	if g1 == g0 {
+		t.Fatal("generation unchanged after an upsert replaced k's DRAM copy")
+	}
+	if err := d.call(&transfer.RemoveRequest{Key: "k"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "generation moved after the remove", func() bool { g, _ := a.Gen("k"); return g != g1 })
 }

@@ -300,6 +300,9 @@ func (e *Engine) signalSpaceLocked() {
 // as reserved until the last one lets go. The policy must already have stopped counting the
 // copy (Remove, SpillDone, an eviction). REQUIRES: e.mu.
 func (e *Engine) detachLocked(o *object) error {
+	if e.ev.CopyDetached != nil {
+		e.ev.CopyDetached(o.meta.Key) // before the Release below can free the range
+	}
 	c := o.copy
 	o.copy = nil
 	c.attached = false

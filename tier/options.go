@@ -195,4 +195,10 @@ type EventListener struct {
 	ObjectLost func(meta base.ObjectMeta, why string)
 	// BackgroundError is called for errors of background work that no caller sees.
 	BackgroundError func(error)
+	// CopyDetached is called when an object's DRAM copy stops being the index's (removed,
+	// replaced, evicted, spilled) and when a superseded version's slot is released, before
+	// the range can be freed. Unlike the others it runs
+	// under the engine's lock, so it must be cheap and must not call the engine: the worker
+	// bumps a copy generation that clients on its host read (transfer.ShmGenTable).
+	CopyDetached func(key string)
 }

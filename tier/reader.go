@@ -125,6 +125,24 @@ func (e *Engine) Get(key string, v base.Version) (*Reader, error) {
 	return e.readLower(o, meta, h, hit.Promote, true)
 }
 
+// Touch records a read of key at version v (0: any) that a client on this host served itself
+// by copying the object's DRAM copy out of the shared arena without pinning it (the worker's
+// ShmTouch): a DRAM hit for the eviction order and the hit counters. It reports false, and
+// records nothing, when the object has no DRAM copy (spilled or evicted since: the bytes the
+// client remembers are no longer the object's). Errors: base.ErrObjectNotFound,
+// base.ErrInvalidVersion, ErrClosed.
+func (e *Engine) Touch(key string, v base.Version) (inDRAM bool, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o, err := e.lookupLocked(key, v)
+	if err != nil || o.copy == nil {
+		return false, err
+	}
+	e.mu.pol.Hit(o.id)
+	e.mu.m.hitsDRAM++
+	return true, nil
+}
+
 // GetDRAM is Get for an object that is in DRAM: it never reads a lower tier, so it does not
 // block on I/O. ok is false, and nothing happened, when version v of key is committed but
 // not in DRAM: the caller then uses Get. With ok true, r and err are what Get returns.

@@ -127,6 +127,11 @@ func (e *Engine) releaseSupLocked(key string, i int, lower []base.ObjectMeta) ([
 	if s.onLower {
 		lower = append(lower, s.meta)
 	}
+	if e.ev.CopyDetached != nil {
+		// Get served this version from its slot (a client may have pinned it there): its
+		// range may be freed now, so clients must stop copying it unpinned.
+		e.ev.CopyDetached(key)
+	}
 	return lower, e.releaseHolderLocked(s.c, false)
 }
 

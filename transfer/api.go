@@ -73,6 +73,7 @@ type (
 	ShmPinRequest          = wire.ShmPinRequest
 	ShmPinResponse         = wire.ShmPinResponse
 	ShmReleaseRequest      = wire.ShmReleaseRequest
+	ShmTouchRequest        = wire.ShmTouchRequest
 	ShmPutOpenRequest      = wire.ShmPutOpenRequest
 	ShmPutOpenResponse     = wire.ShmPutOpenResponse
 	ShmPutWriteRequest     = wire.ShmPutWriteRequest
@@ -116,6 +117,7 @@ const (
 	OpShmOpen        = wire.OpShmOpen
 	OpShmPin         = wire.OpShmPin
 	OpShmRelease     = wire.OpShmRelease
+	OpShmTouch       = wire.OpShmTouch
 	OpShmPutOpen     = wire.OpShmPutOpen
 	OpShmPutWrite    = wire.OpShmPutWrite
 	OpShmPutClose    = wire.OpShmPutClose
@@ -123,6 +125,15 @@ const (
 
 // MaxShmRelease bounds the leases of one ShmRelease request.
 const MaxShmRelease = wire.MaxShmRelease
+
+// MaxShmTouch bounds the items of one ShmTouch request.
+const MaxShmTouch = wire.MaxShmTouch
+
+// ShmGenSlots is the number of counters in a worker's copy-generation table.
+const ShmGenSlots = wire.ShmGenSlots
+
+// ShmGenSlot returns key's slot in a copy-generation table (part of the protocol).
+func ShmGenSlot(key string) int { return wire.ShmGenSlot(key) }
 
 // MaxHeartbeatModels bounds the per-model entries of a heartbeat's stats section.
 const MaxHeartbeatModels = wire.MaxHeartbeatModels
@@ -138,7 +149,7 @@ var (
 	NewEmpty = wire.NewEmpty
 	// NewCountResponse returns the response of RemoveByRegex, RemoveAll or ShmRelease.
 	NewCountResponse = wire.NewCountResponse
-	// NewBatchResponse returns the response of BatchPutEnd, BatchRemove or BatchPutRevoke.
+	// NewBatchResponse returns the response of BatchPutEnd, BatchRemove, BatchPutRevoke or ShmTouch.
 	NewBatchResponse = wire.NewBatchResponse
 	// NewReadResponse returns the response of Read or ReadRange.
 	NewReadResponse = wire.NewReadResponse

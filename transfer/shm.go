@@ -3,6 +3,8 @@ package transfer
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 )
@@ -30,6 +32,10 @@ func (a *SharedArena) ArenaID() uint64 { return a.info.ArenaID }
 type mapping struct {
 	mem []byte
 	fd  int // -1: none (a client's mapping; the mapping alone keeps the file alive)
+	// gen is a SharedArena's copy-generation table (ShmOpenResponse), mapped read-only and
+	// unmapped with mem; nil otherwise, or when the worker has none (an older build) or it
+	// could not be mapped.
+	gen []byte
 
 	mu     sync.Mutex // protects refs, closed, and mem after the mapping is made
 	refs   int
@@ -82,4 +88,34 @@ func (a *mapping) Bytes(off, n int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: shared memory range [%d, +%d) outside its %d bytes", base.ErrInvalidParams, off, n, len(a.mem))
 	}
 	return a.mem[off : off+n : off+n], nil
+}
+
+// Gen returns the copy generation of key's slot (ShmOpenResponse), read atomically; false
+// when the worker publishes none. The caller holds a reference (Acquire).
+func (a *SharedArena) Gen(key string) (uint64, bool) {
+	if len(a.gen) != ShmGenSlots*8 {
+		return 0, false
+	}
+	return (*atomic.Uint64)(unsafe.Pointer(&a.gen[ShmGenSlot(key)*8])).Load(), true
+}
+
+// ShmGenTable is a worker's copy-generation table: ShmGenSlots u64 counters (native byte
+// order: only processes of this host read them) in a memfd that clients on this host map
+// read-only (ShmOpenResponse's Gen fields). The worker Bumps a key's slot when a DRAM copy of
+// the key stops being the object's, before its range can be freed. Close it after the last
+// Bump (after the tier engine closed); clients' mappings keep the file alive for them.
+type ShmGenTable struct {
+	mapping  // read-write, ShmGenSlots*8 bytes; holds the memfd
+	ino, dev uint64
+}
+
+// Bump increments key's slot. Safe for concurrent use, and cheap (one atomic add): the tier
+// engine calls it under its lock.
+func (t *ShmGenTable) Bump(key string) {
+	(*atomic.Uint64)(unsafe.Pointer(&t.mem[ShmGenSlot(key)*8])).Add(1)
+}
+
+// Describe fills the Gen fields of a ShmOpen answer.
+func (t *ShmGenTable) Describe(info *ShmOpenResponse) {
+	info.GenFD, info.GenInode, info.GenDev, info.GenSize = int64(t.fd), t.ino, t.dev, int64(len(t.mem))
 }

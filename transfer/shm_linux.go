@@ -38,7 +38,13 @@ func MapSharedArena(info *ShmOpenResponse) (*SharedArena, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &SharedArena{info: *info, mapping: mapping{mem: mem, fd: -1, refs: 1}}, nil
+	a := &SharedArena{info: *info, mapping: mapping{mem: mem, fd: -1, refs: 1}}
+	if info.GenSize == ShmGenSlots*8 {
+		// Optional: without it every read pins (the caller checks Gen's ok).
+		a.gen, _ = mapPeerFile(peerFile{what: "copy generations", bootID: info.BootID, pid: info.PID, fd: info.GenFD,
+			inode: info.GenInode, dev: info.GenDev, size: info.GenSize})
+	}
+	return a, nil
 }
 
 // peerFile names a file another process on this host holds open (a worker's arena or
@@ -137,8 +143,34 @@ func (a *mapping) unmap() {
 		_ = unix.Munmap(a.mem)
 		a.mem = nil
 	}
+	if a.gen != nil {
+		_ = unix.Munmap(a.gen)
+		a.gen = nil
+	}
 	if a.fd >= 0 {
 		_ = unix.Close(a.fd)
 		a.fd = -1
 	}
+}
+
+// NewShmGenTable creates a worker's copy-generation table in a memfd ("mooncake-shm-gen").
+func NewShmGenTable() (*ShmGenTable, error) {
+	fd, err := unix.MemfdCreate("mooncake-shm-gen", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("%w: memfd_create: %v", base.ErrNotSupported, err)
+	}
+	size := ShmGenSlots * 8
+	var st unix.Stat_t
+	if err = unix.Ftruncate(fd, int64(size)); err == nil {
+		err = unix.Fstat(fd, &st)
+	}
+	var mem []byte
+	if err == nil {
+		mem, err = unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%w: copy-generation table: %v", base.ErrNotSupported, err)
+	}
+	return &ShmGenTable{mapping: mapping{mem: mem, fd: fd, refs: 1}, ino: st.Ino, dev: uint64(st.Dev)}, nil
 }

@@ -27,3 +27,8 @@ func MapStagingArea(*ShmPutOpenResponse) (*StagingArea, error) {
 }
 
 func (a *mapping) unmap() {}
+
+// NewShmGenTable is not supported off Linux.
+func NewShmGenTable() (*ShmGenTable, error) {
+	return nil, fmt.Errorf("%w: shared memory needs Linux", base.ErrNotSupported)
+}

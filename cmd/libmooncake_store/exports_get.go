@@ -13,6 +13,7 @@ import "C"
 
 import (
 	"fmt"
+	"math"
 	"runtime/debug"
 	"unsafe"
 
@@ -63,7 +64,9 @@ func destinations(what string, buffers *C.uintptr_t, sizes *C.size_t, n int) ([]
 	return dsts, nil
 }
 
-func batchGetInto(h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, sizes *C.size_t, count C.size_t, results *C.int64_t) error {
+// batchGetInto reads a batch into the caller's buffers. With resume it is the second pass
+// after batchGetIntoNoWait: it reads only the items marked noWaitPending in results_out.
+func batchGetInto(h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, sizes *C.size_t, count C.size_t, results *C.int64_t, resume bool) error {
 	_, cl, ks, err := openBatch(h, keys, count)
 	if err != nil {
 		return err
@@ -76,16 +79,86 @@ func batchGetInto(h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, sizes 
 	if err != nil {
 		return err
 	}
-	got, errs := cl.BatchGetInto(bg, ks, dsts)
-	return setResults(out, got, errs)
+	if !resume {
+		got, errs := cl.BatchGetInto(bg, ks, dsts)
+		return setResults(out, got, errs)
+	}
+	var idx []int
+	for i := range out {
+		if out[i] == noWaitPending {
+			idx = append(idx, i)
+		}
+	}
+	subKeys, subDsts := make([]string, len(idx)), make([][]byte, len(idx))
+	for j, i := range idx {
+		subKeys[j], subDsts[j] = ks[i], dsts[i]
+	}
+	got, errs := cl.BatchGetInto(bg, subKeys, subDsts)
+	subOut := make([]C.int64_t, len(idx))
+	err = setResults(subOut, got, errs)
+	for j, i := range idx {
+		out[i] = subOut[j]
+	}
+	return err
 }
 
-// mcgo_batch_get_into is the Go half of mooncake_store_batch_get_into (offthread.go).
+// noWaitPending marks, in results_out between the two passes of batch_get_into, an item the
+// first pass left to the second.
+const noWaitPending = C.int64_t(math.MinInt64)
+
+// batchGetIntoNoWait is batch_get_into's first pass, on the calling thread: every object that
+// can be read with no network wait (client.GetIntoNoWait: a cached lookup and an unpinned
+// shared-memory copy) is read, and gets its size in results_out; the others get
+// noWaitPending. It returns how many are left, or -1 when an argument is bad (nothing
+// written; the second pass reads and reports it as a whole).
+func batchGetIntoNoWait(h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, sizes *C.size_t, count C.size_t, results *C.int64_t) int {
+	_, cl, ks, err := openBatch(h, keys, count)
+	if err != nil {
+		return -1
+	}
+	out, err := array("results_out", results, len(ks))
+	if err != nil {
+		return -1
+	}
+	dsts, err := destinations("buffers", buffers, sizes, len(ks))
+	if err != nil {
+		return -1
+	}
+	left := 0
+	for i, k := range ks {
+		if n, ok := cl.GetIntoNoWait(k, dsts[i]); ok {
+			out[i] = C.int64_t(n)
+		} else {
+			out[i] = noWaitPending
+			left++
+		}
+	}
+	return left
+}
+
+// mcgo_batch_get_into_nowait is batch_get_into's first pass (offthread.go), run on the
+// calling thread. It never sets the last error: a fault or a bad argument returns -1 and the
+// second pass reports it.
+//
+//export mcgo_batch_get_into_nowait
+func mcgo_batch_get_into_nowait(h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, sizes *C.size_t, count C.size_t,
+	results *C.int64_t) (left C.int64_t) {
+	defer func(old bool) {
+		debug.SetPanicOnFault(old)
+		if recover() != nil {
+			left = -1
+		}
+	}(debug.SetPanicOnFault(true))
+	return C.int64_t(batchGetIntoNoWait(h, keys, buffers, sizes, count, results))
+}
+
+// mcgo_batch_get_into is the Go half of mooncake_store_batch_get_into (offthread.go); resume
+// says the first pass ran and left the items marked noWaitPending.
 //
 //export mcgo_batch_get_into
 func mcgo_batch_get_into(call *C.mc_call, h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, sizes *C.size_t,
-	count C.size_t, results *C.int64_t) {
-	offThread(call, func() error { return batchGetInto(h, keys, buffers, sizes, count, results) })
+	count C.size_t, results *C.int64_t, resume C.int) {
+	offThread(call, func() error { return batchGetInto(h, keys, buffers, sizes, count, results, resume != 0) })
 }
 
 func batchGetIntoMulti(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, buffers *C.uintptr_t, sizes *C.size_t,

@@ -50,28 +50,13 @@ func putOne(h C.uintptr_t, key *C.char, value C.uintptr_t, size C.size_t, cfg *C
 	return okIfExists(cl.Put(bg, k, b, rc), a)
 }
 
-//export mooncake_store_put
-func mooncake_store_put(h C.uintptr_t, key *C.char, value C.uintptr_t, size C.size_t, cfg *C.mooncake_replicate_config_t) (rc C.int) {
-	defer catchInt(&rc, debug.SetPanicOnFault(true))
-	return C.int(fail(putOne(h, key, value, size, cfg, false)))
-}
-
-//export mooncake_store_put_from
-func mooncake_store_put_from(h C.uintptr_t, key *C.char, buffer C.uintptr_t, size C.size_t, cfg *C.mooncake_replicate_config_t) (rc C.int) {
-	defer catchInt(&rc, debug.SetPanicOnFault(true))
-	return C.int(fail(putOne(h, key, buffer, size, cfg, false)))
-}
-
-//export mooncake_store_upsert
-func mooncake_store_upsert(h C.uintptr_t, key *C.char, value C.uintptr_t, size C.size_t, cfg *C.mooncake_replicate_config_t) (rc C.int) {
-	defer catchInt(&rc, debug.SetPanicOnFault(true))
-	return C.int(fail(putOne(h, key, value, size, cfg, true)))
-}
-
-//export mooncake_store_upsert_from
-func mooncake_store_upsert_from(h C.uintptr_t, key *C.char, buffer C.uintptr_t, size C.size_t, cfg *C.mooncake_replicate_config_t) (rc C.int) {
-	defer catchInt(&rc, debug.SetPanicOnFault(true))
-	return C.int(fail(putOne(h, key, buffer, size, cfg, true)))
+// mcgo_put_one is the Go half of mooncake_store_put, _put_from, _upsert and _upsert_from
+// (offthread.go): a put blocks on three round trips (PutStart, the transfer, PutEnd), each a
+// wake-up of the locked calling thread if run on it.
+//
+//export mcgo_put_one
+func mcgo_put_one(call *C.mc_call, h C.uintptr_t, key *C.char, value C.uintptr_t, size C.size_t, cfg *C.mooncake_replicate_config_t, upsert C.int) {
+	offThread(call, func() error { return putOne(h, key, value, size, cfg, upsert != 0) })
 }
 
 // partsOf returns the caller's parts, each checked and read-probed in this goroutine.

@@ -39,10 +39,39 @@ static int64_t mc_call_wait(mc_call *call) {
 extern void mcgo_batch_put_from(mc_call *, uintptr_t, uintptr_t *, uintptr_t *, size_t *, size_t, mooncake_replicate_config_t *, int *);
 extern void mcgo_batch_upsert_from(mc_call *, uintptr_t, uintptr_t *, uintptr_t *, size_t *, size_t, mooncake_replicate_config_t *, int *);
 extern void mcgo_batch_put_from_multi_buffers(mc_call *, uintptr_t, uintptr_t *, size_t, uintptr_t *, size_t *, size_t *, mooncake_replicate_config_t *, int *);
-extern void mcgo_batch_get_into(mc_call *, uintptr_t, uintptr_t *, uintptr_t *, size_t *, size_t, int64_t *);
+extern void mcgo_batch_get_into(mc_call *, uintptr_t, uintptr_t *, uintptr_t *, size_t *, size_t, int64_t *, int);
+extern int64_t mcgo_batch_get_into_nowait(uintptr_t, uintptr_t *, uintptr_t *, size_t *, size_t, int64_t *);
 extern void mcgo_batch_get_into_multi_buffers(mc_call *, uintptr_t, uintptr_t *, size_t, uintptr_t *, size_t *, size_t *, int64_t *);
 extern void mcgo_get_into_ranges(mc_call *, uintptr_t, size_t, uintptr_t *, uintptr_t *, uint64_t *, size_t *, int64_t *);
+extern void mcgo_put_one(mc_call *, uintptr_t, char *, uintptr_t, size_t, mooncake_replicate_config_t *, int);
 extern void mcgo_batch_get_buffer(mc_call *, uintptr_t, uintptr_t *, size_t, uintptr_t *, int64_t *);
+
+static int mc_put_one(mooncake_store_t store, const char *key, const void *value, size_t size,
+		const mooncake_replicate_config_t *config, int upsert) {
+	mc_call c = {0};
+	mcgo_put_one(&c, (uintptr_t)store, (char *)key, (uintptr_t)value, size, (mooncake_replicate_config_t *)config, upsert);
+	return (int)mc_call_wait(&c);
+}
+
+int mooncake_store_put(mooncake_store_t store, const char *key, const void *value, size_t size,
+		const mooncake_replicate_config_t *config) {
+	return mc_put_one(store, key, value, size, config, 0);
+}
+
+int mooncake_store_put_from(mooncake_store_t store, const char *key, void *buffer, size_t size,
+		const mooncake_replicate_config_t *config) {
+	return mc_put_one(store, key, buffer, size, config, 0);
+}
+
+int mooncake_store_upsert(mooncake_store_t store, const char *key, const void *value, size_t size,
+		const mooncake_replicate_config_t *config) {
+	return mc_put_one(store, key, value, size, config, 1);
+}
+
+int mooncake_store_upsert_from(mooncake_store_t store, const char *key, void *buffer, size_t size,
+		const mooncake_replicate_config_t *config) {
+	return mc_put_one(store, key, buffer, size, config, 1);
+}
 
 int mooncake_store_batch_put_from(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
 		size_t count, const mooncake_replicate_config_t *config, int *results_out) {
@@ -69,10 +98,17 @@ int mooncake_store_batch_put_from_multi_buffers(mooncake_store_t store, const ch
 	return (int)mc_call_wait(&c);
 }
 
+// Two passes: the objects that can be read with no network wait (cached, in shared memory)
+// are read on this thread; only a batch with others left goes off-thread, for those.
 int mooncake_store_batch_get_into(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
 		size_t count, int64_t *results_out) {
+	int64_t left = mcgo_batch_get_into_nowait((uintptr_t)store, (uintptr_t *)keys, (uintptr_t *)buffers, (size_t *)sizes,
+		count, results_out);
+	if (left == 0)
+		return 0;
 	mc_call c = {0};
-	mcgo_batch_get_into(&c, (uintptr_t)store, (uintptr_t *)keys, (uintptr_t *)buffers, (size_t *)sizes, count, results_out);
+	mcgo_batch_get_into(&c, (uintptr_t)store, (uintptr_t *)keys, (uintptr_t *)buffers, (size_t *)sizes, count, results_out,
+		left > 0);
 	return (int)mc_call_wait(&c);
 }
 
@@ -111,15 +147,26 @@ import (
 // Each time the call blocks (an RPC reply, a worker's bytes, a WaitGroup of a batch's
 // fan-out), waking it costs the scheduler a hand-off: the M that finds the goroutine ready
 // must pass its P to the locked M and park itself, an extra thread switch per blocking
-// point. A batch blocks many times, and measured 0.63-0.67 of the Go client's BatchGetInto
-// from C. So the batch exports run the call on an ordinary goroutine instead: the public C
-// function (above) calls the Go half, which starts the goroutine and returns at once; the C
-// thread then waits on a futex in plain C; the goroutine writes the code and the error text
-// into the mc_call and wakes it through a cgo call (mc_call_done). The calling thread is
-// woken once per call, whatever the number of blocking points (measured 0.92-1.13 of
-// BatchGetInto). A single-key call blocks once or twice, where this costs as much as it
-// saves (measured: no faster for a 4 KiB get, 5-10% slower for a 1 MiB get_into), so those
-// stay plain exports. docs/clib.md "Cost of a call" has the figures.
+// point. So calls that block several times run on an ordinary goroutine instead: the public
+// C function (above) calls the Go half, which starts the goroutine and returns at once; the
+// C thread then waits on a futex in plain C; the goroutine writes the code and the error
+// text into the mc_call and wakes it through a cgo call (mc_call_done). The calling thread
+// is woken once per call, whatever the number of blocking points, at the price of two
+// wake-ups (a thread for the new goroutine, then the caller).
+//
+// Which calls (docs/clib.md "Cost of a call" has the figures):
+//   - The data batch calls block many times (measured 0.63-0.67 of the Go client's
+//     BatchGetInto on the calling thread, 0.92-1.13 off it).
+//   - put, put_from, upsert and upsert_from block at least three times (PutStart, the
+//     transfer, PutEnd): testdata/offthreadbench with 3 round trips measured 55 µs off the
+//     thread against 62 on it.
+//   - batch_get_into first reads, on the calling thread, every object it can with no
+//     network wait at all (client.GetIntoNoWait: a cached lookup and an unpinned
+//     shared-memory copy); only a batch with objects left goes off-thread, for those.
+//   - Single gets stay plain exports: a cached get on this host does not block at all
+//     (an unpinned copy, client/shm.go), and a cold one blocks twice (lookup, pin), where
+//     going off-thread costs as much as it saves. Single metadata calls (is_exist,
+//     remove, get_size...) block once: off-thread would only add a wake-up.
 //
 // The last error is thread-local to the C caller: the goroutine never sets it (it runs on
 // another thread), it hands the text back in the mc_call and mc_call_wait records it.

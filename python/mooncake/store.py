@@ -195,7 +195,11 @@ def _seq(v: Any, what: str) -> Sequence[Any]:
 
 
 def _keys(keys: Sequence[Key]) -> List[bytes]:
-    return [_key(k) for k in _seq(keys, "keys")]
+    # The common case (str keys) without a call per key; anything else goes through _key.
+    ks = [k.encode("utf-8", "surrogatepass") if type(k) is str else _key(k) for k in _seq(keys, "keys")]
+    if b"\0" in b"".join(ks):  # a NUL in the joined keys is a NUL in one of them
+        raise ValueError("key must not contain NUL characters")
+    return ks
 
 
 def _int(v: Any, what: str) -> int:
@@ -208,6 +212,8 @@ def _int(v: Any, what: str) -> int:
 
 
 def _ints(vs: Sequence[Any], what: str) -> List[int]:
+    if type(vs) is list and all(type(v) is int for v in vs):
+        return list(vs)  # already plain ints (the common case): no per-item call
     return [_int(v, what) for v in _seq(vs, what)]
 
 
@@ -217,17 +223,17 @@ _MAX_ADDR = (1 << 64) - 1
 def _addrs(vs: Sequence[Any], what: str) -> List[int]:
     """Pointers as ints. A negative or out-of-range one cannot be passed to C: ValueError."""
     out = _ints(vs, what)
-    for v in out:
-        if v < 0 or v > _MAX_ADDR:
-            raise ValueError(f"{what}: {v} is not an address")
+    if out and (min(out) < 0 or max(out) > _MAX_ADDR):
+        for v in out:
+            if v < 0 or v > _MAX_ADDR:
+                raise ValueError(f"{what}: {v} is not an address")
     return out
 
 
 def _sizes(vs: Sequence[Any], what: str) -> List[int]:
     out = _ints(vs, what)
-    for v in out:
-        if v < 0:
-            raise ValueError(f"{what}: size {v} is negative")
+    if out and min(out) < 0:
+        raise ValueError(f"{what}: size {min(out)} is negative")
     return out
 
 

@@ -964,6 +964,13 @@ const MaxShmRelease = 4096
 // shared arena answers NOT_SUPPORTED. ArenaID is drawn at random when the arena is created:
 // ShmPin answers carry it, so a client notices a worker that restarted behind the same
 // address (a new arena) and maps again.
+//
+// The Gen fields (optional, trailing; GenSize 0: absent, as an older worker sends) describe
+// the worker's copy generations, a second file mapped the same way: ShmGenSlots little-endian
+// u64 counters; slot ShmGenSlot(key) is incremented whenever a DRAM copy of a key hashing to it
+// stops being the object's (removed, replaced, evicted, spilled), before its range can be
+// freed. A client that read a slot before a ShmPin and finds it unchanged later knows the
+// pinned range still holds that object, and may copy it again without a pin.
 type ShmOpenResponse struct {
 	BootID  string
 	PID     int64
@@ -974,6 +981,10 @@ type ShmOpenResponse struct {
 	ArenaID uint64
 	// LeaseTTL is the longest a ShmPin lease lives without a ShmRelease.
 	LeaseTTL time.Duration
+	GenFD    int64
+	GenInode uint64
+	GenDev   uint64
+	GenSize  int64
 }
 
 func (m *ShmOpenResponse) Op() Op { return OpShmOpen }
@@ -986,6 +997,12 @@ func (m *ShmOpenResponse) Encode(e *Encoder) {
 	e.I64(m.Size)
 	e.U64(m.ArenaID)
 	e.I64(int64(m.LeaseTTL))
+	if m.GenSize != 0 {
+		e.I64(m.GenFD)
+		e.U64(m.GenInode)
+		e.U64(m.GenDev)
+		e.I64(m.GenSize)
+	}
 }
 func (m *ShmOpenResponse) Decode(d *Decoder) {
 	m.BootID = d.Str(MaxBootIDLen, "boot id")
@@ -996,6 +1013,31 @@ func (m *ShmOpenResponse) Decode(d *Decoder) {
 	m.Size = d.Size()
 	m.ArenaID = d.U64()
 	m.LeaseTTL = decodeDuration(d)
+	// The generation fields are present when bytes remain: all four (a short group fails in
+	// Size/U64, extra bytes in Finish).
+	if d.Err() == nil && d.Remaining() > 0 {
+		m.GenFD = d.Size()
+		m.GenInode = d.U64()
+		m.GenDev = d.U64()
+		m.GenSize = d.Size()
+		if d.Err() == nil && m.GenSize == 0 {
+			d.Fail(fmt.Errorf("%w: shm_open generation table of 0 bytes on the wire (leave the fields out)", base.ErrInvalidParams))
+		}
+	}
+}
+
+// ShmGenSlots is the number of counters in a worker's copy-generation table (ShmOpenResponse).
+const ShmGenSlots = 4096
+
+// ShmGenSlot returns the generation slot of key: FNV-1a (64-bit) of the key, modulo
+// ShmGenSlots. Worker and client must agree on it, so it is part of the protocol.
+func ShmGenSlot(key string) int {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= 1099511628211
+	}
+	return int(h % ShmGenSlots)
 }
 
 // ShmPinRequest pins an object (Offset and Length 0: the whole object; Length 0 with an
@@ -1075,6 +1117,32 @@ func (m *ShmReleaseRequest) Decode(d *Decoder) {
 	}
 }
 
+// MaxShmTouch bounds the items of one ShmTouch request.
+const MaxShmTouch = 4096
+
+// ShmTouchRequest records reads of objects that a client on the worker's host copied out of
+// the shared arena without a ShmPin (it knew where they were from an earlier pin, and their
+// checksum proved the copy). The worker counts each as a DRAM hit for its eviction order. The
+// response is a BatchResponse, one item per request item: OK, OBJECT_NOT_FOUND or
+// INVALID_VERSION (the worker no longer holds that version), or NOT_SUPPORTED (its bytes are
+// no longer in the shared arena), so the client stops copying from where it was.
+type ShmTouchRequest struct{ Items []KeyVersion }
+
+func (m *ShmTouchRequest) Op() Op { return OpShmTouch }
+func (m *ShmTouchRequest) Encode(e *Encoder) {
+	encodeKeyVersions(e, m.Items)
+}
+func (m *ShmTouchRequest) Decode(d *Decoder) {
+	n := d.Count(minKey+8, MaxShmTouch, "touches")
+	if n == 0 {
+		return
+	}
+	m.Items = make([]KeyVersion, n)
+	for i := range m.Items {
+		m.Items[i].decode(d)
+	}
+}
+
 // NewRequest returns an empty request message for op, ready to Decode; nil for an unknown op.
 func NewRequest(op Op) Message {
 	switch op {
@@ -1132,6 +1200,8 @@ func NewRequest(op Op) Message {
 		return new(ShmPinRequest)
 	case OpShmRelease:
 		return new(ShmReleaseRequest)
+	case OpShmTouch:
+		return new(ShmTouchRequest)
 	}
 	if m := newModelRequest(op); m != nil {
 		return m
@@ -1179,6 +1249,8 @@ func NewResponse(op Op) Message {
 		return new(ShmPinResponse)
 	case OpShmRelease:
 		return NewCountResponse(op, 0)
+	case OpShmTouch:
+		return NewBatchResponse(op, nil)
 	}
 	if m := newModelResponse(op); m != nil {
 		return m

@@ -65,6 +65,10 @@ const (
 	OpModelRemove  Op = 71
 	OpMemory       Op = 72
 	OpWorkerMemory Op = 73
+	// C library calls (90-99). ShmTouch tells a worker that a client on its host copied
+	// objects out of its shared arena without pinning them (client/shm.go), so its
+	// eviction order sees those reads. Safe to resend: a touch twice is a read twice.
+	OpShmTouch Op = 90
 	// Same-host puts (100-109): a client on the worker's host writes through a staging area
 	// the worker maps and copies from (messages_shmput.go). ShmPutOpen is not idempotent: a
 	// resend could open a second area (it ends with its connection).
@@ -118,6 +122,7 @@ var ops = [256]opInfo{
 	OpModelRemove:    {name: "ModelRemove"},
 	OpMemory:         {name: "Memory", idempotent: true},
 	OpWorkerMemory:   {name: "WorkerMemory", idempotent: true},
+	OpShmTouch:       {name: "ShmTouch", idempotent: true},
 	OpShmPutOpen:     {name: "ShmPutOpen"},
 	OpShmPutWrite:    {name: "ShmPutWrite"},
 	OpShmPutClose:    {name: "ShmPutClose", idempotent: true},

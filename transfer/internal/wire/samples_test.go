@@ -81,6 +81,8 @@ func sampleRequests() []Message {
 		&ShmPutWriteRequest{Stage: 7, Length: 100, Write: WriteRequest{Key: "k", Version: 4, TotalSize: 100, Checksum: 43,
 			Commit: true, Model: "qwen2-7b"}},
 		&ShmPutCloseRequest{Stage: 7},
+		// C library calls (90-99).
+		&ShmTouchRequest{Items: []KeyVersion{{Key: "a", Version: 1}, {Key: "b", Version: 2}}},
 	}
 }
 
@@ -109,7 +111,7 @@ func sampleResponses() []Message {
 		&StatusResponse{JSON: []byte(`{"keys":3}`)},
 		rr,
 		&ShmOpenResponse{BootID: "350a5823-aa02-4ead-8e24-88d308efba0e", PID: 4242, FD: 7, Inode: 1234, Dev: 5,
-			Size: 1 << 30, ArenaID: 0xfeedface, LeaseTTL: 30 * time.Second},
+			Size: 1 << 30, ArenaID: 0xfeedface, LeaseTTL: 30 * time.Second, GenFD: 8, GenInode: 1235, GenDev: 5, GenSize: 32 << 10},
 		&ShmPinResponse{Lease: 9, ArenaID: 0xfeedface, ArenaOffset: 2 << 20, Length: 1 << 20, Version: 5,
 			Size: 1 << 20, Checksum: 77, Tier: base.TierDRAM},
 		NewCountResponse(OpShmRelease, 1),
@@ -126,6 +128,7 @@ func sampleResponses() []Message {
 			Size: 64 << 20, Stage: 1 << 62},
 		NewEmpty(OpShmPutWrite),
 		NewEmpty(OpShmPutClose),
+		NewBatchResponse(OpShmTouch, []ItemError{{}, {Code: base.CodeObjectNotFound, Msg: "gone"}}),
 	}
 }
 
@@ -146,6 +149,13 @@ func earlierRevisions(m Message) []Message {
 		}
 		old := *p
 		old.Model = ""
+		return []Message{&old}
+	case *ShmOpenResponse:
+		if p.GenSize == 0 {
+			return nil
+		}
+		old := *p
+		old.GenFD, old.GenInode, old.GenDev, old.GenSize = 0, 0, 0, 0
 		return []Message{&old}
 	case *ShmPutWriteRequest:
 		// Not an earlier revision: the embedded Write's model is optional from the start.

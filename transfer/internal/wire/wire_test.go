@@ -68,7 +68,19 @@ func TestMessagesRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, m) {
 			t.Fatalf("%s response: got %+v, want %+v", m.Op(), got, m)
 		}
+		oldLens := map[int]bool{}
+		for _, old := range earlierRevisions(m) {
+			oldLen := len(marshal(old))
+			oldLens[oldLen] = true
+			got, err := DecodeResponse(m.Op(), body[:oldLen], nil)
+			if err != nil || !reflect.DeepEqual(got, old) {
+				t.Fatalf("%s response of an earlier revision: got %+v, %v; want %+v", m.Op(), got, err, old)
+			}
+		}
 		for i := 0; i < len(body); i++ {
+			if oldLens[i] {
+				continue
+			}
 			if _, err := DecodeResponse(m.Op(), body[:i], nil); !errors.Is(err, base.ErrInvalidParams) {
 				t.Fatalf("%s response truncated at %d/%d: %v", m.Op(), i, len(body), err)
 			}
