@@ -231,16 +231,8 @@ func (s *Store) Put(key string, v base.Version, data []byte, sync bool) error {
 // then. A sum of 0 means "unknown": PutChecked then computes it, as Put does. A wrong sum is
 // stored as given and every read of the object reports base.ErrCorruption.
 func (s *Store) PutChecked(key string, v base.Version, data []byte, sum uint64, sync bool) error {
-	if err := base.ValidateKey(key); err != nil {
-		return fmt.Errorf("nvme: put: %w", err)
-	}
-	if int64(len(data)) > maxObjectSize {
-		return fmt.Errorf("nvme: put %q: %d bytes: %w (limit %d)", key, len(data), base.ErrTooLarge, int64(maxObjectSize))
-	}
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.exit()
+	// NB: no s.enter here: PutLabeled takes the read lock, and a second RLock while Close
+	// waits for the write lock would deadlock (sync.RWMutex does not allow recursive reads).
 	return s.PutLabeled(key, v, data, sum, sync, 0)
 }
 
