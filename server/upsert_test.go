@@ -53,14 +53,7 @@ func TestUpsertDropRacesCommit(t *testing.T) {
 	w := c.addWorker("", nil)
 	d := newDriver(t, c.masterAddrs())
 	v1, v2 := []byte("version one"), []byte("version two, dropped while committing")
-	if err := d.put("k", v1, 1, false); err != nil {
-		t.Fatal(err)
-	}
-	ps := &transfer.PutStartResponse{}
-	cfg := transfer.PutConfig{Replicas: 1, Upsert: true}
-	if err := d.call(&transfer.PutStartRequest{Key: "k", Size: int64(len(v2)), Config: cfg}, ps); err != nil {
-		t.Fatal(err)
-	}
+	ps, _ := startUpsertOver(t, d, v1, v2)
 	hook := func(key string, v base.Version) {
 		if err := w.drop(key, v); err != nil && !errors.Is(err, base.ErrInvalidVersion) {
 			t.Errorf("drop in the commit window: %v", err)
@@ -88,14 +81,7 @@ func TestLateWriteOfDroppedPut(t *testing.T) {
 	w := c.addWorker("", nil)
 	d := newDriver(t, c.masterAddrs())
 	v1, v2 := []byte("version one"), []byte("version two, written late")
-	if err := d.put("k", v1, 1, false); err != nil {
-		t.Fatal(err)
-	}
-	ps := &transfer.PutStartResponse{}
-	cfg := transfer.PutConfig{Replicas: 1, Upsert: true}
-	if err := d.call(&transfer.PutStartRequest{Key: "k", Size: int64(len(v2)), Config: cfg}, ps); err != nil {
-		t.Fatal(err)
-	}
+	ps, _ := startUpsertOver(t, d, v1, v2)
 	if err := d.call(&transfer.PutRevokeRequest{Key: "k", Version: ps.Version}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -203,10 +189,9 @@ func upsertAcrossLeaderChange(t *testing.T, n int, change func(context.Context, 
 	}
 }
 
-// writeUnsettledUpsert puts v1 under "k" (acknowledged), then places v2 as an upsert of "k"
-// and writes its bytes to the worker (committed there) without the PutEnd. It returns v2's
-// placement and put config.
-func writeUnsettledUpsert(t *testing.T, d *driver, v1, v2 []byte) (*transfer.PutStartResponse, transfer.PutConfig) {
+// startUpsertOver puts v1 under "k" (acknowledged) and places v2 as an upsert of "k" (PutStart
+// only). It returns v2's placement and put config.
+func startUpsertOver(t *testing.T, d *driver, v1, v2 []byte) (*transfer.PutStartResponse, transfer.PutConfig) {
 	t.Helper()
 	if err := d.put("k", v1, 1, false); err != nil {
 		t.Fatal(err)
@@ -216,6 +201,15 @@ func writeUnsettledUpsert(t *testing.T, d *driver, v1, v2 []byte) (*transfer.Put
 	if err := d.call(&transfer.PutStartRequest{Key: "k", Size: int64(len(v2)), Config: cfg}, ps); err != nil {
 		t.Fatal(err)
 	}
+	return ps, cfg
+}
+
+// writeUnsettledUpsert puts v1 under "k" (acknowledged), then places v2 as an upsert of "k"
+// and writes its bytes to the worker (committed there) without the PutEnd. It returns v2's
+// placement and put config.
+func writeUnsettledUpsert(t *testing.T, d *driver, v1, v2 []byte) (*transfer.PutStartResponse, transfer.PutConfig) {
+	t.Helper()
+	ps, cfg := startUpsertOver(t, d, v1, v2)
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
 	defer cancel()
 	if err := d.cli.Write(ctx, ps.Replicas[0].Address, transfer.WriteRequest{Key: "k", Version: ps.Version, Checksum: base.Checksum(v2)}, v2); err != nil {
