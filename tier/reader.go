@@ -95,19 +95,10 @@ func (r *Reader) Release() {
 // ErrClosed.
 func (e *Engine) Get(key string, v base.Version) (*Reader, error) {
 	e.mu.Lock()
-	o, err := e.lookupLocked(key, v)
-	if err != nil && !errors.Is(err, ErrClosed) {
-		if r, ok, serr := e.holdSupLocked(key, v); ok {
-			e.mu.Unlock()
-			return r, serr
-		}
-	}
-	if err != nil {
-		if !errors.Is(err, ErrClosed) {
-			e.mu.m.misses++
-		}
+	o, r, err := e.lookupReadLocked(key, v)
+	if o == nil {
 		e.mu.Unlock()
-		return nil, err
+		return r, err
 	}
 	hit := e.mu.pol.Hit(o.id)
 	if c := o.copy; c != nil {
@@ -149,18 +140,9 @@ func (e *Engine) Touch(key string, v base.Version) (inDRAM bool, err error) {
 func (e *Engine) GetDRAM(key string, v base.Version) (r *Reader, ok bool, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	o, err := e.lookupLocked(key, v)
-	if err != nil && !errors.Is(err, ErrClosed) {
-		// A superseded version (supersede.go) is always in DRAM.
-		if r, ok, serr := e.holdSupLocked(key, v); ok {
-			return r, true, serr
-		}
-	}
-	if err != nil {
-		if !errors.Is(err, ErrClosed) {
-			e.mu.m.misses++
-		}
-		return nil, true, err
+	o, r, err := e.lookupReadLocked(key, v)
+	if o == nil {
+		return r, true, err // a superseded version (supersede.go) is always in DRAM
 	}
 	c := o.copy
 	if c == nil {
@@ -169,6 +151,23 @@ func (e *Engine) GetDRAM(key string, v base.Version) (r *Reader, ok bool, err er
 	e.mu.pol.Hit(o.id)
 	r, err = e.holdLocked(o, c)
 	return r, true, err
+}
+
+// lookupReadLocked finds what a read of key at v serves: the current object (o != nil), or
+// else a kept superseded version already held for the read (r, supersede.go), or the miss
+// (err, counted unless the engine is closed). REQUIRES: e.mu.
+func (e *Engine) lookupReadLocked(key string, v base.Version) (o *object, r *Reader, err error) {
+	o, err = e.lookupLocked(key, v)
+	if err == nil {
+		return o, nil, nil
+	}
+	if !errors.Is(err, ErrClosed) {
+		if r, ok, serr := e.holdSupLocked(key, v); ok {
+			return nil, r, serr
+		}
+		e.mu.m.misses++
+	}
+	return nil, nil, err
 }
 
 // holdLocked makes a Reader of DRAM copy c of o. REQUIRES: e.mu.
