@@ -261,3 +261,42 @@ func TestShmTouchAndGenerations(t *testing.T) {
 	}
 	eventually(t, "generation moved after the remove", func() bool { g, _ := a.Gen("k"); return g != g1 })
 }
+
+// TestReadByReferenceOverTCP: a verified TCP read of an object in a shared (memfd) arena is
+// sent by reference (sendfile) and arrives intact; an unverified one, and any read from a
+// private (anonymous) arena, is copied.
+func TestReadByReferenceOverTCP(t *testing.T) {
+	for _, private := range []bool{false, true} {
+		s, cli := startShm(t, private, 0)
+		d := newDriver(t, []string{s.Addr()})
+		val := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+		if err := d.put("k", val, 1, false); err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		sends := func() int64 { return s.worker.rpc.srv.Stats().SendfileSends }
+		read := func(verifies bool) int64 {
+			t.Helper()
+			before := sends()
+			dst := make([]byte, len(val))
+			rr, n, sum, err := cli.ReadSum(ctx, s.worker.Addr(), transfer.ReadRequest{Key: "k", Verifies: verifies}, dst)
+			if err != nil || n != len(val) || sum != rr.Checksum || !bytes.Equal(dst, val) {
+				t.Fatalf("private %v, verifies %v: %d %v", private, verifies, n, err)
+			}
+			return sends() - before
+		}
+		want := int64(1)
+		if private {
+			want = 0
+		}
+		if got := read(true); got != want {
+			t.Fatalf("private %v: %d verified reads by reference, want %d", private, got, want)
+		}
+		if got := read(false); got != 0 {
+			t.Fatalf("private %v: an unverified read went by reference", private)
+		}
+		if st := s.worker.rpc.srv.Stats(); st.SendfileRefused != 0 {
+			t.Fatalf("refused sends: %+v", st)
+		}
+	}
+}
