@@ -21,13 +21,16 @@ type shmSetup struct {
 
 func (s *shmSetup) Addr() string { return s.addr }
 
-func startShm(t *testing.T, private bool, ttl time.Duration) (*shmSetup, *transfer.Client) {
+func startShm(t *testing.T, private bool, ttl time.Duration, opts ...func(*WorkerConfig)) (*shmSetup, *transfer.Client) {
 	t.Helper()
 	c := startMasters(t, 1, nil)
 	w := c.addWorker("", func(cfg *WorkerConfig) {
 		cfg.GlobalSegmentSize = 16 << 20
 		cfg.PrivateArena = private
 		cfg.ShmLeaseTTL = ttl
+		for _, o := range opts {
+			o(cfg)
+		}
 	})
 	cli, err := transfer.NewClient(transfer.ClientOptions{Logger: testLogger()})
 	if err != nil {
@@ -262,12 +265,13 @@ func TestShmTouchAndGenerations(t *testing.T) {
 	eventually(t, "generation moved after the remove", func() bool { g, _ := a.Gen("k"); return g != g1 })
 }
 
-// TestReadByReferenceOverTCP: a verified TCP read of an object in a shared (memfd) arena is
-// sent by reference (sendfile) and arrives intact; an unverified one, and any read from a
-// private (anonymous) arena, is copied.
+// TestReadByReferenceOverTCP: with TCPSendfile, a verified TCP read of an object in a shared
+// (memfd) arena is sent by reference (sendfile) and arrives intact; an unverified one, any
+// read from a private (anonymous) arena, and any read without TCPSendfile, is copied.
 func TestReadByReferenceOverTCP(t *testing.T) {
-	for _, private := range []bool{false, true} {
-		s, cli := startShm(t, private, 0)
+	for _, tc := range []struct{ private, sendfile bool }{{false, true}, {true, true}, {false, false}} {
+		private := tc.private
+		s, cli := startShm(t, private, 0, func(cfg *WorkerConfig) { cfg.TCPSendfile = tc.sendfile })
 		d := newDriver(t, []string{s.Addr()})
 		val := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
 		if err := d.put("k", val, 1, false); err != nil {
@@ -286,7 +290,7 @@ func TestReadByReferenceOverTCP(t *testing.T) {
 			return sends() - before
 		}
 		want := int64(1)
-		if private {
+		if private || !tc.sendfile {
 			want = 0
 		}
 		if got := read(true); got != want {

@@ -334,6 +334,11 @@ type ServerOptions struct {
 	// SocketBuffer sets SO_SNDBUF and SO_RCVBUF on accepted connections; 0 leaves the
 	// kernel's autotuning alone (measured best on loopback, docs/benchmarks.md).
 	SocketBuffer int
+	// SendfileReads sends the payloads of reads whose client verifies (ReadRequest.Verifies)
+	// with sendfile from their ReadSource.File when it has one, by reference instead of by
+	// copy. Default false: on the 2-core VM of docs/benchmarks.md ("Gets with sendfile"),
+	// splicing 4 KiB shmem pages cost the sender 1.6-1.75x the CPU of the copy per byte.
+	SendfileReads bool
 	// Logger receives connection-level events. Default slog.Default().
 	Logger *slog.Logger
 }

@@ -74,7 +74,7 @@ func (h *fileHandler) HandleRead(_ context.Context, req *ReadRequest) (ReadSourc
 func TestReadByReference(t *testing.T) {
 	data := pattern(24<<20+12345, 5)
 	h := newFileHandler(t, data)
-	s := startServer(t, h, ServerOptions{})
+	s := startServer(t, h, ServerOptions{SendfileReads: true})
 	c := newClient(t, ClientOptions{Retries: -1, StripeThreshold: 8 << 20, StripeChunk: 4 << 20})
 	ctx := context.Background()
 	addr := s.Addr().String()
@@ -103,6 +103,15 @@ func TestReadByReference(t *testing.T) {
 	if st := s.Stats(); st.SendfileRefused != 0 {
 		t.Fatalf("%d sends refused", st.SendfileRefused)
 	}
+	// A server without SendfileReads copies every payload.
+	off := startServer(t, h, ServerOptions{})
+	dst := make([]byte, 1<<20)
+	if _, n, err := c.Read(ctx, off.Addr().String(), ReadRequest{Key: "k", Length: 1 << 20, Verifies: true}, dst); err != nil || n != len(dst) || !bytes.Equal(dst, data[:n]) {
+		t.Fatalf("copy server: %d %v", n, err)
+	}
+	if st := off.Stats(); st.SendfileSends != 0 {
+		t.Fatalf("a server without SendfileReads sent by reference: %+v", st)
+	}
 }
 
 // TestReadByReferenceRefused: a File sendfile cannot read (a pipe here, a hugetlb memfd in a
@@ -116,7 +125,7 @@ func TestReadByReferenceRefused(t *testing.T) {
 	}
 	t.Cleanup(func() { unix.Close(p[0]); unix.Close(p[1]) })
 	h.refuseFD = p[0]
-	s := startServer(t, h, ServerOptions{})
+	s := startServer(t, h, ServerOptions{SendfileReads: true})
 	c := newClient(t, ClientOptions{Retries: -1, StripeThreshold: 8 << 20})
 	dst := make([]byte, len(data))
 	if _, n, err := c.Read(context.Background(), s.Addr().String(), ReadRequest{Key: "k", Verifies: true}, dst); err != nil || n != len(data) || !bytes.Equal(dst, data) {
@@ -140,7 +149,7 @@ func TestReadByReferenceSeesLaterWrites(t *testing.T) {
 	const n = 16 << 10
 	data := pattern(n, 3)
 	h := newFileHandler(t, data)
-	s := startServer(t, h, ServerOptions{})
+	s := startServer(t, h, ServerOptions{SendfileReads: true})
 	conn := rawConn(t, s.Addr().String(), base.DefaultClusterID)
 
 	read := func(id uint64, verifies bool) []byte {
@@ -190,7 +199,7 @@ func TestReadByReferenceSeesLaterWrites(t *testing.T) {
 func TestReadByReferenceStalledPeer(t *testing.T) {
 	data := pattern(32<<20, 1)
 	h := newFileHandler(t, data)
-	s := startServer(t, h, ServerOptions{FrameTimeout: 200 * time.Millisecond})
+	s := startServer(t, h, ServerOptions{FrameTimeout: 200 * time.Millisecond, SendfileReads: true})
 	conn := rawConn(t, s.Addr().String(), base.DefaultClusterID)
 	if _, err := conn.Write(frame(1, &ReadRequest{Key: "k", Verifies: true}, nil)); err != nil {
 		t.Fatal(err)

@@ -520,7 +520,7 @@ func (sc *serverConn) sendRead(h *wire.Header, verifies bool, src ReadSource, er
 	}
 	src.Resp.SetOp(h.Op)
 	out := encodeFrame(&rh, &src.Resp)
-	if verifies && src.File.Valid && n >= sendfileMin && sc.sendfile != nil {
+	if verifies && src.File.Valid && n >= sendfileMin && sc.sendfile != nil && sc.s.opts.SendfileReads {
 		sc.writeByRef(*out, src.Data, src.File)
 	} else {
 		sc.writeFrame(*out, src.Data)
