@@ -282,20 +282,26 @@ func (w *Worker) heartbeatRequest() *transfer.HeartbeatRequest {
 
 // heartbeat sends one heartbeat to addr and applies the reply.
 func (w *Worker) heartbeat(addr string) error {
+	_, err := w.heartbeatDrops(addr)
+	return err
+}
+
+// heartbeatDrops is heartbeat; it returns how many drops the reply carried.
+func (w *Worker) heartbeatDrops(addr string) (int, error) {
 	if addr == "" {
-		return fmt.Errorf("%w: no leader", base.ErrUnavailable)
+		return 0, fmt.Errorf("%w: no leader", base.ErrUnavailable)
 	}
 	ctx, cancel := context.WithTimeout(w.ctx, w.heartbeatTimeout())
 	defer cancel()
 	resp := &transfer.HeartbeatResponse{}
 	if err := w.callMaster(ctx, addr, w.heartbeatRequest(), resp); err != nil {
-		return err
+		return 0, err
 	}
 	w.applyDrops(resp.Drop)
 	if resp.Reregister {
 		w.reregister.Store(true)
 	}
-	return nil
+	return len(resp.Drop), nil
 }
 
 // announceLeaving sends the final heartbeat of a graceful shutdown, with Leaving set, to the
