@@ -131,8 +131,9 @@ func Open(cfg Config) (*Node, error) {
 	// it to each follower (replicateTo), a follower to apply it once committed (processLogs).
 	// From bolt each read is a read transaction plus a msgpack decode (12% of the CPU of a
 	// three-node BenchmarkCommit); the cache answers them from the entries just written. It
-	// is not a second copy of the log: the same *raft.Log values raft already holds.
-	logs, err := raft.NewLogCache(logCacheEntries, n.store)
+	// is not a second copy of the log: the same *raft.Log values raft already holds. Under
+	// it, timedLogStore times each write (LogStoreLatency).
+	logs, err := raft.NewLogCache(logCacheEntries, timedLogStore{LogStore: n.store, obs: &n.obs})
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("raftmeta: log cache: %w", err)
