@@ -40,9 +40,10 @@ import (
 // keep coming, for at most dropFetchIdle without one (the master owes a drop only once it
 // committed the replacing put, a moment after this worker did; a slow client's upsert can
 // keep a version superseded for the whole put timeout). An early heartbeat is an ordinary
-// one (the same request, reply and drops), so no master change is needed and a multi-master
-// cluster works the same: it goes to the leader the control loop last talked to; its errors
-// (not the leader, unknown worker) are left to the control loop.
+// one (the same request without its stats section, the same reply and drops), so no master
+// or wire change is needed and a multi-master cluster works the same: it goes to the leader
+// the control loop last talked to; its errors (not the leader, unknown worker) are left to
+// the control loop.
 
 const (
 	// dropFetchPoll spaces the drop fetcher's heartbeats while none brings a drop: about a
@@ -78,7 +79,7 @@ func (w *Worker) dropFetchLoop() {
 		idle := 0
 		for w.eng.SupersededBytes() > 0 && idle < int(dropFetchIdle/dropFetchPoll) {
 			addr, _ := w.leader.Load().(string)
-			n, err := w.heartbeatDrops(addr)
+			n, err := w.heartbeatDrops(addr, false) // no stats: see heartbeatRequest
 			if err != nil {
 				w.log.Debug("early drop fetch failed; the control loop's heartbeat will bring them", "leader", addr, "err", err)
 				break
