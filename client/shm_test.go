@@ -5,10 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -303,26 +300,7 @@ func TestSharedMemoryUnpinned(t *testing.T) {
 // workerOpCount reads worker_requests_total{op=op} from a worker's metrics endpoint.
 func workerOpCount(t *testing.T, addr, op string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prefix := `worker_requests_total{op="` + op + `"} `
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, prefix); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	return 0
+	return workerMetric(t, addr, `worker_requests_total{op="`+op+`"}`)
 }
 
 // TestGetIntoNoWait: the no-wait get succeeds exactly when a get would need no call (a

@@ -149,3 +149,34 @@ func BenchmarkSnapshot1M(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkApplyBatchEntry measures what the FSM does with one committed PutEnd entry of 64
+// new objects (64-byte keys, 2 replicas): decode, then apply, on an FSM that keeps growing, as
+// the leader and every follower do for each BatchPutEnd (docs/benchmarks.md, "The cost of a
+// commit"). The entries are encoded before the timer starts. b.N counts entries.
+//
+//	go test -run '^$' -bench ApplyBatchEntry -benchtime 20000x ./raftmeta/
+func BenchmarkApplyBatchEntry(b *testing.B) {
+	f := newFSM()
+	applyEncoded(b, f, 1, RegisterWorker{ID: "worker-a", Address: "10.0.0.1:7000"})
+	applyEncoded(b, f, 2, RegisterWorker{ID: "worker-b", Address: "10.0.0.2:7000"})
+	entries := make([][]byte, b.N)
+	for i := range entries {
+		c := PutEnd{Now: int64(i)}
+		for j := range 64 {
+			k := i*64 + j
+			c.Items = append(c.Items, PutItem{Key: benchKey(k), Size: 64 << 10, Version: base.Version(k + 1),
+				Checksum: uint64(k), Replicas: []base.WorkerID{"worker-a", "worker-b"}})
+		}
+		entries[i] = EncodeCommand(c)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, e := range entries {
+		if res := f.applyLocked(uint64(i+3), e); res.Failed() != 0 {
+			b.Fatal(res.Items)
+		}
+	}
+}

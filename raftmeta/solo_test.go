@@ -44,6 +44,9 @@ func TestSoleVoterElectsAtOnce(t *testing.T) {
 	if h := n.CommitLatency(); h.Count == 0 || h.Counts[len(h.Counts)-1] != h.Count {
 		t.Fatalf("commit histogram after an apply: %+v", h)
 	}
+	if h := n.LogStoreLatency(); h.Count == 0 || h.Counts[len(h.Counts)-1] != h.Count || h.Sum <= 0 {
+		t.Fatalf("log store histogram after an apply: %+v", h)
+	}
 	if n.LeaderChanges() == 0 {
 		t.Fatal("no leader change counted")
 	}

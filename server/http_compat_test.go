@@ -102,7 +102,8 @@ func TestMooncakeAdminEndpoints(t *testing.T) {
 	}
 	_, metrics := httpGet(t, base+"/metrics")
 	for _, name := range []string{"master_active_clients 1", "master_value_size_bytes_bucket", "master_request_duration_seconds_bucket{op=\"PutStart\"",
-		"master_raft_term ", "master_raft_leader_changes_total ", "master_raft_commit_duration_seconds_bucket", "total_get_nums_ 1",
+		"master_raft_term ", "master_raft_leader_changes_total ", "master_raft_commit_duration_seconds_bucket",
+		"master_raft_log_store_duration_seconds_bucket", "total_get_nums_ 1",
 		"valid_get_nums_ 1", "master_total_file_capacity_bytes", "mem_cache_nums_", "master_batch_put_end_items_total 0",
 		"master_batch_exist_key_partial_successes_total 0", "master_batch_get_replica_list_failed_items_total 0"} {
 		if !strings.Contains(metrics, name) {

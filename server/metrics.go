@@ -198,6 +198,10 @@ type workerStats struct {
 	// Restored: those made current again because the version replacing them never committed.
 	Superseded         tier.Usage
 	SupersededRestored int64
+	// SupersededWaits: puts that found DRAM full and waited for superseded versions' drops.
+	// DropFetches: heartbeats sent early to fetch the drops owed; DropsFetchedEarly: the
+	// drops they brought (worker_drop.go).
+	SupersededWaits, DropFetches, DropsFetchedEarly int64
 }
 
 var (
@@ -216,9 +220,12 @@ var (
 	descSuperseded                        = prometheus.NewDesc("worker_superseded_objects", "Versions replaced by an upsert, kept (in DRAM, counted in worker_held_bytes) until the master drops them.", nil, nil)
 	descSupBytes                          = prometheus.NewDesc("worker_superseded_bytes", "Bytes of the versions in worker_superseded_objects.", nil, nil)
 	descSupRestored                       = prometheus.NewDesc("worker_superseded_restored_total", "Replaced versions made current again because the version replacing them never committed on the master.", nil, nil)
+	descSupWaits                          = prometheus.NewDesc("worker_superseded_waits_total", "Puts that found DRAM full and waited for the master's drops of superseded versions before allocating (or failing with no space).", nil, nil)
+	descDropFetches                       = prometheus.NewDesc("worker_drop_fetches_total", "Heartbeats sent early to fetch the drops the master owes, because superseded versions held many bytes or a put waited for them.", nil, nil)
+	descDropsEarly                        = prometheus.NewDesc("worker_drops_fetched_early_total", "Drops received through worker_drop_fetches_total rather than a periodic heartbeat.", nil, nil)
 	descShmLeases                         = prometheus.NewDesc("worker_shm_leases", "Objects pinned by clients on this host copying them out of the shared arena (ShmPin leases not yet released).", nil, nil)
 	descShmPutStages                      = prometheus.NewDesc("worker_shm_put_stages", "Staging areas open for same-host puts (one per client on this host that put here; each up to 32 MiB of shared memory).", nil, nil)
-	workerStatsDescs                      = []*prometheus.Desc{descArenaUsed, descArenaCap, descArenaFrag, descHugePages, descTierBytes, descTierObjects, descNVMeCap, descEvictions, descSpills, descPromotions, descCorruptions, descPending, descShmLeases, descShmPutStages, descSuperseded, descSupBytes, descSupRestored}
+	workerStatsDescs                      = []*prometheus.Desc{descArenaUsed, descArenaCap, descArenaFrag, descHugePages, descTierBytes, descTierObjects, descNVMeCap, descEvictions, descSpills, descPromotions, descCorruptions, descPending, descShmLeases, descShmPutStages, descSuperseded, descSupBytes, descSupRestored, descSupWaits, descDropFetches, descDropsEarly}
 	descWorkerReqs                        = prometheus.NewDesc("worker_requests_total", "Worker calls received, by call.", []string{"op"}, nil)
 	descWorkerFails                       = prometheus.NewDesc("worker_failures_total", "Worker calls that failed, by call.", []string{"op"}, nil)
 	_                prometheus.Collector = (*workerStatsCollector)(nil)
@@ -310,6 +317,9 @@ func (c *workerStatsCollector) Collect(ch chan<- prometheus.Metric) {
 	g(descSuperseded, float64(s.Superseded.Objects))
 	g(descSupBytes, float64(s.Superseded.Bytes))
 	cnt(descSupRestored, float64(s.SupersededRestored))
+	cnt(descSupWaits, float64(s.SupersededWaits))
+	cnt(descDropFetches, float64(s.DropFetches))
+	cnt(descDropsEarly, float64(s.DropsFetchedEarly))
 	for op := range numWorkerOps {
 		cnt(descWorkerReqs, float64(c.ops[op].requests.Load()), workerOpNames[op])
 		cnt(descWorkerFails, float64(c.ops[op].failures.Load()), workerOpNames[op])

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/raftmeta"
 	"github.com/mooncake-go/mooncake/server/lifecycle"
 	"github.com/mooncake-go/mooncake/transfer"
 )
@@ -193,8 +194,9 @@ var (
 	descRaftLeader     = prometheus.NewDesc("master_raft_is_leader", "1 on the raft leader, 0 elsewhere.", nil, nil)
 	descRaftChanges    = prometheus.NewDesc("master_raft_leader_changes_total", "Leader elections this master has seen.", nil, nil)
 	descRaftCommit     = prometheus.NewDesc("master_raft_commit_duration_seconds", "Time from proposing a raft command to its result (leader only).", nil, nil)
+	descRaftLogStore   = prometheus.NewDesc("master_raft_log_store_duration_seconds", "Time to write (and fsync) entries to this master's raft log.", nil, nil)
 	mooncakeMasterDesc = []*prometheus.Desc{descActiveClients, descFileCapacity, descFileAllocated, descMemCacheNums, descFileCacheNums,
-		descRaftTerm, descRaftLeader, descRaftChanges, descRaftCommit}
+		descRaftTerm, descRaftLeader, descRaftChanges, descRaftCommit, descRaftLogStore}
 )
 
 // mooncakeMasterCollector reads the master's state at scrape time.
@@ -223,12 +225,17 @@ func (c *mooncakeMasterCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	g(descRaftLeader, leader)
 	ch <- prometheus.MustNewConstMetric(descRaftChanges, prometheus.CounterValue, float64(m.node.LeaderChanges()))
-	h := m.node.CommitLatency()
+	ch <- constHistogram(descRaftCommit, m.node.CommitLatency())
+	ch <- constHistogram(descRaftLogStore, m.node.LogStoreLatency())
+}
+
+// constHistogram converts a raftmeta histogram snapshot for Prometheus.
+func constHistogram(d *prometheus.Desc, h raftmeta.Histogram) prometheus.Metric {
 	buckets := make(map[float64]uint64, len(h.Bounds))
 	for i, b := range h.Bounds {
 		buckets[b] = h.Counts[i]
 	}
-	ch <- prometheus.MustNewConstHistogram(descRaftCommit, h.Count, h.Sum, buckets)
+	return prometheus.MustNewConstHistogram(d, h.Count, h.Sum, buckets)
 }
 
 // usageTotals are sums over the leader's soft state of the workers' last heartbeats.

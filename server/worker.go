@@ -51,6 +51,12 @@ type Worker struct {
 	leader atomic.Value
 	// regCh is signalled after each successful registration (tests).
 	regCh chan struct{}
+	// dropKick (cap 1) wakes the drop fetcher (dropFetchLoop): superseded versions hold
+	// many bytes, or a put waits for them to be released.
+	dropKick chan struct{}
+	// dropFetch counts the drop fetcher's heartbeats and the drops they brought
+	// (worker_drop_fetches_total, worker_drops_fetched_early_total).
+	dropFetch struct{ fetches, drops atomic.Int64 }
 	// testBeforeCommit, when set, runs in commitPending just before the tier commit (test
 	// hook: a drop landing in that window; nil in production).
 	testBeforeCommit atomic.Pointer[func(key string, v base.Version)]
@@ -122,7 +128,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: worker listen on %s: %w", cfg.Address, err)
 	}
-	w := &Worker{cfg: cfg, now: time.Now, stop: make(chan struct{}), regCh: make(chan struct{}, 1)}
+	w := &Worker{cfg: cfg, now: time.Now, stop: make(chan struct{}), regCh: make(chan struct{}, 1), dropKick: make(chan struct{}, 1)}
 	w.pend.m = map[pendKey]*pending{}
 	w.pend.dropped = map[pendKey]time.Time{}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
@@ -173,7 +179,12 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		// The master may list a replaced version until it commits the new one: keep it
 		// until the master's drop says so (tier/supersede.go, worker_drop.go).
 		KeepSuperseded: true,
+		// A put that finds DRAM full of superseded versions waits this long for their drops
+		// (fetched at once: SupersededHeld) before it fails with "no space": a twentieth of
+		// the put's deadline, 3 s by default (three heartbeats, should the fetch fail).
+		SupersededWait: cfg.PendingWriteTimeout / 20,
 		Events: tier.EventListener{
+			SupersededHeld: func(int64) { w.kickDropFetch() },
 			ObjectLost: func(m base.ObjectMeta, why string) {
 				w.log.Debug("object lost; the master will be told at the next registration", "key", m.Key, "version", m.Version, "why", why)
 				w.resync.Store(true)
@@ -214,9 +225,10 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	ok = true
 	go w.rpc.serve()
-	w.loops.Add(2)
+	w.loops.Add(3)
 	go w.controlLoop()
 	go w.sweepLoop()
+	go w.dropFetchLoop()
 	if cfg.WarmUp && w.store != nil {
 		w.loops.Add(1)
 		go w.warmUp()
@@ -400,7 +412,8 @@ func (w *Worker) stats() workerStats {
 		Evictions: map[string]int64{"watermark": m.EvictionsWatermark, "pressure": m.EvictionsPressure},
 		Spills:    m.Spills, Promotions: m.Promotions, PendingWrites: m.PendingWrites.Objects,
 		ShmLeases: int64(w.shm.count()), ShmPutStages: int64(w.stages.count()),
-		Superseded: m.Superseded, SupersededRestored: m.Restored,
+		Superseded: m.Superseded, SupersededRestored: m.Restored, SupersededWaits: m.SupersededWaits,
+		DropFetches: w.dropFetch.fetches.Load(), DropsFetchedEarly: w.dropFetch.drops.Load(),
 	}
 	if w.store != nil {
 		nm := w.store.Metrics()

@@ -269,11 +269,17 @@ func (w *Worker) heartbeatTimeout() time.Duration { return max(5*w.cfg.Heartbeat
 
 // heartbeatRequest is the worker's heartbeat: per tier, the arena's bytes in use (what
 // placement needs) and the object counts; an object with a copy in both tiers counts in
-// both. Without a store the NVMe figures are 0.
-func (w *Worker) heartbeatRequest() *transfer.HeartbeatRequest {
+// both. Without a store the NVMe figures are 0. stats adds the cumulative counters: only the
+// control loop's heartbeats carry them, one at a time, since the master sums their increments
+// (an older snapshot arriving after a newer one, as a concurrent drop fetch could, would read
+// as a restarted worker and be counted again).
+func (w *Worker) heartbeatRequest(stats bool) *transfer.HeartbeatRequest {
 	m := w.eng.Metrics()
 	req := &transfer.HeartbeatRequest{WorkerID: w.id, DRAMUsed: m.ArenaUsedBytes, DRAMObjects: m.DRAM.Objects,
-		HasNVMeObjects: true, HasLeaving: true, HasStats: true, Stats: w.heartbeatStats(m)}
+		HasNVMeObjects: true, HasLeaving: true}
+	if stats {
+		req.HasStats, req.Stats = true, w.heartbeatStats(m)
+	}
 	if w.store != nil {
 		req.NVMeUsed, req.NVMeObjects = m.NVMe.Bytes, m.NVMe.Objects
 	}
@@ -282,20 +288,27 @@ func (w *Worker) heartbeatRequest() *transfer.HeartbeatRequest {
 
 // heartbeat sends one heartbeat to addr and applies the reply.
 func (w *Worker) heartbeat(addr string) error {
+	_, err := w.heartbeatDrops(addr, true)
+	return err
+}
+
+// heartbeatDrops is heartbeat (with the stats section when stats is set); it returns how many
+// drops the reply carried.
+func (w *Worker) heartbeatDrops(addr string, stats bool) (int, error) {
 	if addr == "" {
-		return fmt.Errorf("%w: no leader", base.ErrUnavailable)
+		return 0, fmt.Errorf("%w: no leader", base.ErrUnavailable)
 	}
 	ctx, cancel := context.WithTimeout(w.ctx, w.heartbeatTimeout())
 	defer cancel()
 	resp := &transfer.HeartbeatResponse{}
-	if err := w.callMaster(ctx, addr, w.heartbeatRequest(), resp); err != nil {
-		return err
+	if err := w.callMaster(ctx, addr, w.heartbeatRequest(stats), resp); err != nil {
+		return 0, err
 	}
 	w.applyDrops(resp.Drop)
 	if resp.Reregister {
 		w.reregister.Store(true)
 	}
-	return nil
+	return len(resp.Drop), nil
 }
 
 // announceLeaving sends the final heartbeat of a graceful shutdown, with Leaving set, to the
@@ -311,7 +324,7 @@ func (w *Worker) announceLeaving(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.heartbeatTimeout())
 	defer cancel()
-	req := w.heartbeatRequest()
+	req := w.heartbeatRequest(true)
 	req.Leaving, req.HasLeaving = true, true
 	var err error
 	for hop := 0; hop < maxRedirects; hop++ {

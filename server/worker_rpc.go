@@ -67,16 +67,34 @@ func (w *Worker) beginWrite(req *transfer.WriteRequest, n int64) (transfer.Write
 			base.ErrInvalidParams, req.Key, req.TotalSize, p.size)
 	}
 	if p == nil {
-		// NB: Put may evict inline or wait on the spill queue; holding pend.mu across it only
-		// serializes the first chunk of new objects, which is what allocation does anyway.
+		// Put may evict inline, wait on the spill queue or wait for the master's drops of
+		// superseded versions: not under pend.mu, which applying those drops takes
+		// (worker_drop.go). Meanwhile another chunk of the object may have made the pending
+		// entry, or a drop of the version may have come: check again.
+		w.pend.Unlock()
 		wr, err := w.eng.Put(req.Key, req.Version, req.TotalSize, tier.PutOptions{
 			Persistence: req.Persistence, SoftPinTTL: req.SoftPinTTL, HardPin: req.HardPin, Model: req.Model})
 		if err != nil {
-			w.pend.Unlock()
 			return transfer.WriteSink{}, err
 		}
-		p = &pending{w: wr, size: req.TotalSize, deadline: w.now().Add(w.cfg.PendingWriteTimeout)}
-		w.pend.m[k] = p
+		w.pend.Lock()
+		switch q := w.pend.m[k]; {
+		case q == nil && w.droppedLocked(k):
+			w.pend.Unlock()
+			wr.Abort()
+			return transfer.WriteSink{}, fmt.Errorf("%w: write of %q version %d: the put was dropped (revoked, expired or superseded)", base.ErrObjectNotFound, req.Key, req.Version)
+		case q != nil && (q.committing || q.size != req.TotalSize):
+			w.pend.Unlock()
+			wr.Abort()
+			return transfer.WriteSink{}, fmt.Errorf("%w: write of %q version %d: a concurrent write of it is committing or differs in size",
+				base.ErrInvalidParams, req.Key, req.Version)
+		case q != nil:
+			defer wr.Abort() // another chunk's Put won; after pend.mu is released
+			p = q
+		default:
+			p = &pending{w: wr, size: req.TotalSize, deadline: w.now().Add(w.cfg.PendingWriteTimeout)}
+			w.pend.m[k] = p
+		}
 	}
 	p.inflight++
 	dst := p.w.Bytes()[req.Offset : req.Offset+n]

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/tier"
@@ -52,7 +53,10 @@ func testConcurrentReaders(t *testing.T, mode base.Persistence, keep bool) {
 	l := tiertest.NewMemLower()
 	a := newArena(t, 1<<20)
 	e, err := tier.Open(tier.Options{Arena: a, Lower: l, Persistence: mode, SpillQueueBytes: 128 * kib,
-		KeepSuperseded: keep, Events: tier.EventListener{BackgroundError: func(error) {}}})
+		KeepSuperseded: keep, Events: tier.EventListener{BackgroundError: func(error) {}},
+		// Removers here drop versions at random, not on request: a full arena waits a little
+		// for them (the wait path runs under the readers too), not a worker's 3 s.
+		SupersededWait: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,9 +32,11 @@
 // Both. A Put whose Alloc fails evicts inline (drops at once; spills are queued and the Put
 // waits for them), so a Put never fails while something can be evicted. A background evictor
 // goroutine, woken when DRAM passes the high watermark, evicts down to the low watermark so
-// that most Puts find room without waiting. When nothing can be evicted, Put fails with an
-// error wrapping base.ErrNoSpace that says why: all pinned, all in use (readers, pending
-// writes), or larger than the arena.
+// that most Puts find room without waiting. When nothing can be evicted but superseded
+// versions (supersede.go) hold bytes, a Put first waits for their drops (at most
+// Options.SupersededWait). Then Put fails with an error wrapping base.ErrNoSpace that says
+// why: all pinned, all in use (readers, pending writes, superseded versions awaiting the
+// master's drop), or larger than the arena.
 //
 // # Goroutines
 //

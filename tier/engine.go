@@ -55,6 +55,8 @@ type Engine struct {
 		// list one of them (supersede.go), oldest first.
 		// Invariant: versions ascend, and the key's current version, if any, is newer.
 		sup map[string][]*superseded
+		// supBytes sums the sizes of the versions in sup.
+		supBytes int64
 	}
 
 	// labels is lower when it keeps labels (models.go), else nil. labelMu serializes

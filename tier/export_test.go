@@ -23,3 +23,6 @@ func (w *Writer) CommitTrusted(checksum uint64) error {
 	}
 	return w.commit(checksum)
 }
+
+// WaitForSuperseded is waitForSuperseded, the decision of a Put that found nothing to evict.
+var WaitForSuperseded = waitForSuperseded

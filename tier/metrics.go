@@ -19,6 +19,7 @@ type counters struct {
 	noSpaceFragmented                         int64
 	checksumMismatches, lowerErrors           int64
 	superseded, restored                      int64
+	supersededWaits                           int64
 }
 
 // Usage is a count of objects and their bytes.
@@ -49,6 +50,9 @@ type Metrics struct {
 	// SupersededTotal: versions kept that way; Restored: those made current again because
 	// the version that replaced them never committed.
 	SupersededTotal, Restored int64
+	// SupersededWaits: Puts that found nothing to evict and waited for superseded versions to
+	// be released (Options.SupersededWait) before allocating or failing.
+	SupersededWaits int64
 	// SpillQueueBytes: bytes queued for the spill worker or being written by it.
 	SpillQueueBytes int64
 	// ArenaCapacityBytes, ArenaUsedBytes: the arena's own accounting.
@@ -98,6 +102,7 @@ func (e *Engine) Metrics() Metrics {
 		Superseded:         e.supUsageLocked(),
 		SupersededTotal:    c.superseded,
 		Restored:           c.restored,
+		SupersededWaits:    c.supersededWaits,
 		SpillQueueBytes:    q,
 		ArenaCapacityBytes: st.Capacity,
 		ArenaUsedBytes:     st.Used,

@@ -42,6 +42,18 @@ const (
 	DefaultSpillQueueBytes = 256 << 20
 	// DefaultPromoteOnHit: second-hit admission (see tier/policy).
 	DefaultPromoteOnHit = 2
+	// DefaultSupersededWait bounds how long a Put that finds nothing to evict waits for the
+	// master's drops of superseded versions (supersede.go) before it fails with
+	// base.ErrNoSpace: 3 s is three of the worker's heartbeats (each carries the drops owed),
+	// so the drops arrive within it even when no early fetch does, and a twentieth of the
+	// master's 60 s put timeout.
+	DefaultSupersededWait = 3 * time.Second
+	// DefaultSupersededFetchShare: once superseded versions hold this share of the arena,
+	// every commit that keeps one more calls Events.SupersededHeld, so the worker fetches the
+	// drops owed at once instead of at its next heartbeat. A sixteenth (64 MiB of a 1 GiB
+	// arena) lets ordinary upserts settle at the heartbeat's pace and starts fetching well
+	// before the superseded bytes can fill the arena.
+	DefaultSupersededFetchShare = 16
 )
 
 // Options configure Open. A zero field means its default.
@@ -62,6 +74,16 @@ type Options struct {
 	// master may still list the old version until it commits the new one. Off, a commit frees
 	// the replaced version at once.
 	KeepSuperseded bool
+	// SupersededWait, with KeepSuperseded: a Put (or a commit keeping a lower-tier version)
+	// that finds nothing to evict while superseded versions hold bytes waits this long at most
+	// for them to be released (the master's drops) before failing with base.ErrNoSpace; it
+	// calls Events.SupersededHeld when it starts waiting. Default DefaultSupersededWait;
+	// negative: no wait.
+	SupersededWait time.Duration
+	// SupersededFetchBytes, with KeepSuperseded: a commit that leaves superseded versions
+	// holding at least this many bytes calls Events.SupersededHeld. Default the arena's
+	// capacity / DefaultSupersededFetchShare.
+	SupersededFetchBytes int64
 	// SpillQueueBytes bounds the spill queue in bytes; default 256 MiB. A single object larger
 	// than the bound is still spilled, alone.
 	SpillQueueBytes int64
@@ -95,6 +117,12 @@ func (o *Options) EnsureDefaults() {
 	if o.PromoteOnHit == 0 {
 		o.PromoteOnHit = DefaultPromoteOnHit
 	}
+	if o.SupersededWait == 0 {
+		o.SupersededWait = DefaultSupersededWait
+	}
+	if o.SupersededFetchBytes == 0 && o.Arena != nil {
+		o.SupersededFetchBytes = max(o.Arena.Capacity()/DefaultSupersededFetchShare, 1)
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -115,6 +143,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: tier: persistence durable needs a lower tier", base.ErrNotSupported)
 	case o.SpillQueueBytes < 0:
 		return fmt.Errorf("%w: tier: SpillQueueBytes %d < 0", base.ErrInvalidParams, o.SpillQueueBytes)
+	case o.SupersededFetchBytes < 0:
+		return fmt.Errorf("%w: tier: SupersededFetchBytes %d < 0", base.ErrInvalidParams, o.SupersededFetchBytes)
 	}
 	return nil
 }
@@ -201,4 +231,10 @@ type EventListener struct {
 	// under the engine's lock, so it must be cheap and must not call the engine: the worker
 	// bumps a copy generation that clients on its host read (transfer.ShmGenTable).
 	CopyDetached func(key string)
+	// SupersededHeld is called with the bytes superseded versions hold when a commit leaves
+	// at least Options.SupersededFetchBytes of them, and when a Put starts waiting for them
+	// to be released (Options.SupersededWait): the worker then fetches the drops the master
+	// owes it (server/worker_drop.go) rather than waiting for its next heartbeat. It runs on
+	// the committing or waiting goroutine; it must not block.
+	SupersededHeld func(heldBytes int64)
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mooncake-go/mooncake/dram"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/tier/policy"
 )
@@ -28,8 +29,16 @@ import (
 //
 // Concurrent upserts of one key may leave several superseded versions (N, N+1, N+2 committed
 // locally while the master decides): none waits for another, and the drops settle them in
-// any order. The worker's held bytes are bounded by the upserts in flight plus one heartbeat
-// of drops.
+// any order.
+//
+// What bounds the held bytes: each is owed a drop as soon as the master commits the version
+// that replaced it, and the worker fetches those drops early rather than at its next
+// heartbeat once they hold Options.SupersededFetchBytes (Events.SupersededHeld); so they are
+// the upserts in flight plus the drops on their way (a round trip to the leader, a few
+// milliseconds), not a heartbeat interval of upserts, which at GB/s outgrows an arena. Should
+// they still fill DRAM, a Put that finds nothing else to evict waits for their drops
+// (waitForSuperseded, at most Options.SupersededWait) instead of failing with ErrNoSpace at
+// once: the bytes are owed back, and a correct upsert workload must not see "no space".
 //
 // The bytes are held in DRAM only: an old version that was on the lower tier only is read into
 // a DRAM range first (a lower-tier write of N+1 replaces the key's record there). They count as
@@ -49,38 +58,41 @@ type superseded struct {
 }
 
 // holdOld returns a DRAM copy of old's bytes held by the caller (one holder): old's own DRAM
-// copy, or a range read from the lower tier (reserved in the policy). Holding it before the
-// index changes means an eviction in between cannot free the bytes. nil, nil: old cannot be
-// held (unreadable); the commit goes on without keeping it. Called under the key's lock,
-// without mu.
-func (e *Engine) holdOld(old *object) (*dramCopy, error) {
+// copy, or, when old is on the lower tier only, *pre (a range of preSize bytes the caller
+// allocated, reserved in the policy) with old's bytes read into it; it then takes *pre (sets
+// it nil). Holding it before the index changes means an eviction in between cannot free the
+// bytes. need > 0: old is on the lower tier only and *pre does not fit; the caller allocates
+// need bytes without the key's lock and calls again. nil, 0, nil: old cannot be held
+// (unreadable); the commit goes on without keeping it. Called under the key's lock, without
+// mu: it never allocates, so it never waits for a spill or a drop under that lock.
+func (e *Engine) holdOld(old *object, pre **dram.Handle, preSize int64) (c *dramCopy, need int64, err error) {
 	e.mu.Lock()
 	if c := old.copy; c != nil {
 		err := e.addHolderLocked(c, false)
 		e.mu.Unlock()
-		return c, err
+		return c, 0, err
 	}
 	meta := old.meta
-	e.mu.Unlock()
-	h, err := e.allocate(meta.Size)
-	if err != nil {
-		return nil, fmt.Errorf("tier: keeping %q version %d while a newer version is unsettled: %w", meta.Key, meta.Version, err)
+	if *pre == nil || preSize != meta.Size {
+		e.mu.Unlock()
+		return nil, meta.Size, nil
 	}
 	// allocate counted a Writer; the range is a held copy instead (still reserved).
-	e.mu.Lock()
+	h := *pre
+	*pre = nil
 	e.mu.writers--
 	e.mu.writerBytes -= meta.Size
 	e.mu.Unlock()
-	c := &dramCopy{h: h, size: meta.Size, holders: 1}
+	c = &dramCopy{h: h, size: meta.Size, holders: 1}
 	if rerr := e.lower.ReadInto(meta.Key, meta.Version, h.Bytes()); rerr != nil {
 		e.mu.Lock()
 		e.mu.m.lowerErrors++
 		_ = e.releaseHolderLocked(c, false)
 		e.mu.Unlock()
 		e.backgroundError(fmt.Errorf("tier: %q version %d replaced; its lower-tier copy is unreadable: %w", meta.Key, meta.Version, rerr))
-		return nil, nil
+		return nil, 0, nil
 	}
-	return c, nil
+	return c, 0, nil
 }
 
 // supersedeLocked keeps o (being replaced, already out of the index) as the newest of its
@@ -90,7 +102,25 @@ func (e *Engine) holdOld(old *object) (*dramCopy, error) {
 func (e *Engine) supersedeLocked(o *object, c *dramCopy, onLower bool) {
 	e.mu.sup[o.meta.Key] = append(e.mu.sup[o.meta.Key], &superseded{meta: o.meta, persistence: o.persistence,
 		hardPin: o.hardPin, softUntil: o.softUntil, model: o.model, c: c, onLower: onLower})
+	e.mu.supBytes += o.meta.Size
 	e.mu.m.superseded++
+}
+
+// waitForSuperseded decides whether a Put that found nothing to evict (reason) waits for
+// superseded versions to be released by the master's drops rather than failing with
+// ErrNoSpace: only when they hold bytes (held), when their release could make room for size
+// bytes together with the arena's free bytes (free; else waiting for them cannot help), and
+// while the Put's wait has time left (left, what remains of Options.SupersededWait).
+func waitForSuperseded(reason policy.Reason, held, free, size int64, left time.Duration) bool {
+	return reason == policy.ReasonAllInUse && held > 0 && held+free >= size && left > 0
+}
+
+// supersededHeld tells the worker (Events.SupersededHeld) that superseded versions hold held
+// bytes, when that is at least Options.SupersededFetchBytes. Called without mu.
+func (e *Engine) supersededHeld(held int64) {
+	if f := e.ev.SupersededHeld; f != nil && held >= e.opts.SupersededFetchBytes {
+		f(held)
+	}
 }
 
 // supIndexLocked returns the position of key's superseded version v, or -1. REQUIRES: e.mu.
@@ -111,6 +141,7 @@ func (e *Engine) newestSupLocked(key string) *superseded {
 func (e *Engine) takeSupLocked(key string, i int) *superseded {
 	l := e.mu.sup[key]
 	s := l[i]
+	e.mu.supBytes -= s.meta.Size
 	if l = slices.Delete(l, i, i+1); len(l) == 0 {
 		delete(e.mu.sup, key)
 	} else {
@@ -222,6 +253,14 @@ func (e *Engine) settleRestoredLower(o *object) error {
 		return fmt.Errorf("tier: restoring durable %q version %d: %w", o.meta.Key, o.meta.Version, err)
 	}
 	return nil
+}
+
+// SupersededBytes returns the bytes superseded versions hold (Metrics.Superseded.Bytes,
+// without the rest of Metrics).
+func (e *Engine) SupersededBytes() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.mu.supBytes
 }
 
 // supUsageLocked sums the superseded versions. REQUIRES: e.mu.

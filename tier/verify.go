@@ -47,7 +47,11 @@ func (e *Engine) checkLocked() error {
 			dramObjects++
 		}
 	}
+	var supBytes int64
 	for key, l := range e.mu.sup {
+		for _, s := range l {
+			supBytes += s.meta.Size
+		}
 		if len(l) == 0 {
 			return fmt.Errorf("%q: empty list of superseded versions", key)
 		}
@@ -62,6 +66,12 @@ func (e *Engine) checkLocked() error {
 		if o := e.mu.objects[key]; o != nil && o.meta.Version <= l[len(l)-1].meta.Version {
 			return fmt.Errorf("%q: current version %d not newer than superseded %d", key, o.meta.Version, l[len(l)-1].meta.Version)
 		}
+	}
+	if supBytes != e.mu.supBytes {
+		return fmt.Errorf("superseded versions hold %d bytes, counted %d", supBytes, e.mu.supBytes)
+	}
+	if st := e.mu.pol.Stats(); supBytes > st.Reserved {
+		return fmt.Errorf("superseded versions hold %d bytes, more than the policy's %d reserved", supBytes, st.Reserved)
 	}
 	if err := e.checkModelsLocked(); err != nil {
 		return err

@@ -227,23 +227,54 @@ func (w *Writer) commit(sum uint64) (err error) {
 			e.backgroundError(cleanupErr)
 		}
 	}()
-	unlock := e.lockKey(w.key)
+	// The replaced version stays readable until the master settles the key (supersede.go):
+	// hold its bytes before anything can free them (holdOld, under the key lock). One on the
+	// lower tier only needs a DRAM range: it is allocated without the key lock (allocate may
+	// wait for spills, which take key locks, and for the master's drops, which the worker
+	// applies through Remove, which may too), then the key is checked again.
+	var pre *dram.Handle // that range, or nil; preSize bytes
+	var preSize int64
+	defer func() {
+		if pre != nil {
+			e.mu.Lock()
+			e.unallocateLocked(pre, preSize)
+			e.mu.Unlock()
+		}
+	}()
+	var unlock func()
+	var prev *object
+	var held *dramCopy
+	for {
+		unlock = e.lockKey(w.key)
+		e.mu.Lock()
+		err = e.checkVersionLocked(w.key, w.v)
+		prev = e.mu.objects[w.key]
+		e.mu.Unlock()
+		need := int64(0)
+		if err == nil && prev != nil && e.opts.KeepSuperseded {
+			held, need, err = e.holdOld(prev, &pre, preSize)
+		}
+		if err != nil || need == 0 {
+			break
+		}
+		unlock()
+		if pre != nil {
+			e.mu.Lock()
+			e.unallocateLocked(pre, preSize)
+			e.mu.Unlock()
+			pre = nil
+		}
+		h, aerr := e.allocate(need)
+		if aerr != nil {
+			return fmt.Errorf("tier: keeping %q version %d while a newer version is unsettled: %w", w.key, prev.meta.Version, aerr)
+		}
+		pre, preSize = h, need
+	}
 	defer unlock()
-
-	e.mu.Lock()
-	err = e.checkVersionLocked(w.key, w.v)
-	prev := e.mu.objects[w.key]
-	e.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	// The replaced version stays readable until the master settles the key (supersede.go):
-	// hold its bytes before anything can free them.
-	var held *dramCopy
-	if prev != nil && e.opts.KeepSuperseded {
-		if held, err = e.holdOld(prev); err != nil {
-			return err
-		}
+	if held != nil {
 		defer func() {
 			if held != nil {
 				e.mu.Lock()
@@ -276,6 +307,7 @@ func (w *Writer) commit(sum uint64) (err error) {
 	var oldLower bool
 	var old base.ObjectMeta
 	var errs []error
+	var supHeld int64 // superseded bytes after keeping prev (0: not kept)
 	if o := e.mu.objects[w.key]; o != nil {
 		old = o.meta
 		// A superseded version's lower-tier record stays while nothing replaced it there: a
@@ -289,6 +321,7 @@ func (w *Writer) commit(sum uint64) (err error) {
 			e.supersedeLocked(o, held, keepLower) // the held reference becomes the slot's
 			held = nil
 			oldLower = oldLower && !keepLower
+			supHeld = e.mu.supBytes
 		}
 	}
 	e.mu.nextID++
@@ -316,6 +349,9 @@ func (w *Writer) commit(sum uint64) (err error) {
 	if need {
 		e.kickEvictor()
 	}
+	if supHeld > 0 {
+		e.supersededHeld(supHeld)
+	}
 	if oldLower && (old.Version != w.v) {
 		errs = append(errs, e.deleteLowerKeyLocked(old))
 	}
@@ -335,12 +371,18 @@ func (w *Writer) Abort() {
 	e := w.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.mu.writers--
-	e.mu.writerBytes -= w.size
-	e.mu.pol.Unreserve(w.size)
 	e.mu.m.aborts++
-	if err := w.h.Release(); err != nil {
-		e.log.Error("tier: releasing an aborted put's range", "key", w.key, "err", err)
+	e.unallocateLocked(w.h, w.size)
+}
+
+// unallocateLocked frees a range allocate returned (size bytes) and undoes its accounting.
+// REQUIRES: e.mu.
+func (e *Engine) unallocateLocked(h *dram.Handle, size int64) {
+	e.mu.writers--
+	e.mu.writerBytes -= size
+	e.mu.pol.Unreserve(size)
+	if err := h.Release(); err != nil {
+		e.log.Error("tier: releasing an unused range", "err", err)
 	}
 	e.signalSpaceLocked()
 }
@@ -348,8 +390,11 @@ func (w *Writer) Abort() {
 // allocate gets a range of size bytes for a Writer, evicting inline when the arena is full:
 // drops free bytes at once; spills are queued (waiting while the queue is full: writers wait)
 // and the Put waits for them to end. It fails with an error wrapping base.ErrNoSpace when the
-// policy finds nothing to evict.
+// policy finds nothing to evict; while superseded versions hold bytes it first waits up to
+// Options.SupersededWait for the master's drops to release them (waitForSuperseded).
 func (e *Engine) allocate(size int64) (*dram.Handle, error) {
+	var supDeadline time.Time // set at the first wait for superseded versions
+	waited := false
 	if size > e.arena.Capacity() {
 		e.mu.Lock()
 		e.mu.m.noSpace[policy.ReasonTooLarge]++
@@ -402,7 +447,39 @@ func (e *Engine) allocate(size int64) (*dram.Handle, error) {
 			continue
 		}
 		st := e.arena.Stats()
-		reason := plan.NoSpace.Reason
+		ns := plan.NoSpace
+		// Superseded versions are reserved bytes to the policy; say them apart (they are
+		// owed a drop, not held by a client).
+		held := e.mu.supBytes
+		ns.SupersededBytes, ns.ReservedBytes = held, max(ns.ReservedBytes-held, 0)
+		if e.opts.KeepSuperseded && e.opts.SupersededWait > 0 {
+			now := time.Now()
+			if supDeadline.IsZero() {
+				supDeadline = now.Add(e.opts.SupersededWait)
+			}
+			if left := supDeadline.Sub(now); waitForSuperseded(ns.Reason, held, st.Free, size, left) {
+				if !waited {
+					waited = true
+					e.mu.m.supersededWaits++
+				}
+				wait := e.mu.space
+				e.mu.Unlock()
+				if f := e.ev.SupersededHeld; f != nil {
+					f(held) // the worker fetches the drops owed now
+				}
+				t := time.NewTimer(left)
+				select {
+				case <-wait:
+				case <-t.C:
+				case <-e.closeCh:
+					t.Stop()
+					return nil, ErrClosed
+				}
+				t.Stop()
+				continue
+			}
+		}
+		reason := ns.Reason
 		if reason == policy.ReasonEmpty {
 			e.mu.m.noSpaceFragmented++
 		} else {
@@ -413,8 +490,13 @@ func (e *Engine) allocate(size int64) (*dram.Handle, error) {
 			return nil, fmt.Errorf("%w: nothing left to evict and no free range of %d bytes (arena: %d free, largest free block %d)",
 				base.ErrNoSpace, size, st.Free, st.LargestFree)
 		}
+		if waited {
+			return nil, fmt.Errorf("%w: nothing can be evicted: %s; arena: %d of %d bytes used, largest free block %d; "+
+				"waited %v for the master's drops of superseded versions",
+				base.ErrNoSpace, ns, st.Used, st.Capacity, st.LargestFree, e.opts.SupersededWait)
+		}
 		return nil, fmt.Errorf("%w: nothing can be evicted: %s; arena: %d of %d bytes used, largest free block %d",
-			base.ErrNoSpace, plan.NoSpace, st.Used, st.Capacity, st.LargestFree)
+			base.ErrNoSpace, ns, st.Used, st.Capacity, st.LargestFree)
 	}
 }
 

@@ -522,14 +522,22 @@ type NoSpace struct {
 	InUseBytes   int64
 	// ReservedBytes: bytes of writers and of detached copies held by readers.
 	ReservedBytes int64
+	// SupersededBytes: versions an upsert replaced, kept until the master drops them (tier's
+	// supersede.go). The policy counts them in ReservedBytes and cannot tell them apart: the
+	// engine fills this field and takes the same bytes out of ReservedBytes.
+	SupersededBytes int64
 	// SpillingBytes: bytes being spilled (freed when the spills end).
 	SpillingBytes int64
 }
 
 func (n NoSpace) String() string {
+	sup := ""
+	if n.SupersededBytes > 0 {
+		sup = fmt.Sprintf("superseded versions awaiting the master's drop: %d bytes; ", n.SupersededBytes)
+	}
 	return fmt.Sprintf("%s (hard-pinned: %d objects, %d bytes; in use by readers: %d objects, %d bytes; "+
-		"held by writers and readers of removed objects: %d bytes; being spilled: %d bytes)",
-		n.Reason, n.PinnedObjects, n.PinnedBytes, n.InUseObjects, n.InUseBytes, n.ReservedBytes, n.SpillingBytes)
+		"held by writers and readers of removed objects: %d bytes; %sbeing spilled: %d bytes)",
+		n.Reason, n.PinnedObjects, n.PinnedBytes, n.InUseObjects, n.InUseBytes, n.ReservedBytes, sup, n.SpillingBytes)
 }
 
 // Plan is the result of Evict.
