@@ -56,7 +56,7 @@ type Client struct {
 	// *atomic.Int64), the "least loaded" of orderReplicas.
 	loads sync.Map
 	// reads counts completed object reads by path (ReadStats).
-	reads struct{ shm, unpinned, tcp atomic.Int64 }
+	reads struct{ shm, unpinned, tcp, copyRetries atomic.Int64 }
 
 	mu struct {
 		sync.Mutex // protects the fields below

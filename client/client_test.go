@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -244,6 +245,50 @@ func TestReadFailover(t *testing.T) {
 	c.cfg.SkipChecksumVerify = true
 	if got, err := c.Get(ctx, "k"); err != nil || bytes.Equal(got, v) {
 		t.Fatalf("unverified read: %v (equal %v)", err, bytes.Equal(got, v))
+	}
+}
+
+// TestReadByReferenceRetry: a verifying client asks for by-reference sends (Verifies); a
+// read that fails its checksum is read once more by copy (no Verifies) before the replica
+// counts as corrupt, so bytes rewritten in the worker's arena after a by-reference send cost
+// one read, not an error. An unverifying client never asks.
+func TestReadByReferenceRetry(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeCluster(1, 1)
+	c := newFakeClient(t, f)
+	v := value(5000, 3)
+	if err := c.Put(ctx, "k", v, ReplicateConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	w := f.workers[f.wids[0]]
+	f.mu.Lock()
+	w.staleByRef = 1
+	f.mu.Unlock()
+	if got, err := c.Get(ctx, "k"); err != nil || !bytes.Equal(got, v) {
+		t.Fatalf("stale by-reference read: %v", err)
+	}
+	f.mu.Lock()
+	got := fmt.Sprint(w.verifies)
+	f.mu.Unlock()
+	if want := "[true false]"; got != want || c.ReadStats().TCPCopyRetries != 1 {
+		t.Fatalf("reads with Verifies %s, want %s; stats %+v", got, want, c.ReadStats())
+	}
+	// Bytes corrupt in the arena fail both reads.
+	f.corrupt(f.wids[0], "k")
+	if _, err := c.Get(ctx, "k"); !errors.Is(err, base.ErrCorruption) {
+		t.Fatalf("corrupt object: %v", err)
+	}
+	c.cfg.SkipChecksumVerify = true
+	f.mu.Lock()
+	w.verifies = nil
+	f.mu.Unlock()
+	if _, err := c.Get(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if got := fmt.Sprint(w.verifies); got != "[false]" {
+		t.Fatalf("unverified read sent Verifies: %s", got)
 	}
 }
 

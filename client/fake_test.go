@@ -78,6 +78,10 @@ type fakeWorker struct {
 	// from a worker whose arena is private).
 	bootID string
 	reads  int // Reads served
+	// staleByRef is the number of reads with ReadRequest.Verifies still to answer with a
+	// flipped byte, as a worker whose by-reference send raced a reuse of the range does.
+	staleByRef int
+	verifies   []bool // ReadRequest.Verifies of each read, in order
 
 	pending map[string][]byte // key@version -> bytes
 	data    map[string]fakeData
@@ -405,6 +409,11 @@ func (f *fakeCluster) Read(ctx context.Context, addr string, req *transfer.ReadR
 		return nil, 0, 0, codeErr(base.ErrInvalidParams, "short buffer")
 	}
 	n := copy(dst, d.b)
+	w.verifies = append(w.verifies, req.Verifies)
+	if req.Verifies && w.staleByRef > 0 && n > 0 {
+		w.staleByRef--
+		dst[0] ^= 0xff
+	}
 	var digest uint64
 	if sum {
 		digest = base.Checksum(dst[:n])

@@ -225,16 +225,37 @@ type ReadStats struct {
 	SharedMemoryUnpinned int64
 	// TCP counts reads transferred over TCP.
 	TCP int64
+	// TCPCopyRetries counts verified TCP reads that failed their checksum (or that a worker
+	// without by-reference sends refused) and were read again by copy (Client.readTCP).
+	TCPCopyRetries int64
 }
 
 // ReadStats returns how many reads took each path since Connect.
 func (c *Client) ReadStats() ReadStats {
-	return ReadStats{SharedMemory: c.reads.shm.Load(), SharedMemoryUnpinned: c.reads.unpinned.Load(), TCP: c.reads.tcp.Load()}
+	return ReadStats{SharedMemory: c.reads.shm.Load(), SharedMemoryUnpinned: c.reads.unpinned.Load(), TCP: c.reads.tcp.Load(),
+		TCPCopyRetries: c.reads.copyRetries.Load()}
 }
 
+// readTCP reads the object from the replica over TCP. A verifying client says so in the
+// request (ReadRequest.Verifies), which lets the worker send the bytes by reference
+// (sendfile from its arena): bytes rewritten in the arena after the send (the object removed
+// and its range reused) would then reach this client. So a verifying read that fails its
+// checksum is read once more without Verifies (by copy) before the replica counts as
+// corrupt; so is one a worker built before the flag refused (INVALID_PARAMS).
 func (c *Client) readTCP(ctx context.Context, key string, r transfer.Replica, lr *transfer.LookupResponse, buf []byte) error {
 	verify := !c.cfg.SkipChecksumVerify
-	resp, n, got, err := c.rpc.Read(ctx, r.Address, &transfer.ReadRequest{Key: key, Version: lr.Version}, buf, verify)
+	err := c.readTCPOnce(ctx, r.Address, &transfer.ReadRequest{Key: key, Version: lr.Version, Verifies: verify}, lr, buf)
+	if verify && (errors.Is(err, base.ErrCorruption) || errors.Is(err, base.ErrInvalidParams)) && ctx.Err() == nil {
+		c.reads.copyRetries.Add(1)
+		err = c.readTCPOnce(ctx, r.Address, &transfer.ReadRequest{Key: key, Version: lr.Version}, lr, buf)
+	}
+	return err
+}
+
+// readTCPOnce is one read of readTCP, verified when req.Verifies.
+func (c *Client) readTCPOnce(ctx context.Context, addr string, req *transfer.ReadRequest, lr *transfer.LookupResponse, buf []byte) error {
+	verify := !c.cfg.SkipChecksumVerify
+	resp, n, got, err := c.rpc.Read(ctx, addr, req, buf, verify)
 	if err != nil {
 		return err
 	}

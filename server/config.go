@@ -305,6 +305,11 @@ type WorkerConfig struct {
 	// a memfd that clients on the same host (same uid, or root) map read-only and copy
 	// objects out of (ShmOpen/ShmPin: one copy, no TCP); with PrivateArena they read over TCP.
 	PrivateArena bool
+	// TCPSendfile sends the arena bytes of TCP reads to clients that verify checksums with
+	// sendfile from the arena's memfd (by reference, transfer.ServerOptions.SendfileReads)
+	// instead of copying them into the socket. Default false (see SendfileReads for why);
+	// without a shared (memfd) arena it changes nothing.
+	TCPSendfile bool
 	// ShmLeaseTTL bounds how long a client on this host may keep an object pinned with ShmPin
 	// without releasing it (a lease also ends with its connection). Default 30 s.
 	ShmLeaseTTL time.Duration

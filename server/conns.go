@@ -43,21 +43,34 @@ func (l ConnLimits) apply(o *transfer.ServerOptions) {
 type connCollector struct {
 	stats        func() transfer.ServerStats
 	open, closed *prometheus.Desc
+	// sendfile is worker_sendfile_sends_total{result}: read payloads sent by reference
+	// (sent) or copied because sendfile refused the arena's file (refused). Nil on a master,
+	// which sends no payloads.
+	sendfile *prometheus.Desc
 }
 
 func newConnCollector(prefix string, stats func() transfer.ServerStats) *connCollector {
-	return &connCollector{
+	c := &connCollector{
 		stats: stats,
 		open:  prometheus.NewDesc(prefix+"_connections_open", "Client connections open on the RPC server.", nil, nil),
 		closed: prometheus.NewDesc(prefix+"_connections_closed_total",
 			"Client connections closed, by reason: peer (the client closed it or it broke), idle (conn_idle_timeout), frame_timeout (conn_frame_timeout), peer_limit (max_conns_per_peer), handshake, protocol_error, shutdown.",
 			[]string{"reason"}, nil),
 	}
+	if prefix == "worker" {
+		c.sendfile = prometheus.NewDesc(prefix+"_sendfile_sends_total",
+			"Read payloads of verifying clients sent by reference with sendfile from the arena's memfd (result sent), or copied because sendfile refused the file (result refused: a hugetlb arena).",
+			[]string{"result"}, nil)
+	}
+	return c
 }
 
 func (c *connCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.open
 	ch <- c.closed
+	if c.sendfile != nil {
+		ch <- c.sendfile
+	}
 }
 
 func (c *connCollector) Collect(ch chan<- prometheus.Metric) {
@@ -65,6 +78,10 @@ func (c *connCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(st.Open))
 	for _, r := range transfer.CloseReasons {
 		ch <- prometheus.MustNewConstMetric(c.closed, prometheus.CounterValue, float64(st.Closed[r]), r)
+	}
+	if c.sendfile != nil {
+		ch <- prometheus.MustNewConstMetric(c.sendfile, prometheus.CounterValue, float64(st.SendfileSends), "sent")
+		ch <- prometheus.MustNewConstMetric(c.sendfile, prometheus.CounterValue, float64(st.SendfileRefused), "refused")
 	}
 }
 

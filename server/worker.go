@@ -202,7 +202,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	sopts := transfer.ServerOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger}
+	sopts := transfer.ServerOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger, SendfileReads: cfg.TCPSendfile}
 	cfg.Conns.apply(&sopts)
 	srv, err := transfer.NewServer(&workerHandler{w: w}, sopts)
 	if err != nil {

@@ -292,9 +292,17 @@ func (w *Worker) read(req *transfer.ReadRequest, dramOnly bool) (src transfer.Re
 	if n == 0 {
 		n = int64(len(data)) - off
 	}
-	return transfer.ReadSource{
+	src = transfer.ReadSource{
 		Resp:    transfer.ReadResponse{Version: meta.Version, Size: meta.Size, Checksum: meta.Checksum, Tier: r.Tier()},
 		Data:    data[off : off+n],
 		Release: r.Release,
-	}, true, nil
+	}
+	// Bytes in a memfd arena may go by reference (sendfile) to a client that verifies: the
+	// transfer server decides (transfer.ReadSource.File: the socket keeps referring to the
+	// pages after Release, which only a verifying client can afford). An anonymous arena, or
+	// bytes in a Go buffer (an NVMe hit with a full arena), are always copied.
+	if base0, inArena := r.ArenaOffset(); inArena && w.shared {
+		src.File = transfer.FileRange{Valid: true, FD: w.share.FD, Offset: base0 + off}
+	}
+	return src, true, nil
 }

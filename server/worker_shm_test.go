@@ -21,13 +21,16 @@ type shmSetup struct {
 
 func (s *shmSetup) Addr() string { return s.addr }
 
-func startShm(t *testing.T, private bool, ttl time.Duration) (*shmSetup, *transfer.Client) {
+func startShm(t *testing.T, private bool, ttl time.Duration, opts ...func(*WorkerConfig)) (*shmSetup, *transfer.Client) {
 	t.Helper()
 	c := startMasters(t, 1, nil)
 	w := c.addWorker("", func(cfg *WorkerConfig) {
 		cfg.GlobalSegmentSize = 16 << 20
 		cfg.PrivateArena = private
 		cfg.ShmLeaseTTL = ttl
+		for _, o := range opts {
+			o(cfg)
+		}
 	})
 	cli, err := transfer.NewClient(transfer.ClientOptions{Logger: testLogger()})
 	if err != nil {
@@ -260,4 +263,44 @@ func TestShmTouchAndGenerations(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "generation moved after the remove", func() bool { g, _ := a.Gen("k"); return g != g1 })
+}
+
+// TestReadByReferenceOverTCP: with TCPSendfile, a verified TCP read of an object in a shared
+// (memfd) arena is sent by reference (sendfile) and arrives intact; an unverified one, any
+// read from a private (anonymous) arena, and any read without TCPSendfile, is copied.
+func TestReadByReferenceOverTCP(t *testing.T) {
+	for _, tc := range []struct{ private, sendfile bool }{{false, true}, {true, true}, {false, false}} {
+		private := tc.private
+		s, cli := startShm(t, private, 0, func(cfg *WorkerConfig) { cfg.TCPSendfile = tc.sendfile })
+		d := newDriver(t, []string{s.Addr()})
+		val := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+		if err := d.put("k", val, 1, false); err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		sends := func() int64 { return s.worker.rpc.srv.Stats().SendfileSends }
+		read := func(verifies bool) int64 {
+			t.Helper()
+			before := sends()
+			dst := make([]byte, len(val))
+			rr, n, sum, err := cli.ReadSum(ctx, s.worker.Addr(), transfer.ReadRequest{Key: "k", Verifies: verifies}, dst)
+			if err != nil || n != len(val) || sum != rr.Checksum || !bytes.Equal(dst, val) {
+				t.Fatalf("private %v, verifies %v: %d %v", private, verifies, n, err)
+			}
+			return sends() - before
+		}
+		want := int64(1)
+		if private || !tc.sendfile {
+			want = 0
+		}
+		if got := read(true); got != want {
+			t.Fatalf("private %v: %d verified reads by reference, want %d", private, got, want)
+		}
+		if got := read(false); got != 0 {
+			t.Fatalf("private %v: an unverified read went by reference", private)
+		}
+		if st := s.worker.rpc.srv.Stats(); st.SendfileRefused != 0 {
+			t.Fatalf("refused sends: %+v", st)
+		}
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -226,18 +225,33 @@ type WriteSink struct {
 }
 
 // ReadSource is what a Read sends: Resp (version, size, checksum of the object) and the
-// payload, either Data (pinned bytes, e.g. an arena range, sent with a vectored write) or,
-// when Data is nil, Length bytes from Reader (e.g. an *os.File positioned at an NVMe extent,
-// which the kernel sends with sendfile). Data and Reader must stay valid until Release is
-// called; the Server calls Release (when non-nil) exactly once, after the payload was written
-// or the send failed. A Reader that yields fewer than Length bytes breaks the connection
-// (the frame header already promised Length bytes). Frame checksums are only computed for Data.
+// payload Data (pinned bytes, e.g. an arena range), sent with one vectored write (a copy into
+// the socket). Data must stay valid until Release is called; the Server calls Release (when
+// non-nil) exactly once, after the payload was written or the send failed.
+//
+// File, when Valid, says the same bytes are also in a file at File.Offset (the worker's arena
+// memfd): the Server then sends a read whose client verifies the object checksum
+// (ReadRequest.Verifies) with sendfile(2) from there, by reference: the socket holds the
+// file's pages, not a copy, and goes on referring to them after the send returned and Release
+// ran, until the peer has read them. Bytes written into that range meanwhile (the object
+// removed and its range reused by a new put) reach the peer; the verifying client detects
+// that by the checksum and reads again without Verifies, which is always sent by copy
+// (docs/protocol.md, "Reads sent by reference"). Reads without Verifies, and any send
+// sendfile refuses (a hugetlb memfd: EINVAL), go by copy from Data. File.FD must stay open
+// until Release.
 type ReadSource struct {
 	Resp    ReadResponse
 	Data    []byte
-	Reader  io.Reader
-	Length  int64
+	File    FileRange
 	Release func()
+}
+
+// FileRange places a ReadSource's Data in an open file: Data[0] is at Offset of the file FD.
+// The zero value (Valid false) means no file.
+type FileRange struct {
+	Valid  bool
+	FD     int
+	Offset int64
 }
 
 // UnimplementedHandler answers every call with NOT_SUPPORTED. Embed it in a Handler.
@@ -320,6 +334,11 @@ type ServerOptions struct {
 	// SocketBuffer sets SO_SNDBUF and SO_RCVBUF on accepted connections; 0 leaves the
 	// kernel's autotuning alone (measured best on loopback, docs/benchmarks.md).
 	SocketBuffer int
+	// SendfileReads sends the payloads of reads whose client verifies (ReadRequest.Verifies)
+	// with sendfile from their ReadSource.File when it has one, by reference instead of by
+	// copy. Default false: on the 2-core VM of docs/benchmarks.md ("Gets with sendfile"),
+	// splicing 4 KiB shmem pages cost the sender 1.6-1.75x the CPU of the copy per byte.
+	SendfileReads bool
 	// Logger receives connection-level events. Default slog.Default().
 	Logger *slog.Logger
 }

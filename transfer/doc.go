@@ -8,7 +8,13 @@
 //   - Server: serves a Handler (the master and worker services implement it). Write payloads
 //     are read from the socket straight into the destination the handler returns (an arena
 //     range); Read payloads are written from the handler's pinned source with one vectored
-//     write (or sendfile from an *os.File). No whole-object buffer exists anywhere.
+//     write, or, with ServerOptions.SendfileReads, for a client that verifies the object
+//     checksum (ReadRequest.Verifies), by reference with sendfile from the source's file
+//     (ReadSource.File: the worker's arena memfd). By reference, the socket keeps referring
+//     to the pages after the send and the Release, so bytes rewritten there before the client
+//     reads them reach it: only a verifying client, which rereads by copy on a mismatch, may
+//     be sent a payload that way (docs/protocol.md, "Reads sent by reference"). No
+//     whole-object buffer exists anywhere.
 //     Connections that do nothing are closed (server_limits.go): idle ones, frames that stop
 //     making progress, and connections past a per-IP cap, counted by reason in Stats.
 //   - Client: ConnsPerPeer connections per peer address, requests pipelined on each (matched
@@ -43,7 +49,8 @@
 //
 // A WriteSink's Dst is written by the Server only until it calls Done (exactly once; with an
 // error when the transfer broke, in which case the handler must discard the destination).
-// A ReadSource's Data or Reader is used until the Server calls Release (exactly once). A
+// A ReadSource's Data and File are used until the Server calls Release (exactly once); a
+// payload sent by reference is still read by the kernel from File's pages after that. A
 // Client caller's src (Write) is only read, and its dst (Read) only written, until the call
 // returns, also when it returns early on a deadline (the connection is broken to make sure).
 //

@@ -85,32 +85,6 @@ func (w *frameWriter) writeLocked(hdrBody, payload []byte) error {
 	return err
 }
 
-// writeStreamLocked writes hdrBody then exactly n bytes from r. io.CopyN hands the connection
-// an io.LimitedReader, which *net.TCPConn sends with sendfile when r is an *os.File.
-// REQUIRES: w.mu (via lock).
-func (w *frameWriter) writeStreamLocked(hdrBody []byte, r io.Reader, n int64) error {
-	if _, err := w.bw.Write(hdrBody); err != nil {
-		return err
-	}
-	if err := w.bw.Flush(); err != nil {
-		return err
-	}
-	var got int64
-	var err error
-	if w.pw != nil {
-		got, err = w.pw.copyN(r, n)
-	} else {
-		got, err = io.CopyN(w.c, r, n)
-	}
-	if err == nil && got != n {
-		err = io.ErrUnexpectedEOF
-	}
-	if err != nil {
-		return fmt.Errorf("read source gave %d of %d bytes: %w", got, n, err)
-	}
-	return nil
-}
-
 // errWriteStalled: the peer stopped taking the bytes of a frame (ServerOptions.FrameTimeout).
 var errWriteStalled = errors.New("transfer: the peer stopped reading: a frame made no progress within the frame timeout")
 
@@ -176,24 +150,6 @@ func (pw *progressWriter) writeBuffers(bufs *net.Buffers) error {
 		}
 		if again, err := pw.goOn(n, err); !again {
 			return err
-		}
-	}
-}
-
-// copyN copies n bytes from r (sendfile for an *os.File, which advances the file offset, so
-// a copy cut by the deadline resumes where it stopped).
-func (pw *progressWriter) copyN(r io.Reader, n int64) (int64, error) {
-	var total int64
-	for {
-		pw.arm()
-		got, err := io.CopyN(pw.c, r, n-total)
-		total += got
-		if err == nil {
-			pw.sinceArm += got
-			return total, nil
-		}
-		if again, err := pw.goOn(got, err); !again {
-			return total, err
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -201,6 +202,7 @@ func (s *Server) newConn(c net.Conn) *serverConn {
 	sc.bodies.onWait = s.testHookBodyWait
 	sc.ctx, sc.cancel = context.WithCancel(s.baseCtx)
 	sc.w = newFrameWriter(c, s.opts.FrameTimeout)
+	sc.sendfile = sendfileConn(c)
 	sc.rd = &connReader{sc: sc, off: true}
 	sc.idle.Store(true) // a shutdown during the handshake ends it
 	sc.br = bufio.NewReaderSize(sc.rd, readBufSize)
@@ -274,10 +276,13 @@ var aLongTimeAgo = time.Unix(1, 0)
 type serverConn struct {
 	s    *Server
 	c    net.Conn
-	peer string        // peerKey(c)
-	rd   *connReader   // only the read loop uses it
-	br   *bufio.Reader // only the read loop uses it
-	ctx  context.Context
+	peer string      // peerKey(c)
+	rd   *connReader // only the read loop uses it
+	// sendfile is c's raw connection when payloads can go by reference (a TCP socket on
+	// Linux), else nil. Used under w's lock only.
+	sendfile syscall.RawConn
+	br       *bufio.Reader // only the read loop uses it
+	ctx      context.Context
 	// cancel ends ctx: when the connection breaks (nobody will read the responses) or the
 	// server closes.
 	cancel context.CancelFunc
@@ -455,7 +460,7 @@ func (sc *serverConn) handle(h wire.Header, body []byte, pb *[]byte) {
 	}
 	if rr, ok := req.(*ReadRequest); ok {
 		src, err := sc.s.h.HandleRead(sc.ctx, rr)
-		sc.sendRead(&h, src, err)
+		sc.sendRead(&h, rr.Verifies, src, err)
 		return
 	}
 	resp, err := sc.callHandler(req)
@@ -485,8 +490,11 @@ func (sc *serverConn) callHandler(req Message) (resp Message, err error) {
 	return sc.s.h.HandleCall(sc.ctx, req)
 }
 
-// sendRead answers a read with src (err nil) or err, and releases src.
-func (sc *serverConn) sendRead(h *wire.Header, src ReadSource, err error) {
+// sendRead answers a read with src (err nil) or err, and releases src. verifies is the
+// request's ReadRequest.Verifies: only then may the payload go by reference (sendfile from
+// src.File), since only a verifying client notices bytes rewritten in the file after the
+// send (ReadSource).
+func (sc *serverConn) sendRead(h *wire.Header, verifies bool, src ReadSource, err error) {
 	if err != nil {
 		sc.writeError(h.RequestID, h.Op, err)
 		return
@@ -497,42 +505,55 @@ func (sc *serverConn) sendRead(h *wire.Header, src ReadSource, err error) {
 		}
 	}()
 	n := int64(len(src.Data))
-	stream := src.Data == nil && src.Reader != nil
-	if stream {
-		n = src.Length
-	}
-	if n < 0 || uint64(n) > sc.s.opts.Limits.MaxPayloadLen {
+	if uint64(n) > sc.s.opts.Limits.MaxPayloadLen {
 		sc.writeError(h.RequestID, h.Op, fmt.Errorf("%w: %d bytes to send, the payload limit is %d",
 			base.ErrTooLarge, n, sc.s.opts.Limits.MaxPayloadLen))
 		return
 	}
 	rh := wire.Header{Op: h.Op, Flags: wire.FlagResponse, RequestID: h.RequestID, PayloadLen: uint64(n)}
-	if h.Flags&wire.FlagChecksum != 0 && len(src.Data) > 0 {
+	if h.Flags&wire.FlagChecksum != 0 && n > 0 {
+		// The frame checksum is taken here, from Data: a by-reference send could deliver
+		// bytes rewritten after it, so a frame-checksummed payload is always copied.
 		rh.Flags |= wire.FlagChecksum
 		rh.PayloadChecksum = base.Checksum(src.Data)
+		verifies = false
 	}
 	src.Resp.SetOp(h.Op)
 	out := encodeFrame(&rh, &src.Resp)
-	if stream && n > 0 {
-		sc.writeStream(*out, src.Reader, n)
+	// NB: n > 0 also when a test lowers sendfileMin: the header goes out with MSG_MORE and
+	// only the payload's last byte pushes it.
+	if verifies && src.File.Valid && n > 0 && n >= sendfileMin && sc.sendfile != nil && sc.s.opts.SendfileReads {
+		sc.writeByRef(*out, src.Data, src.File)
 	} else {
 		sc.writeFrame(*out, src.Data)
 	}
 	putBuf(out)
 }
 
-// writeStream writes hdrBody then n bytes copied from r (sendfile when r is an *os.File).
-func (sc *serverConn) writeStream(hdrBody []byte, r io.Reader, n int64) {
+// sendfileMin is the smallest payload sent by reference: below it the splice machinery
+// costs more than the copy it saves (docs/benchmarks.md, "Gets with sendfile"). A variable
+// so that tests can send small payloads by reference.
+var sendfileMin int64 = 64 << 10
+
+// writeByRef writes hdrBody, then the payload from f by reference (sendfile), falling back
+// to a copy from data where sendfile refuses the file.
+func (sc *serverConn) writeByRef(hdrBody, data []byte, f FileRange) {
 	sc.w.lock()
 	var err error
 	if !sc.broken.Load() {
-		err = sc.w.writeStreamLocked(hdrBody, r, n)
+		var refused bool
+		refused, err = sc.w.writeFileLocked(sc.sendfile, hdrBody, data, f)
+		if refused {
+			sc.s.counters.sendfileRefused.Add(1)
+		} else if err == nil {
+			sc.s.counters.sendfileSends.Add(1)
+		}
 	}
 	if ferr := sc.w.unlock(); err == nil {
 		err = ferr
 	}
 	if err != nil {
-		sc.s.log.Debug("transfer: streaming a read payload failed; closing connection", "remote", sc.c.RemoteAddr(), "err", err)
+		sc.s.log.Debug("transfer: sending a read payload by reference failed; closing connection", "remote", sc.c.RemoteAddr(), "err", err)
 		sc.writeFailed(err)
 	}
 }

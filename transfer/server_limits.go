@@ -84,12 +84,18 @@ type ServerStats struct {
 	// client closed it, or it broke), idle, frame_timeout, peer_limit, handshake,
 	// protocol_error, shutdown.
 	Closed map[string]int64
+	// SendfileSends counts read payloads sent by reference (sendfile from a ReadSource's
+	// File); SendfileRefused those where sendfile refused the file and the payload was
+	// copied from Data instead (a hugetlb memfd, say).
+	SendfileSends, SendfileRefused int64
 }
 
 // connCounters are the counters behind ServerStats.
 type connCounters struct {
 	accepted atomic.Int64
 	closed   [numCloseReasons]atomic.Int64
+	// sendfileSends and sendfileRefused are ServerStats' counters of the same names.
+	sendfileSends, sendfileRefused atomic.Int64
 	// lastWarn is the unix nano time of the last warning about a closed connection, so a
 	// flood of them logs one line per warnEvery.
 	lastWarn atomic.Int64
@@ -102,7 +108,8 @@ func (s *Server) Stats() ServerStats {
 	s.mu.Lock()
 	open := int64(len(s.mu.conns))
 	s.mu.Unlock()
-	st := ServerStats{Open: open, Accepted: s.counters.accepted.Load(), Closed: make(map[string]int64, numCloseReasons)}
+	st := ServerStats{Open: open, Accepted: s.counters.accepted.Load(), Closed: make(map[string]int64, numCloseReasons),
+		SendfileSends: s.counters.sendfileSends.Load(), SendfileRefused: s.counters.sendfileRefused.Load()}
 	for r := range numCloseReasons {
 		st.Closed[CloseReasons[r]] = s.counters.closed[r].Load()
 	}

@@ -41,19 +41,15 @@ func (sc *serverConn) readNow(h *wire.Header, body []byte, pb *[]byte) bool {
 		<-sc.sem
 		sc.handlers.Done()
 	}
-	n := int64(len(src.Data))
-	if src.Data == nil && src.Reader != nil {
-		n = src.Length
-	}
-	if err == nil && n > maxInlineSend {
+	if err == nil && len(src.Data) > maxInlineSend {
 		hh := *h
 		go func() {
 			defer finish()
-			sc.sendRead(&hh, src, nil)
+			sc.sendRead(&hh, rr.Verifies, src, nil)
 		}()
 		return true
 	}
-	sc.sendRead(h, src, err)
+	sc.sendRead(h, rr.Verifies, src, err)
 	finish()
 	return true
 }

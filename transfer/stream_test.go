@@ -5,74 +5,11 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 )
-
-// fileHandler serves reads from a file (as a worker serves an NVMe extent), with the length
-// it claims possibly larger than the file (to test a short source).
-type fileHandler struct {
-	UnimplementedHandler
-	path     string
-	claim    int64 // bytes promised per read
-	released atomic.Int32
-}
-
-func (h *fileHandler) HandleRead(_ context.Context, req *ReadRequest) (ReadSource, error) {
-	f, err := os.Open(h.path)
-	if err != nil {
-		return ReadSource{}, err
-	}
-	if _, err := f.Seek(req.Offset, 0); err != nil {
-		f.Close()
-		return ReadSource{}, err
-	}
-	return ReadSource{
-		Resp:    ReadResponse{Version: 1, Size: h.claim},
-		Reader:  f,
-		Length:  h.claim - req.Offset,
-		Release: func() { h.released.Add(1); f.Close() },
-	}, nil
-}
-
-// TestReadFromFile: a ReadSource with a Reader (an *os.File: sendfile) streams the bytes; a
-// source shorter than it promised breaks the connection with a clean error; Release runs.
-func TestReadFromFile(t *testing.T) {
-	data := pattern(3<<20+5, 8)
-	path := filepath.Join(t.TempDir(), "extent")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	h := &fileHandler{path: path, claim: int64(len(data))}
-	s := startServer(t, h, ServerOptions{})
-	c := newClient(t, ClientOptions{Retries: -1})
-	ctx := context.Background()
-	dst := make([]byte, len(data))
-	if _, n, err := c.Read(ctx, s.Addr().String(), ReadRequest{Key: "k"}, dst); err != nil || n != len(data) || !bytes.Equal(dst, data) {
-		t.Fatalf("read from file: %d %v", n, err)
-	}
-	part := make([]byte, len(data)-100)
-	if _, n, err := c.Read(ctx, s.Addr().String(), ReadRequest{Key: "k", Offset: 100}, part); err != nil || n != len(part) || !bytes.Equal(part, data[100:]) {
-		t.Fatalf("range from file: %d %v", n, err)
-	}
-	h.claim = int64(len(data)) + 10 // the file is shorter than promised
-	big := make([]byte, h.claim)
-	if _, _, err := c.Read(ctx, s.Addr().String(), ReadRequest{Key: "k"}, big); !errors.Is(err, base.ErrUnavailable) {
-		t.Fatalf("short source: %v", err)
-	}
-	if _, _, _, err := c.ReadSum(ctx, s.Addr().String(), ReadRequest{Key: "k"}, big); !errors.Is(err, base.ErrUnavailable) {
-		t.Fatalf("short source, hashed read: %v", err)
-	}
-	s.Close()
-	if h.released.Load() != 4 {
-		t.Fatalf("%d releases, want 4", h.released.Load())
-	}
-}
 
 // cutConn closes itself after writing limit bytes, once: the first response payload to cross
 // the limit is cut in the middle.

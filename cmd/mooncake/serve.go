@@ -77,6 +77,7 @@ type workerSettings struct {
 	ShutdownTimeout         time.Duration
 	WarmUp                  bool
 	PrivateArena            bool
+	TCPSendfile             bool
 	// HighWatermark, LowWatermark: DRAM eviction watermarks, from the master's eviction flags
 	// (inheritFromMaster); 0 means the tier's defaults.
 	HighWatermark, LowWatermark float64
@@ -290,7 +291,7 @@ type workerFlags struct {
 	metricsPort                                                                                       int
 	segmentSize, ssdCapacity                                                                          base.Bytes
 	shutdownTimeout                                                                                   time.Duration
-	warmUp, sharedMemory, prefaultArena                                                               bool
+	warmUp, sharedMemory, prefaultArena, tcpSendfile                                                  bool
 	conns                                                                                             connFlags
 }
 
@@ -302,6 +303,7 @@ func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
 	fs.Var(&f.ssdCapacity, "ssd_capacity", "bytes the NVMe tier may use (default 90% of the free disk)")
 	fs.StringVar(&f.hugePages, "huge_pages", "auto", "DRAM arena pages: auto (hugetlb, else THP, else plain), off, or require")
 	fs.BoolVar(&f.prefaultArena, "prefault_arena", false, "fault in the whole DRAM arena at start: puts never wait for first-touch page faults, but RSS is global_segment_size from the start and start takes ~0.3-1 s per GiB")
+	fs.BoolVar(&f.tcpSendfile, "tcp_sendfile", false, "send the DRAM bytes of TCP reads to checksum-verifying clients with sendfile from the shared arena (by reference) instead of copying them; off by default: it cost more worker CPU than the copy where measured (docs/benchmarks.md)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown_timeout", defaultShutdownTimeout, "on SIGTERM, time allowed to spill DRAM to the NVMe tier before exit")
 	fs.BoolVar(&f.warmUp, "warm_up", false, "with --root_fs_dir: at start, copy objects found on NVMe back into DRAM (in the background)")
 	f.conns.register(fs)
@@ -408,6 +410,7 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 	}
 	s.HugePages = hp
 	s.PrefaultArena = f.prefaultArena
+	s.TCPSendfile = f.tcpSendfile
 	if s.RootFSDir != "" {
 		abs, err := filepath.Abs(s.RootFSDir)
 		if err != nil {

@@ -884,12 +884,26 @@ func (m *CommitRequest) Decode(d *Decoder) {
 
 // ReadRequest reads an object (op Read: Offset and Length 0) or a range of it (op ReadRange:
 // Length > 0). Version 0 reads whatever version the worker holds.
+//
+// Verifies is a trailing optional field (a flags byte, bit ReadFlagVerifies), written only
+// when set, added within protocol version 1 (docs/protocol.md, "Evolving a message within a
+// version"): the client checks the bytes it receives against the object's checksum and, on a
+// mismatch, reads once more without the flag before it reports corruption. Only then may the
+// worker send the payload by reference (sendfile from its arena's memfd): the socket keeps
+// referring to the arena's pages after the send, so bytes rewritten there before the client
+// reads them (the object removed and its range reused) reach the client, and only a verifying
+// client notices.
 type ReadRequest struct {
-	Key     string
-	Version base.Version
-	Offset  int64
-	Length  int64
+	Key      string
+	Version  base.Version
+	Offset   int64
+	Length   int64
+	Verifies bool
 }
+
+// ReadFlagVerifies is bit 0 of ReadRequest's optional flags byte (ReadRequest.Verifies).
+// Every other bit must be 0.
+const ReadFlagVerifies uint8 = 1 << 0
 
 // Op returns OpReadRange when a range is set, else OpRead.
 func (m *ReadRequest) Op() Op {
@@ -899,16 +913,39 @@ func (m *ReadRequest) Op() Op {
 	return OpRead
 }
 func (m *ReadRequest) Encode(e *Encoder) {
-	e.Str(m.Key)
-	e.U64(uint64(m.Version))
-	e.I64(m.Offset)
-	e.I64(m.Length)
+	encodeObjectRange(e, m.Key, m.Version, m.Offset, m.Length)
+	if m.Verifies {
+		e.U8(ReadFlagVerifies)
+	}
 }
 func (m *ReadRequest) Decode(d *Decoder) {
-	m.Key = d.Key()
-	m.Version = base.Version(d.U64())
-	m.Offset = d.Size()
-	m.Length = d.Size()
+	m.Key, m.Version, m.Offset, m.Length = decodeObjectRange(d)
+	// The flags byte is present when bytes remain: exactly one, with known bits, and not 0
+	// (a sender leaves an empty one out, so the encoding stays canonical).
+	if d.Err() == nil && d.Remaining() > 0 {
+		switch f := d.U8(); {
+		case d.Err() != nil:
+		case f == 0:
+			d.Fail(fmt.Errorf("%w: read flags 0 on the wire (leave the byte out)", base.ErrInvalidParams))
+		case f&^ReadFlagVerifies != 0:
+			d.Fail(fmt.Errorf("%w: unknown read flags %#x", base.ErrInvalidParams, f))
+		default:
+			m.Verifies = true
+		}
+	}
+}
+
+// encodeObjectRange and decodeObjectRange are the body of ReadRequest and ShmPinRequest
+// before ReadRequest's optional flags.
+func encodeObjectRange(e *Encoder, key string, v base.Version, off, n int64) {
+	e.Str(key)
+	e.U64(uint64(v))
+	e.I64(off)
+	e.I64(n)
+}
+
+func decodeObjectRange(d *Decoder) (key string, v base.Version, off, n int64) {
+	return d.Key(), base.Version(d.U64()), d.Size(), d.Size()
 }
 
 // ReadResponse describes the object a Read or ReadRange served; the bytes are the payload.
@@ -1053,10 +1090,10 @@ type ShmPinRequest struct {
 
 func (m *ShmPinRequest) Op() Op { return OpShmPin }
 func (m *ShmPinRequest) Encode(e *Encoder) {
-	(*ReadRequest)(m).Encode(e)
+	encodeObjectRange(e, m.Key, m.Version, m.Offset, m.Length)
 }
 func (m *ShmPinRequest) Decode(d *Decoder) {
-	(*ReadRequest)(m).Decode(d)
+	m.Key, m.Version, m.Offset, m.Length = decodeObjectRange(d)
 }
 
 // ShmPinResponse says where the pinned bytes are: Length bytes at ArenaOffset of the arena

@@ -83,6 +83,9 @@ func sampleRequests() []Message {
 		&ShmPutCloseRequest{Stage: 7},
 		// C library calls (90-99).
 		&ShmTouchRequest{Items: []KeyVersion{{Key: "a", Version: 1}, {Key: "b", Version: 2}}},
+		// Reads with the optional flags byte (a verifying client: sendfile allowed).
+		&ReadRequest{Key: "k", Version: 3, Verifies: true},
+		&ReadRequest{Key: "k", Version: 3, Offset: 10, Length: 20, Verifies: true},
 	}
 }
 
@@ -142,6 +145,13 @@ func earlierRevisions(m Message) []Message {
 		}
 		old := *p
 		old.Tokens, old.Model = 0, ""
+		return []Message{&old}
+	case *ReadRequest:
+		if !p.Verifies {
+			return nil
+		}
+		old := *p
+		old.Verifies = false
 		return []Message{&old}
 	case *WriteRequest:
 		if p.Model == "" {
