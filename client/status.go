@@ -11,7 +11,9 @@ import (
 
 // Status is the cluster status a master reports (the JSON of its /api/v1/status page and of
 // the Status call). Raw keeps the document as sent, so fields a newer master adds are not
-// lost; the CLI prints Raw for --json.
+// lost; the CLI prints Raw for --json. The master declares the same document as server.Status;
+// TestStatusMirrorsServer fails when a field is added there and not here (or listed as not
+// mirrored: the per-model report, which MemoryJSON returns in full).
 type Status struct {
 	ClusterID string `json:"cluster_id"`
 	// Self is the id of the master that answered.
@@ -77,6 +79,9 @@ type WorkerStatus struct {
 	NVMeCapacityBytes int64  `json:"nvme_capacity_bytes"`
 	NVMeObjects       int64  `json:"nvme_objects"`
 	LastHeartbeat     string `json:"last_heartbeat,omitempty"`
+	// RestartGraceUntil is set while the worker is away after a graceful shutdown: the leader
+	// marks it dead at this time (RFC 3339) unless it registers again first. Leader only.
+	RestartGraceUntil string `json:"restart_grace_until,omitempty"`
 	// Lifecycle is the leader's view: registering, alive, suspect, leaving, dead, returning
 	// or draining ("" from a follower or a master that predates it).
 	Lifecycle string `json:"lifecycle,omitempty"`
