@@ -227,53 +227,11 @@ func (w *Writer) commit(sum uint64) (err error) {
 			e.backgroundError(cleanupErr)
 		}
 	}()
-	// The replaced version stays readable until the master settles the key (supersede.go):
-	// hold its bytes before anything can free them (holdOld, under the key lock). One on the
-	// lower tier only needs a DRAM range: it is allocated without the key lock (allocate may
-	// wait for spills, which take key locks, and for the master's drops, which the worker
-	// applies through Remove, which may too), then the key is checked again.
-	var pre *dram.Handle // that range, or nil; preSize bytes
-	var preSize int64
-	defer func() {
-		if pre != nil {
-			e.mu.Lock()
-			e.unallocateLocked(pre, preSize)
-			e.mu.Unlock()
-		}
-	}()
-	var unlock func()
-	var prev *object
-	var held *dramCopy
-	for {
-		unlock = e.lockKey(w.key)
-		e.mu.Lock()
-		err = e.checkVersionLocked(w.key, w.v)
-		prev = e.mu.objects[w.key]
-		e.mu.Unlock()
-		need := int64(0)
-		if err == nil && prev != nil && e.opts.KeepSuperseded {
-			held, need, err = e.holdOld(prev, &pre, preSize)
-		}
-		if err != nil || need == 0 {
-			break
-		}
-		unlock()
-		if pre != nil {
-			e.mu.Lock()
-			e.unallocateLocked(pre, preSize)
-			e.mu.Unlock()
-			pre = nil
-		}
-		h, aerr := e.allocate(need)
-		if aerr != nil {
-			return fmt.Errorf("tier: keeping %q version %d while a newer version is unsettled: %w", w.key, prev.meta.Version, aerr)
-		}
-		pre, preSize = h, need
-	}
-	defer unlock()
+	unlock, prev, held, err := e.lockKeyHoldingPrev(w.key, w.v)
 	if err != nil {
 		return err
 	}
+	defer unlock()
 	if held != nil {
 		defer func() {
 			if held != nil {
@@ -362,6 +320,56 @@ func (w *Writer) commit(sum uint64) (err error) {
 	return nil
 }
 
+// lockKeyHoldingPrev takes key's lock for the commit of version v and checks v. With
+// KeepSuperseded it also holds the version being replaced (holdOld): that version stays
+// readable until the master settles the key (supersede.go), so its bytes are held before
+// anything can free them. One on the lower tier only needs a DRAM range: it is allocated
+// without the key lock (allocate may wait for spills, which take key locks, and for the
+// master's drops, which the worker applies through Remove, which may too), then the key is
+// checked again. It returns the unlock function, the version found (nil: none) and the held
+// copy of it (nil: nothing held); on an error the lock is not held.
+func (e *Engine) lockKeyHoldingPrev(key string, v base.Version) (unlock func(), prev *object, held *dramCopy, err error) {
+	var pre *dram.Handle // a range allocated for a lower-tier version, or nil; preSize bytes
+	var preSize int64
+	defer func() { // a range holdOld did not take (the key changed meanwhile)
+		if pre != nil {
+			e.mu.Lock()
+			e.unallocateLocked(pre, preSize)
+			e.mu.Unlock()
+		}
+	}()
+	for {
+		unlock = e.lockKey(key)
+		e.mu.Lock()
+		err = e.checkVersionLocked(key, v)
+		prev = e.mu.objects[key]
+		e.mu.Unlock()
+		var need int64
+		if err == nil && prev != nil && e.opts.KeepSuperseded {
+			held, need, err = e.holdOld(prev, &pre, preSize)
+		}
+		if err != nil {
+			unlock()
+			return nil, nil, nil, err
+		}
+		if need == 0 {
+			return unlock, prev, held, nil
+		}
+		unlock()
+		if pre != nil {
+			e.mu.Lock()
+			e.unallocateLocked(pre, preSize)
+			e.mu.Unlock()
+			pre = nil
+		}
+		h, aerr := e.allocate(need)
+		if aerr != nil {
+			return nil, nil, nil, fmt.Errorf("tier: keeping %q version %d while a newer version is unsettled: %w", key, prev.meta.Version, aerr)
+		}
+		pre, preSize = h, need
+	}
+}
+
 // Abort frees the range. Safe to call after Commit (no-op) and more than once.
 func (w *Writer) Abort() {
 	if w.done {
@@ -393,8 +401,7 @@ func (e *Engine) unallocateLocked(h *dram.Handle, size int64) {
 // policy finds nothing to evict; while superseded versions hold bytes it first waits up to
 // Options.SupersededWait for the master's drops to release them (waitForSuperseded).
 func (e *Engine) allocate(size int64) (*dram.Handle, error) {
-	var supDeadline time.Time // set at the first wait for superseded versions
-	waited := false
+	var sw supWait
 	if size > e.arena.Capacity() {
 		e.mu.Lock()
 		e.mu.m.noSpace[policy.ReasonTooLarge]++
@@ -452,32 +459,12 @@ func (e *Engine) allocate(size int64) (*dram.Handle, error) {
 		// owed a drop, not held by a client).
 		held := e.mu.supBytes
 		ns.SupersededBytes, ns.ReservedBytes = held, max(ns.ReservedBytes-held, 0)
-		if e.opts.KeepSuperseded && e.opts.SupersededWait > 0 {
-			now := time.Now()
-			if supDeadline.IsZero() {
-				supDeadline = now.Add(e.opts.SupersededWait)
-			}
-			if left := supDeadline.Sub(now); waitForSuperseded(ns.Reason, held, st.Free, size, left) {
-				if !waited {
-					waited = true
-					e.mu.m.supersededWaits++
-				}
-				wait := e.mu.space
-				e.mu.Unlock()
-				if f := e.ev.SupersededHeld; f != nil {
-					f(held) // the worker fetches the drops owed now
-				}
-				t := time.NewTimer(left)
-				select {
-				case <-wait:
-				case <-t.C:
-				case <-e.closeCh:
-					t.Stop()
-					return nil, ErrClosed
-				}
-				t.Stop()
-				continue
-			}
+		waited, err := e.waitSupersededLocked(&sw, ns.Reason, held, st.Free, size)
+		if err != nil {
+			return nil, err
+		}
+		if waited {
+			continue // e.mu was released
 		}
 		reason := ns.Reason
 		if reason == policy.ReasonEmpty {
@@ -490,14 +477,56 @@ func (e *Engine) allocate(size int64) (*dram.Handle, error) {
 			return nil, fmt.Errorf("%w: nothing left to evict and no free range of %d bytes (arena: %d free, largest free block %d)",
 				base.ErrNoSpace, size, st.Free, st.LargestFree)
 		}
-		if waited {
-			return nil, fmt.Errorf("%w: nothing can be evicted: %s; arena: %d of %d bytes used, largest free block %d; "+
-				"waited %v for the master's drops of superseded versions",
-				base.ErrNoSpace, ns, st.Used, st.Capacity, st.LargestFree, e.opts.SupersededWait)
+		waitedFor := ""
+		if sw.waited {
+			waitedFor = fmt.Sprintf("; waited %v for the master's drops of superseded versions", e.opts.SupersededWait)
 		}
-		return nil, fmt.Errorf("%w: nothing can be evicted: %s; arena: %d of %d bytes used, largest free block %d",
-			base.ErrNoSpace, ns, st.Used, st.Capacity, st.LargestFree)
+		return nil, fmt.Errorf("%w: nothing can be evicted: %s; arena: %d of %d bytes used, largest free block %d%s",
+			base.ErrNoSpace, ns, st.Used, st.Capacity, st.LargestFree, waitedFor)
 	}
+}
+
+// supWait is one allocate's wait for superseded versions (waitSupersededLocked).
+type supWait struct {
+	deadline time.Time // set at the first wait: Options.SupersededWait in all
+	waited   bool
+}
+
+// waitSupersededLocked waits, when waitForSuperseded says a Put that found nothing to evict
+// should, until space is released (the master's drops of superseded versions) or the wait's
+// time is up, telling the worker first (Events.SupersededHeld) so it fetches the drops owed.
+// It returns true after waiting (e.mu released; the caller tries again) and false, with e.mu
+// still held, when there is nothing to wait for. REQUIRES: e.mu.
+func (e *Engine) waitSupersededLocked(sw *supWait, reason policy.Reason, held, free, size int64) (bool, error) {
+	if !e.opts.KeepSuperseded || e.opts.SupersededWait <= 0 {
+		return false, nil
+	}
+	now := time.Now()
+	if sw.deadline.IsZero() {
+		sw.deadline = now.Add(e.opts.SupersededWait)
+	}
+	left := sw.deadline.Sub(now)
+	if !waitForSuperseded(reason, held, free, size, left) {
+		return false, nil
+	}
+	if !sw.waited {
+		sw.waited = true
+		e.mu.m.supersededWaits++
+	}
+	wait := e.mu.space
+	e.mu.Unlock()
+	if f := e.ev.SupersededHeld; f != nil {
+		f(held) // the worker fetches the drops owed now
+	}
+	t := time.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-wait:
+	case <-t.C:
+	case <-e.closeCh:
+		return true, ErrClosed
+	}
+	return true, nil
 }
 
 // applyVictimsLocked executes the index side of the policy's victims (the policy has already
