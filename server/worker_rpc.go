@@ -32,6 +32,22 @@ func (h *workerHandler) HandleWrite(_ context.Context, req *transfer.WriteReques
 	return sink, nil
 }
 
+// pendingForWriteLocked returns the pending object a chunk of k (an object of size bytes)
+// belongs to (nil: none yet), or why the chunk is refused: the object is committing, its
+// first chunk gave another size, or the put was dropped. REQUIRES: w.pend.
+func (w *Worker) pendingForWriteLocked(k pendKey, size int64) (*pending, error) {
+	p := w.pend.m[k]
+	switch {
+	case p != nil && p.committing:
+		return nil, fmt.Errorf("%w: write of %q version %d: already committing", base.ErrInvalidParams, k.key, k.v)
+	case p != nil && p.size != size:
+		return nil, fmt.Errorf("%w: write of %q: size %d differs from the first chunk's %d", base.ErrInvalidParams, k.key, size, p.size)
+	case p == nil && w.droppedLocked(k):
+		return nil, fmt.Errorf("%w: write of %q version %d: the put was dropped (revoked, expired or superseded)", base.ErrObjectNotFound, k.key, k.v)
+	}
+	return p, nil
+}
+
 // beginWrite finds or creates the pending object of req and returns the sink for one chunk.
 func (w *Worker) beginWrite(req *transfer.WriteRequest, n int64) (transfer.WriteSink, error) {
 	if w.closing.Load() {
@@ -52,19 +68,10 @@ func (w *Worker) beginWrite(req *transfer.WriteRequest, n int64) (transfer.Write
 	}
 	k := pendKey{req.Key, req.Version}
 	w.pend.Lock()
-	p := w.pend.m[k]
-	if p != nil && p.committing {
+	p, err := w.pendingForWriteLocked(k, req.TotalSize)
+	if err != nil {
 		w.pend.Unlock()
-		return transfer.WriteSink{}, fmt.Errorf("%w: write of %q version %d: already committing", base.ErrInvalidParams, req.Key, req.Version)
-	}
-	if p == nil && w.droppedLocked(k) {
-		w.pend.Unlock()
-		return transfer.WriteSink{}, fmt.Errorf("%w: write of %q version %d: the put was dropped (revoked, expired or superseded)", base.ErrObjectNotFound, req.Key, req.Version)
-	}
-	if p != nil && p.size != req.TotalSize {
-		w.pend.Unlock()
-		return transfer.WriteSink{}, fmt.Errorf("%w: write of %q: size %d differs from the first chunk's %d",
-			base.ErrInvalidParams, req.Key, req.TotalSize, p.size)
+		return transfer.WriteSink{}, err
 	}
 	if p == nil {
 		// Put may evict inline, wait on the spill queue or wait for the master's drops of
@@ -78,16 +85,12 @@ func (w *Worker) beginWrite(req *transfer.WriteRequest, n int64) (transfer.Write
 			return transfer.WriteSink{}, err
 		}
 		w.pend.Lock()
-		switch q := w.pend.m[k]; {
-		case q == nil && w.droppedLocked(k):
+		q, err := w.pendingForWriteLocked(k, req.TotalSize)
+		switch {
+		case err != nil:
 			w.pend.Unlock()
 			wr.Abort()
-			return transfer.WriteSink{}, fmt.Errorf("%w: write of %q version %d: the put was dropped (revoked, expired or superseded)", base.ErrObjectNotFound, req.Key, req.Version)
-		case q != nil && (q.committing || q.size != req.TotalSize):
-			w.pend.Unlock()
-			wr.Abort()
-			return transfer.WriteSink{}, fmt.Errorf("%w: write of %q version %d: a concurrent write of it is committing or differs in size",
-				base.ErrInvalidParams, req.Key, req.Version)
+			return transfer.WriteSink{}, err
 		case q != nil:
 			defer wr.Abort() // another chunk's Put won; after pend.mu is released
 			p = q
