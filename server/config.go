@@ -249,7 +249,7 @@ func (c *MasterConfig) logAttrs() []any {
 		"metrics_address", c.MetricsAddress, "peers", strings.Join(peers, ","), "join", c.Join, "cluster_id", c.ClusterID,
 		"client_ttl", c.ClientTTL, "worker_restart_grace", c.WorkerRestartGrace, "eviction_high_watermark_ratio", c.EvictionHighWatermarkRatio,
 		"eviction_ratio", c.EvictionRatio, "put_timeout", c.PutTimeout, "max_value_size", base.Bytes(c.MaxValueSize).String(),
-		"summary_interval", c.SummaryInterval, "raft_fsync", !c.RaftNoSync,
+		"summary_interval", c.SummaryInterval, "raft_fsync", !c.RaftNoSync, "size_units", base.SizeUnits,
 	}
 }
 
@@ -430,7 +430,7 @@ func (c *WorkerConfig) logAttrs() []any {
 		"root_fs_dir", c.RootFSDir, "persistence", c.Persistence.String(), "ssd_capacity", base.Bytes(c.SSDCapacity).String(),
 		"protocol", c.Protocol, "hugepages", c.HugePages.String(), "prefault_arena", c.PrefaultArena, "heartbeat_interval", c.HeartbeatInterval,
 		"pending_write_timeout", c.PendingWriteTimeout, "warm_up", c.WarmUp,
-		"shared_arena", !c.PrivateArena, "shm_lease_ttl", c.ShmLeaseTTL,
+		"shared_arena", !c.PrivateArena, "shm_lease_ttl", c.ShmLeaseTTL, "size_units", base.SizeUnits,
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -296,9 +297,25 @@ func TestResolveMasters(t *testing.T) {
 	if _, err := resolveMasters("nohost", getenv, file); !errors.Is(err, base.ErrInvalidParams) {
 		t.Errorf("address without a port: %v", err)
 	}
-	for _, c := range []struct{ in, want string }{{"", "localhost:0"}, {"h", "h:0"}, {"h:5", "h:5"}, {"10.0.0.1", "10.0.0.1:0"}} {
-		if got, err := workerAddress(c.in); err != nil || got != c.want {
-			t.Errorf("workerAddress(%q) = %q, %v; want %q", c.in, got, err, c.want)
+	pick := func(string) int { return 12345 }
+	for _, c := range []struct {
+		in, want string
+		picked   bool
+	}{{"", "localhost:12345", true}, {"h", "h:12345", true}, {"h:5", "h:5", false}, {"10.0.0.1", "10.0.0.1:12345", true}, {"::1", "[::1]:12345", true}} {
+		if got, picked, err := localAddress(c.in, pick); err != nil || got != c.want || picked != c.picked {
+			t.Errorf("localAddress(%q) = %q, %v, %v; want %q, %v", c.in, got, picked, err, c.want, c.picked)
 		}
+	}
+	// Mooncake's range, and a port that can be bound there now.
+	for range 20 {
+		p := pickHostPort("127.0.0.1")
+		if p < hostPortMin || p > hostPortMax {
+			t.Fatalf("pickHostPort = %d, want %d..%d", p, hostPortMin, hostPortMax)
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			t.Fatalf("picked port %d cannot be bound: %v", p, err)
+		}
+		l.Close()
 	}
 }

@@ -116,7 +116,8 @@ struct mooncake_replicate_config {
     const char **preferred_segments;
     size_t preferred_segments_count;
     int soft_pin_action;       /* enum mooncake_soft_pin_action; anything else: INVALID_PARAMS */
-    int has_soft_pin_ttl;      /* non-zero: soft_pin_ttl_ms is set */
+    int has_soft_pin_ttl;      /* non-zero: soft_pin_ttl_ms is set; without
+                                  MOONCAKE_SOFT_PIN_ENABLE that is INVALID_PARAMS (as Mooncake) */
     uint64_t soft_pin_ttl_ms;  /* with MOONCAKE_SOFT_PIN_ENABLE: the pin's length */
     int persistence;           /* extension: enum mooncake_persistence */
 };
@@ -314,8 +315,10 @@ int64_t mooncake_store_get_size(mooncake_store_t store, const char *key);
  * ("type" is "memory": a worker answers from DRAM or its NVMe tier alike.) */
 int64_t mooncake_store_get_replica_desc(mooncake_store_t store, const char *key, char **json_out);
 
-/* Writes this store's address, NUL-terminated, into buf_out (buf_len bytes): the embedded
- * worker's "host:port" when it runs (usable as a preferred segment), else local_hostname.
+/* Writes this store's address, NUL-terminated, into buf_out (buf_len bytes), in Mooncake's
+ * form "<local_hostname>:<port>": the port given in local_hostname, else one picked at setup
+ * from 12300-14300 (as Mooncake picks its transfer port); the embedded worker, when it runs,
+ * listens there (so the address is usable as a preferred segment).
  * Returns 0, or MOONCAKE_ERR_INVALID_PARAMS when buf_out is NULL or too small. */
 int mooncake_store_get_hostname(mooncake_store_t store, char *buf_out, size_t buf_len);
 

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mooncake-go/mooncake/client"
@@ -140,20 +143,45 @@ func resolveMasters(arg string, getenv func(string) string, file *mcconfig.Clien
 	return []string{client.DefaultMasterAddress}, nil
 }
 
-// workerAddress turns local_hostname ("host" or "host:port") into the embedded worker's
-// listen address (port 0: a free one).
-func workerAddress(localHostname string) (string, error) {
+// Mooncake's client, given a local_hostname without a port, takes its transfer engine's port
+// from this range and get_hostname answers "<local_hostname>:<port>"; the embedded worker here
+// listens on a port picked the same way, so get_hostname has Mooncake's form.
+const (
+	hostPortMin = 12300
+	hostPortMax = 14300
+)
+
+// localAddress splits local_hostname ("host" or "host:port"; "" is localhost) into the host
+// and the port; without a port, pick chooses one (pickHostPort). picked reports that it did.
+func localAddress(localHostname string, pick func(host string) int) (addr string, picked bool, err error) {
 	h := strings.TrimSpace(localHostname)
 	if h == "" {
 		h = "localhost"
 	}
 	if _, _, err := net.SplitHostPort(h); err != nil {
-		h = net.JoinHostPort(h, "0")
+		h, picked = net.JoinHostPort(strings.Trim(h, "[]"), strconv.Itoa(pick(h))), true
 	}
 	if err := mcconfig.CheckHostPort(h, false); err != nil {
-		return "", fmt.Errorf("local_hostname %q: %w", localHostname, err)
+		return "", false, fmt.Errorf("local_hostname %q: %w", localHostname, err)
 	}
-	return h, nil
+	return h, picked, nil
+}
+
+// pickHostPort returns a port of [hostPortMin, hostPortMax] that host can listen on now,
+// trying from a random one on; when none can be bound (a host name that is not this
+// machine's), a random one of the range.
+func pickHostPort(host string) int {
+	n := hostPortMax - hostPortMin + 1
+	start := rand.IntN(n)
+	for i := range 64 {
+		port := hostPortMin + (start+i*31)%n
+		l, err := net.Listen("tcp", net.JoinHostPort(strings.Trim(host, "[]"), strconv.Itoa(port)))
+		if err == nil {
+			l.Close()
+			return port
+		}
+	}
+	return hostPortMin + start
 }
 
 // setup connects the store and, with a segment, starts and registers the embedded worker.
@@ -191,7 +219,7 @@ func (s *store) setup(a setupArgs, getenv func(string) string) error {
 	if a.globalSegmentSize > 1<<50 {
 		return fmt.Errorf("%w: global_segment_size %d is implausible", base.ErrInvalidParams, a.globalSegmentSize)
 	}
-	waddr, err := workerAddress(a.localHostname)
+	addr, picked, err := localAddress(a.localHostname, pickHostPort)
 	if err != nil {
 		return err
 	}
@@ -201,20 +229,23 @@ func (s *store) setup(a setupArgs, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	s.hostname = strings.TrimSpace(a.localHostname)
-	if s.hostname == "" {
-		s.hostname = "localhost"
-	}
 	// Dead embedded workers of earlier processes (exited without closing) are retired first.
 	retireDeadEmbedded(ctx, cl)
 	if a.globalSegmentSize > 0 {
-		w, err := startEmbedded(ctx, cl, file.ClusterID, masters, waddr, int64(a.globalSegmentSize))
+		w, err := startEmbedded(ctx, cl, file.ClusterID, masters, addr, int64(a.globalSegmentSize))
+		for try := 0; picked && errors.Is(err, syscall.EADDRINUSE) && try < 3; try++ {
+			// The picked port was taken between the check and the bind: pick again.
+			addr, _, _ = localAddress(a.localHostname, pickHostPort)
+			w, err = startEmbedded(ctx, cl, file.ClusterID, masters, addr, int64(a.globalSegmentSize))
+		}
 		if err != nil {
 			cl.Close()
 			return err
 		}
-		s.worker, s.hostname = w, w.Addr()
+		s.worker = w
 	}
+	// get_hostname answers in Mooncake's form, local_hostname as given plus the port.
+	s.hostname = addr
 	s.cl = cl
 	return nil
 }
@@ -234,7 +265,8 @@ func (s *store) close() {
 	}
 }
 
-// getHostname is the embedded worker's address, else local_hostname.
+// getHostname is "<local_hostname>:<port>": the embedded worker's port, else one picked from
+// Mooncake's range at setup.
 func (s *store) getHostname() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -313,6 +345,10 @@ func (s *store) replicateConfig(cl *client.Client, a rcArgs) (client.ReplicateCo
 	if a.replicaNum > 255 {
 		return rc, fmt.Errorf("%w: replica_num must be 1 to 255, got %d", base.ErrInvalidParams, a.replicaNum)
 	}
+	if a.hasSoftPinTTL && a.softPinAction != softPinEnable {
+		// Mooncake's master refuses a TTL without ENABLE (INVALID_PARAMS) rather than drop it.
+		return rc, fmt.Errorf("%w: soft_pin_ttl_ms is set but soft_pin_action is not ENABLE", base.ErrInvalidParams)
+	}
 	switch a.softPinAction {
 	case softPinPreserve, softPinDisable:
 	case softPinEnable:
@@ -349,7 +385,7 @@ func (s *store) resolvePreferred(cl *client.Client, segs []string) base.WorkerID
 			continue
 		}
 		s.mu.Lock()
-		if s.worker != nil && s.worker.Addr() == seg {
+		if s.worker != nil && (s.worker.Addr() == seg || s.hostname == seg) {
 			id := s.worker.ID()
 			s.mu.Unlock()
 			return id

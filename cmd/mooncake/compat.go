@@ -153,6 +153,10 @@ type mooncakeOnlyKeys struct {
 	Mode             json.RawMessage `json:"mode"`
 	EnableOffload    json.RawMessage `json:"enable_offload"`
 	DeviceNamePerGPU json.RawMessage `json:"device_name_per_gpu"`
+	// Keys of Mooncake's current client config (MooncakeConfig, setup's keywords).
+	EnableClientHTTPServer json.RawMessage `json:"enable_client_http_server"`
+	ClientHTTPPort         json.RawMessage `json:"client_http_port"`
+	IPCSocketPath          json.RawMessage `json:"ipc_socket_path"`
 }
 
 // noEffect lists the mooncakeOnlyKeys that are set, with why they do nothing here.
@@ -179,6 +183,9 @@ func (k *mooncakeOnlyKeys) noEffect() [][2]string {
 	add(k.Mode, "mode", "the cluster's DRAM always comes from its workers (mooncake worker / mooncake_client), as in Mooncake's standalone-store mode")
 	add(k.EnableOffload, "enable_offload", "a worker with root_fs_dir (or ssd_offload_path with enable_ssd_offload, or the master's --root_fs_dir) spills to NVMe on its own")
 	add(k.DeviceNamePerGPU, "device_name_per_gpu", "this build moves bytes over TCP")
+	add(k.EnableClientHTTPServer, "enable_client_http_server", "a client has no HTTP endpoint of its own; workers and masters serve /metrics and /health on --metrics_port")
+	add(k.ClientHTTPPort, "client_http_port", "a client has no HTTP endpoint of its own; workers and masters serve /metrics and /health on --metrics_port")
+	add(k.IPCSocketPath, "ipc_socket_path", "there is no separate client process to reach over a socket: clients talk to masters and workers directly")
 	return out
 }
 

@@ -66,7 +66,8 @@ func TestMooncakeConfigKeys(t *testing.T) {
 	}
 	p := write(`{"local_hostname": "127.0.0.1", "metadata_server": "etcd://127.0.0.1:2379", "master_server_address": "127.0.0.1:50051",
 		"protocol": "rdma", "device_name": "mlx5_0", "enable_ssd_offload": true, "ssd_offload_path": "/mnt/ssd", "tenant_id": "t",
-		"check_server": false, "prefer_alloc_in_same_node": true, "mode": "standalone-store", "enable_offload": true}`)
+		"check_server": false, "prefer_alloc_in_same_node": true, "mode": "standalone-store", "enable_offload": true,
+		"enable_client_http_server": true, "client_http_port": 9300, "ipc_socket_path": "@mooncake_client_50052.sock"}`)
 	fc, err := loadConfig(env(envConfigPath, p))
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +84,10 @@ func TestMooncakeConfigKeys(t *testing.T) {
 			}
 		}
 	}
-	if warns != 1 || !slices.ContainsFunc(fc.notices, func(n notice) bool { return strings.Contains(n.msg, "tenant_id has no effect") }) {
+	has := func(sub string) bool {
+		return slices.ContainsFunc(fc.notices, func(n notice) bool { return strings.Contains(n.msg, sub) })
+	}
+	if warns != 1 || !has("tenant_id has no effect") || !has("enable_client_http_server has no effect") || !has("ipc_socket_path has no effect") {
 		t.Fatalf("notices %+v", fc.notices)
 	}
 
@@ -93,7 +97,7 @@ func TestMooncakeConfigKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fc.envMasters) != 2 || fc.LocalHostname != "10.0.0.9" || *fc.GlobalSegmentSize != 4e9 || fc.RootFSDir != "/nvme" || fc.Protocol != "tcp" {
+	if len(fc.envMasters) != 2 || fc.LocalHostname != "10.0.0.9" || *fc.GlobalSegmentSize != 4<<30 || fc.RootFSDir != "/nvme" || fc.Protocol != "tcp" {
 		t.Fatalf("from env: %+v", fc)
 	}
 

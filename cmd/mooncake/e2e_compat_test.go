@@ -95,7 +95,10 @@ func TestMooncakeUsersDay(t *testing.T) {
 		"device_name": "mlx5_0",
 		"enable_ssd_offload": true,
 		"ssd_offload_path": %q,
-		"tenant_id": "default"
+		"tenant_id": "default",
+		"enable_client_http_server": true,
+		"client_http_port": 9300,
+		"ipc_socket_path": "@mooncake_client_50052.sock"
 	}`, rpc, ssd)), 0o644)
 	cfgEnv := []string{envConfigPath + "=" + cfg}
 	w := startProcIn(t, dir, cfgEnv, nameClient, worker, "--port", strconv.Itoa(p[2]), "--metrics_port", strconv.Itoa(p[3]))

@@ -11,18 +11,26 @@ import (
 // gives "4.0 GiB".
 type Bytes int64
 
-// Units accepted by ParseBytes. Binary (KiB, MiB, GiB, TiB) and decimal (KB, MB, GB, TB) are
-// both accepted and mean what they say; "K", "M", "G", "T" alone are binary, as in Mooncake's
-// and Kubernetes' configs where "4G" means 4 GiB. Unit letters are case-insensitive.
+// Units accepted by ParseBytes, all binary as Mooncake parses them: KB = KiB = K = 2^10,
+// MB = MiB = M = 2^20, GB = GiB = G = 2^30, TB = TiB = T = 2^40 ("80GB" is 80 x 2^30 bytes in
+// Mooncake's mooncake.json, its MOONCAKE_GLOBAL_SEGMENT_SIZE, vLLM's and SGLang's configs, so a
+// config copied from them gets the same memory here). Unit letters are case-insensitive.
+// This is the one size parser of the tree: flags, mooncake.json, the environment and the C
+// library's callers (the Python package mirrors it) all agree.
 var byteUnits = map[string]float64{
 	"": 1, "b": 1,
-	"k": 1 << 10, "kib": 1 << 10, "kb": 1e3,
-	"m": 1 << 20, "mib": 1 << 20, "mb": 1e6,
-	"g": 1 << 30, "gib": 1 << 30, "gb": 1e9,
-	"t": 1 << 40, "tib": 1 << 40, "tb": 1e12,
+	"k": 1 << 10, "kib": 1 << 10, "kb": 1 << 10,
+	"m": 1 << 20, "mib": 1 << 20, "mb": 1 << 20,
+	"g": 1 << 30, "gib": 1 << 30, "gb": 1 << 30,
+	"t": 1 << 40, "tib": 1 << 40, "tb": 1 << 40,
 }
 
-// ParseBytes parses a size such as "1024", "512MB", "4GiB" or "1.5GiB". Negative sizes,
+// SizeUnits says how sizes were parsed; the effective-config log lines carry it, so an
+// operator comparing with Mooncake's numbers sees that "80GB" meant 80 x 2^30 bytes.
+const SizeUnits = "binary, as Mooncake: KB=KiB=2^10, MB=2^20, GB=2^30, TB=2^40"
+
+// ParseBytes parses a size such as "1024", "512MB", "4GiB" or "1.5GB" (every unit binary:
+// "512MB" is 512 x 2^20 bytes, as in Mooncake). Negative sizes,
 // unknown units and sizes that overflow int64 are errors wrapping ErrInvalidParams.
 func ParseBytes(s string) (Bytes, error) {
 	t := strings.TrimSpace(s)
@@ -32,11 +40,11 @@ func ParseBytes(s string) (Bytes, error) {
 	}
 	num, unit := t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
 	if num == "" {
-		return 0, fmt.Errorf("%w: invalid size %q: want a number with an optional unit such as 512MiB or 4GB", ErrInvalidParams, s)
+		return 0, fmt.Errorf("%w: invalid size %q: want a number with an optional unit such as 512MB or 4GB (binary: GB = 2^30)", ErrInvalidParams, s)
 	}
 	mult, ok := byteUnits[unit]
 	if !ok {
-		return 0, fmt.Errorf("%w: invalid size %q: unknown unit %q (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)", ErrInvalidParams, s, t[i:])
+		return 0, fmt.Errorf("%w: invalid size %q: unknown unit %q (use B, KB, MB, GB or TB, all binary as in Mooncake; KiB, MiB, GiB, TiB are the same)", ErrInvalidParams, s, t[i:])
 	}
 	if !strings.Contains(num, ".") {
 		n, err := strconv.ParseUint(num, 10, 63)

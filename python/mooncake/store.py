@@ -14,8 +14,9 @@ Conventions are Mooncake's: methods return 0 or a negative Mooncake error code (
 below), sizes or a negative code, ``get`` returns ``b""`` on a miss, ``is_exist`` 1/0/-1.
 Pointers are plain ints (``ctypes.addressof``, ``numpy.ndarray.ctypes.data``,
 ``torch.Tensor.data_ptr()``). Bad arguments from Python (wrong types, unknown keywords) raise
-TypeError or ValueError; what the store refuses comes back as a code, and
-``last_error()`` gives its text. Every call releases the GIL while the library works, so
+TypeError or ValueError, where Mooncake's pybind11 binding raises (ReplicateConfig's fields are
+type-checked on assignment); setup returns a code for a bad value, as Mooncake's does. What
+the store refuses comes back as a code, and ``last_error()`` gives its text. Every call releases the GIL while the library works, so
 threads overlap.
 
 Where this differs from Mooncake, the method's docstring says so; docs/python.md has the
@@ -33,11 +34,18 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 from . import _lib
 from ._buffers import Borrowed, BufferHandle, make_handle
+from ._config import ObjectDataType, ReplicaDescriptor, ReplicaStatus, ReplicateConfig, SoftPinAction
+from ._hostmem import MooncakeHostMemAllocator
+from ._setup import SetupError, parse_size
+from ._setup import resolve as _resolve_setup
 
 __all__ = [
     "MooncakeDistributedStore",
+    "MooncakeHostMemAllocator",
     "ReplicateConfig",
     "SoftPinAction",
+    "ObjectDataType",
+    "ReplicaStatus",
     "ErrorCode",
     "BufferHandle",
     "ReplicaDescriptor",
@@ -71,108 +79,6 @@ class ErrorCode(enum.IntEnum):
 _INVALID = int(ErrorCode.INVALID_PARAMS)
 # What a call on a store that is not set up (or was closed) returns: the library's code for it.
 _NOT_SET_UP = int(ErrorCode.UNAVAILABLE_IN_CURRENT_STATUS)
-
-
-class SoftPinAction(enum.IntEnum):
-    """What a put does to the object's soft pin (Mooncake's SoftPinAction)."""
-
-    PRESERVE = 0  # a new object is not soft-pinned (an upsert cannot keep the old pin here)
-    ENABLE = 1  # soft-pin for soft_pin_ttl_ms (default: the masters' default TTL)
-    DISABLE = 2  # not soft-pinned
-
-
-class ReplicateConfig:
-    """How a put places and protects an object (Mooncake's ReplicateConfig).
-
-    Fields: replica_num (copies on distinct workers, default 1), with_hard_pin (never
-    evicted until removed), soft_pin_action and soft_pin_ttl_ms (kept in DRAM for that long;
-    with_soft_pin=True is the older spelling of soft_pin_action=ENABLE), preferred_segment /
-    preferred_segments (worker ids, or a worker's address, to place the first replica on),
-    prefer_alloc_in_same_node (accepted; placement already prefers this host's worker when it
-    is named in preferred_segment), and mooncake-go's own ``persistence``: "" (the worker's
-    mode), "cache", "spill" or "durable" (docs/persistence.md).
-
-    Differences from Mooncake: a ``soft_pin_ttl_ms`` set while soft_pin_action is not ENABLE
-    is ignored (Mooncake's master refuses it with INVALID_PARAMS); PRESERVE cannot carry an
-    existing pin across an upsert (the new version is not soft-pinned unless asked); a
-    preferred segment that names no live worker is ignored, not an error.
-    """
-
-    __slots__ = (
-        "replica_num",
-        "with_soft_pin",
-        "with_hard_pin",
-        "soft_pin_action",
-        "soft_pin_ttl_ms",
-        "preferred_segment",
-        "preferred_segments",
-        "prefer_alloc_in_same_node",
-        "persistence",
-    )
-
-    def __init__(self, **kwargs: Any) -> None:
-        self.replica_num: int = 1
-        self.with_soft_pin: bool = False
-        self.with_hard_pin: bool = False
-        self.soft_pin_action: SoftPinAction = SoftPinAction.PRESERVE
-        self.soft_pin_ttl_ms: Optional[int] = None
-        self.preferred_segment: str = ""
-        self.preferred_segments: List[str] = []
-        self.prefer_alloc_in_same_node: bool = False
-        self.persistence: str = ""
-        for k, v in kwargs.items():
-            if k not in self.__slots__:
-                raise TypeError(f"ReplicateConfig has no field {k!r}")
-            setattr(self, k, v)
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
-        return f"ReplicateConfig({fields})"
-
-
-class ReplicaDescriptor:
-    """One replica of an object (what get_replica_desc returns).
-
-    Mooncake's descriptor has a status and a memory or disk descriptor. Here every replica is
-    a worker's ("memory": the worker serves it from DRAM or its NVMe tier alike), named by
-    segment_name (the worker id) and address (host:port, usable as a preferred_segment).
-    """
-
-    __slots__ = ("status", "segment_name", "address", "type", "object_size")
-
-    def __init__(self, d: Dict[str, Any], object_size: int = 0) -> None:
-        self.status: str = str(d.get("status", ""))
-        self.segment_name: str = str(d.get("segment_name", ""))
-        self.address: str = str(d.get("address", ""))
-        self.type: str = str(d.get("type", "memory"))
-        self.object_size: int = int(object_size)
-
-    def is_memory_replica(self) -> bool:
-        return self.type == "memory"
-
-    def is_disk_replica(self) -> bool:
-        return self.type == "disk"
-
-    def get_memory_descriptor(self) -> "ReplicaDescriptor":
-        return self
-
-    def get_disk_descriptor(self) -> "ReplicaDescriptor":
-        return self
-
-    @property
-    def buffer_descriptor(self) -> str:
-        """Mooncake's memory descriptor names the segment holding the bytes: here the worker."""
-        return self.address
-
-    @property
-    def file_path(self) -> str:
-        return ""
-
-    def __repr__(self) -> str:
-        return (
-            f"ReplicaDescriptor(segment_name={self.segment_name!r}, address={self.address!r}, "
-            f"status={self.status!r}, type={self.type!r})"
-        )
 
 
 def _key(key: Key) -> bytes:
@@ -234,86 +140,6 @@ def _sizes(vs: Sequence[Any], what: str) -> List[int]:
     out = _ints(vs, what)
     if out and min(out) < 0:
         raise ValueError(f"{what}: size {min(out)} is negative")
-    return out
-
-
-# --- setup arguments -------------------------------------------------------------------------
-
-# Size units, as the mooncake CLI and mooncake.json read them (internal/base ParseBytes):
-# binary KiB..TiB and decimal KB..TB mean what they say; K, M, G, T alone are binary.
-_UNITS = {
-    "": 1, "b": 1,
-    "k": 1 << 10, "kib": 1 << 10, "kb": 10**3,
-    "m": 1 << 20, "mib": 1 << 20, "mb": 10**6,
-    "g": 1 << 30, "gib": 1 << 30, "gb": 10**9,
-    "t": 1 << 40, "tib": 1 << 40, "tb": 10**12,
-}
-
-
-def parse_size(name: str, v: Any) -> int:
-    """A size in bytes from an int or a string such as "16MB", "16 MB", "1.5GiB" or "4096".
-    Raises ValueError for a percentage, a negative size or an unknown unit, TypeError for
-    another type."""
-    if isinstance(v, bool) or not isinstance(v, (int, str)):
-        raise TypeError(f"{name} must be a size (an int or a string such as \"16MB\"), not {type(v).__name__}")
-    if isinstance(v, int):
-        if v < 0:
-            raise ValueError(f"{name} must not be negative, got {v}")
-        return v
-    t = v.strip()
-    if t.endswith("%"):
-        raise ValueError(f"{name}={v!r}: a percentage of memory is not supported; give a size such as \"16GB\"")
-    i = 0
-    while i < len(t) and (t[i].isdigit() or t[i] == "."):
-        i += 1
-    num, unit = t[:i], t[i:].strip().lower()
-    if not num or unit not in _UNITS:
-        raise ValueError(f"{name}={v!r}: want a number with an optional unit such as 512MiB, 16MB or 4GB")
-    try:
-        n = int(num) * _UNITS[unit] if "." not in num else int(float(num) * _UNITS[unit])
-    except ValueError:
-        raise ValueError(f"{name}={v!r}: not a number") from None
-    if n >= 1 << 63:
-        raise ValueError(f"{name}={v!r}: too large")
-    return n
-
-
-# The keys setup(dict) accepts: setup's parameter names and their mooncake.json spellings.
-_SETUP_KEYS = {
-    "local_hostname": "local_hostname",
-    "metadata_server": "metadata_server",
-    "global_segment_size": "global_segment_size",
-    "local_buffer_size": "local_buffer_size",
-    "protocol": "protocol",
-    "rdma_devices": "rdma_devices",
-    "device_name": "rdma_devices",
-    "master_server_addr": "master_server_addr",
-    "master_server_address": "master_server_addr",
-}
-
-
-def _setup_args(cfg: Dict[str, Any]) -> Dict[str, Any]:
-    out: Dict[str, Any] = {
-        "local_hostname": "",
-        "metadata_server": "",
-        "global_segment_size": 16 << 20,
-        "local_buffer_size": 1 << 30,
-        "protocol": "tcp",
-        "rdma_devices": "",
-        "master_server_addr": "",
-    }
-    for k, v in cfg.items():
-        name = _SETUP_KEYS.get(k) if isinstance(k, str) else None
-        if name is None:
-            raise ValueError(f"setup: unknown key {k!r} (known: {', '.join(sorted(_SETUP_KEYS))})")
-        if name in ("global_segment_size", "local_buffer_size"):
-            out[name] = parse_size(k, v)
-        elif name == "master_server_addr" and isinstance(v, (list, tuple)):
-            out[name] = ",".join(str(x) for x in v)
-        elif v is None or isinstance(v, str):
-            out[name] = v or ""
-        else:
-            raise TypeError(f"setup: {k} must be a string, not {type(v).__name__}")
     return out
 
 
@@ -399,6 +225,9 @@ class MooncakeDistributedStore:
         self._handle = 0  # the library's store handle, made at the first setup, freed in __del__
         self._h = 0  # == _handle while set up, else 0: every call reads it once
         self._mu = threading.Lock()  # serializes setup and close
+        # Set up with local_buffer_size=0: put of bytes has nothing to stage from (Mooncake's
+        # client copies the value into that buffer first) and returns INVALID_PARAMS.
+        self._no_put_buffer = False
 
     # -- lifecycle --
 
@@ -412,48 +241,76 @@ class MooncakeDistributedStore:
         rdma_devices: str = "",
         master_server_addr: str = "",
         engine: Any = None,
+        enable_ssd_offload: Any = False,
+        ssd_offload_path: str = "",
+        tenant_id: str = "default",
+        enable_client_http_server: Any = False,
+        client_http_port: Any = 9300,
+        ipc_socket_path: str = "",
     ) -> int:
         """Connects to the masters; with global_segment_size > 0 also runs a worker in this
         process that contributes that much DRAM to the cluster (as Mooncake does).
 
-        Also accepts one dict with the same names or mooncake.json's (device_name,
-        master_server_address); sizes may be ints or strings such as "16MB" or "16 MB" (the
-        CLI's units); a percentage is refused with ValueError. An empty master address falls
-        back to MOONCAKE_MASTER, then to the file MOONCAKE_CONFIG_PATH names, as the CLI does.
+        Takes Mooncake's keywords, or one dict with the same names or mooncake.json's
+        (device_name, master_server_address). Sizes may be ints or strings such as "16GB"
+        (binary units, as Mooncake: GB = 2^30). As in Mooncake a bad value returns a code
+        instead of raising: INVALID_PARAMS for a bad size ("50%"), port, boolean or type, or
+        an unknown dict key; NOT_SUPPORTED for a tenant_id other than "default" (tenants are
+        not in mooncake-go yet) or an ``engine``. last_error() says which. An empty master
+        address falls back to MOONCAKE_MASTER, then to the file MOONCAKE_CONFIG_PATH names.
 
-        Differences from Mooncake: metadata_server, a protocol other than "tcp" and
-        rdma_devices are accepted with one warning each (raft replaces the metadata server;
-        RDMA is not in this build); the master address may list several masters
-        ("a:50051,b:50051"); ``engine`` (a shared TransferEngine) must be None, else
-        NOT_SUPPORTED. Returns 0 or a negative code.
+        Accepted without effect (docs/python.md says why): metadata_server, a protocol other
+        than "tcp" and rdma_devices (one warning each: raft replaces the metadata server, RDMA
+        is not in this build), enable_ssd_offload and ssd_offload_path, enable_client_http_server
+        and client_http_port, ipc_socket_path. local_buffer_size=0 is taken as Mooncake takes
+        it: put and its forms then return INVALID_PARAMS (nothing to stage from). The master
+        address may list several masters ("a:50051,b:50051"). Returns 0 or a negative code.
         """
         if isinstance(local_hostname, dict):
-            a = _setup_args(local_hostname)
+            cfg = dict(local_hostname)
+            if engine is not None:
+                cfg["engine"] = engine
         else:
-            a = _setup_args(
-                {
-                    "local_hostname": local_hostname,
-                    "metadata_server": metadata_server,
-                    "global_segment_size": global_segment_size,
-                    "local_buffer_size": local_buffer_size,
-                    "protocol": protocol,
-                    "rdma_devices": rdma_devices,
-                    "master_server_addr": master_server_addr,
-                }
-            )
-        if engine is not None:
+            cfg = {
+                "local_hostname": local_hostname,
+                "metadata_server": metadata_server,
+                "global_segment_size": global_segment_size,
+                "local_buffer_size": local_buffer_size,
+                "protocol": protocol,
+                "rdma_devices": rdma_devices,
+                "master_server_addr": master_server_addr,
+                "engine": engine,
+                "enable_ssd_offload": enable_ssd_offload,
+                "ssd_offload_path": ssd_offload_path,
+                "tenant_id": tenant_id,
+                "enable_client_http_server": enable_client_http_server,
+                "client_http_port": client_http_port,
+                "ipc_socket_path": ipc_socket_path,
+            }
+        if cfg.pop("engine", None) is not None:
             _lib.set_error("setup: engine= (a shared TransferEngine) is not supported by mooncake-go")
             return int(ErrorCode.NOT_SUPPORTED)
-        args = (
-            _cstr(a["local_hostname"]),
-            _cstr(a["metadata_server"]),
-            a["global_segment_size"],
-            a["local_buffer_size"],
-            _cstr(a["protocol"]),
-            _cstr(a["rdma_devices"]),
-            _cstr(a["master_server_addr"]),
-        )
-        return self._setup(lambda L, h: L.mooncake_store_setup(h, *args))
+        try:
+            a, no_buffer = _resolve_setup(cfg, _INVALID, int(ErrorCode.NOT_SUPPORTED))
+            args = (
+                _cstr(a["local_hostname"]),
+                _cstr(a["metadata_server"]),
+                a["global_segment_size"],
+                a["local_buffer_size"],
+                _cstr(a["protocol"]),
+                _cstr(a["rdma_devices"]),
+                _cstr(a["master_server_addr"]),
+            )
+        except SetupError as e:
+            _lib.set_error(str(e))
+            return e.code
+        except ValueError as e:  # a NUL in a string
+            _lib.set_error(f"setup: {e}")
+            return _INVALID
+        rc = self._setup(lambda L, h: L.mooncake_store_setup(h, *args))
+        if rc == 0:
+            self._no_put_buffer = no_buffer
+        return rc
 
     def setup_dummy(self, mem_pool_size: int, local_buffer_size: int, server_address: str) -> int:
         """Mooncake's "dummy client" talks to a separate client process that owns the memory.
@@ -489,6 +346,7 @@ class MooncakeDistributedStore:
             self._L = L
             rc = call(L, self._handle)
             if rc == 0:
+                self._no_put_buffer = False  # setup() sets it after this returns
                 self._h = self._handle
                 _live.add(self)
             else:
@@ -567,6 +425,8 @@ class MooncakeDistributedStore:
         h = self._h
         if not h:
             return _not_set_up()
+        if self._no_put_buffer:
+            return _no_buffer()
         L = self._L
         if len(parts) == 1 and type(parts[0]) is bytes:
             # Fast path for the common case: ctypes passes a bytes object's own buffer (the
@@ -598,6 +458,8 @@ class MooncakeDistributedStore:
         if len(ks) != len(values):
             _lib.set_error(f"put_batch: {len(ks)} keys but {len(values)} values")
             return _INVALID
+        if self._h and self._no_put_buffer:
+            return _no_buffer()
         with Borrowed(values) as b:
             rs = self._batch_put(ks, b.addrs, b.lens, config, upsert)
         for r in rs:
@@ -708,8 +570,13 @@ class MooncakeDistributedStore:
             L.mooncake_store_free_buffer(data)
 
     def get_batch(self, keys: Sequence[Key]) -> List[bytes]:
-        """The bytes of each key (b"" for a miss or an error), in one batch."""
-        return [b"" if hd is None else bytes(hd) for hd in self.batch_get_buffer(keys)]
+        """The bytes of each key (b"" for a miss or an error), in one batch. As in Mooncake,
+        a batch that fails as a whole (the store is not set up, no master answered, no keys)
+        returns [b""]: one empty bytes, not one per key."""
+        hs = self._batch_get_handles(_keys(keys))
+        if hs is None:
+            return [b""]
+        return [b"" if hd is None else bytes(hd) for hd in hs]
 
     def get_buffer(self, key: Key) -> Optional[BufferHandle]:
         """The object in memory the library allocated, or None on a miss or an error. The
@@ -729,12 +596,21 @@ class MooncakeDistributedStore:
     def batch_get_buffer(self, keys: Sequence[Key]) -> List[Optional[BufferHandle]]:
         """get_buffer for each key in one batch (None for a miss or an error)."""
         ks = _keys(keys)
+        hs = self._batch_get_handles(ks)
+        return [None] * len(ks) if hs is None else hs
+
+    def _batch_get_handles(self, ks: List[bytes]) -> Optional[List[Optional[BufferHandle]]]:
+        """The handles of ks (None for a miss), or None when the batch failed as a whole:
+        not set up, no keys, or every piece refused by the library (no master answered)."""
         n = len(ks)
         h = self._h
         if not h:
             _not_set_up()
-            return [None] * n
+            return None
+        if n == 0:
+            return None
         out: List[Optional[BufferHandle]] = []
+        failed = 0
         for i, j in _chunks(n):
             m = j - i
             datas = (ctypes.c_void_p * m)()
@@ -742,9 +618,10 @@ class MooncakeDistributedStore:
             rc = self._L.mooncake_store_batch_get_buffer(h, _cp(ks[i:j]), m, datas, sizes)
             if rc < 0:
                 out.extend([None] * m)
+                failed += m
                 continue
             out.extend(make_handle(datas[x] or 0, sizes[x]) if sizes[x] >= 0 else None for x in range(m))
-        return out
+        return None if failed == n else out
 
     def get_into(self, key: Key, buffer_ptr: int, size: int) -> int:
         """Reads the object into size bytes at buffer_ptr and returns its size, or a negative
@@ -884,6 +761,10 @@ class MooncakeDistributedStore:
         r = self._L.mooncake_store_is_exist(h, k)
         return r if r in (0, 1) else -1
 
+    def isExist(self, key: Key) -> int:  # noqa: N802 (Mooncake's spelling; programs call it)
+        """is_exist under Mooncake's other name."""
+        return self.is_exist(key)
+
     def batch_is_exist(self, keys: Sequence[Key]) -> List[int]:
         """is_exist for each key: 1, 0 or -1."""
         ks = _keys(keys)
@@ -1019,6 +900,14 @@ def _getattr(self: MooncakeDistributedStore, name: str) -> Any:
 
 # Assigned after the class body so the type checker sees only the real methods.
 MooncakeDistributedStore.__getattr__ = _getattr  # type: ignore[attr-defined]
+
+
+def _no_buffer() -> int:
+    _lib.set_error(
+        "put: local_buffer_size is 0, so there is no buffer to stage the value in (Mooncake's limit, kept "
+        "here): set up with a local_buffer_size, or use put_from / batch_put_from"
+    )
+    return _INVALID
 
 
 def _not_set_up() -> int:

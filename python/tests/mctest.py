@@ -55,6 +55,19 @@ def connect(master: str, segment: int = 0):
     return s
 
 
+class StandaloneCase(unittest.TestCase):
+    """A test class sharing one pure client on the standalone: cls.master, cls.s."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.master = standalone()
+        cls.s = connect(cls.master)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.close()
+
+
 def key(prefix: str = "k") -> str:
     """A key no other test uses (tests share the servers)."""
     return f"{prefix}-{uuid.uuid4().hex}"
