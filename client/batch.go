@@ -78,14 +78,12 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 		return fill(len(keys), err)
 	}
 	cfg := wireConfig(rc)
-	req := &transfer.BatchPutStartRequest{}
-	idx := []int{} // request item -> keys index
+	var idx []int // placed item -> keys index
 	for i, k := range keys {
 		if _, err := checkPut(k, int64(len(values[i])), rc); err != nil {
 			errs[i] = err
 			continue
 		}
-		req.Items = append(req.Items, transfer.PutStartRequest{Key: k, Size: int64(len(values[i])), Config: cfg})
 		idx = append(idx, i)
 	}
 	if len(idx) == 0 {
@@ -93,41 +91,16 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	var resp transfer.BatchPutStartResponse
-	if err := c.batchPutStart(ctx, req, &resp); err != nil {
-		for _, i := range idx {
-			errs[i] = fmt.Errorf("put %q: %w", keys[i], err)
-		}
-		return errs
-	}
-	if len(resp.Items) != len(idx) {
-		for _, i := range idx {
-			errs[i] = fmt.Errorf("%w: batch put start: %d answers for %d items", base.ErrInternal, len(resp.Items), len(idx))
-		}
-		return errs
-	}
-	sums := make([]uint64, len(idx))
-	parallel(len(idx), func(j int) {
-		i, it := idx[j], &resp.Items[j]
-		if err := it.Err.Err(); err != nil {
-			errs[i] = fmt.Errorf("put %q: %w", keys[i], err)
-			return
-		}
-		sums[j] = base.Checksum(values[i])
-		if err := c.writeReplicas(ctx, keys[i], &it.PutStartResponse, rc, values[i], sums[j]); err != nil {
-			errs[i] = fmt.Errorf("put %q: %w", keys[i], err)
-			c.revoke(keys[i], it.Version)
-		}
-	})
+	placed, sums := c.batchPlaceAndWrite(ctx, keys, values, idx, cfg, rc, errs)
 	end := &transfer.BatchPutEndRequest{}
 	var endIdx []int // BatchPutEnd item -> idx position
 	for j, i := range idx {
 		if errs[i] != nil {
 			continue
 		}
-		it := &resp.Items[j]
-		end.Items = append(end.Items, transfer.PutEndRequest{Key: keys[i], Version: it.Version, Size: int64(len(values[i])),
-			Checksum: sums[j], Replicas: replicaIDs(&it.PutStartResponse), Config: cfg, Tokens: rc.Tokens, Model: rc.Model})
+		pl := placed[j]
+		end.Items = append(end.Items, transfer.PutEndRequest{Key: keys[i], Version: pl.Version, Size: int64(len(values[i])),
+			Checksum: sums[j], Replicas: replicaIDs(pl), Config: cfg, Tokens: rc.Tokens, Model: rc.Model})
 		endIdx = append(endIdx, j)
 	}
 	if len(endIdx) == 0 {
@@ -140,7 +113,7 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 		err = fmt.Errorf("%w: batch put end: %d answers for %d items", base.ErrInternal, len(endResp.Items), len(endIdx))
 	}
 	for n, j := range endIdx {
-		i, v := idx[j], resp.Items[j].Version
+		i, v := idx[j], placed[j].Version
 		var ierr error
 		if err != nil {
 			ierr = err
@@ -156,6 +129,77 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 		}
 	}
 	return errs
+}
+
+// batchPlaceAndWrite places the items idx of a BatchPut (one BatchPutStart) and writes them
+// in parallel; an item whose write failed on a worker another would not fail on is revoked
+// and placed again without it (replace.go), all such items of a round in one BatchPutStart,
+// until each is written or fails for good (errs[idx[j]]). It returns, by position in idx,
+// each written item's placement and checksum.
+func (c *Client) batchPlaceAndWrite(ctx context.Context, keys []string, values [][]byte, idx []int, cfg transfer.PutConfig,
+	rc ReplicateConfig, errs []error) ([]*transfer.PutStartResponse, []uint64) {
+	placed := make([]*transfer.PutStartResponse, len(idx))
+	sums := make([]uint64, len(idx))
+	excl := make([]exclusion, len(idx))
+	again := make([]bool, len(idx))
+	pending := make([]int, len(idx)) // positions in idx still to place
+	for j := range pending {
+		pending[j] = j
+	}
+	for len(pending) > 0 {
+		req := &transfer.BatchPutStartRequest{Items: make([]transfer.PutStartRequest, len(pending))}
+		for n, j := range pending {
+			i := idx[j]
+			req.Items[n] = transfer.PutStartRequest{Key: keys[i], Size: int64(len(values[i])), Config: cfg, Exclude: excl[j].workers}
+		}
+		var resp transfer.BatchPutStartResponse
+		err := c.batchPutStart(ctx, req, &resp)
+		if err == nil && len(resp.Items) != len(pending) {
+			err = fmt.Errorf("%w: batch put start: %d answers for %d items", base.ErrInternal, len(resp.Items), len(pending))
+		}
+		if err != nil {
+			for _, j := range pending {
+				errs[idx[j]] = fmt.Errorf("put %q: %w", keys[idx[j]], excl[j].wrap(err))
+			}
+			break
+		}
+		wctx, cancel := writeAttempt(ctx)
+		parallel(len(pending), func(n int) {
+			j, it := pending[n], &resp.Items[n]
+			i := idx[j]
+			if err := it.Err.Err(); err != nil {
+				errs[i] = fmt.Errorf("put %q: %w", keys[i], excl[j].wrap(err))
+				return
+			}
+			if excl[j].cause == nil {
+				sums[j] = base.Checksum(values[i]) // once, at the first placement
+			}
+			err := c.writeReplicas(wctx, keys[i], &it.PutStartResponse, rc, values[i], sums[j])
+			if err == nil {
+				placed[j] = &it.PutStartResponse
+				return
+			}
+			c.revoke(keys[i], it.Version)
+			if excl[j].add(ctx, err) {
+				again[j] = true
+				return
+			}
+			errs[i] = fmt.Errorf("put %q: %w", keys[i], err)
+		})
+		cancel()
+		next := pending[:0]
+		for _, j := range pending {
+			if again[j] {
+				again[j] = false
+				next = append(next, j)
+			}
+		}
+		if len(next) > 0 {
+			c.log.Debug("client: batch put: writes failed; placing items again without their workers", "items", len(next))
+		}
+		pending = next
+	}
+	return placed, sums
 }
 
 // BatchGet reads several objects. values[i] is keys[i]'s bytes when errs[i] is nil.

@@ -297,9 +297,12 @@ func (f *fakeCluster) putStartLocked(r *transfer.PutStartRequest) (*transfer.Put
 	n := max(int(r.Config.Replicas), 1)
 	var live []string
 	for _, a := range f.wids {
-		if !f.down[a] {
+		if !f.down[a] && !slices.Contains(r.Exclude, f.workers[a].id) {
 			live = append(live, a)
 		}
+	}
+	if len(r.Exclude) > 0 && n > len(live) { // as the master (lifecycle.PlaceExcluding)
+		return nil, codeErr(base.ErrNoSpace, "no worker with room left after excluding %v", r.Exclude)
 	}
 	if len(live) == 0 { // as the master: a cluster without a live worker is starting
 		return nil, codeErr(base.ErrUnavailable, "%d replicas asked, no worker is alive yet", n)
