@@ -230,3 +230,33 @@ func TestBatchPutReplaced(t *testing.T) {
 		checkGet(t, c, k, values[i])
 	}
 }
+
+// TestGetDeadFirstReplica: a two-replica object whose first tried replica's worker refuses,
+// or hangs, is read from the second; with both workers gone the get reports
+// base.ErrObjectNotFound.
+func TestGetDeadFirstReplica(t *testing.T) {
+	for _, hang := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hang=%t", hang), func(t *testing.T) {
+			// Over TCP: a client on the workers' host would read the replicas' bytes from
+			// their shared arenas (verified), with no call the redirection could fail.
+			ip, c := startReplace(t, 2, 3*time.Second, client.Config{DisableSharedMemory: true})
+			v := val(64<<10, 6)
+			if err := c.Put(context.Background(), "k", v, client.ReplicateConfig{Replicas: 2}); err != nil {
+				t.Fatal(err)
+			}
+			// w1's replica is tried first: w2 looks busier to this client.
+			client.AddReadLoad(c, ip.workers[1].Addr(), 100)
+			gone := deadAddr(t)
+			if hang {
+				gone = hungAddr(t)
+			}
+			client.RedirectWorker(c, ip.workers[0].Addr(), gone)
+			checkGet(t, c, "k", v)
+
+			client.RedirectWorker(c, ip.workers[1].Addr(), deadAddr(t))
+			if _, err := c.Get(context.Background(), "k"); !errors.Is(err, base.ErrObjectNotFound) {
+				t.Fatalf("get with every replica's worker gone: %v; want not found", err)
+			}
+		})
+	}
+}
