@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -56,10 +57,12 @@ func waitLeaderAmong(t *testing.T, c *testCluster, idx ...int) *Master {
 // TestStatusFirstMasterPartitioned is issue 18's `mooncake status --timeout 3s` with the
 // first listed master cut off from raft: it answers "no leader" (as a follower that lost its
 // leader, or a candidate), and the client moves on to the next master within the timeout
-// and reports the leader's view.
+// and reports the leader's view. A put and a get through a fresh client (which guesses the
+// first master as leader) move on the same way.
 func TestStatusFirstMasterPartitioned(t *testing.T) {
 	c, links := startPartitionable(t)
 	waitLeaderAmong(t, c, 0, 1, 2)
+	c.addWorker("", nil)
 	cutOff(c, links, 0)
 	leader := waitLeaderAmong(t, c, 1, 2)
 	// The cut-off master stops naming a leader (it steps down, or its leader's heartbeats stop).
@@ -74,17 +77,30 @@ func TestStatusFirstMasterPartitioned(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	cli, err := client.Connect(context.Background(), client.Config{MasterAddresses: c.masterAddrs(),
-		Timeout: 3 * time.Second, Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
+	connect := func() *client.Client {
+		cli, err := client.Connect(context.Background(), client.Config{MasterAddresses: c.masterAddrs(),
+			Timeout: 3 * time.Second, Logger: testLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cli.Close() })
+		return cli
 	}
-	defer cli.Close()
+	cli := connect()
 	st, err := cli.Status(context.Background())
 	if err != nil {
 		t.Fatalf("status with the first master cut off: %v", err)
 	}
 	if st.Self != leader.cfg.ID || st.Leader != leader.cfg.ID {
 		t.Fatalf("status answered by %q (leader %q), want the leader %s's view", st.Self, st.Leader, leader.cfg.ID)
+	}
+
+	cli = connect()
+	v := bytes.Repeat([]byte("x"), 1000)
+	if err := cli.Put(context.Background(), "k", v, client.ReplicateConfig{}); err != nil {
+		t.Fatalf("put with the first master cut off: %v", err)
+	}
+	if got, err := connect().Get(context.Background(), "k"); err != nil || !bytes.Equal(got, v) {
+		t.Fatalf("get with the first master cut off: %v", err)
 	}
 }
