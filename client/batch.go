@@ -62,8 +62,9 @@ func parallel(n int, fn func(i int)) {
 }
 
 // BatchPut stores values[i] under keys[i], all with rc. It returns one error per item (nil:
-// committed). The objects that were written are committed together in one raft entry; an item
-// that fails is revoked and not visible.
+// committed). The objects that were written are committed together in one raft entry (items
+// placed again because a worker they were written to left before that commit, in a later
+// one); an item that fails is revoked and not visible.
 func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, rc ReplicateConfig) []error {
 	if len(keys) != len(values) {
 		return fill(len(keys), fmt.Errorf("%w: %d keys for %d values", base.ErrInvalidParams, len(keys), len(values)))
@@ -91,7 +92,19 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	placed, sums := c.batchPlaceAndWrite(ctx, keys, values, idx, cfg, rc, errs)
+	for round := 0; len(idx) > 0; round++ {
+		placed, sums := c.batchPlaceAndWrite(ctx, keys, values, idx, cfg, rc, errs)
+		idx = c.batchPutEnd(ctx, keys, values, idx, placed, sums, cfg, rc, errs, round < maxRecommits)
+	}
+	return errs
+}
+
+// batchPutEnd commits, in one BatchPutEnd, the items idx that batchPlaceAndWrite wrote
+// (placed and sums by position in idx; the others failed already). An item refused for good is
+// revoked and fails (errs). With again, it returns the items to place once more, their commit
+// refused because a placed worker left meanwhile (recommit); else they fail too.
+func (c *Client) batchPutEnd(ctx context.Context, keys []string, values [][]byte, idx []int, placed []*transfer.PutStartResponse,
+	sums []uint64, cfg transfer.PutConfig, rc ReplicateConfig, errs []error, again bool) []int {
 	end := &transfer.BatchPutEndRequest{}
 	var endIdx []int // BatchPutEnd item -> idx position
 	for j, i := range idx {
@@ -104,14 +117,15 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 		endIdx = append(endIdx, j)
 	}
 	if len(endIdx) == 0 {
-		return errs
+		return nil
 	}
 	var st attemptState
 	endResp := transfer.NewBatchResponse(transfer.OpBatchPutEnd, nil)
-	err = c.masterCall(ctx, end, endResp, &st)
+	err := c.masterCall(ctx, end, endResp, &st)
 	if err == nil && len(endResp.Items) != len(endIdx) {
 		err = fmt.Errorf("%w: batch put end: %d answers for %d items", base.ErrInternal, len(endResp.Items), len(endIdx))
 	}
+	var next []int
 	for n, j := range endIdx {
 		i, v := idx[j], placed[j].Version
 		var ierr error
@@ -124,11 +138,15 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 			ierr = nil
 		}
 		if ierr != nil {
-			errs[i] = fmt.Errorf("put %q: %w", keys[i], ierr)
 			c.revoke(keys[i], v)
+			if again && recommit(ctx, ierr) {
+				next = append(next, i)
+				continue
+			}
+			errs[i] = fmt.Errorf("put %q: %w", keys[i], ierr)
 		}
 	}
-	return errs
+	return next
 }
 
 // batchPlaceAndWrite places the items idx of a BatchPut (one BatchPutStart) and writes them

@@ -26,7 +26,6 @@ func RedirectWorker(c *Client, from, to string) {
 	}
 }
 
-
 // AddReadLoad adds n to the reads c counts in flight from addr, so gets try addr's replicas
 // after the others (orderReplicas): tests choose which replica a get tries first.
 func AddReadLoad(c *Client, addr string, n int64) { c.readLoad(addr).Add(n) }

@@ -122,7 +122,7 @@ func (c *Client) put(ctx context.Context, key string, size int64, rc ReplicateCo
 	cfg := wireConfig(rc)
 	g := c.groupCommit()
 	var x exclusion
-	for {
+	for recommits := 0; ; {
 		pl, err := g.starts.do(ctx, &transfer.PutStartRequest{Key: key, Size: size, Config: cfg, Exclude: x.workers})
 		if err != nil {
 			return fmt.Errorf("put %q: %w", key, x.wrap(err))
@@ -145,6 +145,11 @@ func (c *Client) put(ctx context.Context, key string, size int64, rc ReplicateCo
 			Replicas: replicaIDs(pl), Config: cfg, Tokens: rc.Tokens, Model: rc.Model})
 		if err != nil {
 			c.revoke(key, pl.Version)
+			if recommits < maxRecommits && recommit(ctx, err) {
+				recommits++
+				c.log.Debug("client: a placed worker left before the commit; placing the put again", "key", key, "err", err)
+				continue
+			}
 			return fmt.Errorf("put %q: %w", key, err)
 		}
 		return nil

@@ -67,6 +67,18 @@ func replaceable(ctx context.Context, err error) []base.WorkerID {
 	return nil
 }
 
+// maxRecommits bounds how often one put is placed again because its commit was refused
+// (recommit): each such round writes the whole value again.
+const maxRecommits = 3
+
+// recommit reports whether a put whose PutEnd the leader refused with err should be placed
+// and written again: a worker it wrote to left between the write and the commit (unmounted,
+// marked dead: SEGMENT_NOT_FOUND). The leader places no put on such a worker, so the next
+// placement avoids it without an exclusion.
+func recommit(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && errors.Is(err, base.ErrSegmentNotFound)
+}
+
 // exclusion accumulates, over the attempts of one put, the workers it failed on and the last
 // failure (for the error when no worker is left).
 type exclusion struct {
