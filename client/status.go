@@ -126,16 +126,16 @@ const statusRounds = 3
 // Status returns the cluster status as the leader sees it (with per-worker usage). A master
 // that answers without a leader (cut off from the others, or between terms) or does not
 // answer is passed over for the next one, each within its share of the timeout; one that
-// names the leader sends Status there. When masters answer but none knows a leader after
-// statusRounds rounds, the first such answer is returned (Leader ""); when none answers at
-// all, Status keeps trying until its timeout.
+// names the leader sends Status there. When masters answer but the leader's view cannot be had
+// after statusRounds rounds, the first answer is returned (Leader "", or a follower's view);
+// when none answers at all, Status keeps trying until its timeout.
 func (c *Client) Status(ctx context.Context) (Status, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	var (
-		leaderless *Status // the first answer without a leader
-		errs       []error
-		backoff    = 20 * time.Millisecond
+		fallback *Status // the first answer that is not the leader's
+		errs     []error
+		backoff  = 20 * time.Millisecond
 	)
 	for round := 0; ; round++ {
 		masters := c.statusOrder()
@@ -158,22 +158,22 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 					return Status{}, fmt.Errorf("status: %w", err)
 				}
 				errs = append(errs, err)
-			} else if leaderless == nil {
-				leaderless = &st
+			} else if fallback == nil {
+				fallback = &st
 			}
 			if ctx.Err() != nil {
 				break
 			}
 		}
-		if leaderless != nil && (round+1 >= statusRounds || ctx.Err() != nil) {
-			return *leaderless, nil
+		if fallback != nil && (round+1 >= statusRounds || ctx.Err() != nil) {
+			return *fallback, nil
 		}
 		t := time.NewTimer(backoff + rand.N(backoff/2+1))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			if leaderless != nil {
-				return *leaderless, nil
+			if fallback != nil {
+				return *fallback, nil
 			}
 			return Status{}, fmt.Errorf("%w: status: no master answered: %w", base.ErrUnavailable, errors.Join(errs...))
 		case <-t.C:
