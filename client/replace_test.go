@@ -167,7 +167,7 @@ func TestPutReplacedWhenWorkerHangs(t *testing.T) {
 
 // TestPutNoWorkerLeft: with every worker refusing, a put fails with base.ErrNoSpace saying no
 // worker with room is left after excluding them, before its timeout; a two-replica put fails
-// once too few are left.
+// once too few are left; upserts, put_from and batch items the same.
 func TestPutNoWorkerLeft(t *testing.T) {
 	ip, c := startReplace(t, 3, 20*time.Second, client.Config{})
 	for _, w := range ip.workers {
@@ -192,6 +192,8 @@ func TestPutNoWorkerLeft(t *testing.T) {
 		}
 	}
 	check("two-replica put", c.Put(ctx, "k2", val(100, 5), client.ReplicateConfig{Replicas: 2}))
+	check("upsert", c.Put(ctx, "k", val(100, 5), client.ReplicateConfig{Upsert: true}))
+	check("put_from", c.PutFrom(ctx, "k3", bytes.NewReader(val(100, 5)), 100, client.ReplicateConfig{}))
 	for i, err := range c.BatchPut(ctx, []string{"b1", "b2", "b3"}, [][]byte{val(10, 1), val(20, 2), val(30, 3)}, client.ReplicateConfig{}) {
 		check(fmt.Sprintf("batch put item %d", i), err)
 	}
