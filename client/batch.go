@@ -62,8 +62,9 @@ func parallel(n int, fn func(i int)) {
 }
 
 // BatchPut stores values[i] under keys[i], all with rc. It returns one error per item (nil:
-// committed). The objects that were written are committed together in one raft entry; an item
-// that fails is revoked and not visible.
+// committed). The objects that were written are committed together in one raft entry (items
+// placed again because a worker they were written to left before that commit, in a later
+// one); an item that fails is revoked and not visible.
 func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, rc ReplicateConfig) []error {
 	if len(keys) != len(values) {
 		return fill(len(keys), fmt.Errorf("%w: %d keys for %d values", base.ErrInvalidParams, len(keys), len(values)))
@@ -78,14 +79,12 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 		return fill(len(keys), err)
 	}
 	cfg := wireConfig(rc)
-	req := &transfer.BatchPutStartRequest{}
-	idx := []int{} // request item -> keys index
+	var idx []int // placed item -> keys index
 	for i, k := range keys {
 		if _, err := checkPut(k, int64(len(values[i])), rc); err != nil {
 			errs[i] = err
 			continue
 		}
-		req.Items = append(req.Items, transfer.PutStartRequest{Key: k, Size: int64(len(values[i])), Config: cfg})
 		idx = append(idx, i)
 	}
 	if len(idx) == 0 {
@@ -93,54 +92,42 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	var resp transfer.BatchPutStartResponse
-	if err := c.batchPutStart(ctx, req, &resp); err != nil {
-		for _, i := range idx {
-			errs[i] = fmt.Errorf("put %q: %w", keys[i], err)
-		}
-		return errs
+	for round := 0; len(idx) > 0; round++ {
+		placed, sums := c.batchPlaceAndWrite(ctx, keys, values, idx, cfg, rc, errs)
+		idx = c.batchPutEnd(ctx, keys, values, idx, placed, sums, cfg, rc, errs, round < maxRecommits)
 	}
-	if len(resp.Items) != len(idx) {
-		for _, i := range idx {
-			errs[i] = fmt.Errorf("%w: batch put start: %d answers for %d items", base.ErrInternal, len(resp.Items), len(idx))
-		}
-		return errs
-	}
-	sums := make([]uint64, len(idx))
-	parallel(len(idx), func(j int) {
-		i, it := idx[j], &resp.Items[j]
-		if err := it.Err.Err(); err != nil {
-			errs[i] = fmt.Errorf("put %q: %w", keys[i], err)
-			return
-		}
-		sums[j] = base.Checksum(values[i])
-		if err := c.writeReplicas(ctx, keys[i], &it.PutStartResponse, rc, values[i], sums[j]); err != nil {
-			errs[i] = fmt.Errorf("put %q: %w", keys[i], err)
-			c.revoke(keys[i], it.Version)
-		}
-	})
+	return errs
+}
+
+// batchPutEnd commits, in one BatchPutEnd, the items idx that batchPlaceAndWrite wrote
+// (placed and sums by position in idx; the others failed already). An item refused for good is
+// revoked and fails (errs). With again, it returns the items to place once more, their commit
+// refused because a placed worker left meanwhile (recommit); else they fail too.
+func (c *Client) batchPutEnd(ctx context.Context, keys []string, values [][]byte, idx []int, placed []*transfer.PutStartResponse,
+	sums []uint64, cfg transfer.PutConfig, rc ReplicateConfig, errs []error, again bool) []int {
 	end := &transfer.BatchPutEndRequest{}
 	var endIdx []int // BatchPutEnd item -> idx position
 	for j, i := range idx {
 		if errs[i] != nil {
 			continue
 		}
-		it := &resp.Items[j]
-		end.Items = append(end.Items, transfer.PutEndRequest{Key: keys[i], Version: it.Version, Size: int64(len(values[i])),
-			Checksum: sums[j], Replicas: replicaIDs(&it.PutStartResponse), Config: cfg, Tokens: rc.Tokens, Model: rc.Model})
+		pl := placed[j]
+		end.Items = append(end.Items, transfer.PutEndRequest{Key: keys[i], Version: pl.Version, Size: int64(len(values[i])),
+			Checksum: sums[j], Replicas: replicaIDs(pl), Config: cfg, Tokens: rc.Tokens, Model: rc.Model})
 		endIdx = append(endIdx, j)
 	}
 	if len(endIdx) == 0 {
-		return errs
+		return nil
 	}
 	var st attemptState
 	endResp := transfer.NewBatchResponse(transfer.OpBatchPutEnd, nil)
-	err = c.masterCall(ctx, end, endResp, &st)
+	err := c.masterCall(ctx, end, endResp, &st)
 	if err == nil && len(endResp.Items) != len(endIdx) {
 		err = fmt.Errorf("%w: batch put end: %d answers for %d items", base.ErrInternal, len(endResp.Items), len(endIdx))
 	}
+	var next []int
 	for n, j := range endIdx {
-		i, v := idx[j], resp.Items[j].Version
+		i, v := idx[j], placed[j].Version
 		var ierr error
 		if err != nil {
 			ierr = err
@@ -151,11 +138,86 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 			ierr = nil
 		}
 		if ierr != nil {
-			errs[i] = fmt.Errorf("put %q: %w", keys[i], ierr)
 			c.revoke(keys[i], v)
+			if again && recommit(ctx, ierr) {
+				next = append(next, i)
+				continue
+			}
+			errs[i] = fmt.Errorf("put %q: %w", keys[i], ierr)
 		}
 	}
-	return errs
+	return next
+}
+
+// batchPlaceAndWrite places the items idx of a BatchPut (one BatchPutStart) and writes them
+// in parallel; an item whose write failed on a worker another would not fail on is revoked
+// and placed again without it (replace.go), all such items of a round in one BatchPutStart,
+// until each is written or fails for good (errs[idx[j]]). It returns, by position in idx,
+// each written item's placement and checksum.
+func (c *Client) batchPlaceAndWrite(ctx context.Context, keys []string, values [][]byte, idx []int, cfg transfer.PutConfig,
+	rc ReplicateConfig, errs []error) ([]*transfer.PutStartResponse, []uint64) {
+	placed := make([]*transfer.PutStartResponse, len(idx))
+	sums := make([]uint64, len(idx))
+	excl := make([]exclusion, len(idx))
+	again := make([]bool, len(idx))
+	pending := make([]int, len(idx)) // positions in idx still to place
+	for j := range pending {
+		pending[j] = j
+	}
+	for len(pending) > 0 {
+		req := &transfer.BatchPutStartRequest{Items: make([]transfer.PutStartRequest, len(pending))}
+		for n, j := range pending {
+			i := idx[j]
+			req.Items[n] = transfer.PutStartRequest{Key: keys[i], Size: int64(len(values[i])), Config: cfg, Exclude: excl[j].workers}
+		}
+		var resp transfer.BatchPutStartResponse
+		err := c.batchPutStart(ctx, req, &resp)
+		if err == nil && len(resp.Items) != len(pending) {
+			err = fmt.Errorf("%w: batch put start: %d answers for %d items", base.ErrInternal, len(resp.Items), len(pending))
+		}
+		if err != nil {
+			for _, j := range pending {
+				errs[idx[j]] = fmt.Errorf("put %q: %w", keys[idx[j]], excl[j].wrap(err))
+			}
+			break
+		}
+		wctx, cancel := writeAttempt(ctx)
+		parallel(len(pending), func(n int) {
+			j, it := pending[n], &resp.Items[n]
+			i := idx[j]
+			if err := it.Err.Err(); err != nil {
+				errs[i] = fmt.Errorf("put %q: %w", keys[i], excl[j].wrap(err))
+				return
+			}
+			if excl[j].cause == nil {
+				sums[j] = base.Checksum(values[i]) // once, at the first placement
+			}
+			err := c.writeReplicas(wctx, keys[i], &it.PutStartResponse, rc, values[i], sums[j])
+			if err == nil {
+				placed[j] = &it.PutStartResponse
+				return
+			}
+			c.revoke(keys[i], it.Version)
+			if excl[j].add(ctx, err) {
+				again[j] = true
+				return
+			}
+			errs[i] = fmt.Errorf("put %q: %w", keys[i], err)
+		})
+		cancel()
+		next := pending[:0]
+		for _, j := range pending {
+			if again[j] {
+				again[j] = false
+				next = append(next, j)
+			}
+		}
+		if len(next) > 0 {
+			c.log.Debug("client: batch put: writes failed; placing items again without their workers", "items", len(next))
+		}
+		pending = next
+	}
+	return placed, sums
 }
 
 // BatchGet reads several objects. values[i] is keys[i]'s bytes when errs[i] is nil.

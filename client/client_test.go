@@ -221,6 +221,36 @@ func TestPutEndAmbiguous(t *testing.T) {
 	}
 }
 
+// TestPutWorkerLeftBeforeCommit: a put whose PutEnd the leader refuses because a placed
+// worker left after the write (SEGMENT_NOT_FOUND) is placed and written again, up to
+// maxRecommits times; single puts and batch items alike.
+func TestPutWorkerLeftBeforeCommit(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeCluster(1, 2)
+	c := newFakeClient(t, f)
+	f.mu.Lock()
+	f.leftBeforeCommit = map[string]int{"k": maxRecommits, "never": maxRecommits + 1, "b1": 1, "b3": 2}
+	f.mu.Unlock()
+	if err := c.Put(ctx, "k", []byte("v"), ReplicateConfig{}); err != nil {
+		t.Fatalf("put whose worker left before the commit: %v", err)
+	}
+	if got, err := c.Get(ctx, "k"); err != nil || string(got) != "v" {
+		t.Fatalf("%q %v", got, err)
+	}
+	if err := c.Put(ctx, "never", []byte("v"), ReplicateConfig{}); !errors.Is(err, base.ErrSegmentNotFound) {
+		t.Fatalf("put refused %d times: %v", maxRecommits+1, err)
+	}
+	keys := []string{"b0", "b1", "b2", "b3"}
+	for i, err := range c.BatchPut(ctx, keys, [][]byte{[]byte("0"), []byte("1"), []byte("2"), []byte("3")}, ReplicateConfig{}) {
+		if err != nil {
+			t.Fatalf("batch item %d: %v", i, err)
+		}
+		if got, err := c.Get(ctx, keys[i]); err != nil || string(got) != fmt.Sprint(i) {
+			t.Fatalf("get %s: %q %v", keys[i], got, err)
+		}
+	}
+}
+
 // TestReadFailover: a corrupt or unreachable replica is skipped, the other one serves.
 func TestReadFailover(t *testing.T) {
 	ctx := context.Background()

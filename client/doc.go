@@ -14,12 +14,20 @@
 //     while another is in flight waits for it and leaves with the others that queued
 //     meanwhile as one BatchPutStart or BatchPutEnd (one raft entry); with nothing in flight
 //     a call leaves at once, alone. Each put still returns only after its own commit.
+//     A write to a placed worker that fails in a way another worker would not repeat
+//     (refused, reset, no answer within half the time left, the worker shutting down or
+//     full) revokes the put and places it again without that worker (PutStart's Exclude;
+//     replace.go), until it succeeds, the deadline passes, or the leader has no worker with
+//     room left (base.ErrNoSpace naming the excluded ones). Put, PutFrom, upserts, BatchPut
+//     and same-host puts alike.
 //   - Get/GetInto: Lookup at the leader (linearizable), then a read from the best replica
 //     (orderReplicas: a worker on this host first, known by the kernel boot id its ShmOpen
 //     answer carries, else by a loopback or local interface address; then the one with the
 //     fewest reads in flight from this client; ties at random), verifying the object's HighwayHash checksum (hashed as
 //     the bytes arrive, transfer.Client.ReadSum); any error or mismatch fails over to the next
-//     replica. A worker checks the version it is asked for, so a stale lookup can only miss
+//     replica, each within its share of the time left; when every replica's worker is
+//     unreachable (or no longer holds it) the get fails with base.ErrObjectNotFound. A worker
+//     checks the version it is asked for, so a stale lookup can only miss
 //     (and is retried once), never return wrong bytes. Lookups are cached for
 //     Config.LookupCacheTTL (1s): a hot get skips the master, and a cached lookup that misses
 //     is dropped and replaced by a fresh one. This client's own puts and removes drop their
@@ -50,7 +58,9 @@
 // client calls next (learning masters it was not configured with). A master that cannot be
 // reached, or has no leader yet, sends the call to the next master; after a whole round of
 // failures the client waits (exponential backoff from 20 ms to Config.MaxBackoff) and tries
-// again until the call's deadline (Config.Timeout unless ctx has an earlier one). When a call
+// again until the call's deadline (Config.Timeout unless ctx has an earlier one). Status asks
+// the masters in turn, each within its share of the time, until one gives the leader's view
+// (a master cut off from raft answers without a leader). When a call
 // failed in a way that leaves open whether it was applied (a leader that died mid-call), the
 // retry resolves it: a PutEnd answered "already exists" is a success if the committed version
 // is ours; a Remove answered "not found" is a success.

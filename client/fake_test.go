@@ -42,6 +42,9 @@ type fakeCluster struct {
 	dropFirstBatchPutEndReply bool
 	// failPutEnd refuses the PutEnd (or BatchPutEnd item) of these keys with the error.
 	failPutEnd map[string]error
+	// leftBeforeCommit refuses this many PutEnds (or BatchPutEnd items) of each key with
+	// SEGMENT_NOT_FOUND, as the leader does when a placed worker left after the write.
+	leftBeforeCommit map[string]int
 	// holds stops the next call of an op until the test releases it (see hold).
 	holds map[transfer.Op]*heldCall
 }
@@ -297,9 +300,12 @@ func (f *fakeCluster) putStartLocked(r *transfer.PutStartRequest) (*transfer.Put
 	n := max(int(r.Config.Replicas), 1)
 	var live []string
 	for _, a := range f.wids {
-		if !f.down[a] {
+		if !f.down[a] && !slices.Contains(r.Exclude, f.workers[a].id) {
 			live = append(live, a)
 		}
+	}
+	if len(r.Exclude) > 0 && n > len(live) { // as the master (lifecycle.PlaceExcluding)
+		return nil, codeErr(base.ErrNoSpace, "no worker with room left after excluding %v", r.Exclude)
 	}
 	if len(live) == 0 { // as the master: a cluster without a live worker is starting
 		return nil, codeErr(base.ErrUnavailable, "%d replicas asked, no worker is alive yet", n)
@@ -319,6 +325,11 @@ func (f *fakeCluster) putStartLocked(r *transfer.PutStartRequest) (*transfer.Put
 func (f *fakeCluster) putEndLocked(r *transfer.PutEndRequest) error {
 	if err := f.failPutEnd[r.Key]; err != nil {
 		return err
+	}
+	if f.leftBeforeCommit[r.Key] > 0 {
+		f.leftBeforeCommit[r.Key]--
+		delete(f.pending, r.Key)
+		return codeErr(base.ErrSegmentNotFound, "put %q: a replica's worker is not active", r.Key)
 	}
 	if _, ok := f.objects[r.Key]; ok && !r.Config.Upsert {
 		return codeErr(base.ErrObjectAlreadyExists, "object %q already exists", r.Key)

@@ -150,21 +150,50 @@ func (c *Client) getInto(ctx context.Context, key string, dst func(size int64) (
 	}
 }
 
-// readReplicas tries the replicas in preference order (orderReplicas).
+// readReplicas tries the replicas in preference order (orderReplicas), each within its share
+// of the time left (readAttempt). When no replica could be read because their workers are
+// unreachable or no longer hold the object, the error wraps base.ErrObjectNotFound: to the
+// caller the object is gone (it is, until a worker returns).
 func (c *Client) readReplicas(ctx context.Context, key string, lr *transfer.LookupResponse, buf []byte) (int, error) {
 	var errs []error
-	for _, r := range orderReplicas(lr.Replicas, c.replicaRank) {
-		err := c.readOne(ctx, key, r, lr, buf)
+	reps := orderReplicas(lr.Replicas, c.replicaRank)
+	gone := true // every attempt so far failed as a missing replica would
+	for n, r := range reps {
+		actx, cancel := readAttempt(ctx, len(reps)-n)
+		err := c.readOne(actx, key, r, lr, buf)
+		cancel()
 		if err == nil {
 			return len(buf), nil
 		}
 		errs = append(errs, fmt.Errorf("worker %s (%s): %w", r.WorkerID, r.Address, err))
 		c.log.Debug("client: read failed, trying the next replica", "key", key, "worker", r.WorkerID, "err", err)
 		if ctx.Err() != nil {
-			break
+			return 0, errors.Join(errs...)
 		}
+		gone = gone && replicaGone(err)
+	}
+	if gone && len(errs) > 0 {
+		return 0, fmt.Errorf("%w: no replica of %q could be read: %w", base.ErrObjectNotFound, key, errors.Join(errs...))
 	}
 	return 0, errors.Join(errs...)
+}
+
+// replicaGone reports whether a read failed as a replica that is not there fails: its worker
+// unreachable (no answer, or UNAVAILABLE: shutting down) or without that version.
+func replicaGone(err error) bool {
+	return !isServerError(err) || errors.Is(err, base.ErrUnavailable) || errors.Is(err, base.ErrObjectNotFound) ||
+		errors.Is(err, base.ErrInvalidVersion)
+}
+
+// readAttempt bounds the read of one replica when left replicas (this one included) remain
+// to be tried: to its share of the time left, so a worker that hangs leaves time for the
+// others. The last replica gets all the time left.
+func readAttempt(ctx context.Context, left int) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok || left <= 1 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, time.Until(d)/time.Duration(left))
 }
 
 // replicaRank ranks the worker at addr for reads: its distance (replicaLocal, replicaUnknown,

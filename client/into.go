@@ -194,9 +194,12 @@ func (c *Client) BatchGetRanges(ctx context.Context, reads []RangeRead) []error 
 // readRange tries the replicas in preference order for one range.
 func (c *Client) readRange(ctx context.Context, r RangeRead, lr *transfer.LookupResponse) error {
 	var errs []error
-	for _, rep := range orderReplicas(lr.Replicas, c.replicaRank) {
+	reps := orderReplicas(lr.Replicas, c.replicaRank)
+	for k, rep := range reps {
 		req := &transfer.ReadRequest{Key: r.Key, Version: lr.Version, Offset: r.Offset, Length: int64(len(r.Dst))}
-		resp, n, _, err := c.rpc.Read(ctx, rep.Address, req, r.Dst, false)
+		actx, cancel := readAttempt(ctx, len(reps)-k)
+		resp, n, _, err := c.rpc.Read(actx, rep.Address, req, r.Dst, false)
+		cancel()
 		if err == nil && (resp.Version != lr.Version || n != len(r.Dst)) {
 			err = fmt.Errorf("%w: worker sent %d bytes of version %d, want %d of %d", base.ErrCorruption, n, resp.Version, len(r.Dst), lr.Version)
 		}

@@ -97,18 +97,23 @@ func (c *Client) PutFrom(ctx context.Context, key string, r io.Reader, size int6
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	var buf []byte // read once, at the first placement; a re-placed put writes it again
+	var sum uint64
 	return c.put(ctx, key, size, rc, func(ctx context.Context, pl *transfer.PutStartResponse) (uint64, error) {
-		buf := make([]byte, size)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return 0, fmt.Errorf("reading the value: %w", err)
+		if buf == nil {
+			b := make([]byte, size)
+			if _, err := io.ReadFull(r, b); err != nil {
+				return 0, fmt.Errorf("reading the value: %w", err)
+			}
+			buf, sum = b, base.Checksum(b)
 		}
-		sum := base.Checksum(buf)
 		return sum, c.writeReplicas(ctx, key, pl, rc, buf, sum)
 	})
 }
 
 // put runs PutStart, write (which returns the checksum of what it wrote), PutEnd; it revokes
-// the put when the write or PutEnd fails.
+// the put when the write or PutEnd fails. A write that failed on a worker another would not
+// fail on is placed again without it (replace.go), write called once per placement.
 func (c *Client) put(ctx context.Context, key string, size int64, rc ReplicateConfig,
 	write func(ctx context.Context, pl *transfer.PutStartResponse) (uint64, error)) error {
 	// Whatever happens, this client's next get of key asks the leader (read your writes),
@@ -116,23 +121,39 @@ func (c *Client) put(ctx context.Context, key string, size int64, rc ReplicateCo
 	defer c.lookups.drop(key)
 	cfg := wireConfig(rc)
 	g := c.groupCommit()
-	pl, err := g.starts.do(ctx, &transfer.PutStartRequest{Key: key, Size: size, Config: cfg})
-	if err != nil {
-		return fmt.Errorf("put %q: %w", key, err)
-	}
-	if len(pl.Replicas) == 0 {
-		return fmt.Errorf("%w: put %q: the master placed no replica", base.ErrInternal, key)
-	}
-	sum, err := write(ctx, pl)
-	if err == nil {
+	var x exclusion
+	for recommits := 0; ; {
+		pl, err := g.starts.do(ctx, &transfer.PutStartRequest{Key: key, Size: size, Config: cfg, Exclude: x.workers})
+		if err != nil {
+			return fmt.Errorf("put %q: %w", key, x.wrap(err))
+		}
+		if len(pl.Replicas) == 0 {
+			return fmt.Errorf("%w: put %q: the master placed no replica", base.ErrInternal, key)
+		}
+		wctx, cancel := writeAttempt(ctx)
+		sum, err := write(wctx, pl)
+		cancel()
+		if err != nil {
+			c.revoke(key, pl.Version)
+			if x.add(ctx, err) {
+				c.log.Debug("client: a write failed; placing the put again without the worker", "key", key, "exclude", x.workers, "err", err)
+				continue
+			}
+			return fmt.Errorf("put %q: %w", key, err)
+		}
 		_, err = g.ends.do(ctx, &transfer.PutEndRequest{Key: key, Version: pl.Version, Size: size, Checksum: sum,
 			Replicas: replicaIDs(pl), Config: cfg, Tokens: rc.Tokens, Model: rc.Model})
+		if err != nil {
+			c.revoke(key, pl.Version)
+			if recommits < maxRecommits && recommit(ctx, err) {
+				recommits++
+				c.log.Debug("client: a placed worker left before the commit; placing the put again", "key", key, "err", err)
+				continue
+			}
+			return fmt.Errorf("put %q: %w", key, err)
+		}
+		return nil
 	}
-	if err != nil {
-		c.revoke(key, pl.Version)
-		return fmt.Errorf("put %q: %w", key, err)
-	}
-	return nil
 }
 
 func replicaIDs(pl *transfer.PutStartResponse) []base.WorkerID {
@@ -282,7 +303,7 @@ func forEachReplica(ctx context.Context, reps []transfer.Replica, fn func(ctx co
 		go func() {
 			defer wg.Done()
 			if err := fn(ctx, r); err != nil {
-				errs[i] = fmt.Errorf("worker %s (%s): %w", r.WorkerID, r.Address, err)
+				errs[i] = &replicaError{worker: r.WorkerID, addr: r.Address, err: err}
 				cancel()
 			}
 		}()

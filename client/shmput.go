@@ -312,6 +312,11 @@ func (c *Client) shmPutResult(addr string, a *transfer.StagingArea, stage uint64
 	case err == nil:
 		return nil
 	case !errors.As(err, &answer):
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			// The worker is gone or unreachable (the put is placed elsewhere: replace.go): do
+			// not keep its area mapped; a worker back at addr gets a fresh one.
+			c.stage.forget(addr, a)
+		}
 		return err // no answer: see writeShm
 	case errors.Is(err, base.ErrNotSupported):
 		// Usually the area is gone (it ended with its connection); the worker also says

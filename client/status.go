@@ -3,7 +3,11 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/transfer"
@@ -114,26 +118,94 @@ func ParseStatus(p []byte) (Status, error) {
 	return s, nil
 }
 
-// Status returns the cluster status as the leader sees it (with per-worker usage).
+// statusRounds bounds the rounds over every master that Status makes while masters answer
+// but none names a leader (an election in progress, or a cluster that lost its quorum): it
+// then returns what a master sees rather than wait out its whole timeout.
+const statusRounds = 3
+
+// Status returns the cluster status as the leader sees it (with per-worker usage). A master
+// that answers without a leader (cut off from the others, or between terms) or does not
+// answer is passed over for the next one, each within its share of the timeout; one that
+// names the leader sends Status there. When masters answer but the leader's view cannot be had
+// after statusRounds rounds, the first answer is returned (Leader "", or a follower's view);
+// when none answers at all, Status keeps trying until its timeout.
 func (c *Client) Status(ctx context.Context) (Status, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	var resp transfer.StatusResponse
-	// A follower answers Status too; ask until the leader does, so usage is reported.
-	if err := c.masterCall(ctx, transfer.NewEmpty(transfer.OpStatus), &resp, nil); err != nil {
-		return Status{}, fmt.Errorf("status: %w", err)
-	}
-	st, err := ParseStatus(resp.JSON)
-	if err != nil {
-		return Status{}, fmt.Errorf("%w: status: the master sent bad JSON: %v", base.ErrInternal, err)
-	}
-	if st.Self != "" && st.Leader != "" && st.Self != st.Leader && st.LeaderAddress != "" {
-		if lst, err := c.MasterStatus(ctx, st.LeaderAddress); err == nil {
-			c.learnLeader(st.LeaderAddress)
-			return lst, nil
+	var (
+		fallback *Status // the first answer that is not the leader's
+		errs     []error
+		backoff  = 20 * time.Millisecond
+	)
+	for round := 0; ; round++ {
+		masters := c.statusOrder()
+		for n, addr := range masters {
+			st, err := c.masterStatusWithin(ctx, addr, len(masters)-n)
+			if err == nil && st.fromLeader() {
+				c.setLeader(addr)
+				return st, nil
+			}
+			if err == nil && st.LeaderAddress != "" && st.LeaderAddress != addr {
+				// A follower that knows the leader: ask it.
+				lst, lerr := c.masterStatusWithin(ctx, st.LeaderAddress, len(masters)-n)
+				if lerr == nil && lst.fromLeader() {
+					c.learnLeader(st.LeaderAddress)
+					return lst, nil
+				}
+			}
+			if err != nil {
+				if errors.Is(err, base.ErrClusterMismatch) || errors.Is(err, base.ErrProtocolVersion) {
+					return Status{}, fmt.Errorf("status: %w", err)
+				}
+				errs = append(errs, err)
+			} else if fallback == nil {
+				fallback = &st
+			}
+			if ctx.Err() != nil {
+				break
+			}
 		}
+		if fallback != nil && (round+1 >= statusRounds || ctx.Err() != nil) {
+			return *fallback, nil
+		}
+		t := time.NewTimer(backoff + rand.N(backoff/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			if fallback != nil {
+				return *fallback, nil
+			}
+			return Status{}, fmt.Errorf("%w: status: no master answered: %w", base.ErrUnavailable, errors.Join(errs...))
+		case <-t.C:
+		}
+		backoff = min(2*backoff, c.cfg.MaxBackoff)
 	}
-	return st, nil
+}
+
+// fromLeader reports whether the status is the leader's own view.
+func (st *Status) fromLeader() bool {
+	if st.Self == "" { // a master that predates Self: only the leader reports usage
+		return st.UsageReported
+	}
+	return st.Leader == st.Self
+}
+
+// statusOrder returns the known masters, the leader guess first, then the others in order
+// after it.
+func (c *Client) statusOrder() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ms := c.mu.masters
+	start := max(slices.Index(ms, c.mu.leader), 0)
+	return append(slices.Clone(ms[start:]), ms[:start]...)
+}
+
+// masterStatusWithin asks the master at addr for its status within its share of the time
+// left, left masters (this one included) still to be asked.
+func (c *Client) masterStatusWithin(ctx context.Context, addr string, left int) (Status, error) {
+	actx, cancel := readAttempt(ctx, left)
+	defer cancel()
+	return c.MasterStatus(actx, addr)
 }
 
 // MasterStatus asks one master (by its RPC address) for its own view, leader or not: a

@@ -32,6 +32,8 @@ type PutStartArgs struct {
 	Replicas        int // default 1
 	PreferredWorker base.WorkerID
 	Upsert          bool
+	// Exclude: workers not to place on (a re-placed put: lifecycle.PutRequest.Exclude).
+	Exclude []base.WorkerID
 }
 
 // PutStartReply is the placement of one put.
@@ -82,7 +84,7 @@ func (m *Master) putStart(a PutStartArgs) (PutStartReply, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ids, err := m.mu.lc.PlacePut(now, lifecycle.PutRequest{Key: a.Key, Version: version, Size: a.Size,
-		Replicas: a.Replicas, Preferred: a.PreferredWorker, Upsert: a.Upsert}, segs, m.mu.rng)
+		Replicas: a.Replicas, Preferred: a.PreferredWorker, Upsert: a.Upsert, Exclude: a.Exclude}, segs, m.mu.rng)
 	if err != nil {
 		return PutStartReply{}, err
 	}

@@ -53,7 +53,8 @@ func softPinUntil(now time.Time, ttl time.Duration) time.Time {
 }
 
 func putStartArgs(r *transfer.PutStartRequest) PutStartArgs {
-	return PutStartArgs{Key: r.Key, Size: r.Size, Replicas: int(r.Config.Replicas), PreferredWorker: r.Config.PreferredWorker, Upsert: r.Config.Upsert}
+	return PutStartArgs{Key: r.Key, Size: r.Size, Replicas: int(r.Config.Replicas), PreferredWorker: r.Config.PreferredWorker,
+		Upsert: r.Config.Upsert, Exclude: r.Exclude}
 }
 
 func toReplicas(rs []Replica) []transfer.Replica {

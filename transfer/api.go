@@ -128,6 +128,9 @@ const MaxShmRelease = wire.MaxShmRelease
 // MaxShmTouch bounds the items of one ShmTouch request.
 const MaxShmTouch = wire.MaxShmTouch
 
+// MaxExclude bounds the workers one PutStart may exclude (a re-placed put).
+const MaxExclude = wire.MaxExclude
+
 // ShmGenSlots is the number of counters in a worker's copy-generation table.
 const ShmGenSlots = wire.ShmGenSlots
 

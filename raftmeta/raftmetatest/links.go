@@ -23,6 +23,24 @@ type Links struct {
 
 func newLinks() *Links { return &Links{blocked: map[raft.ServerAddress]bool{}} }
 
+// NewLinks returns links with nothing cut, for a node a test opens itself (a server's
+// master): pass Wrap as its Config.WrapTransport, then Cut and Heal. Cluster makes its own.
+func NewLinks() *Links { return newLinks() }
+
+// Wrap is a Config.WrapTransport: the node's RPCs to a cut address fail at once.
+func (l *Links) Wrap(t raft.Transport) raft.Transport { return l.wrap(t) }
+
+// Cut cuts the links to every address of addrs (one direction: cut the peers' links back to
+// this node too to stop both).
+func (l *Links) Cut(addrs ...string) {
+	for _, a := range addrs {
+		l.block(raft.ServerAddress(a))
+	}
+}
+
+// Heal restores every link.
+func (l *Links) Heal() { l.heal() }
+
 // block cuts the link to addr.
 func (l *Links) block(addr raft.ServerAddress) {
 	l.mu.Lock()

@@ -40,7 +40,7 @@ var epoch = time.Unix(1_000_000, 0)
 //	                            input: <key> version=<n> size=<n> replicas=<w,...> [lost=<w,...>]
 //	copy-done key=<k> [err]     (then the MoveReplicas is proposed)
 //	move-applied key=<k> [err]  (the MoveReplicas of the copy of key committed, or failed)
-//	place now=<d> key=<k> version=<n> size=<n> [replicas=<n>] [preferred=<w>] [upsert]
+//	place now=<d> key=<k> version=<n> size=<n> [replicas=<n>] [preferred=<w>] [upsert] [exclude=<w,...>]
 //	                            input: the active segments, <id> cap=<n>
 //	end key=<k> version=<n> | revoke key=<k> [version=<n>] | expire-puts now=<d>
 //	page id=<w> now=<d> session=<n> page=<n> objects=<n> [more]   (one registration page)
@@ -71,6 +71,16 @@ func TestMachine(t *testing.T) {
 				return n
 			}
 			id := base.WorkerID(str("id"))
+			// workerIDs reads a list of worker ids, key=(w1,w2); nil when key is absent.
+			workerIDs := func(key string) []base.WorkerID {
+				var names []string
+				d.MaybeScanArgs(t, key, &names)
+				var out []base.WorkerID
+				for _, n := range names {
+					out = append(out, base.WorkerID(n))
+				}
+				return out
+			}
 			show := func(out Output) string {
 				for _, o := range out.Copies {
 					orders[o.Key] = o
@@ -227,7 +237,7 @@ func TestMachine(t *testing.T) {
 					reps = 1
 				}
 				ids, err := m.PlacePut(at("now"), PutRequest{Key: str("key"), Version: base.Version(num("version")), Size: num("size"),
-					Replicas: reps, Preferred: base.WorkerID(str("preferred")), Upsert: d.HasArg("upsert")}, segs, rng)
+					Replicas: reps, Preferred: base.WorkerID(str("preferred")), Upsert: d.HasArg("upsert"), Exclude: workerIDs("exclude")}, segs, rng)
 				if err != nil {
 					return "error: " + err.Error() + "\n"
 				}
@@ -242,15 +252,7 @@ func TestMachine(t *testing.T) {
 				m.BeginCommit(str("key"), base.Version(num("version")))
 				return formatPuts(m)
 			case "end-commit":
-				var ws []base.WorkerID
-				if d.HasArg("workers") {
-					var names []string
-					d.ScanArgs(t, "workers", &names)
-					for _, n := range names {
-						ws = append(ws, base.WorkerID(n))
-					}
-				}
-				m.EndCommit(str("key"), base.Version(num("version")), ws, d.HasArg("committed"))
+				m.EndCommit(str("key"), base.Version(num("version")), workerIDs("workers"), d.HasArg("committed"))
 				return formatPuts(m) + formatWorkers(m)
 			case "abandon-commit":
 				m.AbandonCommit(str("key"), base.Version(num("version")))

@@ -1,8 +1,10 @@
 package lifecycle
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 )
@@ -39,6 +41,34 @@ const evictionFloorDiv = 16
 //
 // Place is pure: rng is the only source of randomness (tests pass a seeded one).
 func Place(cands []PlacementCandidate, n int, size int64, preferred base.WorkerID, rng *rand.Rand) ([]base.WorkerID, error) {
+	return PlaceExcluding(cands, nil, n, size, preferred, rng)
+}
+
+// PlaceExcluding is Place for a put being placed again: excluded are the workers an earlier
+// attempt failed to write to, left out of cands (or no longer alive). They change only the errors: when
+// the workers left are too few (none alive included), the error wraps base.ErrNoSpace and
+// names them ("no worker with room left after excluding w1, w2"), never base.ErrUnavailable,
+// so the client gives up instead of waiting for a worker to appear.
+func PlaceExcluding(cands []PlacementCandidate, excluded []base.WorkerID, n int, size int64, preferred base.WorkerID, rng *rand.Rand) ([]base.WorkerID, error) {
+	ids, err := place(cands, n, size, preferred, rng)
+	if err != nil && len(excluded) > 0 && (errors.Is(err, base.ErrNoSpace) || errors.Is(err, base.ErrUnavailable)) {
+		names := make([]string, len(excluded))
+		for i, id := range excluded {
+			names[i] = string(id)
+		}
+		eligible := 0
+		for _, c := range cands {
+			if size <= c.Capacity {
+				eligible++
+			}
+		}
+		return nil, fmt.Errorf("%w: no worker with room left after excluding %s (asked for %d replicas; workers left that can take %s: %d)",
+			base.ErrNoSpace, strings.Join(names, ", "), n, base.Bytes(size), eligible)
+	}
+	return ids, err
+}
+
+func place(cands []PlacementCandidate, n int, size int64, preferred base.WorkerID, rng *rand.Rand) ([]base.WorkerID, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("%w: replica count must be at least 1, got %d", base.ErrInvalidParams, n)
 	}

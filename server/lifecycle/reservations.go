@@ -33,6 +33,9 @@ type PutRequest struct {
 	Replicas  int
 	Preferred base.WorkerID
 	Upsert    bool
+	// Exclude lists workers this put must not be placed on: an earlier attempt of the same
+	// put failed to write to them (the client re-places it, issue 18).
+	Exclude []base.WorkerID
 }
 
 // PlacePut places one put among segs (the active segments, from the FSM) and reserves its
@@ -42,9 +45,10 @@ type PutRequest struct {
 //     (OBJECT_ALREADY_EXISTS) unless it is an upsert; an upsert, or any put after the old
 //     one timed out, supersedes it: its workers are owed drops of what they received.
 //  3. At most MaxReservations puts are in flight (UNAVAILABLE past it).
-//  4. Candidates are the placeable workers (Placeable); a worker past the high watermark
-//     (used plus reserved over HighWatermark of its DRAM) is weighed as full; Place picks
-//     among them with rng, the only randomness.
+//  4. Candidates are the placeable workers (Placeable) not in req.Exclude; a worker past
+//     the high watermark (used plus reserved over HighWatermark of its DRAM) is weighed as
+//     full; Place picks among them with rng, the only randomness. When the exclusions leave
+//     too few, Place's error (base.ErrNoSpace) names them.
 func (m *Machine) PlacePut(now time.Time, req PutRequest, segs []raftmeta.Segment, rng *rand.Rand) ([]base.WorkerID, error) {
 	if !m.leader {
 		return nil, fmt.Errorf("%w: leadership is starting, retry", base.ErrUnavailable)
@@ -65,6 +69,9 @@ func (m *Machine) PlacePut(now time.Time, req PutRequest, segs []raftmeta.Segmen
 		if !m.Placeable(s.ID) {
 			continue
 		}
+		if slices.Contains(req.Exclude, s.ID) {
+			continue
+		}
 		w := m.workers[s.ID]
 		used := w.Usage.DRAMUsed
 		free := s.DRAMCapacity - used - w.Reserved
@@ -74,7 +81,7 @@ func (m *Machine) PlacePut(now time.Time, req PutRequest, segs []raftmeta.Segmen
 		}
 		cands = append(cands, PlacementCandidate{ID: s.ID, Capacity: s.DRAMCapacity, Free: free})
 	}
-	ids, err := Place(cands, req.Replicas, req.Size, req.Preferred, rng)
+	ids, err := PlaceExcluding(cands, req.Exclude, req.Replicas, req.Size, req.Preferred, rng)
 	if err != nil {
 		return nil, err
 	}

@@ -151,15 +151,28 @@ type PutStartRequest struct {
 	Key    string
 	Size   int64
 	Config PutConfig
+	// Exclude (trailing optional field, messages_exclude.go): workers the leader must not
+	// place this put on, because an earlier attempt's write to them failed. At most
+	// MaxExclude.
+	Exclude []base.WorkerID
 }
 
 func (m *PutStartRequest) Op() Op { return OpPutStart }
 func (m *PutStartRequest) Encode(e *Encoder) {
+	m.encodeRecord(e)
+	m.encodeExcludeField(e)
+}
+func (m *PutStartRequest) Decode(d *Decoder) {
+	m.decodeRecord(d)
+	m.decodeExcludeField(d)
+}
+
+func (m *PutStartRequest) encodeRecord(e *Encoder) {
 	e.Str(m.Key)
 	e.I64(m.Size)
 	m.Config.encode(e)
 }
-func (m *PutStartRequest) Decode(d *Decoder) {
+func (m *PutStartRequest) decodeRecord(d *Decoder) {
 	m.Key = d.Key()
 	m.Size = d.Size()
 	m.Config.decode(d)
@@ -461,10 +474,12 @@ type BatchPutStartRequest struct{ Items []PutStartRequest }
 
 func (m *BatchPutStartRequest) Op() Op { return OpBatchPutStart }
 func (m *BatchPutStartRequest) Encode(e *Encoder) {
-	encodeList(e, m.Items, func(e *Encoder, r *PutStartRequest) { r.Encode(e) })
+	encodeList(e, m.Items, func(e *Encoder, r *PutStartRequest) { r.encodeRecord(e) })
+	encodeBatchExclude(e, m.Items)
 }
 func (m *BatchPutStartRequest) Decode(d *Decoder) {
-	m.Items = decodeList(d, minPutStart, "items", func(d *Decoder, r *PutStartRequest) { r.Decode(d) })
+	m.Items = decodeList(d, minPutStart, "items", func(d *Decoder, r *PutStartRequest) { r.decodeRecord(d) })
+	decodeBatchExclude(d, m.Items)
 }
 
 // PutStartResult is one item of a BatchPutStartResponse: an error, or a placement.

@@ -86,6 +86,9 @@ func sampleRequests() []Message {
 		// Reads with the optional flags byte (a verifying client: sendfile allowed).
 		&ReadRequest{Key: "k", Version: 3, Verifies: true},
 		&ReadRequest{Key: "k", Version: 3, Offset: 10, Length: 20, Verifies: true},
+		// Re-placed puts (messages_exclude.go): the workers an earlier attempt failed on.
+		&PutStartRequest{Key: "model/layer0/kv", Size: 1 << 20, Config: cfg, Exclude: []base.WorkerID{"w-1", "w-3"}},
+		&BatchPutStartRequest{Items: []PutStartRequest{ps, {Key: "x", Size: 3, Exclude: []base.WorkerID{"w-2"}}}},
 	}
 }
 
@@ -139,6 +142,23 @@ func sampleResponses() []Message {
 // more of m's trailing optional fields (see HeartbeatRequest). Empty when m's op has none.
 func earlierRevisions(m Message) []Message {
 	switch p := m.(type) {
+	case *PutStartRequest:
+		if len(p.Exclude) == 0 {
+			return nil
+		}
+		old := *p
+		old.Exclude = nil
+		return []Message{&old}
+	case *BatchPutStartRequest:
+		old := &BatchPutStartRequest{}
+		for _, it := range p.Items {
+			it.Exclude = nil
+			old.Items = append(old.Items, it)
+		}
+		if reflect.DeepEqual(old, p) {
+			return nil
+		}
+		return []Message{old}
 	case *PutEndRequest:
 		if p.Tokens == 0 && p.Model == "" {
 			return nil
