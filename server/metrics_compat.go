@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -39,6 +40,9 @@ type mooncakeMasterMetrics struct {
 	// batch counts batch calls as Mooncake does: whole, partial and failed, and their items;
 	// indexed by the batch masterOps (opBatchPutStart, ...).
 	batch [numMasterOps]batchCounter
+	// allocFailures counts PutStart calls refused for want of room; putDiscards puts dropped
+	// because they did not reach PutEnd within put_timeout (metrics_mooncake.go).
+	allocFailures, putDiscards atomic.Uint64
 
 	// workers: the workers' counters and per-model tallies from their heartbeats
 	// (worker_stats.go).
@@ -107,7 +111,7 @@ func newMooncakeMasterMetrics(m *Master) *mooncakeMasterMetrics {
 			}, func() float64 { return float64(v.Load()) }))
 		}
 	}
-	m.met.reg.MustRegister(mc.latency, mc.valueSize, &mooncakeMasterCollector{m: m}, clusterWorkerCollector{m},
+	m.met.reg.MustRegister(mc.latency, mc.valueSize, &mooncakeMasterCollector{m: m}, clusterWorkerCollector{m}, mooncakeRowsCollector{m},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "total_get_nums_",
 			Help: "Total number of GetReplicaList (Lookup) calls, Mooncake's name.",
@@ -130,6 +134,10 @@ func (mc *mooncakeMasterMetrics) observeCall(req, resp transfer.Message, d time.
 	failedAt := func(i int) bool { return err != nil }
 	op, n := masterOp(-1), 0
 	switch r := req.(type) {
+	case *transfer.PutStartRequest:
+		if errors.Is(err, base.ErrNoSpace) {
+			mc.allocFailures.Add(1)
+		}
 	case *transfer.PutEndRequest:
 		if err == nil {
 			mc.valueSize.Observe(float64(r.Size))
