@@ -382,9 +382,13 @@ type mooncakeWorkerMetrics struct {
 	readLatency, writeLatency prometheus.Observer // latency's two children, resolved once: off the per-read label lookup
 	memHits, fileHits         prometheus.Counter
 	memHitBytes, fileHitBytes prometheus.Counter
+	// client: Mooncake's client metrics (metrics_mooncake_client.go).
+	client *mooncakeClientMetrics
 }
 
-func newMooncakeWorkerMetrics(reg *prometheus.Registry) *mooncakeWorkerMetrics {
+// newMooncakeWorkerMetrics registers the metrics on reg; spills reads the worker's spills
+// (objects, bytes) at scrape time.
+func newMooncakeWorkerMetrics(reg *prometheus.Registry, spills func() (n, bytes int64)) *mooncakeWorkerMetrics {
 	mc := &mooncakeWorkerMetrics{
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "worker_request_duration_seconds",
@@ -398,12 +402,14 @@ func newMooncakeWorkerMetrics(reg *prometheus.Registry) *mooncakeWorkerMetrics {
 	}
 	mc.readLatency, mc.writeLatency = mc.latency.WithLabelValues("read"), mc.latency.WithLabelValues("write")
 	reg.MustRegister(mc.latency, mc.memHits, mc.fileHits, mc.memHitBytes, mc.fileHitBytes)
+	mc.client = newMooncakeClientMetrics(reg, spills)
 	return mc
 }
 
 // observeRead records one read served from tier t (n bytes, over d).
 func (mc *mooncakeWorkerMetrics) observeRead(t base.Tier, n int64, d time.Duration) {
 	mc.readLatency.Observe(d.Seconds())
+	mc.client.observeRead(t, n, d)
 	if t == base.TierDRAM {
 		mc.memHits.Inc()
 		mc.memHitBytes.Add(float64(n))
@@ -413,7 +419,8 @@ func (mc *mooncakeWorkerMetrics) observeRead(t base.Tier, n int64, d time.Durati
 	mc.fileHitBytes.Add(float64(n))
 }
 
-// observeWrite records one committed write that took d from its first chunk.
-func (mc *mooncakeWorkerMetrics) observeWrite(d time.Duration) {
+// observeWrite records one committed write of n bytes that took d from its first chunk.
+func (mc *mooncakeWorkerMetrics) observeWrite(n int64, d time.Duration) {
 	mc.writeLatency.Observe(d.Seconds())
+	mc.client.observeWrite(n, d)
 }

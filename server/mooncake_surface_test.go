@@ -182,6 +182,53 @@ master_update_task_requests_total counter
 master_update_task_failures_total counter
 `
 
+// mooncakeClientMetricList is every metric of Mooncake's client (mooncake-store/include/
+// client_metric.h: TransferMetric, MasterClientMetric, TransferOperationMetric, SsdMetric,
+// DfsMetric; master_heartbeat_metric.h), which a worker exports: name, type, labels. Generated
+// as the master's list is; ylt's hybrid_*_1t carry the one label named in the source.
+const mooncakeClientMetricList = `
+mooncake_transfer_read_bytes counter
+mooncake_transfer_write_bytes counter
+mooncake_transfer_batch_put_latency histogram
+mooncake_transfer_batch_get_latency histogram
+mooncake_transfer_get_latency histogram
+mooncake_transfer_put_latency histogram
+mooncake_client_rpc_count counter rpc_name
+mooncake_client_rpc_latency histogram rpc_name
+mooncake_transfer_read_operation_count counter op_name
+mooncake_transfer_read_operation_bytes counter op_name
+mooncake_transfer_read_operation_latency histogram op_name
+mooncake_transfer_write_operation_count counter op_name
+mooncake_transfer_write_operation_bytes counter op_name
+mooncake_transfer_write_operation_latency histogram op_name
+mooncake_ssd_read_bytes_total counter
+mooncake_ssd_write_bytes_total counter
+mooncake_ssd_read_ops_total counter
+mooncake_ssd_write_ops_total counter
+mooncake_ssd_read_latency_us histogram
+mooncake_ssd_write_latency_us histogram
+mooncake_ssd_total_bytes_total counter
+mooncake_ssd_total_ops_total counter
+mooncake_ssd_total_latency_us histogram
+mooncake_ssd_read_latency_summary_us summary
+mooncake_ssd_write_latency_summary_us summary
+mooncake_ssd_total_latency_summary_us summary
+mooncake_dfs_read_bytes_total counter
+mooncake_dfs_write_bytes_total counter
+mooncake_dfs_read_ops_total counter
+mooncake_dfs_write_ops_total counter
+mooncake_dfs_read_latency_us histogram
+mooncake_dfs_write_latency_us histogram
+mooncake_dfs_write_staging_latency_us histogram
+mooncake_dfs_read_latency_summary_us summary
+mooncake_dfs_write_latency_summary_us summary
+mooncake_dfs_read_errors_total counter error
+mooncake_dfs_write_errors_total counter error
+mooncake_dfs_writes_skipped_total counter
+mooncake_client_master_heartbeat_status_ok gauge
+mooncake_client_master_heartbeat_observation_timestamp_seconds gauge
+`
+
 // mooncakeNoSeries are the labelled metrics of the list with no series here, because what
 // their label names does not exist (docs/metrics.md says why): the test checks that the
 // master declares them with Mooncake's type and labels instead of finding them in a scrape.
@@ -189,6 +236,8 @@ var mooncakeNoSeries = map[string]string{
 	"nof_segment_allocated_bytes":        "NVMe-oF segments are not supported",
 	"nof_segment_total_capacity_bytes":   "NVMe-oF segments are not supported",
 	"mooncake_tenant_quota_reject_total": "there are no tenant quotas",
+	"mooncake_dfs_read_errors_total":     "DFS is not a tier here",
+	"mooncake_dfs_write_errors_total":    "DFS is not a tier here",
 }
 
 // promFamily is one family of a Prometheus text scrape.
@@ -199,7 +248,8 @@ type promFamily struct {
 }
 
 // parseProm reads the families of a text-format scrape: TYPE lines and the label names of
-// every series (a histogram's _bucket, _sum and _count series count for it, le aside).
+// every series (a histogram's or summary's _bucket, _sum and _count series count for it, le
+// and quantile aside).
 func parseProm(t *testing.T, body string) map[string]*promFamily {
 	t.Helper()
 	fams := map[string]*promFamily{}
@@ -232,7 +282,7 @@ func parseProm(t *testing.T, body string) map[string]*promFamily {
 		if lb, ok := strings.CutPrefix(rest, "{"); ok {
 			lb, _, _ = strings.Cut(lb, "}")
 			for _, kv := range strings.Split(lb, ",") {
-				if k, _, ok := strings.Cut(kv, "="); ok && k != "le" {
+				if k, _, ok := strings.Cut(kv, "="); ok && k != "le" && k != "quantile" {
 					f.labels[k] = true
 				}
 			}
@@ -265,43 +315,21 @@ func TestMooncakeMetricsAndEndpoints(t *testing.T) {
 	}
 	d.mustGet("a", []byte("value-a"), 1)
 
-	// Every metric of Mooncake's master, with its type and labels.
+	// Every metric of Mooncake's master, with its type and labels, and of its client on the
+	// worker.
 	_, body := httpGet(t, url+"/metrics")
-	fams := parseProm(t, body)
-	n := 0
-	for _, line := range strings.Split(strings.TrimSpace(mooncakeMasterMetricList), "\n") {
-		fields := strings.Fields(line)
-		name, typ, labels := fields[0], fields[1], []string(nil)
-		if len(fields) > 2 {
-			labels = strings.Split(fields[2], ",")
-		}
-		n++
-		if why, ok := mooncakeNoSeries[name]; ok {
-			if strings.Contains(body, name) {
-				t.Errorf("%s has series although %s", name, why)
-			}
-			continue
-		}
-		f := fams[name]
-		if f == nil {
-			t.Errorf("master /metrics lacks Mooncake's %s (%s)", name, typ)
-			continue
-		}
-		if f.typ != typ {
-			t.Errorf("%s is a %s, Mooncake's is a %s", name, f.typ, typ)
-		}
-		got := make([]string, 0, len(f.labels))
-		for k := range f.labels {
-			got = append(got, k)
-		}
-		slices.Sort(got)
-		slices.Sort(labels)
-		if f.series > 0 && !slices.Equal(got, labels) {
-			t.Errorf("%s has labels %v, Mooncake's has %v", name, got, labels)
-		}
+	if n := checkMetricList(t, "master", body, mooncakeMasterMetricList); n != 159 {
+		t.Errorf("the master list has %d names; keep it as Mooncake's source has it", n)
 	}
-	if n != 159 {
-		t.Errorf("the list has %d names; keep it as Mooncake's source has it", n)
+	_, wbody := httpGet(t, "http://"+w.MetricsAddr()+"/metrics")
+	if n := checkMetricList(t, "worker", wbody, mooncakeClientMetricList); n != 40 {
+		t.Errorf("the client list has %d names; keep it as Mooncake's source has it", n)
+	}
+	for _, want := range []string{"mooncake_transfer_read_bytes 7", "mooncake_transfer_write_bytes 7", `mooncake_client_rpc_count{rpc_name="MountSegment"} 1`,
+		`mooncake_transfer_read_operation_count{op_name="tcp"} 1`, "mooncake_client_master_heartbeat_status_ok 1", "mooncake_transfer_get_latency_count 1"} {
+		if !strings.Contains(wbody, want) {
+			t.Errorf("worker /metrics lacks %q:\n%s", want, grepLines(wbody, "mooncake_transfer_read_bytes", "write_bytes", "rpc_count", "heartbeat"))
+		}
 	}
 	// The no-series ones are declared with Mooncake's labels.
 	for _, dsc := range []string{descNoFSegAllocated.String(), descNoFSegCapacity.String(), descTenantRejects.String()} {
@@ -403,6 +431,47 @@ func TestMooncakeMetricsAndEndpoints(t *testing.T) {
 	if q := getJSON("/api/v1/drain_jobs/query?job_id="+id, 200, "status_name"); q["status_name"] != "CANCELED" {
 		t.Errorf("after cancel: %v", q)
 	}
+}
+
+// checkMetricList checks every name of list (lines "name type [label,label]") against a
+// scrape: the family is there with that type and, when it has series, those labels; a name
+// of mooncakeNoSeries has no series. It returns the number of names.
+func checkMetricList(t *testing.T, who, body, list string) int {
+	t.Helper()
+	fams := parseProm(t, body)
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		fields := strings.Fields(line)
+		name, typ, labels := fields[0], fields[1], []string(nil)
+		if len(fields) > 2 {
+			labels = strings.Split(fields[2], ",")
+		}
+		n++
+		if why, ok := mooncakeNoSeries[name]; ok {
+			if strings.Contains(body, name+"{") {
+				t.Errorf("%s: %s has series although %s", who, name, why)
+			}
+			continue
+		}
+		f := fams[name]
+		if f == nil {
+			t.Errorf("%s /metrics lacks Mooncake's %s (%s)", who, name, typ)
+			continue
+		}
+		if f.typ != typ {
+			t.Errorf("%s: %s is a %s, Mooncake's is a %s", who, name, f.typ, typ)
+		}
+		got := make([]string, 0, len(f.labels))
+		for k := range f.labels {
+			got = append(got, k)
+		}
+		slices.Sort(got)
+		slices.Sort(labels)
+		if f.series > 0 && !slices.Equal(got, labels) {
+			t.Errorf("%s: %s has labels %v, Mooncake's has %v", who, name, got, labels)
+		}
+	}
+	return n
 }
 
 // grepLines returns the lines of s holding any of subs.
