@@ -237,12 +237,16 @@ func (fc *fileConfig) applyMooncake(getenv func(string) string) error {
 	if v, ok := envSet("MOONCAKE_TENANT_ID"); ok && len(fc.TenantID) == 0 {
 		fc.TenantID, _ = json.Marshal(v)
 	}
-	if v, ok := envSet("MOONCAKE_ENABLE_SSD_OFFLOAD"); ok && fc.EnableSSDOffload == nil {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("%w: $MOONCAKE_ENABLE_SSD_OFFLOAD %q: want true or false", base.ErrInvalidParams, v)
+	// MOONCAKE_OFFLOAD_ENABLED is the current Python package's name, MOONCAKE_ENABLE_SSD_OFFLOAD
+	// an older one.
+	for _, name := range []string{"MOONCAKE_OFFLOAD_ENABLED", "MOONCAKE_ENABLE_SSD_OFFLOAD"} {
+		if v, ok := envSet(name); ok && fc.EnableSSDOffload == nil {
+			on, err := parseMooncakeBool(v)
+			if err != nil {
+				return fmt.Errorf("%w: $%s %q: want true or false", base.ErrInvalidParams, name, v)
+			}
+			fc.EnableSSDOffload = &on
 		}
-		fc.EnableSSDOffload = &on
 	}
 	if v, ok := envSet("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH"); ok && fc.SSDOffloadPath == "" {
 		fc.SSDOffloadPath = v
@@ -263,6 +267,7 @@ func (fc *fileConfig) applyMooncake(getenv func(string) string) error {
 		fc.note(false, "config: ssd_offload_path is ignored without enable_ssd_offload")
 	}
 	fc.Protocol = tcpOnly(fc, "protocol", fc.Protocol)
+	fc.noteEnvNoEffect(getenv)
 	for _, kw := range fc.noEffect() {
 		fc.note(false, "config: %s has no effect here: %s", kw[0], kw[1])
 	}

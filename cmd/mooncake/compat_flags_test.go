@@ -68,16 +68,21 @@ func TestMooncakeFlagDocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(data)
-	for _, bin := range []string{nameMaster, nameClient} {
-		begin, end := "<!-- generated: "+bin+" flags -->\n", "<!-- end: "+bin+" flags -->\n"
+	sections := []struct{ name, want string }{
+		{nameMaster + " flags", mooncakeFlagDocs(nameMaster)},
+		{nameClient + " flags", mooncakeFlagDocs(nameClient)},
+		{"MOONCAKE_* variables", mooncakeEnvDocs()},
+	}
+	for _, sec := range sections {
+		begin, end := "<!-- generated: "+sec.name+" -->\n", "<!-- end: "+sec.name+" -->\n"
 		i, j := strings.Index(doc, begin), strings.Index(doc, end)
 		if i < 0 || j < i {
 			t.Fatalf("docs/config.md lacks the markers %q ... %q", begin, end)
 		}
-		want := mooncakeFlagDocs(bin)
+		want := sec.want
 		if got := doc[i+len(begin) : j]; got != want {
 			if !*rewriteDocs {
-				t.Errorf("docs/config.md's %s table is not the table's; run go test -run TestMooncakeFlagDocs ./cmd/mooncake -rewrite", bin)
+				t.Errorf("docs/config.md's %s table is not the table's; run go test -run TestMooncakeFlagDocs ./cmd/mooncake -rewrite", sec.name)
 				continue
 			}
 			doc = doc[:i+len(begin)] + want + doc[j:]
@@ -86,6 +91,42 @@ func TestMooncakeFlagDocs(t *testing.T) {
 	if *rewriteDocs {
 		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestMooncakeEnvNoEffect: a MOONCAKE_* variable without effect is noted once, by name only;
+// MOONCAKE_OFFLOAD_ENABLED maps onto enable_ssd_offload as MOONCAKE_ENABLE_SSD_OFFLOAD does;
+// every variable is in the table once.
+func TestMooncakeEnvNoEffect(t *testing.T) {
+	env := map[string]string{"MOONCAKE_OSS_ACCESS_KEY_SECRET": "s3cr3t", "MOONCAKE_HOST_ID": "h1",
+		"MOONCAKE_OFFLOAD_ENABLED": "yes", "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH": "/mnt/ssd"}
+	fc, err := loadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, n := range fc.notices {
+		lines = append(lines, n.msg)
+	}
+	all := strings.Join(lines, "\n")
+	if strings.Count(all, "accepted, no effect here") != 2 || !strings.Contains(all, "$MOONCAKE_OSS_ACCESS_KEY_SECRET: accepted") ||
+		strings.Contains(all, "s3cr3t") || !strings.Contains(all, "$MOONCAKE_HOST_ID: accepted") {
+		t.Errorf("notices:\n%s", all)
+	}
+	if fc.RootFSDir != "/mnt/ssd" {
+		t.Errorf("MOONCAKE_OFFLOAD_ENABLED with MOONCAKE_OFFLOAD_FILE_STORAGE_PATH: root_fs_dir %q", fc.RootFSDir)
+	}
+	if _, err := loadConfig(func(k string) string { return map[string]string{"MOONCAKE_OFFLOAD_ENABLED": "maybe"}[k] }); err == nil {
+		t.Error("MOONCAKE_OFFLOAD_ENABLED=maybe accepted")
+	}
+	seen := map[string]bool{}
+	for _, g := range mooncakeEnvVars {
+		for _, n := range g.names {
+			if seen[n] || !strings.HasPrefix(n, "MOONCAKE_") {
+				t.Errorf("%s: twice, or not a MOONCAKE_ variable", n)
+			}
+			seen[n] = true
 		}
 	}
 }
