@@ -217,3 +217,123 @@ func grepLinesOf(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// mooncakeClientFlagValues is every flag of Mooncake's mooncake_client (mooncake-store/src/
+// real_client_main.cpp and glog's) with Mooncake's default and one other value. $P is the
+// data port and $W the HTTP port (free ports), $D a directory; global_segment_size is 64 MB
+// instead of Mooncake's "4 GB" in the first run too, to keep the shared test machine's memory.
+var mooncakeClientFlagValues = []struct{ name, def, other string }{
+	{"host", "0.0.0.0", "127.0.0.1"},
+	{"metadata_server", "http://127.0.0.1:8080/metadata", "etcd://127.0.0.1:2379"},
+	{"device_names", "", "mlx5_0"},
+	{"master_server_address", "$M", "$M"},
+	{"protocol", "tcp", "rdma"},
+	{"port", "$P", "$P"},
+	{"global_segment_size", "64 MB", "32MB"},
+	{"local_buffer_size", "0", "16MB"},
+	{"threads", "1", "4"},
+	{"tenant_id", "default", "t1"},
+	{"enable_offload", "false", "true"},
+	{"start_offload_rpc_server", "true", "false"},
+	{"graceful_unmount_seconds", "0", "5"},
+	{"enable_http_server", "true", "false"},
+	{"http_port", "$W", "$W"},
+	{"v", "0", "1"},
+	{"logtostderr", "false", "true"},
+	{"alsologtostderr", "false", "true"},
+	{"colorlogtostderr", "false", "true"},
+	{"log_dir", "", "$D/logs"},
+	{"minloglevel", "0", "1"},
+	{"stderrthreshold", "2", "0"},
+	{"vmodule", "", "client=2"},
+}
+
+// TestMooncakeClientEveryFlag starts the built binary as mooncake_client against a
+// mooncake_master, with every flag of Mooncake's at its default, then at another value: it
+// registers both times; the flags with an equivalent took effect (--enable_http_server=false
+// leaves no HTTP port, --enable_offload takes the master's root_fs_dir), and each without one
+// is listed once.
+func TestMooncakeClientEveryFlag(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	master, client := filepath.Join(dir, nameMaster), filepath.Join(dir, nameClient)
+	for _, l := range []string{master, client} {
+		if err := os.Symlink(bin, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inList := map[string]bool{}
+	for _, v := range mooncakeClientFlagValues {
+		inList[v.name] = true
+	}
+	for _, f := range mooncakeFlagsOf(nameClient) {
+		if !inList[f.name] {
+			t.Errorf("the flag table has --%s, the test's list does not", f.name)
+		}
+		delete(inList, f.name)
+	}
+	for n := range inList {
+		t.Errorf("the test's list has --%s, the flag table does not", n)
+	}
+	mp := freePorts(t, 2)
+	root := filepath.Join(dir, "root")
+	m := startProcIn(t, dir, nil, nameMaster, master, "--rpc_address=127.0.0.1", "--port="+strconv.Itoa(mp[0]),
+		"--metrics_port="+strconv.Itoa(mp[1]), "--root_fs_dir="+root)
+	m.mustReady()
+
+	run := func(name string, other bool) (*proc, int) {
+		t.Helper()
+		p := freePorts(t, 2)
+		repl := strings.NewReplacer("$M", hostPort(mp[0]), "$P", strconv.Itoa(p[0]), "$W", strconv.Itoa(p[1]), "$D", dir)
+		var args []string
+		for _, v := range mooncakeClientFlagValues {
+			val := v.def
+			if other {
+				val = v.other
+			}
+			dash := "--"
+			if len(v.name) == 1 {
+				dash = "-"
+			}
+			args = append(args, dash+v.name+"="+repl.Replace(val))
+		}
+		w := startProcIn(t, dir, nil, name, client, args...)
+		w.mustReady()
+		return w, p[1]
+	}
+	w, httpPort := run("client-defaults", false)
+	mustHTTP(t, "http://"+hostPort(httpPort)+"/metrics", 200, "mooncake_transfer_read_bytes")
+	if s := w.stderr.String(); strings.Contains(s, "no effect here") {
+		t.Errorf("Mooncake's defaults are noted as having no effect:\n%s", grepLinesOf(s, "no effect here"))
+	}
+	if err := w.term(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	w, httpPort = run("client-others", true)
+	if code, _ := httpBody("http://" + hostPort(httpPort) + "/metrics"); code != 0 {
+		t.Errorf("--enable_http_server=false still serves HTTP on --http_port (%d)", code)
+	}
+	if _, err := os.Stat(filepath.Join(root, "mooncake_cluster")); err != nil {
+		t.Errorf("--enable_offload takes the master's root_fs_dir: %v", err)
+	}
+	stderr := w.stderr.String()
+	for _, f := range mooncakeFlagsOf(nameClient) {
+		if f.ours != "" {
+			continue
+		}
+		want := 1
+		if f.name == "device_names" {
+			want = 0 // --protocol=rdma's warning names the devices instead
+		}
+		if n := strings.Count(stderr, "--"+f.name+"="); n != want {
+			t.Errorf("--%s: %d lines in the log, want %d", f.name, n, want)
+		}
+	}
+	if !strings.Contains(stderr, `devices mlx5_0 unused`) {
+		t.Errorf("--protocol=rdma --device_names=mlx5_0: no warning naming the devices:\n%s", grepLinesOf(stderr, "TCP"))
+	}
+	if err := w.term(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
