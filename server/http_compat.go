@@ -134,6 +134,7 @@ const maxBatchQueryKeys = 4096
 
 // compatRoutes adds Mooncake's admin endpoints to the master's metrics port.
 func (m *Master) compatRoutes(mux *http.ServeMux) {
+	m.jobRoutes(mux) // the newer ones (http_admin.go)
 	mux.HandleFunc("GET /get_all_keys", func(w http.ResponseWriter, _ *http.Request) {
 		var b strings.Builder
 		n := 0
@@ -149,19 +150,15 @@ func (m *Master) compatRoutes(mux *http.ServeMux) {
 		})
 		writeText(w, http.StatusOK, b.String())
 	})
+	// Mooncake's current shape: {"success":true,"data":[descriptor, ...]}, and on a miss
+	// 404 {"success":false,"error_code":-704,"error_message":"OBJECT_NOT_FOUND"}.
 	mux.HandleFunc("GET /query_key", func(w http.ResponseWriter, r *http.Request) {
 		ds, err := m.descriptors(r.URL.Query().Get("key"))
 		if err != nil {
-			writeText(w, http.StatusNotFound, base.CodeOf(err).String())
+			writeJSON(w, http.StatusNotFound, map[string]any{"success": false, "error_code": mooncakeErrorCode(err), "error_message": base.CodeOf(err).String()})
 			return
 		}
-		var b strings.Builder
-		for _, d := range ds {
-			line, _ := json.Marshal(d)
-			b.Write(line)
-			b.WriteByte('\n')
-		}
-		writeText(w, http.StatusOK, b.String())
+		writeJSON(w, http.StatusOK, map[string]any{"success": true, "data": ds})
 	})
 	mux.HandleFunc("GET /batch_query_keys", func(w http.ResponseWriter, r *http.Request) {
 		raw := r.URL.Query().Get("keys")

@@ -57,11 +57,15 @@ func TestMooncakeAdminEndpoints(t *testing.T) {
 		t.Fatalf("/get_all_keys: %d %q", code, body)
 	}
 	code, body := httpGet(t, base+"/query_key?key=a")
-	var desc bufferDescriptor
-	if code != 200 || json.Unmarshal([]byte(strings.TrimSpace(body)), &desc) != nil || desc.Size != 7 || desc.TransportEndpoint != w.Addr() || desc.Protocol != "tcp" {
+	var qk struct {
+		Success bool               `json:"success"`
+		Data    []bufferDescriptor `json:"data"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &qk) != nil || !qk.Success || len(qk.Data) != 1 || qk.Data[0].Size != 7 ||
+		qk.Data[0].TransportEndpoint != w.Addr() || qk.Data[0].Protocol != "tcp" {
 		t.Fatalf("/query_key: %d %q", code, body)
 	}
-	if code, body := httpGet(t, base+"/query_key?key=missing"); code != 404 || body != "OBJECT_NOT_FOUND" {
+	if code, body := httpGet(t, base+"/query_key?key=missing"); code != 404 || !strings.Contains(body, `"error_code":-704,"error_message":"OBJECT_NOT_FOUND"`) {
 		t.Fatalf("/query_key missing: %d %q", code, body)
 	}
 	code, body = httpGet(t, base+"/batch_query_keys?keys=a,missing")

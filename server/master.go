@@ -86,6 +86,8 @@ type Master struct {
 	// repair runs the copies the lifecycle machine orders (master_lifecycle.go).
 	repair repairDriver
 	rmet   repairMetrics
+	// jobs are the drain jobs of Mooncake's /api/v1/drain_jobs (http_admin.go).
+	jobs drainJobs
 
 	stop     chan struct{} // closed by Shutdown: stops the leader loop
 	loopDone chan struct{} // closed when the leader loop returns

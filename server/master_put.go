@@ -274,6 +274,7 @@ func (m *Master) expireReservations() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for key, r := range m.mu.lc.ExpireReservations(now) {
+		m.met.mc.putDiscards.Add(1)
 		m.log.Info("put timed out before PutEnd; workers drop it", "key", key, "version", r.Version, "put_timeout", m.cfg.PutTimeout)
 	}
 }

@@ -190,6 +190,7 @@ type workerStats struct {
 	NVMeCapacity             int64
 	Evictions                map[string]int64 // by reason
 	Spills, Promotions       int64
+	SpillBytes               int64 // bytes of Spills
 	NVMeCorruptions          int64
 	PendingWrites            int64
 	ShmLeases                int64
@@ -262,7 +263,7 @@ type workerMetrics struct {
 func newWorkerMetrics(stats func() workerStats) *workerMetrics {
 	m := &workerMetrics{reg: newRegistry()}
 	m.reg.MustRegister(&workerStatsCollector{stats: stats, ops: &m.ops})
-	m.mc = newMooncakeWorkerMetrics(m.reg)
+	m.mc = newMooncakeWorkerMetrics(m.reg, func() (int64, int64) { s := stats(); return s.Spills, s.SpillBytes })
 	return m
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -39,6 +40,9 @@ type mooncakeMasterMetrics struct {
 	// batch counts batch calls as Mooncake does: whole, partial and failed, and their items;
 	// indexed by the batch masterOps (opBatchPutStart, ...).
 	batch [numMasterOps]batchCounter
+	// allocFailures counts PutStart calls refused for want of room; putDiscards puts dropped
+	// because they did not reach PutEnd within put_timeout (metrics_mooncake.go).
+	allocFailures, putDiscards atomic.Uint64
 
 	// workers: the workers' counters and per-model tallies from their heartbeats
 	// (worker_stats.go).
@@ -107,7 +111,7 @@ func newMooncakeMasterMetrics(m *Master) *mooncakeMasterMetrics {
 			}, func() float64 { return float64(v.Load()) }))
 		}
 	}
-	m.met.reg.MustRegister(mc.latency, mc.valueSize, &mooncakeMasterCollector{m: m}, clusterWorkerCollector{m},
+	m.met.reg.MustRegister(mc.latency, mc.valueSize, &mooncakeMasterCollector{m: m}, clusterWorkerCollector{m}, mooncakeRowsCollector{m},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "total_get_nums_",
 			Help: "Total number of GetReplicaList (Lookup) calls, Mooncake's name.",
@@ -130,6 +134,10 @@ func (mc *mooncakeMasterMetrics) observeCall(req, resp transfer.Message, d time.
 	failedAt := func(i int) bool { return err != nil }
 	op, n := masterOp(-1), 0
 	switch r := req.(type) {
+	case *transfer.PutStartRequest:
+		if errors.Is(err, base.ErrNoSpace) {
+			mc.allocFailures.Add(1)
+		}
 	case *transfer.PutEndRequest:
 		if err == nil {
 			mc.valueSize.Observe(float64(r.Size))
@@ -374,9 +382,13 @@ type mooncakeWorkerMetrics struct {
 	readLatency, writeLatency prometheus.Observer // latency's two children, resolved once: off the per-read label lookup
 	memHits, fileHits         prometheus.Counter
 	memHitBytes, fileHitBytes prometheus.Counter
+	// client: Mooncake's client metrics (metrics_mooncake_client.go).
+	client *mooncakeClientMetrics
 }
 
-func newMooncakeWorkerMetrics(reg *prometheus.Registry) *mooncakeWorkerMetrics {
+// newMooncakeWorkerMetrics registers the metrics on reg; spills reads the worker's spills
+// (objects, bytes) at scrape time.
+func newMooncakeWorkerMetrics(reg *prometheus.Registry, spills func() (n, bytes int64)) *mooncakeWorkerMetrics {
 	mc := &mooncakeWorkerMetrics{
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "worker_request_duration_seconds",
@@ -390,12 +402,14 @@ func newMooncakeWorkerMetrics(reg *prometheus.Registry) *mooncakeWorkerMetrics {
 	}
 	mc.readLatency, mc.writeLatency = mc.latency.WithLabelValues("read"), mc.latency.WithLabelValues("write")
 	reg.MustRegister(mc.latency, mc.memHits, mc.fileHits, mc.memHitBytes, mc.fileHitBytes)
+	mc.client = newMooncakeClientMetrics(reg, spills)
 	return mc
 }
 
 // observeRead records one read served from tier t (n bytes, over d).
 func (mc *mooncakeWorkerMetrics) observeRead(t base.Tier, n int64, d time.Duration) {
 	mc.readLatency.Observe(d.Seconds())
+	mc.client.observeRead(t, n, d)
 	if t == base.TierDRAM {
 		mc.memHits.Inc()
 		mc.memHitBytes.Add(float64(n))
@@ -405,7 +419,8 @@ func (mc *mooncakeWorkerMetrics) observeRead(t base.Tier, n int64, d time.Durati
 	mc.fileHitBytes.Add(float64(n))
 }
 
-// observeWrite records one committed write that took d from its first chunk.
-func (mc *mooncakeWorkerMetrics) observeWrite(d time.Duration) {
+// observeWrite records one committed write of n bytes that took d from its first chunk.
+func (mc *mooncakeWorkerMetrics) observeWrite(n int64, d time.Duration) {
 	mc.writeLatency.Observe(d.Seconds())
+	mc.client.observeWrite(n, d)
 }

@@ -410,7 +410,7 @@ func (w *Worker) stats() workerStats {
 		HugePageMode: w.arena.Mode().String(),
 		DRAMBytes:    m.DRAM.Bytes, DRAMObjects: m.DRAM.Objects, NVMeBytes: m.NVMe.Bytes, NVMeObjects: m.NVMe.Objects,
 		Evictions: map[string]int64{"watermark": m.EvictionsWatermark, "pressure": m.EvictionsPressure},
-		Spills:    m.Spills, Promotions: m.Promotions, PendingWrites: m.PendingWrites.Objects,
+		Spills:    m.Spills, SpillBytes: m.SpillBytes, Promotions: m.Promotions, PendingWrites: m.PendingWrites.Objects,
 		ShmLeases: int64(w.shm.count()), ShmPutStages: int64(w.stages.count()),
 		Superseded: m.Superseded, SupersededRestored: m.Restored, SupersededWaits: m.SupersededWaits,
 		DropFetches: w.dropFetch.fetches.Load(), DropsFetchedEarly: w.dropFetch.drops.Load(),

@@ -261,7 +261,10 @@ func (w *Worker) masterAddrs(hint string) []string {
 
 // callMaster makes one master call.
 func (w *Worker) callMaster(ctx context.Context, addr string, req, resp transfer.Message) error {
-	return w.cli.Call(ctx, addr, req, resp)
+	start := time.Now()
+	err := w.cli.Call(ctx, addr, req, resp)
+	w.met.mc.client.observeMasterCall(req.Op(), time.Since(start), err, time.Now())
+	return err
 }
 
 // heartbeatTimeout bounds one heartbeat call.

@@ -151,7 +151,7 @@ func (w *Worker) beginWrite(req *transfer.WriteRequest, n int64) (transfer.Write
 				err := w.commitPending(k, p, checksum)
 				w.met.observe(wopCommit, err)
 				if err == nil {
-					w.met.mc.observeWrite(w.now().Sub(p.deadline.Add(-w.cfg.PendingWriteTimeout)))
+					w.met.mc.observeWrite(p.size, w.now().Sub(p.deadline.Add(-w.cfg.PendingWriteTimeout)))
 				}
 				return err
 			}
@@ -185,7 +185,7 @@ func (w *Worker) commit(req *transfer.CommitRequest) error {
 	if err := w.commitPending(k, p, req.Checksum); err != nil {
 		return err
 	}
-	w.met.mc.observeWrite(w.now().Sub(p.deadline.Add(-w.cfg.PendingWriteTimeout)))
+	w.met.mc.observeWrite(p.size, w.now().Sub(p.deadline.Add(-w.cfg.PendingWriteTimeout)))
 	return nil
 }
 

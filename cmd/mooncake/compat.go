@@ -237,12 +237,16 @@ func (fc *fileConfig) applyMooncake(getenv func(string) string) error {
 	if v, ok := envSet("MOONCAKE_TENANT_ID"); ok && len(fc.TenantID) == 0 {
 		fc.TenantID, _ = json.Marshal(v)
 	}
-	if v, ok := envSet("MOONCAKE_ENABLE_SSD_OFFLOAD"); ok && fc.EnableSSDOffload == nil {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("%w: $MOONCAKE_ENABLE_SSD_OFFLOAD %q: want true or false", base.ErrInvalidParams, v)
+	// MOONCAKE_OFFLOAD_ENABLED is the current Python package's name, MOONCAKE_ENABLE_SSD_OFFLOAD
+	// an older one.
+	for _, name := range []string{"MOONCAKE_OFFLOAD_ENABLED", "MOONCAKE_ENABLE_SSD_OFFLOAD"} {
+		if v, ok := envSet(name); ok && fc.EnableSSDOffload == nil {
+			on, err := parseMooncakeBool(v)
+			if err != nil {
+				return fmt.Errorf("%w: $%s %q: want true or false", base.ErrInvalidParams, name, v)
+			}
+			fc.EnableSSDOffload = &on
 		}
-		fc.EnableSSDOffload = &on
 	}
 	if v, ok := envSet("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH"); ok && fc.SSDOffloadPath == "" {
 		fc.SSDOffloadPath = v
@@ -263,6 +267,7 @@ func (fc *fileConfig) applyMooncake(getenv func(string) string) error {
 		fc.note(false, "config: ssd_offload_path is ignored without enable_ssd_offload")
 	}
 	fc.Protocol = tcpOnly(fc, "protocol", fc.Protocol)
+	fc.noteEnvNoEffect(getenv)
 	for _, kw := range fc.noEffect() {
 		fc.note(false, "config: %s has no effect here: %s", kw[0], kw[1])
 	}
@@ -320,43 +325,15 @@ func watermarks(high, ratio float64) (hi, lo float64) {
 	return high, math.Round(max(0, high-ratio)*1e6) / 1e6 // 0.95-0.05 is 0.8999999999999999 in floats
 }
 
-// mooncakeMasterFlags are mooncake_master's flags beyond `mooncake master`'s.
+// mooncakeMasterFlags are mooncake_master's flags beyond `mooncake master`'s that have an
+// effect here; the others are registered from the table in compat_flags.go.
 type mooncakeMasterFlags struct {
-	port, verbosity, httpMetaPort      int
-	configPath, rootFSDir, metricsHost string
-	httpMetaHost                       string
-	enableMetricReporting, httpMeta    bool
-	putStartDiscard                    secondsDuration
+	port, verbosity, httpMetaPort, rpcConnTimeout int
+	configPath, rootFSDir, metricsHost            string
+	httpMetaHost, rpcInterface                    string
+	enableMetricReporting, httpMeta               bool
+	putStartDiscard                               secondsDuration
 }
-
-// noEffectMasterFlags are the flags of Mooncake's master with no effect here, by why.
-var noEffectMasterFlags = []struct {
-	names []string
-	why   string
-}{
-	{[]string{"max_threads", "rpc_thread_num", "rpc_conn_timeout_seconds", "rpc_enable_tcp_no_delay"},
-		"the RPC server runs a goroutine per connection over all cores, with TCP_NODELAY"},
-	{[]string{"default_kv_lease_ttl", "default_kv_soft_pin_ttl", "allow_evict_soft_pinned_objects"},
-		"there are no leases: a worker pins an object only while it sends it; soft pins are set per put"},
-	{[]string{"enable_ha", "etcd_endpoints"},
-		"masters replicate their metadata with raft: start three with --id, --raft_address and --peers for HA, no etcd"},
-	{[]string{"enable_offload", "offload_on_evict", "promotion_on_hit", "enable_disk_eviction", "quota_bytes", "global_file_segment_size", "put_start_release_timeout_sec"},
-		"workers spill to and promote from their NVMe tier under root_fs_dir on their own"},
-	{[]string{"memory_allocator", "allocation_strategy"},
-		"workers use one offset allocator; placement picks the worker with the most free room"},
-	{[]string{"http_metadata_server_port", "http_metadata_server_host"},
-		"they only matter with --enable_http_metadata_server"},
-	{[]string{"max_total_finished_tasks", "max_total_pending_tasks", "max_total_processing_tasks", "pending_task_timeout_sec", "processing_task_timeout_sec"},
-		"there is no task manager: repairs run on the leader"},
-	{[]string{"enable_cxl", "cxl_path", "cxl_size"}, "CXL memory is not supported"},
-	{[]string{"logtostderr", "alsologtostderr", "colorlogtostderr", "log_dir", "minloglevel", "stderrthreshold", "vmodule"},
-		"logs go to stderr; use --log_level or -v"},
-}
-
-// boolish are the no-effect flags that gflags accepts without a value (--enable_ha).
-var boolish = map[string]bool{"rpc_enable_tcp_no_delay": true, "allow_evict_soft_pinned_objects": true, "enable_ha": true,
-	"enable_offload": true, "offload_on_evict": true, "promotion_on_hit": true, "enable_disk_eviction": true, "enable_cxl": true,
-	"logtostderr": true, "alsologtostderr": true, "colorlogtostderr": true}
 
 func (f *mooncakeMasterFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.port, "port", defaultRPCPort, "Mooncake's name for --rpc_port")
@@ -369,17 +346,9 @@ func (f *mooncakeMasterFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.httpMetaPort, "http_metadata_server_port", 8080, "port of the HTTP metadata store")
 	fs.StringVar(&f.httpMetaHost, "http_metadata_server_host", "0.0.0.0", "host of the HTTP metadata store")
 	fs.Var(&f.putStartDiscard, "put_start_discard_timeout_sec", "Mooncake's name for --put_timeout (seconds)")
-	for _, g := range noEffectMasterFlags {
-		for _, n := range g.names {
-			if fs.Lookup(n) != nil {
-				continue
-			}
-			fs.String(n, "", "accepted for Mooncake compatibility; no effect here ("+g.why+")")
-			if boolish[n] {
-				fs.Lookup(n).NoOptDefVal = "true"
-			}
-		}
-	}
+	fs.StringVar(&f.rpcInterface, "rpc_interface", "", "a network interface whose IPv4 address becomes --rpc_address (Mooncake's)")
+	fs.IntVar(&f.rpcConnTimeout, "rpc_conn_timeout_seconds", 0, "above 0: Mooncake's name for --conn_idle_timeout, in seconds (0: ours)")
+	registerNoEffect(fs, nameMaster)
 }
 
 // masterConfigKeys maps the keys of Mooncake's master config file to flag names.
@@ -478,6 +447,8 @@ func resolveMooncakeMaster(fs *pflag.FlagSet, f *masterFlags, mf *mooncakeMaster
 		return masterSettings{}, err
 	}
 	switch {
+	case changed(fs, "rpc_port") && f.rpcPort == 0:
+		f.rpcPort = mf.port // Mooncake's: 0 means --port
 	case changed(fs, "port") && changed(fs, "rpc_port") && mf.port != f.rpcPort:
 		fc.note(false, "both --port and --rpc_port are set: using --rpc_port %d", f.rpcPort)
 	case changed(fs, "port"):
@@ -485,6 +456,23 @@ func resolveMooncakeMaster(fs *pflag.FlagSet, f *masterFlags, mf *mooncakeMaster
 	}
 	if f.dataDir == "" && mayRunAlone {
 		f.dataDir = defaultStandaloneDir
+	}
+	if mf.rpcInterface != "" {
+		ip, err := rpcInterfaceAddr(mf.rpcInterface, interfaceAddrs)
+		if err != nil {
+			return masterSettings{}, err
+		}
+		if changed(fs, "rpc_address") && f.rpcAddress != ip && f.rpcAddress != "0.0.0.0" {
+			fc.note(false, "--rpc_interface %s overrides --rpc_address %s with %s", mf.rpcInterface, f.rpcAddress, ip)
+		}
+		f.rpcAddress = ip
+		_ = fs.Set("rpc_address", ip)
+	}
+	switch {
+	case mf.rpcConnTimeout < 0:
+		return masterSettings{}, fmt.Errorf("%w: --rpc_conn_timeout_seconds must not be negative", base.ErrInvalidParams)
+	case mf.rpcConnTimeout > 0 && !changed(fs, "conn_idle_timeout") && fs.Lookup("conn_idle_timeout") != nil:
+		f.conns.idle = time.Duration(mf.rpcConnTimeout) * time.Second
 	}
 	lone := mayRunAlone && !changed(fs, "id") && !changed(fs, "peers") && !changed(fs, "raft_address") && !changed(fs, "join")
 	if lone && !changed(fs, "rpc_address") && !changed(fs, "local_hostname") && fc.LocalHostname == "" {
@@ -520,13 +508,7 @@ func resolveMooncakeMaster(fs *pflag.FlagSet, f *masterFlags, mf *mooncakeMaster
 		}
 		s.PutTimeout = time.Duration(mf.putStartDiscard)
 	}
-	for _, g := range noEffectMasterFlags {
-		for _, n := range g.names {
-			if changed(fs, n) && !(mf.httpMeta && strings.HasPrefix(n, "http_metadata_server_")) {
-				fc.note(false, "--%s has no effect here: %s", n, g.why)
-			}
-		}
-	}
+	noteNoEffect(fs, fc, nameMaster)
 	if mf.httpMeta {
 		fc.note(false, "--enable_http_metadata_server: serving Mooncake's HTTP metadata store on %s:%d; this build needs none (raft replaces it)", mf.httpMetaHost, mf.httpMetaPort)
 	}
@@ -547,11 +529,12 @@ func printMooncakeMasterLines(e *env, m interface {
 	}
 }
 
-// mooncakeClientFlags are mooncake_client's flags beyond `mooncake worker`'s.
+// mooncakeClientFlags are mooncake_client's flags beyond `mooncake worker`'s that have an
+// effect here; the others are registered from the table in compat_flags.go.
 type mooncakeClientFlags struct {
-	host, metadataServer, deviceNames string
-	port, threads                     int
-	enableOffload                     bool
+	host                      string
+	port, verbosity, httpPort int
+	enableOffload, enableHTTP bool
 }
 
 func newMooncakeClientCmd(e *env) *cobra.Command {
@@ -564,6 +547,7 @@ func newMooncakeClientCmd(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fs := cmd.Flags()
 			fc := e.file
+			e.verbosity = cf.verbosity
 			if changed(fs, "host") && !changed(fs, "local_hostname") {
 				if ip := net.ParseIP(cf.host); ip != nil && ip.IsUnspecified() {
 					fc.note(false, "--host %s is not an address clients can reach; advertising %s (set --local_hostname)", cf.host, pick(fs, "local_hostname", f.localHostname, fc.LocalHostname, "127.0.0.1"))
@@ -578,22 +562,28 @@ func newMooncakeClientCmd(e *env) *cobra.Command {
 				}
 				f.address = net.JoinHostPort(pick(fs, "local_hostname", f.localHostname, fc.LocalHostname, "127.0.0.1"), strconv.Itoa(cf.port))
 			}
-			if cf.deviceNames != "" && fc.DeviceName == "" {
-				fc.DeviceName = cf.deviceNames
+			if changed(fs, "http_port") && !changed(fs, "metrics_port") {
+				if err := checkPort("--http_port", cf.httpPort, true); err != nil {
+					return err
+				}
+				f.metricsPort = cf.httpPort
 			}
-			if changed(fs, "metadata_server") {
-				fc.note(false, "--metadata_server has no effect here: the masters keep metadata with raft, no metadata server is needed")
-			}
-			if changed(fs, "threads") {
-				fc.note(false, "--threads has no effect here: the worker serves each connection on its own goroutine")
+			devices := fs.Lookup("device_names").Value.String()
+			if devices != "" && fc.DeviceName == "" {
+				fc.DeviceName = devices
 			}
 			s, err := f.resolve(fs, fc, false)
 			if err != nil {
 				return err
 			}
-			if cf.deviceNames != "" && s.Protocol == "tcp" && !changed(fs, "protocol") {
-				fc.note(false, "--device_names has no effect here: this build moves bytes over TCP")
+			if !cf.enableHTTP {
+				s.MetricsAddress = "" // Mooncake's --enable_http_server=false: no HTTP port
 			}
+			skip := []string{}
+			if fc.devicesWarned {
+				skip = append(skip, "device_names") // the protocol warning names them
+			}
+			noteNoEffect(fs, fc, nameClient, skip...)
 			e.mooncakeLines = true
 			e.fileNotices("worker")
 			s = inheritFromMaster(cmd.Context(), e, s)
@@ -607,10 +597,11 @@ func newMooncakeClientCmd(e *env) *cobra.Command {
 	fs := cmd.Flags()
 	fs.StringVar(&cf.host, "host", "", "Mooncake's name for --local_hostname")
 	fs.IntVar(&cf.port, "port", 0, "Mooncake's client port: the worker's data port here (--worker_address)")
-	fs.StringVar(&cf.metadataServer, "metadata_server", "", "accepted for Mooncake compatibility; no effect (raft replaces the metadata server)")
-	fs.StringVar(&cf.deviceNames, "device_names", "", "accepted for Mooncake compatibility; no effect (this build moves bytes over TCP)")
-	fs.IntVar(&cf.threads, "threads", 1, "accepted for Mooncake compatibility; no effect")
 	fs.BoolVar(&cf.enableOffload, "enable_offload", false, "use an NVMe tier: root_fs_dir from the flag, the config file or the master")
+	fs.IntVarP(&cf.verbosity, "v", "v", 0, "glog verbosity: 1 or more logs at debug level")
+	fs.BoolVar(&cf.enableHTTP, "enable_http_server", true, "serve /metrics and /health (false: no HTTP port)")
+	fs.IntVar(&cf.httpPort, "http_port", 0, "Mooncake's name for --metrics_port")
+	registerNoEffect(fs, nameClient)
 	return cmd
 }
 

@@ -144,7 +144,8 @@ func TestMooncakeMasterFlags(t *testing.T) {
 	for _, n := range e.file.notices {
 		lines = append(lines, n.msg)
 	}
-	if len(lines) != 2 || !strings.Contains(lines[0], "--enable_ha has no effect here") || !strings.Contains(lines[1], "--etcd_endpoints has no effect") {
+	if len(lines) != 2 || !strings.Contains(lines[0], "--enable_ha=true: accepted, no effect here: masters replicate") ||
+		!strings.Contains(lines[1], "--etcd_endpoints=a:2379: accepted, no effect here") {
 		t.Fatalf("notices %q", lines)
 	}
 
