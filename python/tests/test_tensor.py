@@ -253,6 +253,34 @@ class TensorTest(mctest.StandaloneCase):
             self.assertTrue(torch.equal(s.get_tensor(k2), t))
             self.assertIsNone(s.load_tensor_from_safetensor(k2, os.path.join(d, "missing")))
 
+    def test_every_helper_fails_cleanly(self):
+        # One failing call per helper not failed above: mismatched batches, bad tensors,
+        # misses. Writes give codes, reads None (or INVALID_PARAMS per key where Mooncake does).
+        s, k, t = self.s, mctest.key("miss"), self.t(2)
+        cfg = ReplicateConfig()
+        codes = {
+            "batch_pub_tensor": s.batch_pub_tensor([k, k], [t], cfg),
+            "batch_upsert_pub_tensor": s.batch_upsert_pub_tensor([k], [None], cfg),
+            "upsert_pub_tensor": s.upsert_pub_tensor(k, "x", cfg),
+            "batch_upsert_tensor_with_parallelism": s.batch_upsert_tensor_with_parallelism([k], [t, t]),
+            "upsert_tensor_with_parallelism_from": s.upsert_tensor_with_parallelism_from(k, 0, 0),
+            "batch_put_tensor_with_parallelism_from": s.batch_put_tensor_with_parallelism_from([k], [1, 2], [3]),
+            "batch_pub_tensor_with_tp": s.batch_pub_tensor_with_tp([k], ["x"], cfg, tp_size=2),
+            "batch_put_tensor_with_tp_from": s.batch_put_tensor_with_tp_from([k], [], [], tp_size=2),
+            "batch_put_tensor_from": s.batch_put_tensor_from([k], [0], [100]),
+        }
+        want = {n: INVALID for n in codes}
+        for n in ("batch_pub_tensor", "batch_upsert_tensor_with_parallelism", "batch_put_tensor_with_parallelism_from", "batch_put_tensor_with_tp_from"):
+            want[n] = [INVALID] * (1 if n != "batch_pub_tensor" else 2)
+        for n in ("batch_upsert_pub_tensor", "batch_pub_tensor_with_tp", "batch_put_tensor_from"):
+            want[n] = [INVALID]
+        self.assertEqual(codes, want)
+        self.assertEqual(s.batch_get_tensor_with_tp([k], 1, 2), [None])
+        self.assertEqual(s.batch_get_tensor_with_parallelism([k], [ReadTarget("shard", tp(1, 2, 0))]), [None])
+        self.assertEqual(s.batch_get_tensor_with_parallelism([k, k], [None]), [None, None])
+        self.assertEqual(s.batch_get_tensor_with_parallelism_into([k], [1], [1, 2]), [None])
+        self.assertIsNone(s.get_tensor_with_parallelism(k, "full"))  # not a ReadTarget
+
     # -- without torch, and not set up --
 
     def test_without_torch_a_code_not_importerror(self):
