@@ -8,11 +8,5 @@ py=${1:-python3}
 if "$py" -m pip --version >/dev/null 2>&1; then
 	exit 0
 fi
-if [ "$(id -u)" != 0 ]; then
-	echo "ensure-pip: pip is not installed for $py; run as root: apt-get install -y python3-pip" >&2
-	exit 1
-fi
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >&2
-apt-get install -y -qq --no-install-recommends python3-pip >&2
+sh "$(dirname "$0")/apt-install.sh" "ensure-pip: pip for $py" python3-pip
 "$py" -m pip --version >/dev/null

@@ -35,8 +35,12 @@ func TestPythonSuite(t *testing.T) {
 	site := filepath.Join(dir, "site")
 	install(t, py, lib, site)
 
+	pypath := site
+	if extra := torchPath(t, py); extra != "" {
+		pypath += string(os.PathListSeparator) + extra // after site: the installed package wins
+	}
 	env := append(os.Environ(),
-		"PYTHONPATH="+site,
+		"PYTHONPATH="+pypath,
 		"MOONCAKE_STORE_LIB=", // the installed package must find its library beside itself
 		"MOONCAKE_MASTER=",    // tests name their masters explicitly
 		"MOONCAKE_CONFIG_PATH=",
@@ -94,6 +98,22 @@ func install(t testing.TB, py, lib, site string) {
 	if _, err := os.Stat(filepath.Join(site, "mooncake", "libmooncake_store.so")); err != nil {
 		t.Fatalf("pip install did not put the library beside the package: %v", err)
 	}
+}
+
+// torchPath makes torch importable for the tensor tests (.ci/ensure-torch.sh installs
+// Debian's python3-torch when missing) and returns the directory py needs on PYTHONPATH to
+// find it, or "". The suite runs with MOONCAKE_TEST_STRICT=1, so without torch the tensor
+// tests fail rather than skip.
+func torchPath(t testing.TB, py string) string {
+	t.Helper()
+	var stderr strings.Builder
+	cmd := exec.Command("sh", filepath.Join("..", ".ci", "ensure-torch.sh"), py)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf(".ci/ensure-torch.sh: %v\n%s", err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // --- processes (helpers in internal/testutil) ----------------------------------------------

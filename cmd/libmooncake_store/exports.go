@@ -134,6 +134,12 @@ func mooncake_store_destroy(h C.uintptr_t) {
 	}
 }
 
+//export mooncake_store_set_etcd_tls_config
+func mooncake_store_set_etcd_tls_config(h C.uintptr_t, caFile, certFile, keyFile *C.char) {
+	// Accepted and ignored: there is no etcd here (the masters' raft holds the metadata), so
+	// there is no etcd connection to secure. Mooncake's is a no-op too in builds without etcd.
+}
+
 //export mooncake_store_setup
 func mooncake_store_setup(h C.uintptr_t, localHostname, metadataServer *C.char, globalSegmentSize, localBufferSize C.uint64_t,
 	protocol, deviceName, masterServerAddr *C.char) (rc C.int) {

@@ -139,6 +139,12 @@ mooncake_store_t mooncake_store_create(void);
  * again. NULL or an unknown handle is ignored. */
 void mooncake_store_destroy(mooncake_store_t store);
 
+/* Mooncake's etcd TLS settings, to be called before mooncake_store_setup. Accepted and
+ * ignored (any of the three may be NULL or ""): mooncake-go has no etcd, the masters' raft
+ * holds the metadata. The strings are not kept. */
+void mooncake_store_set_etcd_tls_config(mooncake_store_t store, const char *ca_file,
+                                        const char *cert_file, const char *key_file);
+
 /*
  * Connects the store to the cluster. Mooncake's seven positional values:
  * - local_hostname: this host's name or address as other hosts reach it ("host" or

@@ -205,11 +205,17 @@ class ReplicaDescriptor:
         here serves as part of the worker's memory replica, so this is False."""
         return self.type == "local_disk"
 
-    def get_memory_descriptor(self) -> "ReplicaDescriptor":
-        return self
+    def get_memory_descriptor(self) -> Any:
+        """A MemoryDescriptor whose buffer_descriptor is the worker's address."""
+        from ._types import MemoryDescriptor
 
-    def get_disk_descriptor(self) -> "ReplicaDescriptor":
-        return self
+        return MemoryDescriptor(self.address)
+
+    def get_disk_descriptor(self) -> Any:
+        """A DiskDescriptor: empty here (no replica is a disk replica), object_size set."""
+        from ._types import DiskDescriptor
+
+        return DiskDescriptor("", self.object_size)
 
     @property
     def buffer_descriptor(self) -> str:

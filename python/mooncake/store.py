@@ -36,6 +36,22 @@ from . import _lib
 from ._buffers import Borrowed, BufferHandle, make_handle
 from ._config import ObjectDataType, ReplicaDescriptor, ReplicaStatus, ReplicateConfig, SoftPinAction
 from ._hostmem import MooncakeHostMemAllocator
+from ._more import MoreMethods
+from ._tensor import TensorMethods
+from ._types import (
+    Descriptor,
+    DiskDescriptor,
+    MemoryDescriptor,
+    ParallelAxis,
+    QueryTaskResponse,
+    ReadTarget,
+    TaskStatus,
+    TaskType,
+    TensorParallelism,
+    bind_to_numa_node,
+    get_alloc_func_addr,
+    get_free_func_addr,
+)
 from ._setup import SetupError, parse_size
 from ._setup import resolve as _resolve_setup
 
@@ -49,6 +65,18 @@ __all__ = [
     "ErrorCode",
     "BufferHandle",
     "ReplicaDescriptor",
+    "MemoryDescriptor",
+    "DiskDescriptor",
+    "Descriptor",
+    "TaskType",
+    "TaskStatus",
+    "QueryTaskResponse",
+    "ParallelAxis",
+    "TensorParallelism",
+    "ReadTarget",
+    "bind_to_numa_node",
+    "get_alloc_func_addr",
+    "get_free_func_addr",
 ]
 
 Key = Union[str, bytes]
@@ -74,6 +102,7 @@ class ErrorCode(enum.IntEnum):
     RPC_TIMEOUT = -901
     UNAVAILABLE_IN_CURRENT_STATUS = -1010
     NOT_SUPPORTED = -1012
+    FILE_NOT_FOUND = -1100
 
 
 _INVALID = int(ErrorCode.INVALID_PARAMS)
@@ -211,7 +240,7 @@ def _sz(ns: List[int]) -> Any:
     return (ctypes.c_size_t * len(ns))(*ns)
 
 
-class MooncakeDistributedStore:
+class MooncakeDistributedStore(TensorMethods, MoreMethods):
     """A client of a mooncake-go cluster, with Mooncake's Python API.
 
     Create it, call setup(...) (or setup_dummy / init_all), use it from any number of
@@ -228,6 +257,8 @@ class MooncakeDistributedStore:
         # Set up with local_buffer_size=0: put of bytes has nothing to stage from (Mooncake's
         # client copies the value into that buffer first) and returns INVALID_PARAMS.
         self._no_put_buffer = False
+        # local_buffer_size as set up (0 for none): mooncake.buffer_pool sizes itself from it.
+        self._local_buffer_size = 0
 
     # -- lifecycle --
 
@@ -310,6 +341,7 @@ class MooncakeDistributedStore:
         rc = self._setup(lambda L, h: L.mooncake_store_setup(h, *args))
         if rc == 0:
             self._no_put_buffer = no_buffer
+            self._local_buffer_size = a["local_buffer_size"]
         return rc
 
     def setup_dummy(self, mem_pool_size: int, local_buffer_size: int, server_address: str) -> int:
@@ -322,7 +354,10 @@ class MooncakeDistributedStore:
         if not isinstance(server_address, str):
             raise TypeError("server_address must be a string")
         addr = _cstr(server_address)
-        return self._setup(lambda L, h: L.mooncake_store_setup(h, b"", b"", 0, 0, b"tcp", b"", addr))
+        rc = self._setup(lambda L, h: L.mooncake_store_setup(h, b"", b"", 0, 0, b"tcp", b"", addr))
+        if rc == 0:
+            self._local_buffer_size = parse_size("local_buffer_size", local_buffer_size)
+        return rc
 
     def init_all(self, protocol: str, device_name: str, mount_segment_size: Union[int, str] = 16 << 20) -> int:
         """Mooncake's older one-call setup: masters from MOONCAKE_MASTER or the file
@@ -852,35 +887,15 @@ class MooncakeDistributedStore:
 # why). They raise NotImplementedError naming the method, instead of an AttributeError that
 # looks like a typo, so a program written for Mooncake fails loudly at the first call.
 _NOT_SUPPORTED = {
-    # torch tensor helpers: store raw bytes with put_from/get_into(tensor.data_ptr(), nbytes)
     **dict.fromkeys(
-        [
-            "put_tensor", "get_tensor", "pub_tensor", "batch_put_tensor", "batch_get_tensor", "batch_pub_tensor",
-            "put_tensor_with_tp", "get_tensor_with_tp", "pub_tensor_with_tp", "batch_put_tensor_with_tp",
-            "batch_get_tensor_with_tp", "batch_pub_tensor_with_tp", "get_tensor_into", "batch_get_tensor_into",
-            "get_tensor_with_tp_into", "batch_get_tensor_with_tp_into", "put_tensor_from", "batch_put_tensor_from",
-            "put_tensor_with_tp_from", "batch_put_tensor_with_tp_from", "upsert_tensor", "upsert_tensor_from",
-            "batch_upsert_tensor", "batch_upsert_tensor_from", "upsert_pub_tensor", "batch_upsert_pub_tensor",
-            "put_tensor_with_parallelism", "batch_put_tensor_with_parallelism", "get_tensor_with_parallelism",
-            "batch_get_tensor_with_parallelism", "get_tensor_with_parallelism_into",
-            "batch_get_tensor_with_parallelism_into", "upsert_tensor_with_parallelism",
-            "batch_upsert_tensor_with_parallelism", "put_tensor_with_parallelism_from",
-            "batch_put_tensor_with_parallelism_from", "upsert_tensor_with_parallelism_from",
-            "batch_upsert_tensor_with_parallelism_from",
-        ],
-        "the torch tensor helpers are not supported: store the tensor's bytes with "
-        "put_from(key, t.data_ptr(), t.nbytes) and read them with get_into",
-    ),
-    **dict.fromkeys(
-        ["mount_segment", "unmount_segment", "allocate_and_mount_segment", "unmount_and_free_segment", "alloc_from_mem_pool"],
-        "mounting memory or files as extra segments (CXL, shared memory) is not supported: a worker's DRAM "
+        ["mount_segment", "unmount_segment", "allocate_and_mount_segment", "unmount_and_free_segment"],
+        "mounting memory or files as extra segments (CXL, shared memory) is not supported yet: a worker's DRAM "
         "is set by global_segment_size",
     ),
     **dict.fromkeys(
         ["create_copy_task", "create_move_task", "query_task"],
-        "copy and move tasks are not supported: replicas are placed by replica_num and repaired by the masters",
+        "copy and move tasks are not supported yet: replicas are placed by replica_num and repaired by the masters",
     ),
-    "put_from_with_metadata": "put_from_with_metadata is not supported: use put_parts or batch_put_from_multi_buffers",
 }
 
 

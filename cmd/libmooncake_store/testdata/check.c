@@ -293,6 +293,8 @@ static void check_embedded(mooncake_store_t s) {
     fill(v, sizeof v, 7);
     EQ(mooncake_store_put(s, "k", v, sizeof v, NULL), MOONCAKE_ERR_UNAVAILABLE_IN_CURRENT_STATUS, "put after close");
     EQ(mooncake_store_health_check(s), 1, "health_check after close");
+    mooncake_store_set_etcd_tls_config(s, NULL, NULL, NULL); /* Mooncake's call: accepted, no etcd here */
+    mooncake_store_set_etcd_tls_config(s, "/no/ca.pem", "", "/no/key.pem");
     EQ(mooncake_store_setup(s, "127.0.0.1", "http://ignored", 32 << 20, 0, "tcp", "", master), 0,
        "setup with a segment");
     char host[256];
