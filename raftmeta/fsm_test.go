@@ -185,8 +185,10 @@ func randomCommand(r *rand.Rand, now int64) Command {
 		return c
 	case p < 84:
 		return MarkWorkerDead{ID: worker()}
-	case p < 88:
+	case p < 86:
 		return MarkWorkerLost{ID: worker(), Now: now}
+	case p < 88:
+		return LeaveWorker{ID: worker(), Keep: r.IntN(2) == 0, Now: now}
 	case p < 90:
 		c := AdoptReplicas{Worker: worker()}
 		for range 1 + r.IntN(4) {
