@@ -86,6 +86,9 @@ func sampleRequests() []Message {
 		// Reads with the optional flags byte (a verifying client: sendfile allowed).
 		&ReadRequest{Key: "k", Version: 3, Verifies: true},
 		&ReadRequest{Key: "k", Version: 3, Offset: 10, Length: 20, Verifies: true},
+		// Workers that leave or lose their connection (issue 18): lifecycle calls 63, 64.
+		&LeaveWorkerRequest{WorkerID: "embedded-host-4242-0000beef"},
+		&AttachWorkerRequest{WorkerID: "w-1"},
 	}
 }
 
@@ -132,6 +135,8 @@ func sampleResponses() []Message {
 		NewEmpty(OpShmPutWrite),
 		NewEmpty(OpShmPutClose),
 		NewBatchResponse(OpShmTouch, []ItemError{{}, {Code: base.CodeObjectNotFound, Msg: "gone"}}),
+		NewEmpty(OpLeaveWorker),
+		NewEmpty(OpAttachWorker),
 	}
 }
 
