@@ -103,3 +103,6 @@ func (m *Machine) leaveFailed(c raftmeta.LeaveWorker) {
 		w.State = liveState(w)
 	}
 }
+
+// Attached reports whether the worker holds a connection to the leader (Attach, no Detach since).
+func (w Worker) Attached() bool { return w.conn != 0 }
