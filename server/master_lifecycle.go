@@ -287,7 +287,7 @@ func (m *Master) retireWorker(ctx context.Context, id base.WorkerID) error {
 		return fmt.Errorf("%w: worker %s is not registered", base.ErrSegmentNotFound, id)
 	}
 	if seg := m.node.Segments()[i]; seg.State != raftmeta.SegmentDead && seg.State != raftmeta.SegmentLeft {
-		return fmt.Errorf("%w: worker %s is %s: only a dead or left worker is retired (drain it, stop it, wait for client_ttl)",
+		return fmt.Errorf("%w: worker %s is %s: only a dead worker (or one that left) is retired (drain it, stop it, wait for client_ttl)",
 			base.ErrInvalidParams, id, seg.State)
 	}
 	cmd := raftmeta.UnregisterWorker{ID: id}
