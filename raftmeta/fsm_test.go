@@ -358,6 +358,8 @@ func FuzzDecodeCommand(f *testing.F) {
 		f.Add(EncodeCommand(randomCommand(r, 5)))
 	}
 	f.Add(EncodeCommand(RegisterModel{Name: "qwen2-7b", BytesPerToken: 57344, Description: "d"}))
+	f.Add(EncodeCommand(LeaveWorker{ID: "w1", Keep: true, Now: 5}))
+	f.Add(EncodeCommand(LeaveWorker{ID: "embedded-h-1-0000beef"}))
 	f.Add(EncodeCommand(PutEnd{Items: []PutItem{{Key: "k", Size: 9, Version: 1, Replicas: []base.WorkerID{"w1"}, Tokens: 3, Model: "m"}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := DecodeCommand(b)
