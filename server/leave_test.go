@@ -50,7 +50,8 @@ func (d *driver) placements(prefix string, n int) map[base.WorkerID]int {
 // TestLeaveUnmountsAtOnce: an ephemeral worker (the C library's embedded one) that shuts down
 // unmounts: when Shutdown returns, the objects it alone held are gone from the metadata
 // (lookup and exists say not found at once), objects it shared lost only that replica, the
-// leader lists it nowhere (never dead), and no put is placed on it.
+// leader lists it nowhere (never dead), no put is placed on it, and a new leader after a
+// failover knows all of it.
 func TestLeaveUnmountsAtOnce(t *testing.T) {
 	dead := make(chan base.WorkerID, 4)
 	c := startMasters(t, 3, func(cfg *MasterConfig) { cfg.onWorkerDead = func(id base.WorkerID) { dead <- id } })
@@ -86,6 +87,18 @@ func TestLeaveUnmountsAtOnce(t *testing.T) {
 	}
 	if got := d.placements("after", 20); got[wa.ID()] > 0 || got[wb.ID()] != 20 {
 		t.Fatalf("placements after the unmount: %v", got)
+	}
+	// The unmount was a raft commit: a new leader knows it too.
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	c.transferLeadership(ctx)
+	if _, err := d.lookup("alone0"); !errors.Is(err, base.ErrObjectNotFound) {
+		t.Fatalf("lookup on the new leader: %v, want not found", err)
+	}
+	for _, w := range d.status().Workers {
+		if w.ID == string(wa.ID()) {
+			t.Fatalf("the new leader lists the unmounted worker (%s)", w.State)
+		}
 	}
 	select {
 	case id := <-dead:
