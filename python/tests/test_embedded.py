@@ -62,7 +62,12 @@ def _put_and_exit(master, q):
     k = mctest.key("exit")
     rc = s.put(k, b"held only by the exiting process", ReplicateConfig(preferred_segment=s.get_hostname()))
     q.put(k if rc == 0 else "put failed: %d" % rc)
-    # No close(): the interpreter's exit unmounts the store.
+    # No close(), and a reference kept to the end, so no __del__ runs first: the interpreter's
+    # exit (the package's atexit hook) unmounts the store.
+    _kept.append(s)
+
+
+_kept = []
 
 
 def _reader(master, k, n, q):
