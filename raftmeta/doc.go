@@ -100,6 +100,7 @@
 //	21 AdoptReplicas   worker_id, n uvarint, n × (key, version uvarint)
 //	22 MoveReplicas    n uvarint, n × (key, version uvarint, from worker_id, to worker_id)
 //	23 SetWorkerDraining worker_id, draining bool
+//	24 LeaveWorker     worker_id, keep bool, now varint
 //	30 RegisterModel   name, bytes_per_token varint, description
 //	31 RemoveModel     name
 //
@@ -146,6 +147,11 @@
 // it died, and nothing is placed on a dead worker, so what the FSM keeps for dead workers
 // never exceeds what it held for them alive; it goes when the worker returns, when its objects
 // are removed or overwritten, or when the worker is retired (UnregisterWorker).
+//
+// A worker that leaves on purpose (LeaveWorker: an embedded worker's close, Mooncake's
+// UnmountSegment) is never dead. Without Keep it is forgotten at once, as UnregisterWorker
+// forgets it; with Keep (its objects persist under root_fs_dir) its replicas become lost
+// replicas and its segment SegmentLeft, with the same bound and the same ways out.
 //
 // # Memory
 //

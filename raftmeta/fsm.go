@@ -210,14 +210,7 @@ func (st *state) apply(c Command) Result {
 		if !ok {
 			return Result{Err: fmt.Errorf("raftmeta: unregister %q: %w", c.ID, base.ErrSegmentNotFound)}
 		}
-		res := st.dropWorker(slot)
-		res.Removed += st.forgetLost(slot).Removed
-		st.slots[slot] = nil
-		delete(st.slotOf, c.ID)
-		for len(st.slots) > 1 && st.slots[len(st.slots)-1] == nil {
-			st.slots = st.slots[:len(st.slots)-1]
-		}
-		return res
+		return st.unregister(c.ID, slot)
 	case MarkWorkerDead:
 		slot, ok := st.slotOf[c.ID]
 		if !ok {
@@ -254,6 +247,19 @@ func (st *state) apply(c Command) Result {
 		return Result{}
 	}
 	return Result{Err: fmt.Errorf("raftmeta: command %T: %w", c, base.ErrNotSupported)}
+}
+
+// unregister forgets worker id at slot: its replicas, live and lost, are dropped, objects
+// left with none are removed, and the slot is freed.
+func (st *state) unregister(id base.WorkerID, slot uint16) Result {
+	res := st.dropWorker(slot)
+	res.Removed += st.forgetLost(slot).Removed
+	st.slots[slot] = nil
+	delete(st.slotOf, id)
+	for len(st.slots) > 1 && st.slots[len(st.slots)-1] == nil {
+		st.slots = st.slots[:len(st.slots)-1]
+	}
+	return res
 }
 
 // applyRemove applies Remove, RemoveRegex and RemoveAll. Result.Removed counts visible

@@ -16,7 +16,7 @@ import (
 //
 //	register-worker id=<w> [addr=<a>] [dram=<n>] [nvme=<n>]
 //	unregister-worker id=<w> | mark-dead id=<w> | register-master id=<m> [addr=<a>]
-//	mark-lost id=<w> [now=<n>] | drain id=<w> [cancel]
+//	mark-lost id=<w> [now=<n>] | drain id=<w> [cancel] | leave id=<w> [keep]
 //	adopt worker=<w>                  input: <key> version=<n>
 //	move                              input: <key> version=<n> from=<w> to=<w>
 //	put [upsert] [now=<n>]            input: <key> size=<n> version=<n> [checksum=<n>] replicas=<w,...> [soft=<n>] [hard]
@@ -65,6 +65,8 @@ func TestFSMDataDriven(t *testing.T) {
 				return apply(MarkWorkerDead{ID: base.WorkerID(str("id"))})
 			case "mark-lost":
 				return apply(MarkWorkerLost{ID: base.WorkerID(str("id")), Now: num("now")})
+			case "leave":
+				return apply(LeaveWorker{ID: base.WorkerID(str("id")), Keep: d.HasArg("keep"), Now: num("now")})
 			case "drain":
 				return apply(SetWorkerDraining{ID: base.WorkerID(str("id")), Draining: !d.HasArg("cancel")})
 			case "adopt":

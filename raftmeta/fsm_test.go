@@ -185,8 +185,10 @@ func randomCommand(r *rand.Rand, now int64) Command {
 		return c
 	case p < 84:
 		return MarkWorkerDead{ID: worker()}
-	case p < 88:
+	case p < 86:
 		return MarkWorkerLost{ID: worker(), Now: now}
+	case p < 88:
+		return LeaveWorker{ID: worker(), Keep: r.IntN(2) == 0, Now: now}
 	case p < 90:
 		c := AdoptReplicas{Worker: worker()}
 		for range 1 + r.IntN(4) {
@@ -356,6 +358,8 @@ func FuzzDecodeCommand(f *testing.F) {
 		f.Add(EncodeCommand(randomCommand(r, 5)))
 	}
 	f.Add(EncodeCommand(RegisterModel{Name: "qwen2-7b", BytesPerToken: 57344, Description: "d"}))
+	f.Add(EncodeCommand(LeaveWorker{ID: "w1", Keep: true, Now: 5}))
+	f.Add(EncodeCommand(LeaveWorker{ID: "embedded-h-1-0000beef"}))
 	f.Add(EncodeCommand(PutEnd{Items: []PutItem{{Key: "k", Size: 9, Version: 1, Replicas: []base.WorkerID{"w1"}, Tokens: 3, Model: "m"}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := DecodeCommand(b)

@@ -15,6 +15,7 @@ const (
 	TypeAdoptReplicas     CommandType = 21
 	TypeMoveReplicas      CommandType = 22
 	TypeSetWorkerDraining CommandType = 23
+	TypeLeaveWorker       CommandType = 24
 )
 
 // MarkWorkerLost records the leader's conclusion that a worker is gone (silent past
@@ -68,7 +69,25 @@ type SetWorkerDraining struct {
 	Draining bool
 }
 
+// LeaveWorker records that a worker left on purpose (it unmounted its segment: an embedded
+// worker's close), as Mooncake's UnmountSegment does. It never makes the worker dead. With
+// Keep false its replicas are dropped, objects left with none are removed and the worker is
+// forgotten at once (as UnregisterWorker): a worker without an NVMe tier takes its bytes
+// with it. With Keep true (a worker whose objects persist under root_fs_dir) its replicas
+// become lost replicas, as MarkWorkerLost makes them, and the segment becomes SegmentLeft:
+// objects held only there are invisible at once, and re-adopted if the worker registers
+// again with the same id, until it is retired (UnregisterWorker). The leader's lifecycle
+// machine decides Keep. An unknown worker gives base.ErrSegmentNotFound (it left already).
+type LeaveWorker struct {
+	ID   base.WorkerID
+	Keep bool
+	// Now is the proposer's clock in unix nanoseconds (the segment's DeadSince stays 0: it
+	// is not dead); kept for the log's sake. Zero: Node.Apply fills in time.Now().
+	Now int64
+}
+
 func (MarkWorkerLost) Type() CommandType    { return TypeMarkWorkerLost }
+func (LeaveWorker) Type() CommandType       { return TypeLeaveWorker }
 func (AdoptReplicas) Type() CommandType     { return TypeAdoptReplicas }
 func (MoveReplicas) Type() CommandType      { return TypeMoveReplicas }
 func (SetWorkerDraining) Type() CommandType { return TypeSetWorkerDraining }
@@ -105,6 +124,13 @@ func (c MoveReplicas) Validate() error {
 	return nil
 }
 
+func (c LeaveWorker) Validate() error {
+	if err := base.ValidateWorkerID(c.ID); err != nil {
+		return fmt.Errorf("raftmeta: %w", err)
+	}
+	return nil
+}
+
 func (c SetWorkerDraining) Validate() error {
 	if err := base.ValidateWorkerID(c.ID); err != nil {
 		return fmt.Errorf("raftmeta: %w", err)
@@ -130,6 +156,12 @@ func (c MoveReplicas) appendFields(b []byte) []byte {
 		b = appendStr(b, string(it.To))
 	}
 	return b
+}
+
+func (c LeaveWorker) appendFields(b []byte) []byte {
+	b = appendStr(b, string(c.ID))
+	b = appendBool(b, c.Keep)
+	return binary.AppendVarint(b, c.Now)
 }
 
 func (c SetWorkerDraining) appendFields(b []byte) []byte {
@@ -169,6 +201,10 @@ func decodeLifecycle(t CommandType, d *decoder) (c Command, ok bool) {
 	case TypeSetWorkerDraining:
 		id := base.WorkerID(d.str(base.MaxWorkerIDLen))
 		return SetWorkerDraining{ID: id, Draining: d.boolean()}, true
+	case TypeLeaveWorker:
+		id := base.WorkerID(d.str(base.MaxWorkerIDLen))
+		keep := d.boolean()
+		return LeaveWorker{ID: id, Keep: keep, Now: d.varint()}, true
 	}
 	return nil, false
 }
@@ -191,6 +227,8 @@ func (st *state) applyLifecycle(c Command) (res Result, ok bool) {
 		return st.adoptReplicas(&c), true
 	case MoveReplicas:
 		return st.moveReplicas(&c), true
+	case LeaveWorker:
+		return st.leaveWorker(&c), true
 	case SetWorkerDraining:
 		slot, found := st.slotOf[c.ID]
 		if !found {
@@ -200,6 +238,21 @@ func (st *state) applyLifecycle(c Command) (res Result, ok bool) {
 		return Result{}, true
 	}
 	return Result{}, false
+}
+
+// leaveWorker applies LeaveWorker: the replicas become lost ones and the segment left
+// (Keep), or the worker is forgotten as UnregisterWorker forgets it.
+func (st *state) leaveWorker(c *LeaveWorker) Result {
+	slot, found := st.slotOf[c.ID]
+	if !found {
+		return Result{Err: fmt.Errorf("raftmeta: leave %q: %w", c.ID, base.ErrSegmentNotFound)}
+	}
+	if !c.Keep {
+		return st.unregister(c.ID, slot)
+	}
+	res := st.loseWorker(slot)
+	st.slots[slot].state, st.slots[slot].deadSince = SegmentLeft, 0
+	return res
 }
 
 // loseWorker turns every live replica at slot into a lost one (Result.Dropped counts them).

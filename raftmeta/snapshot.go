@@ -288,7 +288,7 @@ func readSnapshot(r io.Reader) (*state, uint64, error) {
 			break
 		}
 		if err := base.ValidateWorkerID(s.id); err != nil || slot == 0 || s.addr == "" || s.dram < 0 || s.nvme < 0 ||
-			(s.state != SegmentActive && s.state != SegmentDead) {
+			(s.state != SegmentActive && s.state != SegmentDead && s.state != SegmentLeft) {
 			d.fail("bad segment %q at slot %d", s.id, slot)
 			break
 		}

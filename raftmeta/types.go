@@ -42,15 +42,21 @@ const (
 	// (MarkWorkerDead) or kept as lost replicas (MarkWorkerLost). A later RegisterWorker makes
 	// it active again.
 	SegmentDead SegmentState = 2
+	// SegmentLeft: the worker left on purpose (LeaveWorker with Keep): no new replicas, its
+	// replicas are kept as lost replicas for its return. Never dead. A later RegisterWorker
+	// makes it active again.
+	SegmentLeft SegmentState = 3
 )
 
-// String returns "active", "dead" or "state(n)".
+// String returns "active", "dead", "left" or "state(n)".
 func (s SegmentState) String() string {
 	switch s {
 	case SegmentActive:
 		return "active"
 	case SegmentDead:
 		return "dead"
+	case SegmentLeft:
+		return "left"
 	}
 	return fmt.Sprintf("state(%d)", uint8(s))
 }
@@ -148,9 +154,10 @@ type Result struct {
 	// succeeded); nil for other commands.
 	Items []error
 	// Removed counts objects removed (Remove*, and objects left with no replica by
-	// DropReplicas, MarkWorkerDead, UnregisterWorker).
+	// DropReplicas, MarkWorkerDead, UnregisterWorker, LeaveWorker).
 	Removed int
-	// Dropped counts replicas dropped (DropReplicas, MarkWorkerDead, UnregisterWorker).
+	// Dropped counts replicas dropped (DropReplicas, MarkWorkerDead, UnregisterWorker), or
+	// made lost (MarkWorkerLost, LeaveWorker).
 	Dropped int
 	// Replaced holds, for an upsert PutEnd, each object an item replaced at another version,
 	// as it was just before this entry: the leader owes its workers drops of it. Computed at

@@ -26,6 +26,12 @@ const (
 	// dropped soon. During the grace lookups still list the worker: clients fail over to other
 	// replicas, or get an error for objects held only there, until it is back.
 	DefaultWorkerRestartGrace = 2 * time.Minute
+	// DefaultClientDisconnectGrace is how long the leader waits for a worker whose connection
+	// to it broke (its process killed, its host gone) to attach again before it marks the
+	// worker dead. The worker stops getting puts at once; 2 s covers a reconnect after a
+	// transient reset (the worker redials within 500 ms) and is five times shorter than
+	// client_ttl, which still bounds a worker that hangs with its connection open.
+	DefaultClientDisconnectGrace = 2 * time.Second
 	// DefaultHeartbeatInterval is how often a worker heartbeats the leader.
 	DefaultHeartbeatInterval = time.Second
 	// DefaultPutTimeout bounds a put between PutStart and PutEnd. After it the leader forgets the
@@ -85,6 +91,12 @@ type MasterConfig struct {
 	// or under ClientTTL gives no grace. Default DefaultWorkerRestartGrace (2 min); see there
 	// why.
 	WorkerRestartGrace time.Duration
+	// ClientDisconnectGrace: a worker whose connection to the leader broke (the AttachWorker
+	// call it holds open ended with the connection) gets no new puts from then on and is
+	// marked dead this long after, unless it attaches again; at or over ClientTTL it changes
+	// nothing but the placements. Leader soft state. Default DefaultClientDisconnectGrace
+	// (2 s).
+	ClientDisconnectGrace time.Duration
 	// Repair bounds the copies repair and drain make, worker to worker (copies in flight,
 	// bytes per second, tasks queued). Zero fields take lifecycle's defaults (4 in flight,
 	// 128 MiB/s).
@@ -160,6 +172,9 @@ func (c *MasterConfig) EnsureDefaults() {
 	if c.WorkerRestartGrace == 0 {
 		c.WorkerRestartGrace = DefaultWorkerRestartGrace
 	}
+	if c.ClientDisconnectGrace == 0 {
+		c.ClientDisconnectGrace = DefaultClientDisconnectGrace
+	}
 	if c.EvictionHighWatermarkRatio == 0 {
 		c.EvictionHighWatermarkRatio = DefaultEvictionHighWatermarkRatio
 	}
@@ -199,6 +214,8 @@ func (c *MasterConfig) Validate() error {
 		return bad("client_ttl %v is negative", c.ClientTTL)
 	case c.WorkerRestartGrace < 0:
 		return bad("worker_restart_grace %v is negative", c.WorkerRestartGrace)
+	case c.ClientDisconnectGrace < 0:
+		return bad("client_disconnect_grace %v is negative", c.ClientDisconnectGrace)
 	case c.EvictionHighWatermarkRatio <= 0 || c.EvictionHighWatermarkRatio > 1:
 		return bad("eviction_high_watermark_ratio %v is not in (0, 1]", c.EvictionHighWatermarkRatio)
 	case c.EvictionRatio <= 0 || c.EvictionRatio >= 1:
@@ -247,7 +264,7 @@ func (c *MasterConfig) logAttrs() []any {
 	return []any{
 		"data_dir", c.DataDir, "rpc_address", c.RPCAddress, "raft_address", c.RaftAddress,
 		"metrics_address", c.MetricsAddress, "peers", strings.Join(peers, ","), "join", c.Join, "cluster_id", c.ClusterID,
-		"client_ttl", c.ClientTTL, "worker_restart_grace", c.WorkerRestartGrace, "eviction_high_watermark_ratio", c.EvictionHighWatermarkRatio,
+		"client_ttl", c.ClientTTL, "worker_restart_grace", c.WorkerRestartGrace, "client_disconnect_grace", c.ClientDisconnectGrace, "eviction_high_watermark_ratio", c.EvictionHighWatermarkRatio,
 		"eviction_ratio", c.EvictionRatio, "put_timeout", c.PutTimeout, "max_value_size", base.Bytes(c.MaxValueSize).String(),
 		"summary_interval", c.SummaryInterval, "raft_fsync", !c.RaftNoSync, "size_units", base.SizeUnits,
 	}
@@ -319,17 +336,19 @@ type WorkerConfig struct {
 	// Logger receives every log line. Default slog.Default().
 	Logger *slog.Logger
 	// Ephemeral marks a worker that will not come back after Shutdown (the worker the C
-	// library embeds in an application process): Shutdown then skips the final heartbeat
-	// that asks the leader for a restart grace, so the leader marks the worker dead after
-	// its client_ttl and drops its replicas, as Mooncake drops a closed client's segment.
-	// Default false.
+	// library embeds in an application process): Shutdown then unmounts it from the leader
+	// (LeaveWorker) instead of asking for a restart grace, so when Shutdown returns no put
+	// goes to it and the objects only it held are gone from the metadata, as Mooncake's
+	// close unmounts a client's segment. Default false.
 	Ephemeral bool
 
 	// testResyncInterval overrides minResyncInterval (test hook; 0 in production).
 	testResyncInterval time.Duration
-	// testNoLeavingBeat makes Shutdown skip its final (leaving) heartbeat, as a crashed worker
-	// would (test hook; false in production).
+	// testNoLeavingBeat makes Shutdown skip its final (leaving) heartbeat or its unmount, as a
+	// crashed worker would (test hook; false in production).
 	testNoLeavingBeat bool
+	// testBeforeAttach runs before each AttachWorker call (test hook; nil in production).
+	testBeforeAttach func()
 	// testRegisterPageObjects overrides registerPageObjects, the objects in one registration
 	// page (test hook; 0 in production).
 	testRegisterPageObjects int

@@ -14,6 +14,7 @@ func TestMasterConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.ID != "m1" || c.ClientTTL != DefaultClientTTL || c.WorkerRestartGrace != DefaultWorkerRestartGrace || c.PutTimeout != DefaultPutTimeout ||
+		c.ClientDisconnectGrace != DefaultClientDisconnectGrace ||
 		c.RaftAddress != "127.0.0.1:7001" || c.ClusterID != base.DefaultClusterID {
 		t.Fatalf("defaults: %+v", c)
 	}
@@ -37,6 +38,7 @@ func TestMasterConfigDefaults(t *testing.T) {
 	bad(func(c *MasterConfig) { c.EvictionHighWatermarkRatio = -1 })
 	bad(func(c *MasterConfig) { c.ClientTTL = -1 })
 	bad(func(c *MasterConfig) { c.WorkerRestartGrace = -1 })
+	bad(func(c *MasterConfig) { c.ClientDisconnectGrace = -1 })
 	bad(func(c *MasterConfig) { c.MetricsAddress = "9003" })
 }
 

@@ -13,20 +13,23 @@
 // A master is a raftmeta.Node plus the leader's soft state, which is never committed and is
 // a pure state machine of its own, package server/lifecycle: worker lifecycle and liveness
 // (heartbeats; a worker whose final heartbeat announced a graceful shutdown gets
-// WorkerRestartGrace instead of ClientTTL before it is marked dead), reservations (puts
+// WorkerRestartGrace instead of ClientTTL before it is marked dead; one whose attached
+// connection closed gets no puts at once and ClientDisconnectGrace; one that left on purpose
+// is never dead), reservations (puts
 // between PutStart and PutEnd) and placement, paged registration sessions, the drop lists
 // owed to workers (sent in heartbeat replies) and the repair and drain queue. The Master
 // drives it: it feeds it events under Master.mu and executes its outputs (raft proposals,
 // worker-to-worker copies). The files follow the concerns: master.go (the driver's life:
 // start, leader loop, shutdown), master_put.go and master_read.go (puts, reads, removes),
 // master_register.go (registration, reconciliation, heartbeats), master_lifecycle.go
-// (liveness outputs, repair, drain, retire), master_members.go (masters), master_status.go,
+// (liveness outputs, repair, drain, retire), master_leave.go (LeaveWorker, AttachWorker), master_members.go (masters), master_status.go,
 // and master_calls.go, the one table of RPC handlers that gives every call the same batch
 // limit, timeout, metrics and error mapping. Only conclusions are committed: PutEnd (one raft
 // entry per call or batch), Remove*, RegisterWorker, DropReplicas, RegisterMaster,
 // MarkWorkerLost (a dead worker's replicas become lost replicas, re-adopted with
-// AdoptReplicas when it returns), MoveReplicas (repair and drain copies), SetWorkerDraining
-// and UnregisterWorker (retire). Followers answer writes with NOT_LEADER naming the leader's id and RPC
+// AdoptReplicas when it returns), MoveReplicas (repair and drain copies), SetWorkerDraining,
+// UnregisterWorker (retire) and LeaveWorker (an unmount: committed before the worker's
+// LeaveWorker call is answered). Followers answer writes with NOT_LEADER naming the leader's id and RPC
 // address; Lookup and Exists are linearizable on the leader (VerifyLeader) and served from a
 // follower's state only when the request allows staleness. List has no such flag: any master
 // serves it from its own state. A follower also registers its own RPC address with the leader
@@ -67,7 +70,9 @@
 //
 // A worker serves Write straight into a tier.Writer's arena range, Commit, Read/ReadRange from
 // a pinned tier.Reader (released by the transfer server after the send) and Drop. It heartbeats
-// the leader every second and applies the drops of the replies; writes never committed are
+// the leader every second and applies the drops of the replies, and holds an AttachWorker call
+// open to it on a connection of its own, whose close tells the leader the process is gone
+// (worker_leave.go); an Ephemeral worker unmounts (LeaveWorker) at Shutdown; writes never committed are
 // dropped after PendingWriteTimeout. Its id is WorkerConfig.WorkerID, else one derived from its
 // address and persisted under root_fs_dir, so a restart finds its NVMe directory again.
 package server

@@ -79,6 +79,10 @@ type Master struct {
 		lc *lifecycle.Machine
 		// rng draws placements (the lifecycle machine takes it as an input).
 		rng *rand.Rand
+		// leaderGone is closed when this leadership ends (setLeader(false)), ending the
+		// AttachWorker calls it holds; a new one is made for each leadership (nil while not
+		// leading).
+		leaderGone chan struct{}
 	}
 	// regPages counts the pages of paged registrations this master accepted (tests read it).
 	regPages atomic.Int64
@@ -130,7 +134,7 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 		log.Warn("raft_fsync is off: acknowledged puts survive master process crashes, not an OS crash or power loss of a quorum of master hosts")
 	}
 	m := &Master{cfg: cfg, log: log, now: time.Now, stop: make(chan struct{}), loopDone: make(chan struct{})}
-	lcfg := lifecycle.Config{ClientTTL: cfg.ClientTTL, RestartGrace: cfg.WorkerRestartGrace,
+	lcfg := lifecycle.Config{ClientTTL: cfg.ClientTTL, RestartGrace: cfg.WorkerRestartGrace, ConnGrace: cfg.ClientDisconnectGrace,
 		MaxDropsPerHeartbeat: maxDropsPerHeartbeat, MaxQueuedDrops: maxQueuedDrops, PutTimeout: cfg.PutTimeout,
 		HighWatermark: cfg.EvictionHighWatermarkRatio, Repair: cfg.Repair}
 	if cfg.testRegisterLimits != nil {
@@ -292,7 +296,8 @@ func (m *Master) health() error {
 // the leader (registerSelf).
 func (m *Master) leaderLoop() {
 	defer close(m.loopDone)
-	tickEvery := min(time.Second, max(m.cfg.ClientTTL/4, 10*time.Millisecond), max(m.cfg.PutTimeout/4, 10*time.Millisecond))
+	tickEvery := min(time.Second, max(m.cfg.ClientTTL/4, 10*time.Millisecond), max(m.cfg.PutTimeout/4, 10*time.Millisecond),
+		max(m.cfg.ClientDisconnectGrace/4, 10*time.Millisecond))
 	tick := time.NewTicker(tickEvery)
 	defer tick.Stop()
 	summary := time.NewTicker(m.cfg.SummaryInterval)
@@ -339,11 +344,16 @@ func (m *Master) setLeader(leader bool) {
 	// resets them on both transitions).
 	if !leader {
 		m.mu.lc.StepDown()
+		if m.mu.leaderGone != nil {
+			close(m.mu.leaderGone)
+			m.mu.leaderGone = nil
+		}
 		m.log.Info("no longer leader")
 		return
 	}
 	// Every active worker gets a full deadline from now and is asked to re-register; until
 	// its first heartbeat its DRAM use is estimated from the FSM (lifecycle.BecomeLeader).
 	m.mu.lc.BecomeLeader(now, segs)
+	m.mu.leaderGone = make(chan struct{})
 	m.log.Info("became leader", "workers", len(segs))
 }

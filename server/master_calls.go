@@ -75,6 +75,14 @@ var masterCalls = map[transfer.Op]masterCall{
 	transfer.OpRetireWorker: {op: noOp, serve: func(ctx context.Context, m *Master, req transfer.Message) (transfer.Message, error, error) {
 		return nil, nil, m.retireWorker(ctx, req.(*transfer.RetireWorkerRequest).WorkerID)
 	}},
+	// A worker's unmount (master_leave.go): a raft commit, bounded by applyTimeout.
+	transfer.OpLeaveWorker: {op: noOp, timeout: applyTimeout, serve: func(ctx context.Context, m *Master, req transfer.Message) (transfer.Message, error, error) {
+		return nil, nil, m.leaveWorker(ctx, req.(*transfer.LeaveWorkerRequest).WorkerID)
+	}},
+	// Held open while the worker's connection lives: no timeout.
+	transfer.OpAttachWorker: {op: noOp, serve: func(ctx context.Context, m *Master, req transfer.Message) (transfer.Message, error, error) {
+		return nil, nil, m.attachWorker(ctx, req.(*transfer.AttachWorkerRequest).WorkerID)
+	}},
 }
 
 // HandleCall serves one master call through the table: the batch limit, the context bound,

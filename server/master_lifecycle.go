@@ -73,17 +73,26 @@ func (m *Master) execute(out lifecycle.Output) {
 	}
 }
 
-// propose commits one command the machine asked for and reports the outcome back to it.
-func (m *Master) propose(c raftmeta.Command) {
-	ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
+// commit commits one command the machine asked for (bounded by ctx and applyTimeout) and
+// reports the outcome back to it.
+func (m *Master) commit(ctx context.Context, c raftmeta.Command) (raftmeta.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, applyTimeout)
 	res, err := m.node.Apply(ctx, c)
 	cancel()
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if err != nil {
 		m.mu.lc.Failed(c)
 	} else {
 		m.mu.lc.Applied(c, res)
 	}
+	return res, err
+}
+
+// propose commits one command the machine asked for (commit) and logs the outcome.
+func (m *Master) propose(c raftmeta.Command) {
+	res, err := m.commit(context.Background(), c)
+	m.mu.Lock()
 	lost, isLost := c.(raftmeta.MarkWorkerLost)
 	var grace bool
 	if isLost && err == nil {
@@ -262,7 +271,7 @@ func (m *Master) repairGauges() repairGauges {
 		InFlight: rs.InFlight, LostReplicas: st.LostReplicas, InvisibleObjects: st.Invisible}
 }
 
-// retireWorker forgets a dead worker for good (the RetireWorker call, an operator's
+// retireWorker forgets a dead (or left) worker for good (the RetireWorker call, an operator's
 // decision that it will not return): UnregisterWorker drops the replicas the metadata kept
 // for its return and removes the objects left with none. Leader only. A worker that is not
 // dead is refused: drain it first, then stop it.
@@ -277,8 +286,8 @@ func (m *Master) retireWorker(ctx context.Context, id base.WorkerID) error {
 	if i < 0 {
 		return fmt.Errorf("%w: worker %s is not registered", base.ErrSegmentNotFound, id)
 	}
-	if seg := m.node.Segments()[i]; seg.State != raftmeta.SegmentDead {
-		return fmt.Errorf("%w: worker %s is %s: only a dead worker is retired (drain it, stop it, wait for client_ttl)",
+	if seg := m.node.Segments()[i]; seg.State != raftmeta.SegmentDead && seg.State != raftmeta.SegmentLeft {
+		return fmt.Errorf("%w: worker %s is %s: only a dead worker (or one that left) is retired (drain it, stop it, wait for client_ttl)",
 			base.ErrInvalidParams, id, seg.State)
 	}
 	cmd := raftmeta.UnregisterWorker{ID: id}

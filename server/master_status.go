@@ -75,7 +75,7 @@ type MasterStatus struct {
 type WorkerStatus struct {
 	ID                string `json:"id"`
 	Address           string `json:"address"`
-	State             string `json:"state"`         // active, dead
+	State             string `json:"state"`         // active, dead, left
 	Objects           int64  `json:"objects"`       // replicas the metadata places here
 	ReplicaBytes      int64  `json:"replica_bytes"` // their bytes
 	DRAMUsedBytes     int64  `json:"dram_used_bytes"`
@@ -89,7 +89,7 @@ type WorkerStatus struct {
 	// marks it dead at this time (RFC 3339) unless it registers again first. Leader only.
 	RestartGraceUntil string `json:"restart_grace_until,omitempty"`
 	// Lifecycle is the leader's lifecycle state: registering, alive, suspect, leaving, dead,
-	// returning or draining (docs/operations.md). Leader only.
+	// returning, draining, unreachable or left (docs/operations.md). Leader only.
 	Lifecycle string `json:"lifecycle,omitempty"`
 	// Draining is the committed drain flag: no new puts, its objects move away (Objects
 	// counts what is left).

@@ -6,11 +6,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// repairMetrics are the master's repair and drain metrics (docs/metrics.md): copies and
-// bytes as counters, and at scrape time the objects below their replica count, the repair
-// queue, and what the metadata keeps for dead workers.
+// repairMetrics are the master's lifecycle metrics (docs/metrics.md): repair and drain
+// copies and bytes, workers unmounted and connections lost as counters, and at scrape time
+// the objects below their replica count, the repair queue, and what the metadata keeps for
+// dead workers.
 type repairMetrics struct {
 	copies, failures, bytes atomic.Uint64
+	// leaves counts workers unmounted (LeaveWorker committed); disconnects, workers made
+	// unreachable by the close of their attached connection.
+	leaves, disconnects atomic.Uint64
 }
 
 // repairGauges is what the gauges read at scrape time.
@@ -35,6 +39,8 @@ func (r *repairMetrics) register(reg *prometheus.Registry, gauges func() repairG
 		counter("master_repair_copies_total", "Object copies repair and drain made, worker to worker.", &r.copies),
 		counter("master_repair_copy_failures_total", "Repair and drain copies that failed (planned again by the next scan).", &r.failures),
 		counter("master_repair_copied_bytes_total", "Bytes repair and drain copied.", &r.bytes),
+		counter("master_worker_leaves_total", "Workers unmounted on purpose (an embedded client's close: LeaveWorker committed).", &r.leaves),
+		counter("master_worker_disconnects_total", "Workers whose connection to the leader closed without a leave or restart announcement (no new puts from then; dead after client_disconnect_grace unless they reconnect).", &r.disconnects),
 		gauge("master_under_replicated_objects", "Objects with a replica lost on a dead worker, at the last repair scan (leader only).",
 			func(g repairGauges) float64 { return float64(g.UnderReplicated) }),
 		gauge("master_draining_replicas", "Replicas on draining workers, at the last repair scan (leader only).",

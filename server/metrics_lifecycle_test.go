@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// TestRepairMetrics: the repair counters count copies, failures and bytes; the gauges read
-// the master at scrape time.
+// TestRepairMetrics: the repair counters count copies, failures and bytes, the lifecycle
+// counters leaves and lost connections; the gauges read the master at scrape time.
 func TestRepairMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var r repairMetrics
@@ -20,6 +20,8 @@ func TestRepairMetrics(t *testing.T) {
 	r.copy(100, nil)
 	r.copy(50, nil)
 	r.copy(70, errors.New("x"))
+	r.leaves.Add(1)
+	r.disconnects.Add(2)
 	const want = `
 # HELP master_repair_copies_total Object copies repair and drain made, worker to worker.
 # TYPE master_repair_copies_total counter
@@ -48,6 +50,12 @@ master_lost_replicas 9
 # HELP master_invisible_objects Objects whose every replica is on a dead worker (invisible until it returns).
 # TYPE master_invisible_objects gauge
 master_invisible_objects 4
+# HELP master_worker_disconnects_total Workers whose connection to the leader closed without a leave or restart announcement (no new puts from then; dead after client_disconnect_grace unless they reconnect).
+# TYPE master_worker_disconnects_total counter
+master_worker_disconnects_total 2
+# HELP master_worker_leaves_total Workers unmounted on purpose (an embedded client's close: LeaveWorker committed).
+# TYPE master_worker_leaves_total counter
+master_worker_leaves_total 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
 		t.Fatal(err)

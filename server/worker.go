@@ -35,7 +35,9 @@ type Worker struct {
 	adm   *adminServer
 	met   *workerMetrics
 	cli   *transfer.Client // to the masters
-	now   func() time.Time
+	// attach holds the AttachWorker call to the leader (worker_leave.go).
+	attach attachment
+	now    func() time.Time
 
 	// closing is set by Shutdown: new Writes are refused.
 	closing atomic.Bool
@@ -202,6 +204,13 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The attached connection carries one call and nothing else; it is never resent.
+	acli, err := transfer.NewClient(transfer.ClientOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger, ConnsPerPeer: 1, Retries: -1})
+	if err != nil {
+		return nil, err
+	}
+	w.attach = attachment{cli: acli, done: make(chan struct{})}
+	w.attach.ctx, w.attach.cancel = context.WithCancel(context.Background())
 	sopts := transfer.ServerOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger, SendfileReads: cfg.TCPSendfile}
 	cfg.Conns.apply(&sopts)
 	srv, err := transfer.NewServer(&workerHandler{w: w}, sopts)
@@ -229,6 +238,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	go w.controlLoop()
 	go w.sweepLoop()
 	go w.dropFetchLoop()
+	go w.attachLoop()
 	if cfg.WarmUp && w.store != nil {
 		w.loops.Add(1)
 		go w.warmUp()
@@ -332,14 +342,18 @@ func (w *Worker) ID() base.WorkerID { return w.id }
 //     unregistered: the leader keeps it, and its replicas, listed for the master's
 //     WorkerRestartGrace (default 2 min) instead of ClientTTL, places no new puts on it, and
 //     ends the grace when it registers again; without the final heartbeat (an unreachable
-//     leader, a master that predates the field) it is marked dead after ClientTTL;
-//  2. stop accepting connections and drain the calls in flight (reads finish their sends)
+//     leader, a master that predates the field) it is marked dead soon after step 2.
+//     An Ephemeral worker unmounts instead (LeaveWorker, bounded by leaveTimeout): when that
+//     returns, the leader places nothing here and objects only it held are gone;
+//  2. end the attachment to the leader (its connection closes; told first, the leader takes
+//     it as no loss);
+//  3. stop accepting connections and drain the calls in flight (reads finish their sends)
 //     until ctx ends, then close the connections;
-//  3. abort pending writes (never committed, so never acknowledged);
-//  4. with an NVMe tier, SpillAll: move DRAM objects to NVMe until ctx ends, so a restart
+//  4. abort pending writes (never committed, so never acknowledged);
+//  5. with an NVMe tier, SpillAll: move DRAM objects to NVMe until ctx ends, so a restart
 //     finds them there;
-//  5. stop the admin HTTP server;
-//  6. close the tier engine, the NVMe store (syncing it) and the arena.
+//  6. stop the admin HTTP server;
+//  7. close the tier engine, the NVMe store (syncing it) and the arena.
 //
 // It is safe to call more than once; later calls return the first result.
 func (w *Worker) Shutdown(ctx context.Context) error {
@@ -348,7 +362,12 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		close(w.stop)
 		w.cancel()
 		w.loops.Wait()
-		w.announceLeaving(ctx)
+		if w.cfg.Ephemeral && !w.cfg.testNoLeavingBeat {
+			w.leave(ctx)
+		} else {
+			w.announceLeaving(ctx)
+		}
+		w.attach.stop()
 		var errs []error
 		if err := w.rpc.shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("rpc: %w", err))

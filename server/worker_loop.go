@@ -319,37 +319,26 @@ func (w *Worker) heartbeatDrops(addr string, stats bool) (int, error) {
 // keeps this worker and its replicas for its restart grace instead of ClientTTL. It must run
 // after the control loop has stopped: a later heartbeat or registration from this process
 // would be taken as the worker being back. Bounded by ctx and one heartbeat timeout; the
-// result is only logged (without it the worker is marked dead after ClientTTL, as before).
+// result is only logged (without it the worker is marked dead soon after its attached
+// connection closes: the master's client_disconnect_grace).
 func (w *Worker) announceLeaving(ctx context.Context) {
-	addr, _ := w.leader.Load().(string)
-	if addr == "" || w.cfg.testNoLeavingBeat || w.cfg.Ephemeral {
+	if addr, _ := w.leader.Load().(string); addr == "" || w.cfg.testNoLeavingBeat || w.cfg.Ephemeral {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.heartbeatTimeout())
 	defer cancel()
 	req := w.heartbeatRequest(true)
 	req.Leaving, req.HasLeaving = true, true
-	var err error
-	for hop := 0; hop < maxRedirects; hop++ {
-		resp := &transfer.HeartbeatResponse{}
-		err = w.callMaster(ctx, addr, req, resp)
-		var nl *transfer.NotLeaderError
-		if errors.As(err, &nl) && nl.LeaderAddr != "" && nl.LeaderAddr != addr {
-			addr = nl.LeaderAddr
-			continue
-		}
-		if err == nil {
-			// The tier is still open: drops owed are applied now rather than at the next
-			// registration's reconciliation.
-			w.applyDrops(resp.Drop)
-		}
-		break
-	}
+	resp := &transfer.HeartbeatResponse{}
+	addr, err := w.callLeader(ctx, req, resp)
 	if err != nil {
-		w.log.Warn("could not tell the leader this worker is restarting; it will be marked dead after the master's client_ttl",
-			"leader", addr, "err", err)
+		w.log.Warn("could not tell the leader this worker is restarting; it will be marked dead soon after its connection closes",
+			"err", err)
 		return
 	}
+	// The tier is still open: drops owed are applied now rather than at the next
+	// registration's reconciliation.
+	w.applyDrops(resp.Drop)
 	w.log.Info("told the leader this worker is leaving to restart", "leader", addr)
 }
 

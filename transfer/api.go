@@ -35,6 +35,8 @@ type (
 	ReplicateRequest       = wire.ReplicateRequest
 	DrainWorkerRequest     = wire.DrainWorkerRequest
 	RetireWorkerRequest    = wire.RetireWorkerRequest
+	LeaveWorkerRequest     = wire.LeaveWorkerRequest
+	AttachWorkerRequest    = wire.AttachWorkerRequest
 	LookupRequest          = wire.LookupRequest
 	LookupResponse         = wire.LookupResponse
 	ExistsRequest          = wire.ExistsRequest
@@ -108,6 +110,8 @@ const (
 	OpReplicate      = wire.OpReplicate
 	OpDrainWorker    = wire.OpDrainWorker
 	OpRetireWorker   = wire.OpRetireWorker
+	OpLeaveWorker    = wire.OpLeaveWorker
+	OpAttachWorker   = wire.OpAttachWorker
 	OpWrite          = wire.OpWrite
 	OpCommit         = wire.OpCommit
 	OpRead           = wire.OpRead

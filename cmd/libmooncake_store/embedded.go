@@ -18,19 +18,24 @@ import (
 //
 //  1. setup starts it with an id of its own (embeddedPrefix, host, pid, random: never reused,
 //     since its memory dies with the process) and returns once the leader lists it active.
-//  2. close (or destroy) stops it without the restart-grace heartbeat (Ephemeral): the leader
-//     marks it dead after client_ttl, and its objects stop being readable.
-//  3. The leader keeps a dead worker's replicas for its return until the worker is retired;
-//     an embedded worker never returns, so close retires it in the background once the leader
-//     lists it dead, and every setup retires the dead embedded workers it finds (left by
-//     processes that exited without closing). Then its objects are gone from the metadata too.
+//     From then on it holds a connection to the leader open (AttachWorker).
+//  2. close, destroy, and Python's atexit for a store never closed, unmount it, as Mooncake's
+//     close unmounts a client's segment: the worker is Ephemeral, so its Shutdown tells the
+//     leader it leaves (LeaveWorker, synchronous, bounded by the server's leaveTimeout within
+//     shutdownWorker's 10 s) before anything closes. When close returns the leader places no
+//     put on it and has forgotten it: objects it alone held are gone from the metadata
+//     (is_exist 0, get b"" at once); objects with another replica lost only this one. It is
+//     never "dead". The embedded worker has no NVMe tier, so nothing of it could come back:
+//     the leader forgets it rather than keep its replicas as lost ones (with an NVMe tier and
+//     a stable id it would keep them for re-adoption: raftmeta LeaveWorker's Keep).
+//  3. A process that ends without closing (SIGKILL, a crash, a C program that never calls
+//     destroy) closes its connection to the leader as it dies: the leader stops placing on
+//     the worker at once and marks it dead after the master's client_disconnect_grace (2 s).
+//     A dead worker's replicas are kept for a return that cannot happen here, so every setup
+//     retires the dead embedded workers it finds; then their objects are gone too.
 
 // embeddedPrefix starts the id of every embedded worker, and only theirs.
 const embeddedPrefix = "embedded-"
-
-// retireWait bounds how long a closed store waits for the leader to find its worker dead
-// before retiring it (client_ttl is 10 s by default); a later setup retires it otherwise.
-const retireWait = 2 * time.Minute
 
 // embeddedID returns a fresh worker id: embedded-<host>-<pid>-<random>.
 func embeddedID() base.WorkerID {
@@ -100,24 +105,13 @@ func shutdownWorker(w *server.Worker) {
 	}
 }
 
-// stopEmbedded stops w, then, in the background, waits for the leader to list it dead and
-// retires it, and closes cl (which it takes over; nil: nothing to retire with).
+// stopEmbedded unmounts and stops w (its Shutdown tells the leader it leaves before it
+// returns: see the life above), then closes cl (which it takes over; nil: none).
 func stopEmbedded(cl *client.Client, w *server.Worker) {
 	shutdownWorker(w)
-	if cl == nil {
-		return
+	if cl != nil {
+		cl.Close()
 	}
-	go func() {
-		defer cl.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), retireWait)
-		defer cancel()
-		if err := waitState(ctx, cl, w.ID(), "dead"); err != nil {
-			return // a later setup retires it
-		}
-		if err := cl.RetireWorker(ctx, w.ID()); err != nil {
-			stderrLogger.Debug("mooncake: retire the closed embedded worker", "worker", w.ID(), "err", err)
-		}
-	}()
 }
 
 // retireDeadEmbedded retires every dead embedded worker the leader lists. Best effort: a

@@ -155,11 +155,12 @@ void mooncake_store_set_etcd_tls_config(mooncake_store_t store, const char *ca_f
  * - global_segment_size: bytes of DRAM this process contributes to the cluster. > 0 runs a
  *   worker inside this process with an arena of that size: registered with the masters, it
  *   serves other clients, holds objects other clients put, and this process reads its own
- *   objects from it by a memory copy. mooncake_store_close, _destroy and process exit
- *   unregister it, and the objects it held go (as in Mooncake): unreadable once the leader
- *   finds the worker gone (client_ttl, 10 s by default), then forgotten when the worker is
- *   retired (by the closing store, or by the next setup anywhere after an exit). 0: a pure
- *   client.
+ *   objects from it by a memory copy. mooncake_store_close and _destroy unmount it (as
+ *   Mooncake's close does): when they return the leader places nothing more on it and the
+ *   objects only it held are gone (a raft commit, bounded by 5 s). A process that exits
+ *   without either (a crash, SIGKILL) is dropped by the leader at once for new puts and
+ *   declared dead after the master's client_disconnect_grace (2 s); its objects go then.
+ *   0: a pure client.
  * - local_buffer_size: accepted and unused (reads land in the caller's buffer directly).
  * - protocol: "tcp" (NULL or "": "tcp"); any other value (e.g. "rdma") is accepted with one
  *   warning and served over TCP (RDMA is not in this build).
@@ -183,9 +184,9 @@ int mooncake_store_setup(mooncake_store_t store, const char *local_hostname,
 int mooncake_store_init_all(mooncake_store_t store, const char *protocol,
                             const char *device_name, uint64_t mount_segment_size);
 
-/* Extension (Python's close()): disconnects the store and stops its embedded worker (which
- * unregisters, so its objects go), keeping the handle so mooncake_store_setup may be called
- * again. Calls in flight fail. Closing a store that is not set up returns 0. */
+/* Extension (Python's close()): disconnects the store and unmounts its embedded worker (the
+ * objects only it held are gone when this returns), keeping the handle so mooncake_store_setup
+ * may be called again. Calls in flight fail. Closing a store that is not set up returns 0. */
 int mooncake_store_close(mooncake_store_t store);
 
 /* Returns 0 when a master answers, 1 when the store is not set up, 2 when no master

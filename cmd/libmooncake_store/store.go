@@ -250,8 +250,8 @@ func (s *store) setup(a setupArgs, getenv func(string) string) error {
 	return nil
 }
 
-// close disconnects the store and stops its embedded worker (see stopEmbedded: its objects
-// go once the leader finds it dead).
+// close disconnects the store and unmounts its embedded worker (see stopEmbedded: when it
+// returns, no put goes to the worker and the objects only it held are gone).
 func (s *store) close() {
 	s.mu.Lock()
 	cl, w := s.cl, s.worker

@@ -195,6 +195,9 @@ func TestMasterSettings(t *testing.T) {
 	if defaultRestartGrace != server.DefaultWorkerRestartGrace {
 		t.Fatalf("--worker_restart_grace default %v, the server's %v", defaultRestartGrace, server.DefaultWorkerRestartGrace)
 	}
+	if s.ClientDisconnectGrace != server.DefaultClientDisconnectGrace {
+		t.Fatalf("--client_disconnect_grace default %v, the server's %v", s.ClientDisconnectGrace, server.DefaultClientDisconnectGrace)
+	}
 	// --worker_restart_grace 0 gives no grace: the master gets a grace of client_ttl (a zero
 	// would take the server's default); a negative one is refused.
 	e := env{stderr: io.Discard}

@@ -28,6 +28,7 @@ const (
 	defaultSegmentSize      = base.Bytes(1 << 30)
 	defaultClientTTL        = 10 * time.Second
 	defaultRestartGrace     = 2 * time.Minute // server.DefaultWorkerRestartGrace
+	defaultDisconnectGrace  = 2 * time.Second // server.DefaultClientDisconnectGrace
 	defaultEvictHigh        = 0.95            // Mooncake's eviction_high_watermark_ratio
 	defaultEvictRatio       = 0.05            // Mooncake's eviction_ratio
 	defaultShutdownTimeout  = 30 * time.Second
@@ -48,7 +49,10 @@ type masterSettings struct {
 	Join                  bool
 	ClientTTL, PutTimeout time.Duration
 	// WorkerRestartGrace: 0 means none (a worker that announced leaving gets ClientTTL).
-	WorkerRestartGrace                        time.Duration
+	WorkerRestartGrace time.Duration
+	// ClientDisconnectGrace: a worker whose connection to the leader broke is dead this long
+	// after, unless it attaches again (server.MasterConfig.ClientDisconnectGrace).
+	ClientDisconnectGrace                     time.Duration
 	EvictionHighWatermarkRatio, EvictionRatio float64
 	MaxValueSize                              int64
 	// RaftNoSync: --raft_fsync=false (server.MasterConfig.RaftNoSync).
@@ -92,7 +96,7 @@ type workerSettings struct {
 type masterFlags struct {
 	id, dataDir, rpcAddress, raftAddress, peers, peerRPC, clusterID, localHostname string
 	rpcPort, metricsPort                                                           int
-	clientTTL, putTimeout, restartGrace                                            time.Duration
+	clientTTL, putTimeout, restartGrace, disconnectGrace                           time.Duration
 	evictHigh, evictRatio                                                          float64
 	maxValueSize                                                                   base.Bytes
 	join, raftFsync                                                                bool
@@ -120,6 +124,8 @@ func (f *masterFlags) register(fs *pflag.FlagSet, standalone bool) {
 	f.clientTTL = defaultClientTTL
 	fs.Var((*secondsDuration)(&f.clientTTL), "client_ttl", "a worker silent this long is marked dead and its replicas dropped; a plain number is seconds, as in Mooncake (default 10s)")
 	fs.DurationVar(&f.restartGrace, "worker_restart_grace", defaultRestartGrace, "a worker stopped with SIGTERM (which tells the leader it is restarting) keeps its replicas this long instead of client_ttl (0: no grace)")
+	f.disconnectGrace = defaultDisconnectGrace
+	fs.Var((*secondsDuration)(&f.disconnectGrace), "client_disconnect_grace", "a worker whose connection to the leader closes (its process killed, its host gone) gets no new puts at once and is marked dead this long after unless it reconnects; client_ttl still bounds a worker that hangs; a plain number is seconds (default 2s)")
 	fs.DurationVar(&f.putTimeout, "put_timeout", 0, "a put not ended within this time is dropped (default: the server's)")
 	fs.Float64Var(&f.evictHigh, "eviction_high_watermark_ratio", defaultEvictHigh, "DRAM fill ratio at which workers start evicting")
 	fs.Float64Var(&f.evictRatio, "eviction_ratio", defaultEvictRatio, "fraction of DRAM an eviction round frees")
@@ -138,6 +144,7 @@ func (f *masterFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		ClusterID:                  pick(fs, "cluster_id", f.clusterID, fc.ClusterID, base.DefaultClusterID),
 		ClientTTL:                  f.clientTTL,
 		WorkerRestartGrace:         f.restartGrace,
+		ClientDisconnectGrace:      f.disconnectGrace,
 		PutTimeout:                 f.putTimeout,
 		EvictionHighWatermarkRatio: f.evictHigh,
 		EvictionRatio:              f.evictRatio,
@@ -205,6 +212,8 @@ func (f *masterFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		return s, fmt.Errorf("%w: --client_ttl must be positive", base.ErrInvalidParams)
 	case s.WorkerRestartGrace < 0:
 		return s, fmt.Errorf("%w: --worker_restart_grace must not be negative", base.ErrInvalidParams)
+	case s.ClientDisconnectGrace <= 0:
+		return s, fmt.Errorf("%w: --client_disconnect_grace must be positive", base.ErrInvalidParams)
 	case s.PutTimeout < 0:
 		return s, fmt.Errorf("%w: --put_timeout must not be negative", base.ErrInvalidParams)
 	case !(s.EvictionHighWatermarkRatio > 0 && s.EvictionHighWatermarkRatio <= 1):

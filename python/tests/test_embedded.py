@@ -30,13 +30,44 @@ class EmbeddedWorkerTest(unittest.TestCase):
             self.assertEqual(q.get(timeout=5), mctest.value(1 << 20, 7)[:16] + b"|ok")
         finally:
             s.close()
-        # close() unregisters the worker: its objects go, as in Mooncake.
+        # close() unmounts the worker, as in Mooncake: its objects are gone when it returns.
         other = mctest.connect(master)
         try:
-            mctest.wait_for("the embedded worker's object to go after close", lambda: other.is_exist(k) == 0)
+            self.assertEqual(other.is_exist(k), 0)
             self.assertEqual(other.get(k), b"")
         finally:
             other.close()
+
+    def test_exit_without_close_unmounts(self):
+        # A process that exits without calling close() is unmounted by the interpreter's exit
+        # (atexit): its objects are gone as soon as it has exited.
+        master = mctest.standalone()
+        ctx = multiprocessing.get_context("spawn")
+        q = ctx.Queue()
+        p = ctx.Process(target=_put_and_exit, args=(master, q))
+        p.start()
+        k = q.get(timeout=60)
+        p.join(60)
+        self.assertEqual(p.exitcode, 0)
+        other = mctest.connect(master)
+        try:
+            self.assertEqual(other.is_exist(k), 0)
+            self.assertEqual(other.get(k), b"")
+        finally:
+            other.close()
+
+
+def _put_and_exit(master, q):
+    s = mctest.connect(master, segment=32 << 20)
+    k = mctest.key("exit")
+    rc = s.put(k, b"held only by the exiting process", ReplicateConfig(preferred_segment=s.get_hostname()))
+    q.put(k if rc == 0 else "put failed: %d" % rc)
+    # No close(), and a reference kept to the end, so no __del__ runs first: the interpreter's
+    # exit (the package's atexit hook) unmounts the store.
+    _kept.append(s)
+
+
+_kept = []
 
 
 def _reader(master, k, n, q):

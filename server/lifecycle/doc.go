@@ -10,8 +10,8 @@
 //
 // # Worker states
 //
-// Transitions (event -> new state); every state but dead, registering and returning moves
-// to dead on a tick past its deadline:
+// Transitions (event -> new state); every state but dead, registering, returning and left
+// moves to dead on a tick past its deadline:
 //
 //	(unknown)    --register begins------------------> registering
 //	registering  --registered-----------------------> alive | draining
@@ -27,6 +27,22 @@
 //	returning    --the registration did not commit--> dead
 //	leaving      --registered-----------------------> alive | draining
 //	dead         --UnregisterWorker committed-------> retired   (forgotten)
+//	alive|suspect|draining --Detach (connection broke)-> unreachable (deadline: ConnGrace)
+//	unreachable  --Attach (a new connection)--------> alive | draining
+//	unreachable  --tick past the deadline-----------> dead      (MarkWorkerLost proposed)
+//	any          --Leave----------------------------> left      (LeaveWorker proposed)
+//	left         --LeaveWorker not committed--------> its live state
+//	left         --LeaveWorker committed, no keep---> (forgotten: no NVMe tier)
+//	left         --register begins------------------> returning (its replicas re-adopted)
+//	left         --UnregisterWorker committed-------> retired   (forgotten)
+//
+// Placements go to alive and suspect workers only. A worker that leaves on purpose (Leave:
+// an embedded worker's close, Mooncake's UnmountSegment) is never dead: it is left, with no
+// deadline, at once; its LeaveWorker commits before the driver answers, so objects held only
+// there are gone from the metadata when the worker's close returns (leave.go). A worker whose
+// connection to the leader breaks (Detach, with the connection's token from Attach) is
+// unreachable at once and dead ConnGrace later unless it attaches again; ClientTTL still
+// bounds a worker that hangs with its connection open.
 //
 // A worker is dead once MarkWorkerLost commits (proposed on a tick past its deadline: the
 // last message plus ClientTTL, or the leaving announcement plus RestartGrace when later). Its

@@ -32,9 +32,16 @@ const (
 	Draining
 	// Retired: unregistered; the machine forgets it at once (never listed).
 	Retired
+	// Unreachable: its connection to the leader broke (Detach); no placements; dead at the
+	// connection grace unless it attaches again (leave.go).
+	Unreachable
+	// Left: it left on purpose (LeaveWorker proposed or committed with its replicas kept);
+	// no placements, no deadline, never dead. One forgotten by its leave is not listed.
+	Left
 )
 
-var stateNames = [...]string{"", "registering", "alive", "suspect", "leaving", "dead", "returning", "draining", "retired"}
+var stateNames = [...]string{"", "registering", "alive", "suspect", "leaving", "dead", "returning", "draining", "retired",
+	"unreachable", "left"}
 
 // String returns the state's status name ("alive", "dead", ...).
 func (s State) String() string {
@@ -51,6 +58,10 @@ type Config struct {
 	// RestartGrace: a worker that announced leaving is dead this long after the
 	// announcement, if that is later than ClientTTL after its last message. Zero: none.
 	RestartGrace time.Duration
+	// ConnGrace: a worker whose connection to the leader broke (Detach) is dead this long
+	// after, if that is sooner than ClientTTL after its last message, unless it attaches
+	// again. Zero: its deadline stays ClientTTL (it is still not placed on).
+	ConnGrace time.Duration
 	// MaxDropsPerHeartbeat bounds the drops in one heartbeat reply. Default 4096.
 	MaxDropsPerHeartbeat int
 	// MaxQueuedDrops bounds the drops queued for one worker; past it the queue is cleared
@@ -106,6 +117,12 @@ type Worker struct {
 	LastSeen time.Time
 	// LeavingAt is when the worker announced leaving (zero otherwise).
 	LeavingAt time.Time
+	// DisconnectedAt is when its connection to the leader broke (zero while attached, or
+	// never attached). Invariant: zero while Alive, Suspect, Draining, Leaving or Left.
+	DisconnectedAt time.Time
+	// LeftAt is when it left on purpose (Leave; for a worker a new leader found left, when
+	// that leadership began); zero otherwise, and again once it registers.
+	LeftAt time.Time
 	// Draining is the committed drain flag (SetWorkerDraining); it survives death.
 	Draining bool
 	Usage    Usage
@@ -120,6 +137,8 @@ type Worker struct {
 	// it once that time has passed (zero: none).
 	resync      bool
 	resyncAfter time.Time
+	// conn is the token of its attached connection (Attach), 0 when none.
+	conn uint64
 }
 
 // Output is what an event asks the driver to do: propose raft commands (in order), and
@@ -147,6 +166,9 @@ type Machine struct {
 	resv map[string]*Reservation
 	// sessions: paged registrations in progress, by worker (sessions.go).
 	sessions sessionState
+	// lastConn numbers attached connections (Attach). It survives leaderships, so a Detach
+	// of a connection from an earlier one never matches a newer connection.
+	lastConn uint64
 }
 
 // New returns a machine that is not leader.
@@ -182,6 +204,8 @@ func (m *Machine) BecomeLeader(now time.Time, segs []raftmeta.Segment) {
 		switch {
 		case s.State == raftmeta.SegmentDead:
 			w.State = Dead
+		case s.State == raftmeta.SegmentLeft:
+			w.State, w.LeftAt = Left, now
 		case s.Draining:
 			w.State, w.resync = Draining, true
 		default:
@@ -197,10 +221,13 @@ func (m *Machine) StepDown() {
 	m.reset()
 }
 
-// liveState is the state of a live worker that is not suspect: draining when the drain flag
-// is set, leaving when it announced leaving, alive otherwise.
+// liveState is the state of a live worker that is not suspect: unreachable when its
+// connection broke, draining when the drain flag is set, leaving when it announced leaving,
+// alive otherwise.
 func liveState(w *Worker) State {
 	switch {
+	case !w.DisconnectedAt.IsZero():
+		return Unreachable
 	case w.Draining:
 		return Draining
 	case !w.LeavingAt.IsZero():
@@ -217,13 +244,19 @@ func (m *Machine) deadline(w *Worker) time.Time {
 			d = g
 		}
 	}
+	if !w.DisconnectedAt.IsZero() && m.cfg.ConnGrace > 0 {
+		if g := w.DisconnectedAt.Add(m.cfg.ConnGrace); g.Before(d) {
+			d = g
+		}
+	}
 	return d
 }
 
-// Deadline returns when worker id is declared dead if silent (zero for an unknown or dead one).
+// Deadline returns when worker id is declared dead if silent (zero for an unknown, dead or
+// left one).
 func (m *Machine) Deadline(id base.WorkerID) time.Time {
 	w := m.workers[id]
-	if w == nil || w.State == Dead {
+	if w == nil || w.State == Dead || w.State == Left {
 		return time.Time{}
 	}
 	return m.deadline(w)
@@ -237,7 +270,7 @@ func (m *Machine) Tick(now time.Time) Output {
 	for _, id := range m.sortedIDs() {
 		w := m.workers[id]
 		switch w.State {
-		case Dead, Registering, Returning:
+		case Dead, Registering, Returning, Left:
 			continue
 		}
 		dl := m.deadline(w)
@@ -267,6 +300,9 @@ func (m *Machine) Failed(c raftmeta.Command) {
 			m.repair.moved(m, it, fmt.Errorf("lifecycle: move not committed"))
 		}
 	}
+	if c, ok := c.(raftmeta.LeaveWorker); ok {
+		m.leaveFailed(c)
+	}
 }
 
 // Applied tells the machine a command it cares about committed (and its per-item result).
@@ -290,6 +326,8 @@ func (m *Machine) Applied(c raftmeta.Command, res raftmeta.Result) {
 		if res.Err == nil {
 			delete(m.workers, c.ID)
 		}
+	case raftmeta.LeaveWorker:
+		m.leaveApplied(c, res)
 	case raftmeta.MoveReplicas:
 		for i, it := range c.Items {
 			var err error
@@ -307,13 +345,14 @@ func (m *Machine) Applied(c raftmeta.Command, res raftmeta.Result) {
 // placements).
 func (m *Machine) Heartbeat(now time.Time, id base.WorkerID, u Usage, leaving bool) (drops []raftmeta.KeyVersion, reregister bool, err error) {
 	w := m.workers[id]
-	if !m.leader || w == nil || w.State == Dead || w.State == Registering || w.State == Returning {
+	if !m.leader || w == nil || w.State == Dead || w.State == Registering || w.State == Returning || w.State == Left {
 		return nil, false, fmt.Errorf("%w: worker %s is not registered with this leader; register again", base.ErrSegmentNotFound, id)
 	}
 	w.LastSeen = now
 	switch {
 	case leaving:
-		w.LeavingAt, w.State = now, Leaving
+		// Its connection closes next, on purpose: the restart grace rules, not ConnGrace.
+		w.LeavingAt, w.State, w.DisconnectedAt = now, Leaving, time.Time{}
 	case w.State == Suspect:
 		w.State = Alive
 	}
@@ -352,8 +391,8 @@ func (m *Machine) RegisterBegin(now time.Time, id base.WorkerID) {
 	switch {
 	case w == nil:
 		m.workers[id] = &Worker{ID: id, State: Registering, LastSeen: now}
-	case w.State == Dead:
-		w.State, w.LastSeen = Returning, now
+	case w.State == Dead || w.State == Left:
+		w.State, w.LastSeen, w.DisconnectedAt = Returning, now, time.Time{}
 	default:
 		w.LastSeen = now
 	}
@@ -367,6 +406,8 @@ func (m *Machine) RegisterFailed(id base.WorkerID) {
 	case w == nil:
 	case w.State == Registering:
 		delete(m.workers, id)
+	case w.State == Returning && !w.LeftAt.IsZero():
+		w.State = Left
 	case w.State == Returning:
 		w.State = Dead
 	}
@@ -387,7 +428,7 @@ func (m *Machine) Registered(now, recv time.Time, id base.WorkerID, dramCap, nvm
 	if w.Draining {
 		w.State = Draining
 	}
-	w.LastSeen, w.LeavingAt, w.LastRegister = now, time.Time{}, recv
+	w.LastSeen, w.LeavingAt, w.LastRegister, w.DisconnectedAt, w.LeftAt = now, time.Time{}, recv, time.Time{}, time.Time{}
 	w.drops, w.resync, w.resyncAfter = nil, false, time.Time{}
 	w.Usage.DRAMCapacity, w.Usage.NVMeCapacity = dramCap, nvmeCap
 	return prev
@@ -420,7 +461,8 @@ func (m *Machine) QueueDrop(id base.WorkerID, key string, v base.Version) {
 }
 
 // Placeable reports whether new puts may go to worker id: it is alive or suspect (not
-// registering, leaving, dead, returning or draining), with state this leadership knows.
+// registering, leaving, unreachable, left, dead, returning or draining), with state this
+// leadership knows.
 func (m *Machine) Placeable(id base.WorkerID) bool {
 	w := m.workers[id]
 	return w != nil && (w.State == Alive || w.State == Suspect)

@@ -23,12 +23,16 @@ var epoch = time.Unix(1_000_000, 0)
 
 // TestMachine runs the scripts in testdata/. Commands (times are durations from time zero):
 //
-//	new ttl=<d> [grace=<d>] [concurrency=<n>] [rate=<bytes/s>]
-//	leader now=<d>              input: <id> active|dead [bytes=<n>] [cap=<n>] [draining]
+//	new ttl=<d> [grace=<d>] [conn-grace=<d>] [concurrency=<n>] [rate=<bytes/s>]
+//	leader now=<d>              input: <id> active|dead|left [bytes=<n>] [cap=<n>] [draining]
 //	step-down
 //	heartbeat id=<w> now=<d> [leaving] [used=<n>]
 //	tick now=<d>
-//	register-begin id=<w> now=<d> | registered id=<w> now=<d> [recv=<d>] [cap=<n>]
+//	register-begin id=<w> now=<d> | registered id=<w> now=<d> [recv=<d>] [cap=<n>] [nvme=<n>]
+//	attach id=<w> now=<d>       (prints the connection's token)
+//	detach id=<w> now=<d> conn=<n>
+//	leave id=<w> now=<d>        (prints the LeaveWorker to propose)
+//	leave-committed id=<w> [keep] [err] | leave-failed id=<w> [keep]
 //	register-failed id=<w>      (the RegisterWorker commit failed)
 //	failed-lost id=<w>          (the MarkWorkerLost proposal was not committed)
 //	lost-committed id=<w>       (it committed)
@@ -94,6 +98,9 @@ func TestMachine(t *testing.T) {
 				if g := str("grace"); g != "" {
 					cfg.RestartGrace = dur(t, g)
 				}
+				if g := str("conn-grace"); g != "" {
+					cfg.ConnGrace = dur(t, g)
+				}
 				if g := str("session-ttl"); g != "" {
 					cfg.Sessions.TTL = dur(t, g)
 				}
@@ -108,8 +115,11 @@ func TestMachine(t *testing.T) {
 				for _, line := range lines(d.Input) {
 					f := strings.Fields(line)
 					s := raftmeta.Segment{ID: base.WorkerID(f[0]), State: raftmeta.SegmentActive}
-					if f[1] == "dead" {
+					switch f[1] {
+					case "dead":
 						s.State = raftmeta.SegmentDead
+					case "left":
+						s.State = raftmeta.SegmentLeft
 					}
 					for _, kv := range f[2:] {
 						k, v, _ := strings.Cut(kv, "=")
@@ -158,12 +168,33 @@ func TestMachine(t *testing.T) {
 				if r := str("recv"); r != "" {
 					recv = epoch.Add(dur(t, r))
 				}
-				prev := m.Registered(now, recv, id, num("cap"), 0)
+				prev := m.Registered(now, recv, id, num("cap"), num("nvme"))
 				out := formatWorkers(m)
 				if !prev.IsZero() {
 					out = fmt.Sprintf("previous registration at %v\n", prev.Sub(epoch)) + out
 				}
 				return out
+			case "attach":
+				conn, err := m.Attach(at("now"), id)
+				if err != nil {
+					return "error: " + err.Error() + "\n" + formatWorkers(m)
+				}
+				return fmt.Sprintf("conn=%d\n", conn) + formatWorkers(m)
+			case "detach":
+				became := m.Detach(at("now"), id, uint64(num("conn")))
+				return fmt.Sprintf("unreachable=%t\n", became) + formatWorkers(m)
+			case "leave":
+				return show(m.Leave(at("now"), id)) + formatWorkers(m)
+			case "leave-committed":
+				var res raftmeta.Result
+				if d.HasArg("err") {
+					res.Err = fmt.Errorf("leave: %w", base.ErrSegmentNotFound)
+				}
+				m.Applied(raftmeta.LeaveWorker{ID: id, Keep: d.HasArg("keep")}, res)
+				return formatPuts(m) + formatWorkers(m)
+			case "leave-failed":
+				m.Failed(raftmeta.LeaveWorker{ID: id, Keep: d.HasArg("keep")})
+				return formatWorkers(m)
 			case "lost-committed":
 				m.Applied(raftmeta.MarkWorkerLost{ID: id}, raftmeta.Result{})
 				return formatPuts(m)
@@ -365,6 +396,8 @@ func formatOutput(out Output) string {
 		switch c := c.(type) {
 		case raftmeta.MarkWorkerLost:
 			fmt.Fprintf(&b, "propose MarkWorkerLost %s now=%v\n", c.ID, time.Unix(0, c.Now).Sub(epoch))
+		case raftmeta.LeaveWorker:
+			fmt.Fprintf(&b, "propose LeaveWorker %s keep=%t now=%v\n", c.ID, c.Keep, time.Unix(0, c.Now).Sub(epoch))
 		case raftmeta.MoveReplicas:
 			for _, it := range c.Items {
 				fmt.Fprintf(&b, "propose MoveReplicas %s@%d %s->%s\n", it.Key, it.Version, it.From, it.To)
@@ -388,6 +421,12 @@ func formatWorkers(m *Machine) string {
 		fmt.Fprintf(&b, "%s %s last_seen=%v", w.ID, w.State, w.LastSeen.Sub(epoch))
 		if !w.LeavingAt.IsZero() {
 			fmt.Fprintf(&b, " leaving_at=%v", w.LeavingAt.Sub(epoch))
+		}
+		if !w.DisconnectedAt.IsZero() {
+			fmt.Fprintf(&b, " disconnected_at=%v", w.DisconnectedAt.Sub(epoch))
+		}
+		if !w.LeftAt.IsZero() {
+			fmt.Fprintf(&b, " left_at=%v", w.LeftAt.Sub(epoch))
 		}
 		if dl := m.Deadline(w.ID); !dl.IsZero() {
 			fmt.Fprintf(&b, " deadline=%v", dl.Sub(epoch))

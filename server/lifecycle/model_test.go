@@ -17,7 +17,8 @@ var seed = flag.Uint64("seed", 0, "TestModel's seed (0: a new one, printed)")
 // TestModel drives the machine with random events and checks it against a dumb model of
 // liveness (a worker is dead exactly when a MarkWorkerLost for it is outstanding, and one is
 // only proposed past its last accepted message plus ClientTTL, or its leaving announcement
-// plus RestartGrace) and of repair (copies in flight are bounded, one per key, never to a
+// plus RestartGrace, or, when sooner, its connection's loss plus ConnGrace; a worker that
+// left is never dead) and of repair (copies in flight are bounded, one per key, never to a
 // worker that holds the object, never to a dead, leaving or draining worker).
 func TestModel(t *testing.T) {
 	s := *seed
@@ -26,18 +27,23 @@ func TestModel(t *testing.T) {
 	}
 	t.Logf("seed %d (rerun with -seed %d)", s, s)
 	r := rand.New(rand.NewPCG(s, 11))
-	const ttl, grace = 10 * time.Second, 25 * time.Second
-	m := New(Config{ClientTTL: ttl, RestartGrace: grace, Repair: RepairConfig{Concurrency: 3, BytesPerSec: 500}})
+	const ttl, grace, connGrace = 10 * time.Second, 25 * time.Second, 2 * time.Second
+	m := New(Config{ClientTTL: ttl, RestartGrace: grace, ConnGrace: connGrace, Repair: RepairConfig{Concurrency: 3, BytesPerSec: 500}})
 	ids := []base.WorkerID{"w0", "w1", "w2", "w3"}
 	now := epoch
 	type model struct {
 		seen, leaving time.Time
 		dead          bool
+		// disc is when its attached connection broke (zero: attached, or never was); conn is
+		// that connection's token (0: none); left: it left on purpose (LeaveWorker committed).
+		disc time.Time
+		conn uint64
+		left bool
 	}
 	mw := map[base.WorkerID]*model{}
 	var segs []raftmeta.Segment
 	for _, id := range ids {
-		segs = append(segs, raftmeta.Segment{ID: id, State: raftmeta.SegmentActive, DRAMCapacity: 1000})
+		segs = append(segs, raftmeta.Segment{ID: id, State: raftmeta.SegmentActive, DRAMCapacity: 1000, NVMeCapacity: 1000})
 		mw[id] = &model{seen: now}
 	}
 	m.BecomeLeader(now, segs)
@@ -53,7 +59,10 @@ func TestModel(t *testing.T) {
 				if !w.leaving.IsZero() && w.leaving.Add(grace).After(dl) {
 					dl = w.leaving.Add(grace)
 				}
-				if w.dead || !now.After(dl) {
+				if !w.disc.IsZero() && w.disc.Add(connGrace).Before(dl) {
+					dl = w.disc.Add(connGrace)
+				}
+				if w.dead || w.left || !now.After(dl) {
 					t.Fatalf("%v: MarkWorkerLost %s proposed (dead %t, deadline %v)", now.Sub(epoch), c.ID, w.dead, dl.Sub(epoch))
 				}
 				w.dead = true
@@ -77,8 +86,8 @@ func TestModel(t *testing.T) {
 		}
 		for id, w := range mw {
 			got, _ := m.Worker(id)
-			if (got.State == Dead) != w.dead {
-				t.Fatalf("%v: %s state %s, model dead=%t", now.Sub(epoch), id, got.State, w.dead)
+			if (got.State == Dead) != w.dead || (got.State == Left) != w.left {
+				t.Fatalf("%v: %s state %s, model dead=%t left=%t", now.Sub(epoch), id, got.State, w.dead, w.left)
 			}
 		}
 	}
@@ -87,22 +96,68 @@ func TestModel(t *testing.T) {
 		id := ids[r.IntN(len(ids))]
 		w := mw[id]
 		switch p := r.IntN(100); {
-		case p < 40:
-			_, _, err := m.Heartbeat(now, id, Usage{}, r.IntN(30) == 0)
-			if (err == nil) == w.dead {
-				t.Fatalf("step %d: heartbeat of %s: %v, model dead=%t", step, id, err, w.dead)
+		case p < 36:
+			leaving := r.IntN(30) == 0
+			_, _, err := m.Heartbeat(now, id, Usage{}, leaving)
+			if (err == nil) == (w.dead || w.left) {
+				t.Fatalf("step %d: heartbeat of %s: %v, model dead=%t left=%t", step, id, err, w.dead, w.left)
 			}
 			if err == nil {
 				w.seen = now
 				if got, _ := m.Worker(id); got.State == Leaving {
 					w.leaving = got.LeavingAt
 				}
+				if leaving {
+					w.disc = time.Time{}
+				}
+			}
+		case p < 40:
+			// The worker's connection to the leader: attach, or the close of its current (or
+			// an already replaced) connection.
+			if r.IntN(2) == 0 {
+				conn, err := m.Attach(now, id)
+				if (err == nil) == (w.dead || w.left) {
+					t.Fatalf("step %d: attach of %s: %v, model dead=%t left=%t", step, id, err, w.dead, w.left)
+				}
+				if err == nil {
+					w.conn, w.disc, w.seen = conn, time.Time{}, now
+				}
+				break
+			}
+			conn := w.conn
+			if r.IntN(4) == 0 && conn > 1 {
+				conn-- // a stale token: some other connection
+			}
+			got := m.Detach(now, id, conn)
+			want := conn != 0 && conn == w.conn && !w.dead && !w.left && w.leaving.IsZero()
+			if got != want {
+				t.Fatalf("step %d: detach of %s conn %d: unreachable=%t, model %t", step, id, conn, got, want)
+			}
+			if conn != 0 && conn == w.conn {
+				w.conn = 0
+			}
+			if got {
+				w.disc = now
+			}
+		case p < 43:
+			// It leaves on purpose; the commit fails now and then (it is live again).
+			out := m.Leave(now, id)
+			if m.Placeable(id) {
+				t.Fatalf("step %d: %s placeable after Leave", step, id)
+			}
+			// Left at once, whatever it was: never dead, no connection.
+			w.left, w.dead, w.conn, w.disc = true, false, 0, time.Time{}
+			if c := out.Propose[0]; r.IntN(3) == 0 {
+				m.Failed(c) // live again, with the deadline of its last message
+				w.left = false
+			} else {
+				m.Applied(c, raftmeta.Result{})
 			}
 		case p < 50:
-			if w.dead {
+			if w.dead || w.left {
 				m.RegisterBegin(now, id)
-				m.Registered(now, now, id, 1000, 0)
-				w.dead, w.seen, w.leaving = false, now, time.Time{}
+				m.Registered(now, now, id, 1000, 1000)
+				w.dead, w.left, w.seen, w.leaving, w.disc = false, false, now, time.Time{}, time.Time{}
 			}
 		case p < 55:
 			m.Applied(raftmeta.SetWorkerDraining{ID: id, Draining: r.IntN(2) == 0}, raftmeta.Result{})

@@ -63,6 +63,32 @@ func (m *RetireWorkerRequest) Op() Op            { return OpRetireWorker }
 func (m *RetireWorkerRequest) Encode(e *Encoder) { e.Str(string(m.WorkerID)) }
 func (m *RetireWorkerRequest) Decode(d *Decoder) { m.WorkerID = decodeWorkerID(d) }
 
+// LeaveWorkerRequest (op 63, worker -> leader) unmounts a worker that leaves on purpose (an
+// embedded worker's close, Mooncake's UnmountSegment). The leader stops placing on it, then
+// answers Empty once its departure committed: objects held only there are gone from the
+// metadata (or, for a worker with an NVMe tier, kept invisible for its return). An unknown
+// worker (it left already) is answered OK, so a resend is harmless.
+type LeaveWorkerRequest struct {
+	WorkerID base.WorkerID
+}
+
+func (m *LeaveWorkerRequest) Op() Op            { return OpLeaveWorker }
+func (m *LeaveWorkerRequest) Encode(e *Encoder) { e.Str(string(m.WorkerID)) }
+func (m *LeaveWorkerRequest) Decode(d *Decoder) { m.WorkerID = decodeWorkerID(d) }
+
+// AttachWorkerRequest (op 64, worker -> leader) holds a registered worker's connection to the
+// leader open: the leader answers only when it stops leading (NOT_LEADER) or shuts down, and
+// takes the connection's close as the worker's loss (no placements at once, dead after the
+// master's client_disconnect_grace unless it attaches again). A worker sends it alone on a
+// connection of its own. SEGMENT_NOT_FOUND: register first.
+type AttachWorkerRequest struct {
+	WorkerID base.WorkerID
+}
+
+func (m *AttachWorkerRequest) Op() Op            { return OpAttachWorker }
+func (m *AttachWorkerRequest) Encode(e *Encoder) { e.Str(string(m.WorkerID)) }
+func (m *AttachWorkerRequest) Decode(d *Decoder) { m.WorkerID = decodeWorkerID(d) }
+
 // newLifecycleRequest returns an empty request of a lifecycle op (nil for another op).
 func newLifecycleRequest(op Op) Message {
 	switch op {
@@ -72,6 +98,10 @@ func newLifecycleRequest(op Op) Message {
 		return new(DrainWorkerRequest)
 	case OpRetireWorker:
 		return new(RetireWorkerRequest)
+	case OpLeaveWorker:
+		return new(LeaveWorkerRequest)
+	case OpAttachWorker:
+		return new(AttachWorkerRequest)
 	}
 	return nil
 }
@@ -79,7 +109,7 @@ func newLifecycleRequest(op Op) Message {
 // newLifecycleResponse returns an empty response of a lifecycle op (nil for another op).
 func newLifecycleResponse(op Op) Message {
 	switch op {
-	case OpReplicate, OpDrainWorker, OpRetireWorker:
+	case OpReplicate, OpDrainWorker, OpRetireWorker, OpLeaveWorker, OpAttachWorker:
 		return NewEmpty(op)
 	}
 	return nil

@@ -59,6 +59,11 @@ const (
 	// RetireWorker forgets a dead worker for good (its replicas kept for re-adoption go,
 	// and objects held only there are removed). Safe to repeat: a retired worker is unknown.
 	OpRetireWorker Op = 62
+	// LeaveWorker unmounts a worker that leaves on purpose (safe to resend: an unknown worker
+	// is answered OK). AttachWorker holds a worker's connection to the leader open, so its
+	// close tells the leader the worker is gone; never resent on another connection.
+	OpLeaveWorker  Op = 63
+	OpAttachWorker Op = 64
 	// Memory and model calls (issue 13): models are registered on the leader; Memory asks a
 	// master for the memory report, WorkerMemory a worker for its breakdown.
 	OpModelAdd     Op = 70
@@ -118,6 +123,8 @@ var ops = [256]opInfo{
 	OpReplicate:      {name: "Replicate", idempotent: true},
 	OpDrainWorker:    {name: "DrainWorker", idempotent: true},
 	OpRetireWorker:   {name: "RetireWorker"},
+	OpLeaveWorker:    {name: "LeaveWorker", idempotent: true},
+	OpAttachWorker:   {name: "AttachWorker"},
 	OpModelAdd:       {name: "ModelAdd", idempotent: true},
 	OpModelRemove:    {name: "ModelRemove"},
 	OpMemory:         {name: "Memory", idempotent: true},

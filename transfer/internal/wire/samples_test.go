@@ -89,6 +89,9 @@ func sampleRequests() []Message {
 		// Re-placed puts (messages_exclude.go): the workers an earlier attempt failed on.
 		&PutStartRequest{Key: "model/layer0/kv", Size: 1 << 20, Config: cfg, Exclude: []base.WorkerID{"w-1", "w-3"}},
 		&BatchPutStartRequest{Items: []PutStartRequest{ps, {Key: "x", Size: 3, Exclude: []base.WorkerID{"w-2"}}}},
+		// Workers that leave or lose their connection (issue 18): lifecycle calls 63, 64.
+		&LeaveWorkerRequest{WorkerID: "embedded-host-4242-0000beef"},
+		&AttachWorkerRequest{WorkerID: "w-1"},
 	}
 }
 
@@ -135,6 +138,8 @@ func sampleResponses() []Message {
 		NewEmpty(OpShmPutWrite),
 		NewEmpty(OpShmPutClose),
 		NewBatchResponse(OpShmTouch, []ItemError{{}, {Code: base.CodeObjectNotFound, Msg: "gone"}}),
+		NewEmpty(OpLeaveWorker),
+		NewEmpty(OpAttachWorker),
 	}
 }
 
