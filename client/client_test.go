@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -15,7 +16,12 @@ import (
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
-func TestMain(m *testing.M) { testutil.VerifyNoLeaks(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(churnHelperEnv) == "1" {
+		os.Exit(churnHelper(os.Args[1:]))
+	}
+	testutil.VerifyNoLeaks(m)
+}
 
 func value(n int, seed byte) []byte {
 	b := make([]byte, n)

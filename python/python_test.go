@@ -10,10 +10,36 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
-func TestMain(m *testing.M) { testutil.VerifyNoLeaks(m) }
+func TestMain(m *testing.M) {
+	testutil.VerifyNoLeaks(m, goleak.Cleanup(func(code int) { installed.Remove(); os.Exit(code) }))
+}
+
+// installed is the binary and the package installed with the library, built once for every
+// test of this package (each build links for several seconds).
+var installed testutil.Shared[struct{ bin, site string }]
+
+// prepare builds and installs once (see installed) and returns python3, the mooncake binary
+// and the directory the package is installed in. It skips without python3 or gcc.
+func prepare(t *testing.T) (py, bin, site string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the library and runs servers; skipped with -short")
+	}
+	py = testutil.LookTool(t, "python3")
+	testutil.LookTool(t, "gcc") // cgo needs it for the library
+	v := installed.Get(t, func(t testing.TB, dir string) struct{ bin, site string } {
+		bin, lib := buildAll(t, dir)
+		site := filepath.Join(dir, "site")
+		install(t, py, lib, site)
+		return struct{ bin, site string }{bin, site}
+	})
+	return py, v.bin, v.site
+}
 
 // TestPythonSuite runs the Python unittest suite (tests/) against real processes: a
 // `mooncake standalone` and a cluster of three masters and two workers, all on 127.0.0.1.
@@ -21,19 +47,10 @@ func TestMain(m *testing.M) { testutil.VerifyNoLeaks(m) }
 // directory and imported from there, so the installed layout is what the suite tests.
 // It fails if any Python test fails or is skipped.
 func TestPythonSuite(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the library and runs servers; skipped with -short")
-	}
-	py := testutil.LookTool(t, "python3")
-	testutil.LookTool(t, "gcc") // cgo needs it for the library
+	py, bin, site := prepare(t)
 	dir := t.TempDir()
-	bin, lib := buildAll(t, dir)
-
 	sa, _ := testutil.StartStandalone(t, bin, filepath.Join(dir, "standalone"), "256MiB")
 	cl := startCluster(t, bin, filepath.Join(dir, "cluster"))
-
-	site := filepath.Join(dir, "site")
-	install(t, py, lib, site)
 
 	pypath := site
 	if extra := torchPath(t, py); extra != "" {

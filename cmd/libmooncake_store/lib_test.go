@@ -19,13 +19,31 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/cmd/internal/mcconfig"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
-func TestMain(m *testing.M) { testutil.VerifyNoLeaks(m) }
+func TestMain(m *testing.M) {
+	testutil.VerifyNoLeaks(m, goleak.Cleanup(func(code int) { built.Remove(); os.Exit(code) }))
+}
+
+// built is the library, the mooncake binary and the check program, built once for every test
+// of this package that runs them (buildCheck).
+var built testutil.Shared[struct{ dir, prog, bin string }]
+
+// buildShared is buildCheck, once per test binary (see built); dir holds the library.
+func buildShared(t *testing.T) (dir, prog, bin string) {
+	t.Helper()
+	v := built.Get(t, func(t testing.TB, dir string) struct{ dir, prog, bin string } {
+		prog, bin := buildCheck(t, dir)
+		return struct{ dir, prog, bin string }{dir, prog, bin}
+	})
+	return v.dir, v.prog, v.bin
+}
 
 // buildCheck builds the C library and the mooncake binary into dir (in parallel: the two
 // links are most of the test's time), checks that every function the header declares is
@@ -51,7 +69,13 @@ func buildCheck(tb testing.TB, dir string) (prog, bin string) {
 	}
 	// The header is the contract: every function it declares is exported by the library.
 	checkExports(tb, lib)
+	return compileC(tb, gcc, dir, "testdata/check.c"), bin
+}
 
+// compileC compiles src with gcc against mooncake_store.h alone and links it to the library
+// in dir, into dir; it returns the program.
+func compileC(tb testing.TB, gcc, dir, src string) string {
+	tb.Helper()
 	// Only this directory's header is on the include path: not the generated one beside lib.
 	hdr := tb.TempDir()
 	h, err := os.ReadFile("mooncake_store.h")
@@ -61,13 +85,13 @@ func buildCheck(tb testing.TB, dir string) (prog, bin string) {
 	if err := os.WriteFile(filepath.Join(hdr, "mooncake_store.h"), h, 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	prog = filepath.Join(dir, "check")
-	cc := exec.Command(gcc, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-I", hdr, "-o", prog, "testdata/check.c",
+	prog := filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), ".c"))
+	cc := exec.Command(gcc, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-I", hdr, "-o", prog, src,
 		"-L", dir, "-lmooncake_store", "-Wl,-rpath,"+dir, "-lpthread")
 	if out, err := cc.CombinedOutput(); err != nil {
 		tb.Fatalf("gcc: %v\n%s", err, out)
 	}
-	return prog, bin
+	return prog
 }
 
 // TestCProgram compiles testdata/check.c with gcc against mooncake_store.h alone, links it to
@@ -79,8 +103,8 @@ func TestCProgram(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the library and runs the binary; skipped with -short")
 	}
+	_, prog, bin := buildShared(t)
 	dir := t.TempDir()
-	prog, bin := buildCheck(t, dir)
 
 	// A short client_ttl: a closed embedded worker's objects go after it (see testEmbeddedWorker).
 	master, _ := testutil.StartStandalone(t, bin, filepath.Join(dir, "data"), "256MiB", "--client_ttl", "3s")

@@ -191,12 +191,36 @@ func Tail(s string, n int) string {
 }
 
 // LookTool finds an external tool on PATH or skips the test: the C library's and the Python
-// package's tests need gcc or python3, which CI has and a bare machine may not.
+// package's tests need gcc or python3, which CI has and a bare machine may not. With
+// MOONCAKE_TEST_STRICT=1 (CI) a missing tool fails the test instead: a skip there would hide
+// a check that never ran.
 func LookTool(t testing.TB, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
+		if os.Getenv("MOONCAKE_TEST_STRICT") == "1" {
+			t.Fatalf("%s is not on PATH (%s/%s) and MOONCAKE_TEST_STRICT=1", name, runtime.GOOS, runtime.GOARCH)
+		}
 		t.Skipf("%s is not on PATH (%s/%s)", name, runtime.GOOS, runtime.GOARCH)
 	}
 	return p
+}
+
+// StartMaster runs `mooncake master` alone (a one-voter raft cluster, no worker: clients with
+// segments hold the data), its raft data under dataDir, with any extra flags, and returns its
+// client RPC address.
+func StartMaster(t testing.TB, bin, dataDir string, extra ...string) (string, *Proc) {
+	t.Helper()
+	var addr string
+	attempt := 0
+	p := StartReady(t, "master", bin, func() []string {
+		ports := FreePorts(t, 2)
+		addr = HostPort(ports[0])
+		// A new directory per attempt: raft keeps the address it bootstrapped with.
+		attempt++
+		dir := filepath.Join(dataDir, fmt.Sprintf("attempt%d", attempt))
+		return append([]string{"master", "--id", "m1", "--data_dir", dir, "--rpc_address", addr,
+			"--raft_address", HostPort(ports[1]), "--metrics_port", "0"}, extra...)
+	})
+	return addr, p
 }
