@@ -225,6 +225,8 @@ func (s *churnStore) long(name string) int {
 		readBack(k)
 	}
 	s.say("done", fmt.Sprintf("puts=%d", puts.Load()), fmt.Sprintf("gets=%d", gets.Load()))
+	for sc.Scan() { // the driver closes stdin once every long-lived client has read back
+	}
 	s.close()
 	return 0
 }

@@ -46,7 +46,10 @@ import (
 //	               client removes it; it keeps a window of recent objects);
 //	long, stdin:   "exist K1 K2 ..." -> "exist E/S E/S ..." (E: is_exist, S: ok|empty|wrong
 //	               for a get of the key, whose value any helper of the language recomputes);
-//	               "stop" -> reads back its window, prints "done PUTS GETS", closes, exits 0.
+//	               "stop" -> reads back its window, prints "done PUTS GETS", then closes its
+//	               store and exits 0 at EOF of stdin (the driver closes every long-lived
+//	               client's stdin only once all have read back: one closing first would unmount
+//	               the other's objects placed on its segment before they were read back).
 //	short, stdout: "ready ADDR K1,K2,..." after 20 puts placed on its own worker (ADDR), with
 //	               "putfail ..." lines for puts that failed;
 //	short, stdin:  "close" -> closes its store, prints "closed RC", exits at EOF of stdin;
@@ -186,6 +189,9 @@ func (c Churn) run(t *testing.T) []string {
 			problems = append(problems, l.name+": no final read-back within 60 s")
 		}
 	}
+	for _, l := range longs {
+		l.stdin.Close() // every one has read back: now they may close (and unmount)
+	}
 	for _, d := range deps {
 		if d.tomb != nil {
 			d.tomb.close()
@@ -321,6 +327,18 @@ func (c Churn) checkGone(i int, how string, asker *longClient, keys []string) []
 		i, how, len(still), len(keys), sample(still, 5))}
 }
 
+// departingAround reports whether a departure was under way around t: begun no later than a
+// second after t (the replica descriptor is read just after the ack's timestamp) and done no
+// earlier than a second before it.
+func departingAround(deps []*departure, t time.Time) bool {
+	for _, d := range deps {
+		if d.began.Before(t.Add(time.Second)) && d.at.After(t.Add(-time.Second)) {
+			return true
+		}
+	}
+	return false
+}
+
 // judge checks the long-lived clients' records against the departures.
 func (c Churn) judge(longs []*longClient, deps []*departure) []string {
 	var problems []string
@@ -358,6 +376,12 @@ func (c Churn) judge(longs []*longClient, deps []*departure) []string {
 			// Lost with its holder: read after the departure began, nothing returned, and
 			// once an unmount completed, not listed either.
 			lost := d != nil && !d.began.After(e.at) && f[5] == "empty" && (!d.unmounts || e.at.Before(d.at) || f[3] == "0")
+			// No replica right after the ack ("?"): it was already gone, which only a
+			// departure under way can do (this client removes an object only after reading
+			// it back). Lost with its holder if one was under way then.
+			if d == nil && a.addr == "?" && f[5] == "empty" && f[3] == "0" {
+				lost = departingAround(deps, a.at)
+			}
 			if !lost {
 				bad = append(bad, fmt.Sprintf("%s (on %s) [%s]", e.line, a.addr, when(e.at)))
 			}

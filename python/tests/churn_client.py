@@ -101,6 +101,7 @@ def long_lived(master: str, name: str, size: int, segment: int) -> None:
     for k, v in live:
         read_back(s, k, v, counts)
     say("done", f"puts={counts[0]}", f"gets={counts[1]}")
+    sys.stdin.read()  # the driver closes stdin once every long-lived client has read back
     s.close()
 
 

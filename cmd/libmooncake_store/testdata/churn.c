@@ -166,6 +166,9 @@ static int long_lived(void) {
     pthread_join(th, NULL);
     for (int i = 0; i < nlive; i++) read_back(live[i], want, got);
     say("done puts=%ld gets=%ld", puts_n, gets_n);
+    /* The driver closes stdin once every long-lived client has read back. */
+    while (getline(&line, &cap, stdin) > 0) {
+    }
     mooncake_store_destroy(st);
     free(line);
     return 0;
