@@ -3,7 +3,7 @@ GO ?= go
 TAGS ?= invariants
 PKGS ?= ./...
 
-.PHONY: test testrace stress lint bench fuzz check build install chromium libmooncake_store
+.PHONY: test testrace stress lint bench fuzz check build install chromium libmooncake_store wheel
 
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/mooncake ./cmd/mooncake
@@ -11,6 +11,13 @@ build:
 # libmooncake_store builds the C library (the only cgo target; needs gcc). Header: cmd/libmooncake_store/mooncake_store.h
 libmooncake_store:
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o bin/libmooncake_store.so ./cmd/libmooncake_store
+
+# wheel builds dist/mooncake_go-VERSION-py3-none-manylinux_2_NN_ARCH.whl: the Python package with
+# the C library inside (built here with Go and gcc; installing it needs neither). NN is the
+# newest glibc the library needs (docs/python.md, "A wheel without Go").
+PYTHON ?= python3
+wheel:
+	$(PYTHON) python/buildtools/mooncake_build.py dist
 
 # install puts the binary in $(PREFIX)/bin with Mooncake's binary names linked to it
 # (mooncake_master, mooncake_client, mooncake_http_metadata_server).
