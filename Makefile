@@ -3,7 +3,7 @@ GO ?= go
 TAGS ?= invariants
 PKGS ?= ./...
 
-.PHONY: test testrace stress lint bench fuzz check build install chromium libmooncake_store wheel
+.PHONY: test testrace stress lint bench fuzz check build install chromium libmooncake_store wheel image
 
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/mooncake ./cmd/mooncake
@@ -18,6 +18,15 @@ libmooncake_store:
 PYTHON ?= python3
 wheel:
 	$(PYTHON) python/buildtools/mooncake_build.py dist
+
+# image writes dist/mooncake-image.tar: the static binary (stripped) in an OCI image built from
+# scratch, non-root, for `docker load` and `ctr images import`; no Docker daemon. The builder is
+# deploy/image, a Go module of its own (go-containerregistry stays out of the store's graph).
+IMAGE_TAG ?= mooncake-go:latest
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/mooncake-image ./cmd/mooncake
+	cd deploy/image && $(GO) run . -binary ../../bin/mooncake-image -out ../../dist/mooncake-image.tar \
+	  -tag $(IMAGE_TAG) -arch $$($(GO) env GOARCH)
 
 # install puts the binary in $(PREFIX)/bin with Mooncake's binary names linked to it
 # (mooncake_master, mooncake_client, mooncake_http_metadata_server).
