@@ -3,7 +3,7 @@ GO ?= go
 TAGS ?= invariants
 PKGS ?= ./...
 
-.PHONY: test testrace stress lint bench fuzz check build install chromium libmooncake_store wheel image
+.PHONY: test testrace stress lint bench fuzz check build install chromium libmooncake_store wheel image chart-check
 
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/mooncake ./cmd/mooncake
@@ -27,6 +27,14 @@ image:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/mooncake-image ./cmd/mooncake
 	cd deploy/image && $(GO) run . -binary ../../bin/mooncake-image -out ../../dist/mooncake-image.tar \
 	  -tag $(IMAGE_TAG) -arch $$($(GO) env GOARCH)
+
+# chart-check renders the Helm chart (deploy/helm/mooncake) with helm's Go engine for its
+# defaults and two value sets, decodes every object strictly into its Kubernetes API type, and
+# checks the masters' peers, the workers' volumes and huge pages, and every flag against the
+# binary (deploy/chartcheck, a module of its own: helm and client-go compile for about two
+# minutes on two cores, so it is not part of the default test run).
+chart-check:
+	cd deploy/chartcheck && $(GO) test -count=1 .
 
 # install puts the binary in $(PREFIX)/bin with Mooncake's binary names linked to it
 # (mooncake_master, mooncake_client, mooncake_http_metadata_server).
