@@ -45,7 +45,7 @@ var valueSets = map[string]map[string]any{
 	"tuned": {
 		"clusterId": "prod_a",
 		"master": map[string]any{
-			"raftFsync": false, "maxValueSize": "1GiB", "putTimeout": "30s", "clientTTL": "20s",
+			"bootstrap": false, "raftFsync": false, "maxValueSize": "1GiB", "putTimeout": "30s", "clientTTL": "20s",
 			"extraArgs":   []any{"--log_level=debug"},
 			"persistence": map[string]any{"storageClassName": "fast", "size": "20Gi"},
 		},
@@ -227,7 +227,11 @@ func checkMasters(t *testing.T, objs []runtime.Object) {
 		pod := fmt.Sprintf("%s-%d", s.Name, i)
 		want = append(want, fmt.Sprintf("%s=%s.%s.%s.svc.cluster.local:%d", pod, pod, s.Spec.ServiceName, namespace, raftPort))
 	}
-	if got := argValue(c.Args, "peers"); got != strings.Join(want, ",") {
+	if slices.Contains(c.Args, "--join") {
+		if argValue(c.Args, "peers") != "" {
+			t.Fatalf("masters with both --join and --peers: %q", c.Args)
+		}
+	} else if got := argValue(c.Args, "peers"); got != strings.Join(want, ",") {
 		t.Fatalf("--peers=%s\nwant    %s (the StatefulSet's pod names)", got, strings.Join(want, ","))
 	}
 	self := fmt.Sprintf("$(POD_NAME).%s.%s.svc.cluster.local:%d", s.Spec.ServiceName, namespace, raftPort)
