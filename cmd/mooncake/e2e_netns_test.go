@@ -179,8 +179,11 @@ func TestClusterAcrossHosts(t *testing.T) {
 		nw.start(i, id, bin, "master", "--id", id, "--data_dir", filepath.Join(dir, id),
 			"--rpc_address", nw.addr(i)+":50051", "--raft_address", nw.addr(i)+":7000", "--metrics_port", "9003",
 			"--peers", strings.Join(peers, ","), "--peer_rpc_addresses", strings.Join(rpcs, ","),
-			// A short client_ttl: a cut-off worker is declared dead within seconds.
-			"--client_ttl", "3s")
+			// The default client_ttl. NB: not shorter: a worker whose leader's host vanishes
+			// (no RST) waits out its heartbeat timeout (5 heartbeat intervals, 5 s) before it
+			// tries another master, so under a client_ttl of 3 s the new leader counted both
+			// workers dead after every failover, and puts failed with "only 1 workers alive".
+			"--client_ttl", "10s")
 	}
 	for w := range 2 {
 		id := fmt.Sprintf("w%d", w+1)
@@ -257,6 +260,8 @@ func TestClusterAcrossHosts(t *testing.T) {
 	}
 
 	start := time.Now()
+	// A worker's ready line means it serves, not that the leader has it yet.
+	waitStatus("both workers registered", bothActive(0))
 	put(0, 10)
 	getAll("before any cut")
 	waitStatus("both workers holding every object", bothActive(10))
@@ -270,12 +275,27 @@ func TestClusterAcrossHosts(t *testing.T) {
 	old := st.Leader
 	oldIdx, _ := strconv.Atoi(strings.TrimPrefix(old, "m"))
 	nw.cut(oldIdx - 1)
+	cutAt := time.Now()
 	waitStatus("a new leader", func(st client.Status) error {
 		if st.Leader == "" || st.Leader == old {
 			return fmt.Errorf("leader %q (the old one was %s)", st.Leader, old)
 		}
 		return nil
 	})
+	t.Logf("new leader after %v", time.Since(cutAt).Round(time.Millisecond))
+	// The workers were heartbeating to the old leader; until they reach the new one, their
+	// objects may be invisible to reads (not lost: re-adopted when they register). Wait for
+	// that, and say how long it took.
+	waitStatus("every object visible under the new leader", func(st client.Status) error {
+		if err := bothActive(10)(st); err != nil {
+			return err
+		}
+		if st.InvisibleObjects != 0 || st.Keys != 10 {
+			return fmt.Errorf("%d keys, %d invisible", st.Keys, st.InvisibleObjects)
+		}
+		return nil
+	})
+	t.Logf("every object visible again %v after the cut", time.Since(cutAt).Round(time.Millisecond))
 	put(10, 20)
 	getAll("leader's host cut off")
 	nw.heal(oldIdx - 1)
