@@ -3,7 +3,7 @@ GO ?= go
 TAGS ?= invariants
 PKGS ?= ./...
 
-.PHONY: test testrace stress lint bench fuzz check build install chromium libmooncake_store
+.PHONY: test testrace stress lint bench fuzz check build install chromium libmooncake_store wheel image chart-check
 
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/mooncake ./cmd/mooncake
@@ -11,6 +11,30 @@ build:
 # libmooncake_store builds the C library (the only cgo target; needs gcc). Header: cmd/libmooncake_store/mooncake_store.h
 libmooncake_store:
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o bin/libmooncake_store.so ./cmd/libmooncake_store
+
+# wheel builds dist/mooncake_go-VERSION-py3-none-manylinux_2_NN_ARCH.whl: the Python package with
+# the C library inside (built here with Go and gcc; installing it needs neither). NN is the
+# newest glibc the library needs (docs/python.md, "A wheel without Go").
+PYTHON ?= python3
+wheel:
+	$(PYTHON) python/buildtools/mooncake_build.py dist
+
+# image writes dist/mooncake-image.tar: the static binary (stripped) in an OCI image built from
+# scratch, non-root, for `docker load` and `ctr images import`; no Docker daemon. The builder is
+# deploy/image, a Go module of its own (go-containerregistry stays out of the store's graph).
+IMAGE_TAG ?= mooncake-go:latest
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/mooncake-image ./cmd/mooncake
+	cd deploy/image && $(GO) run . -binary ../../bin/mooncake-image -out ../../dist/mooncake-image.tar \
+	  -tag $(IMAGE_TAG) -arch $$($(GO) env GOARCH)
+
+# chart-check renders the Helm chart (deploy/helm/mooncake) with helm's Go engine for its
+# defaults and two value sets, decodes every object strictly into its Kubernetes API type, and
+# checks the masters' peers, the workers' volumes and huge pages, and every flag against the
+# binary (deploy/chartcheck, a module of its own: helm and client-go compile for about two
+# minutes on two cores, so it is not part of the default test run).
+chart-check:
+	cd deploy/chartcheck && $(GO) test -count=1 .
 
 # install puts the binary in $(PREFIX)/bin with Mooncake's binary names linked to it
 # (mooncake_master, mooncake_client, mooncake_http_metadata_server).

@@ -35,12 +35,20 @@ const (
 
 var mooncakeNames = []string{nameMaster, nameClient, nameMetadataHTTP}
 
+// binaryName is this binary's own name.
+const binaryName = "mooncake"
+
 // compatArgs turns an invocation under a Mooncake binary name into the matching subcommand
 // (`mooncake_master --port 1` runs as `mooncake mooncake_master --port 1`) and rewrites
 // gflags spellings the Mooncake commands' users type (`-port=1`, `-v=1`) into pflag's.
 func compatArgs(argv []string) []string {
 	if len(argv) == 0 {
 		return argv
+	}
+	// `mooncake mooncake master ...`: the container image's entrypoint is this binary, so
+	// `docker run IMAGE mooncake master ...` (the program named twice) means `mooncake master`.
+	if len(argv) > 1 && argv[1] == binaryName {
+		argv = append([]string{argv[0]}, argv[2:]...)
 	}
 	name := strings.TrimSuffix(filepath.Base(argv[0]), ".exe")
 	if slices.Contains(mooncakeNames, name) {

@@ -25,6 +25,11 @@ func TestCompatArgs(t *testing.T) {
 	f([]string{"./mooncake_http_metadata_server", "--port", "8080", "--", "-x"},
 		[]string{"./mooncake_http_metadata_server", "mooncake_http_metadata_server", "--port", "8080", "--", "-x"})
 	f([]string{"mooncake", "put", "-k"}, []string{"mooncake", "put", "-k"}) // other commands untouched
+	// The image's entrypoint given its own name first (docker run IMAGE mooncake ...).
+	f([]string{"/usr/local/bin/mooncake", "mooncake", "master", "--id", "m1"}, []string{"/usr/local/bin/mooncake", "master", "--id", "m1"})
+	f([]string{"/usr/local/bin/mooncake", "mooncake", "mooncake_master", "-port=1"},
+		[]string{"/usr/local/bin/mooncake", "mooncake_master", "--port=1"})
+	f([]string{"mooncake", "mooncake"}, []string{"mooncake"})
 }
 
 func TestSecondsDuration(t *testing.T) {

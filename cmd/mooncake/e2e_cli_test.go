@@ -41,7 +41,8 @@ func startStandalone(t *testing.T, bin, dataDir string, flags ...string) (*proc,
 func TestCLIStandalone(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	sa, master := startStandalone(t, bin, filepath.Join(dir, "data"), "--global_segment_size", "64MiB")
+	// DRAM only, so that a durable put is refused (below).
+	sa, master := startStandalone(t, bin, filepath.Join(dir, "data"), "--global_segment_size", "64MiB", "--dram_only")
 	env := []string{envMaster + "=" + master}
 	cli := func(stdin []byte, args ...string) cliResult {
 		t.Helper()
@@ -126,7 +127,7 @@ func TestCLIStandalone(t *testing.T) {
 		t.Fatalf("a failed get -o left a file: %v", err)
 	}
 	fails(cli(nil, "rm", "missing"), "not found")
-	fails(cli([]byte("x"), "put", "--persistence", "durable", "dur", "-"), "durable needs a lower tier") // no --root_fs_dir
+	fails(cli([]byte("x"), "put", "--persistence", "durable", "dur", "-"), "durable needs a lower tier") // --dram_only
 	for _, k := range []string{"big", "two", "dur"} {
 		if r := ok(cli(nil, "ls", "--prefix", k)); r.stdout != "" {
 			t.Fatalf("a refused put is visible: %q", r.stdout)

@@ -170,15 +170,25 @@ func metricsURL(addr string) string {
 	return "http://" + addr + "/metrics"
 }
 
+// nvmeDesc is the banner's word on the NVMe tier: where it is, how large, and whether objects
+// outlive a restart.
 func nvmeDesc(s workerSettings) string {
 	if s.RootFSDir == "" {
-		return "none (DRAM only, persistence cache)"
+		return "none (DRAM only, persistence cache: objects are lost on a restart)"
 	}
 	p := s.Persistence
 	if p == base.PersistenceDefault {
 		p = base.PersistenceSpill
 	}
-	return fmt.Sprintf("%s (persistence %s)", s.RootFSDir, p)
+	capacity := "90% of the free disk"
+	if s.SSDCapacity > 0 {
+		capacity = base.Bytes(s.SSDCapacity).String()
+	}
+	kept := "objects kept across restarts"
+	if p == base.PersistenceCache {
+		kept = "objects lost on a restart"
+	}
+	return fmt.Sprintf("%s, up to %s (persistence %s: %s)", s.RootFSDir, capacity, p, kept)
 }
 
 // cliName is how the user runs this binary: "go run ./cmd/mooncake" under `go run`, else the

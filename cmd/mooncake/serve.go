@@ -302,6 +302,11 @@ type workerFlags struct {
 	shutdownTimeout                                                                                   time.Duration
 	warmUp, sharedMemory, prefaultArena, tcpSendfile                                                  bool
 	conns                                                                                             connFlags
+	// dramOnly (standalone only): no NVMe tier, objects are lost on a restart.
+	dramOnly bool
+	// defaultRoot is the root_fs_dir when neither a flag nor the file names one: standalone's
+	// <data_dir>/nvme unless --dram_only, "" (DRAM only) for `mooncake worker`.
+	defaultRoot string
 }
 
 func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
@@ -319,6 +324,7 @@ func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
 	fs.BoolVar(&f.sharedMemory, "shared_memory", true, "let clients on this host (same uid, or root) map the DRAM arena read-only and copy objects out of it instead of reading over TCP, and put through a staging area this worker copies from")
 	if standalone {
 		fs.StringVar(&f.address, "worker_address", "", "worker data address host:port (default: a free port on 127.0.0.1)")
+		fs.BoolVar(&f.dramOnly, "dram_only", false, "no NVMe tier: objects live in DRAM only and are lost on a restart (default: an NVMe tier under <data_dir>/nvme, capped at 25% of the free disk)")
 		return
 	}
 	fs.StringVar(&f.masters, "master_server_address", "", "the masters, host:port,host:port (default $"+envMaster+", else the config file's, else "+client.DefaultMasterAddress+")")
@@ -334,7 +340,7 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 	s := workerSettings{
 		WorkerID:          base.WorkerID(f.workerID),
 		GlobalSegmentSize: int64(f.segmentSize),
-		RootFSDir:         pick(fs, "root_fs_dir", f.rootFSDir, fc.RootFSDir, ""),
+		RootFSDir:         pick(fs, "root_fs_dir", f.rootFSDir, fc.RootFSDir, f.defaultRoot),
 		rootFromUser:      changed(fs, "root_fs_dir") || fc.RootFSDir != "",
 		SSDCapacity:       int64(f.ssdCapacity),
 		ShutdownTimeout:   f.shutdownTimeout,
@@ -396,17 +402,23 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		return s, fmt.Errorf("--persistence: %w", err)
 	}
 	s.Persistence = p
+	needRoot := "--root_fs_dir (the NVMe tier)"
+	if standalone {
+		needRoot = "the NVMe tier (standalone has one unless --dram_only)"
+	}
 	switch {
+	case f.dramOnly && s.rootFromUser:
+		return s, usagef("--dram_only and root_fs_dir both given: choose DRAM only or an NVMe tier")
 	case s.GlobalSegmentSize <= 0:
 		return s, fmt.Errorf("%w: --global_segment_size must be positive", base.ErrInvalidParams)
 	case s.SSDCapacity < 0:
 		return s, fmt.Errorf("%w: --ssd_capacity must not be negative", base.ErrInvalidParams)
 	case s.RootFSDir == "" && (p == base.PersistenceSpill || p == base.PersistenceDurable):
-		return s, usagef("--persistence %s needs --root_fs_dir (the NVMe tier)", p)
+		return s, usagef("--persistence %s needs %s", p, needRoot)
 	case s.RootFSDir == "" && changed(fs, "ssd_capacity"):
-		return s, usagef("--ssd_capacity needs --root_fs_dir (the NVMe tier)")
+		return s, usagef("--ssd_capacity needs %s", needRoot)
 	case s.RootFSDir == "" && s.WarmUp:
-		return s, usagef("--warm_up needs --root_fs_dir (the NVMe tier)")
+		return s, usagef("--warm_up needs %s", needRoot)
 	case s.ShutdownTimeout <= 0:
 		return s, fmt.Errorf("%w: --shutdown_timeout must be positive", base.ErrInvalidParams)
 	}
@@ -426,6 +438,11 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 			return s, fmt.Errorf("--root_fs_dir: %w", err)
 		}
 		s.RootFSDir = abs
+	}
+	if s.RootFSDir != "" && !s.rootFromUser && f.defaultRoot != "" && !changed(fs, "ssd_capacity") {
+		if s.SSDCapacity, err = standaloneNVMeDefault(s.RootFSDir); err != nil {
+			return s, err
+		}
 	}
 	return s, nil
 }
@@ -534,7 +551,7 @@ func newStandaloneCmd(e *env) *cobra.Command {
 	var wf workerFlags
 	cmd := &cobra.Command{
 		Use:   "standalone",
-		Short: "Run one master and one worker in one process, data under ./mooncake-data",
+		Short: "Run one master and one worker in one process, data under ./mooncake-data (metadata, and an NVMe tier that keeps objects across restarts)",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ms, err := mf.resolve(cmd.Flags(), e.file, true)
@@ -543,6 +560,9 @@ func newStandaloneCmd(e *env) *cobra.Command {
 			}
 			// The shared flags (--cluster_id, --local_hostname) are bound to the master half.
 			wf.clusterID, wf.localHostname = mf.clusterID, mf.localHostname
+			if !wf.dramOnly {
+				wf.defaultRoot = filepath.Join(ms.DataDir, standaloneNVMeSubdir)
+			}
 			ws, err := wf.resolve(cmd.Flags(), e.file, true)
 			if err != nil {
 				return err
