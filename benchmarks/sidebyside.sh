@@ -10,12 +10,15 @@
 #  2. installs redis-server and redis-tools with apt-get when redis-server is missing and it
 #     can (root, or sudo without a password); without them the Redis columns say "-";
 #  3. starts a fresh `mooncake standalone` (DRAM only, --global_segment_size $SEGMENT,
-#     --prefault_arena when PREFAULT=1) and a Redis without persistence (no RDB, no AOF), on
-#     the ports below;
+#     --prefault_arena when PREFAULT=1), a Redis without persistence (no RDB, no AOF) and a
+#     Redis with `appendonly yes, appendfsync always` (every SET fsynced to its AOF before
+#     the reply: the durability of our default put, whose raft commit is fsynced), on the
+#     ports below;
 #  4. for every size and concurrency: `mooncake bench --op put --baseline` and
 #     `mooncake bench --op get --baseline --shared_memory=$SHM` (raw loopback TCP is measured
 #     by the same command right after mooncake: the "raw TCP" columns), then
-#     `redis-benchmark -t set,get` with the same value size, concurrency and count;
+#     `redis-benchmark -t set,get` with the same value size, concurrency and count, and
+#     `redis-benchmark -t set` against the fsyncing Redis;
 #  5. prints one table (ops/s, GB/s = 10^9 bytes/s, and mooncake's ratio to raw TCP and to
 #     Redis), stops both servers and removes their data.
 #
@@ -23,7 +26,7 @@
 # mooncake and raw TCP alternating as `mooncake bench --rounds` does), BYTES (bytes moved per measurement, default 1GiB; the count is
 # BYTES/size, 200 to 20000), SEGMENT (default 4GiB), PREFAULT (0/1), SHM (false: gets over
 # TCP, verified; true: through shared memory), REPLICAS (1), RPC_PORT (27551), REDIS_PORT
-# (27552), MOONCAKE (a built binary), STANDALONE_FLAGS (more flags for the standalone, e.g.
+# (27552), REDIS_AOF_PORT (27553, the fsyncing Redis), MOONCAKE (a built binary), STANDALONE_FLAGS (more flags for the standalone, e.g.
 # "--raft_fsync=false"). The figures are only comparable within one run: on a
 # shared or loaded machine compare the ratios, not the absolute numbers.
 set -euo pipefail
@@ -38,14 +41,16 @@ SHM=${SHM:-false}
 REPLICAS=${REPLICAS:-1}
 RPC_PORT=${RPC_PORT:-27551}
 REDIS_PORT=${REDIS_PORT:-27552}
+REDIS_AOF_PORT=${REDIS_AOF_PORT:-27553}
 STANDALONE_FLAGS=${STANDALONE_FLAGS:-}
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/sidebyside.XXXXXX")
-mc_pid="" redis_pid=""
+mc_pid="" redis_pid="" redis_aof_pid=""
 cleanup() {
 	[ -n "$mc_pid" ] && kill "$mc_pid" 2>/dev/null && wait "$mc_pid" 2>/dev/null
 	[ -n "$redis_pid" ] && kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
+	[ -n "$redis_aof_pid" ] && kill "$redis_aof_pid" 2>/dev/null && wait "$redis_aof_pid" 2>/dev/null
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -117,9 +122,15 @@ if [ $have_redis = 1 ]; then
 	redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
 		--dir "$work" --proto-max-bulk-len 1gb --maxmemory 0 >"$work/redis.log" 2>&1 &
 	redis_pid=$!
-	for _ in $(seq 100); do
-		redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break
-		sleep 0.1
+	mkdir -p "$work/redis-aof"
+	redis-server --port "$REDIS_AOF_PORT" --bind 127.0.0.1 --save '' --appendonly yes --appendfsync always \
+		--dir "$work/redis-aof" --proto-max-bulk-len 1gb --maxmemory 0 >"$work/redis-aof.log" 2>&1 &
+	redis_aof_pid=$!
+	for port in "$REDIS_PORT" "$REDIS_AOF_PORT"; do
+		for _ in $(seq 100); do
+			redis-cli -p "$port" ping >/dev/null 2>&1 && break
+			sleep 0.1
+		done
 	done
 fi
 
@@ -152,28 +163,33 @@ for size in $SIZES; do
 		raw_put=$(grep '^loopback put' <<<"$put")
 		mc_get=$(grep '^mooncake get' <<<"$get")
 		raw_get=$(grep '^loopback get' <<<"$get")
-		rset="-" rget="-"
+		rset="-" rget="-" rfsync="-"
 		if [ $have_redis = 1 ]; then
-			csv=""
+			csv="" aof=""
 			for _ in $(seq "$ROUNDS"); do
 				csv+=$(redis-benchmark -p "$REDIS_PORT" -t set,get -d "$b" -c "$c" -n "$count" --csv 2>/dev/null || true)$'\n'
+				aof+=$(redis-benchmark -p "$REDIS_AOF_PORT" -t set -d "$b" -c "$c" -n "$count" --csv 2>/dev/null || true)$'\n'
 			done
 			rset=$(awk -F'"' '$2 == "SET" { print $4 }' <<<"$csv" | median)
 			rget=$(awk -F'"' '$2 == "GET" { print $4 }' <<<"$csv" | median)
+			rfsync=$(awk -F'"' '$2 == "SET" { print $4 }' <<<"$aof" | median)
 			redis-cli -p "$REDIS_PORT" flushall >/dev/null
+			redis-cli -p "$REDIS_AOF_PORT" flushall >/dev/null
+			# The AOF keeps every SET: rewrite it so it does not fill the disk over a long run.
+			redis-cli -p "$REDIS_AOF_PORT" bgrewriteaof >/dev/null
 		fi
-		rows+=("$size|$c|$(field "$raw_put" ops/s)|$(field "$raw_put" GB/s)|$rset|$(gbps "$rset" "$b")|$(field "$mc_put" ops/s)|$(field "$mc_put" GB/s)|$(field "$raw_get" GB/s)|$rget|$(gbps "$rget" "$b")|$(field "$mc_get" ops/s)|$(field "$mc_get" GB/s)")
+		rows+=("$size|$c|$(field "$raw_put" ops/s)|$(field "$raw_put" GB/s)|$rset|$(gbps "$rset" "$b")|$rfsync|$(field "$mc_put" ops/s)|$(field "$mc_put" GB/s)|$(field "$raw_get" GB/s)|$rget|$(gbps "$rget" "$b")|$(field "$mc_get" ops/s)|$(field "$mc_get" GB/s)")
 	done
 done
 
 # 5. the table
 echo
 echo "$("$mc" --version 2>/dev/null | head -1 || echo mooncake), standalone (DRAM, prefault=$PREFAULT${STANDALONE_FLAGS:+, $STANDALONE_FLAGS}, gets shared_memory=$SHM, $REPLICAS replica(s)); $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "medians of $ROUNDS rounds; GB/s = 10^9 bytes/s; x raw = mooncake GB/s / raw loopback TCP GB/s, x Redis = mooncake ops/s / Redis ops/s (same run)"
+echo "medians of $ROUNDS rounds; GB/s = 10^9 bytes/s; x raw = mooncake GB/s / raw loopback TCP GB/s, x Redis = mooncake ops/s / Redis ops/s, x Redis fsync = the same against Redis with appendonly yes + appendfsync always (same run)"
 echo
-echo "| size | conc | raw TCP put ops/s | raw TCP put GB/s | Redis SET ops/s | Redis SET GB/s | mooncake PUT ops/s | mooncake PUT GB/s | PUT x raw | PUT x Redis | raw TCP get GB/s | Redis GET ops/s | Redis GET GB/s | mooncake GET ops/s | mooncake GET GB/s | GET x raw | GET x Redis |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| size | conc | raw TCP put ops/s | raw TCP put GB/s | Redis SET ops/s | Redis SET GB/s | Redis SET fsync ops/s | mooncake PUT ops/s | mooncake PUT GB/s | PUT x raw | PUT x Redis | PUT x Redis fsync | raw TCP get GB/s | Redis GET ops/s | Redis GET GB/s | mooncake GET ops/s | mooncake GET GB/s | GET x raw | GET x Redis |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for r in "${rows[@]}"; do
-	IFS='|' read -r size c rpo rpg rso rsg mpo mpg rgg rgo rggb mgo mgg <<<"$r"
-	echo "| $size | $c | $rpo | $rpg | $rso | $rsg | $mpo | $mpg | $(ratio "$mpg" "$rpg") | $(ratio "$mpo" "$rso") | $rgg | $rgo | $rggb | $mgo | $mgg | $(ratio "$mgg" "$rgg") | $(ratio "$mgo" "$rgo") |"
+	IFS='|' read -r size c rpo rpg rso rsg rfo mpo mpg rgg rgo rggb mgo mgg <<<"$r"
+	echo "| $size | $c | $rpo | $rpg | $rso | $rsg | $rfo | $mpo | $mpg | $(ratio "$mpg" "$rpg") | $(ratio "$mpo" "$rso") | $(ratio "$mpo" "$rfo") | $rgg | $rgo | $rggb | $mgo | $mgg | $(ratio "$mgg" "$rgg") | $(ratio "$mgo" "$rgo") |"
 done

@@ -33,6 +33,13 @@ type Arena struct {
 	// builds only; see leak.go).
 	leaks atomic.Int64
 
+	// populated is the bytes from offset 0 faulted in ahead of the allocator (see
+	// Populated). Invariant: populated <= capacity.
+	populated atomic.Int64
+	// populator is the background population (Options.Populate; populate.go), nil without
+	// it. Set by NewArena, stopped by Close.
+	populator *populator
+
 	// mu protects alloc, requested and closed. It is a leaf lock: nothing else is locked while it is
 	// held, and no callback runs under it.
 	mu struct {
@@ -87,12 +94,16 @@ func NewArena(opts Options) (*Arena, error) {
 			return nil, fmt.Errorf("dram: pre-faulting the arena of %d bytes: %w", len(region.Mem), err)
 		}
 		prefault = time.Since(start)
+		a.populated.Store(capacity)
 	}
 	a.mu.alloc = newAllocator(capacity, opts.Alignment)
 	a.logger.Info("dram arena mapped",
 		"mode", a.mode.String(), "shared", opts.Shared, "capacity_bytes", capacity, "requested_bytes", opts.Size,
 		"alignment", opts.Alignment, "huge_pages", opts.HugePages.String(), "reason", reason,
-		"prefault", opts.Prefault, "prefault_seconds", prefault.Seconds())
+		"prefault", opts.Prefault, "prefault_seconds", prefault.Seconds(), "populate", opts.Populate && !opts.Prefault)
+	if opts.Populate && !opts.Prefault {
+		a.startPopulate(opts.populateStep, opts.populateFn)
+	}
 	return a, nil
 }
 
@@ -303,6 +314,8 @@ type Stats struct {
 	// LeakedAllocs counts handles garbage-collected before their last Release (detected in
 	// invariants builds only; always 0 otherwise). Their ranges stay allocated.
 	LeakedAllocs int64
+	// Populated is the bytes faulted in ahead of the allocator (Arena.Populated).
+	Populated int64
 }
 
 // Stats returns a snapshot of the arena's accounting. It takes the arena's lock briefly.
@@ -321,6 +334,7 @@ func (a *Arena) Stats() Stats {
 		FreeBlocks:    al.freeBlocks,
 		MetadataBytes: al.metadataBytes(),
 		LeakedAllocs:  a.leaks.Load(),
+		Populated:     a.populated.Load(),
 	}
 	if s.Free > 0 {
 		s.Fragmentation = 1 - float64(s.LargestFree)/float64(s.Free)
@@ -360,25 +374,39 @@ type Residency struct {
 // keep their mappings, and the memory, until they unmap). If handles are still live it
 // returns an error wrapping ErrLiveHandles (an assertion in invariants builds) and leaves the
 // arena open, so no live handle ever points at unmapped memory; release them and Close
-// again. Closing twice returns nil.
+// again. Closing twice returns nil. A background population still running is stopped (after
+// its current step) before the unmap.
 func (a *Arena) Close() error {
+	closedNow, err := a.markClosed()
+	if !closedNow {
+		return err
+	}
+	// Not under a.mu: the populator never takes it, and every user of the mapping checks
+	// closed under it first.
+	a.stopPopulate()
+	return hugepage.Unmap(a.region)
+}
+
+// markClosed is Close's part under a.mu: it refuses with live handles, else marks the arena
+// closed; closedNow is true for the one call that closed it.
+func (a *Arena) markClosed() (closedNow bool, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.mu.closed {
-		return nil
+		return false, nil
 	}
 	if live := a.mu.alloc.live; live > 0 {
-		return errors.Join(
+		return false, errors.Join(
 			fmt.Errorf("%w: %d handles (%d bytes) not released", ErrLiveHandles, live, a.mu.alloc.used),
 			invariants.AssertionFailedf("dram: Close with %d live handles", live))
 	}
 	if invariants.Enabled {
 		// Everything is released: the allocator must be whole again.
 		if err := a.mu.alloc.verify(); err != nil || a.mu.alloc.freeBlocks != 1 || a.mu.requested != 0 {
-			return invariants.AssertionFailedf("dram: allocator not whole at Close: %v (free blocks %d, requested %d)",
+			return false, invariants.AssertionFailedf("dram: allocator not whole at Close: %v (free blocks %d, requested %d)",
 				err, a.mu.alloc.freeBlocks, a.mu.requested)
 		}
 	}
 	a.mu.closed = true
-	return hugepage.Unmap(a.region)
+	return true, nil
 }

@@ -125,8 +125,19 @@ type Options struct {
 	// ranges (docs/benchmarks.md). The cost moves to start: the whole arena becomes resident
 	// at once (RSS = Size) and NewArena takes about 0.3 s per GiB for an anonymous arena and
 	// about 1 s per GiB for a shared (memfd) one of 4 KiB pages (BenchmarkArenaPrefault, on a
-	// loaded 2-core VM). The default is false: pages are backed on first touch.
+	// loaded 2-core VM). The default is false: pages are backed on first touch, or by
+	// Populate in the background.
 	Prefault bool
+	// Populate faults in the arena's pages from a background goroutine after NewArena
+	// returns, lowest offsets first and at the lowest CPU priority (populate.go), so puts
+	// mostly find their pages there without NewArena waiting for it; Arena.Populated
+	// reports the progress. Ignored with Prefault (everything is populated already). The
+	// default is false.
+	Populate bool
+	// populateStep and populateFn replace populateStepBytes and hugepage.Populate in
+	// tests; zero in production.
+	populateStep int64
+	populateFn   func([]byte) error
 	// Logger receives one Info line per arena saying which mode was mapped and why. The
 	// default discards.
 	Logger *slog.Logger

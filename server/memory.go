@@ -67,8 +67,11 @@ type WorkerMemory struct {
 	// binary). A standalone process holds a master too.
 	RSS          int64 `json:"rss_bytes"`
 	ArenaTouched int64 `json:"arena_touched_bytes"`
-	GoHeap       int64 `json:"go_heap_bytes"`
-	Rest         int64 `json:"rest_bytes"`
+	// ArenaPopulated is the arena's bytes faulted in ahead of the allocator (populated share
+	// = ArenaPopulated / ArenaCapacity; dram.Arena.Populated).
+	ArenaPopulated int64 `json:"arena_populated_bytes"`
+	GoHeap         int64 `json:"go_heap_bytes"`
+	Rest           int64 `json:"rest_bytes"`
 	// Cumulative counters, for rates.
 	HitsDRAM   int64 `json:"hits_dram"`
 	HitsNVMe   int64 `json:"hits_nvme"`
@@ -319,6 +322,7 @@ func addWorker(c, w *WorkerMemory) {
 	c.NVMeReclaimable += w.NVMeReclaimable
 	c.RSS += w.RSS
 	c.ArenaTouched += w.ArenaTouched
+	c.ArenaPopulated += w.ArenaPopulated
 	c.GoHeap += w.GoHeap
 	c.Rest += w.Rest
 	c.HitsDRAM += w.HitsDRAM

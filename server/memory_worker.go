@@ -18,7 +18,7 @@ func (w *Worker) memory() WorkerMemory {
 	held := max(0, m.ReservedBytes-m.PendingWrites.Bytes)
 	wm := WorkerMemory{
 		ID: string(w.id), Address: w.Addr(), ArenaMode: w.arena.Mode().String(),
-		ArenaCapacity: as.Capacity, ArenaAllocated: as.Used,
+		ArenaCapacity: as.Capacity, ArenaAllocated: as.Used, ArenaPopulated: as.Populated,
 		CommittedObjects: m.DRAM.Objects, CommittedLogical: m.DRAM.Bytes,
 		AlignmentWaste: as.Used - as.Requested,
 		PendingObjects: m.PendingWrites.Objects, PendingBytes: m.PendingWrites.Bytes,

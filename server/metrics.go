@@ -183,6 +183,7 @@ func (c *masterStatsCollector) Collect(ch chan<- prometheus.Metric) {
 // from its arena, tier engine and nvme store.
 type workerStats struct {
 	ArenaUsed, ArenaCapacity int64
+	ArenaPopulated           int64   // bytes faulted in ahead of the allocator (dram.Arena.Populated)
 	Fragmentation            float64 // 1 - largest free block / free bytes
 	HugePageMode             string  // "plain", "thp" or "hugetlb"
 	DRAMBytes, DRAMObjects   int64
@@ -206,30 +207,31 @@ type workerStats struct {
 }
 
 var (
-	descArenaUsed                         = prometheus.NewDesc("worker_arena_used_bytes", "Bytes of the DRAM arena handed out.", nil, nil)
-	descArenaCap                          = prometheus.NewDesc("worker_arena_capacity_bytes", "Size of the DRAM arena (global_segment_size).", nil, nil)
-	descArenaFrag                         = prometheus.NewDesc("worker_arena_fragmentation_ratio", "1 - largest free block / free bytes of the DRAM arena.", nil, nil)
-	descHugePages                         = prometheus.NewDesc("worker_arena_hugepage_mode", "1 for the page mode the arena got (plain, thp or hugetlb).", []string{"mode"}, nil)
-	descTierBytes                         = prometheus.NewDesc("worker_tier_bytes", "Bytes of committed objects per tier.", []string{"tier"}, nil)
-	descTierObjects                       = prometheus.NewDesc("worker_tier_objects", "Committed objects per tier.", []string{"tier"}, nil)
-	descNVMeCap                           = prometheus.NewDesc("worker_nvme_capacity_bytes", "Capacity of the NVMe tier (0 when the worker has none).", nil, nil)
-	descEvictions                         = prometheus.NewDesc("worker_evictions_total", "Objects evicted from DRAM, by reason.", []string{"reason"}, nil)
-	descSpills                            = prometheus.NewDesc("worker_spills_total", "Objects moved from DRAM to NVMe.", nil, nil)
-	descPromotions                        = prometheus.NewDesc("worker_promotions_total", "Objects promoted from NVMe to DRAM.", nil, nil)
-	descCorruptions                       = prometheus.NewDesc("worker_nvme_corruptions_total", "NVMe records whose checksum did not match (quarantined, never served).", nil, nil)
-	descPending                           = prometheus.NewDesc("worker_pending_writes", "Writes received but not committed yet.", nil, nil)
-	descSuperseded                        = prometheus.NewDesc("worker_superseded_objects", "Versions replaced by an upsert, kept (in DRAM, counted in worker_held_bytes) until the master drops them.", nil, nil)
-	descSupBytes                          = prometheus.NewDesc("worker_superseded_bytes", "Bytes of the versions in worker_superseded_objects.", nil, nil)
-	descSupRestored                       = prometheus.NewDesc("worker_superseded_restored_total", "Replaced versions made current again because the version replacing them never committed on the master.", nil, nil)
-	descSupWaits                          = prometheus.NewDesc("worker_superseded_waits_total", "Puts that found DRAM full and waited for the master's drops of superseded versions before allocating (or failing with no space).", nil, nil)
-	descDropFetches                       = prometheus.NewDesc("worker_drop_fetches_total", "Heartbeats sent early to fetch the drops the master owes, because superseded versions held many bytes or a put waited for them.", nil, nil)
-	descDropsEarly                        = prometheus.NewDesc("worker_drops_fetched_early_total", "Drops received through worker_drop_fetches_total rather than a periodic heartbeat.", nil, nil)
-	descShmLeases                         = prometheus.NewDesc("worker_shm_leases", "Objects pinned by clients on this host copying them out of the shared arena (ShmPin leases not yet released).", nil, nil)
-	descShmPutStages                      = prometheus.NewDesc("worker_shm_put_stages", "Staging areas open for same-host puts (one per client on this host that put here; each up to 32 MiB of shared memory).", nil, nil)
-	workerStatsDescs                      = []*prometheus.Desc{descArenaUsed, descArenaCap, descArenaFrag, descHugePages, descTierBytes, descTierObjects, descNVMeCap, descEvictions, descSpills, descPromotions, descCorruptions, descPending, descShmLeases, descShmPutStages, descSuperseded, descSupBytes, descSupRestored, descSupWaits, descDropFetches, descDropsEarly}
-	descWorkerReqs                        = prometheus.NewDesc("worker_requests_total", "Worker calls received, by call.", []string{"op"}, nil)
-	descWorkerFails                       = prometheus.NewDesc("worker_failures_total", "Worker calls that failed, by call.", []string{"op"}, nil)
-	_                prometheus.Collector = (*workerStatsCollector)(nil)
+	descArenaUsed                           = prometheus.NewDesc("worker_arena_used_bytes", "Bytes of the DRAM arena handed out.", nil, nil)
+	descArenaCap                            = prometheus.NewDesc("worker_arena_capacity_bytes", "Size of the DRAM arena (global_segment_size).", nil, nil)
+	descArenaPopulated                      = prometheus.NewDesc("worker_arena_populated_bytes", "Bytes of the DRAM arena whose pages are faulted in ahead of the allocator (--populate_arena in the background, --prefault_arena at start): puts into them take no page faults.", nil, nil)
+	descArenaFrag                           = prometheus.NewDesc("worker_arena_fragmentation_ratio", "1 - largest free block / free bytes of the DRAM arena.", nil, nil)
+	descHugePages                           = prometheus.NewDesc("worker_arena_hugepage_mode", "1 for the page mode the arena got (plain, thp or hugetlb).", []string{"mode"}, nil)
+	descTierBytes                           = prometheus.NewDesc("worker_tier_bytes", "Bytes of committed objects per tier.", []string{"tier"}, nil)
+	descTierObjects                         = prometheus.NewDesc("worker_tier_objects", "Committed objects per tier.", []string{"tier"}, nil)
+	descNVMeCap                             = prometheus.NewDesc("worker_nvme_capacity_bytes", "Capacity of the NVMe tier (0 when the worker has none).", nil, nil)
+	descEvictions                           = prometheus.NewDesc("worker_evictions_total", "Objects evicted from DRAM, by reason.", []string{"reason"}, nil)
+	descSpills                              = prometheus.NewDesc("worker_spills_total", "Objects moved from DRAM to NVMe.", nil, nil)
+	descPromotions                          = prometheus.NewDesc("worker_promotions_total", "Objects promoted from NVMe to DRAM.", nil, nil)
+	descCorruptions                         = prometheus.NewDesc("worker_nvme_corruptions_total", "NVMe records whose checksum did not match (quarantined, never served).", nil, nil)
+	descPending                             = prometheus.NewDesc("worker_pending_writes", "Writes received but not committed yet.", nil, nil)
+	descSuperseded                          = prometheus.NewDesc("worker_superseded_objects", "Versions replaced by an upsert, kept (in DRAM, counted in worker_held_bytes) until the master drops them.", nil, nil)
+	descSupBytes                            = prometheus.NewDesc("worker_superseded_bytes", "Bytes of the versions in worker_superseded_objects.", nil, nil)
+	descSupRestored                         = prometheus.NewDesc("worker_superseded_restored_total", "Replaced versions made current again because the version replacing them never committed on the master.", nil, nil)
+	descSupWaits                            = prometheus.NewDesc("worker_superseded_waits_total", "Puts that found DRAM full and waited for the master's drops of superseded versions before allocating (or failing with no space).", nil, nil)
+	descDropFetches                         = prometheus.NewDesc("worker_drop_fetches_total", "Heartbeats sent early to fetch the drops the master owes, because superseded versions held many bytes or a put waited for them.", nil, nil)
+	descDropsEarly                          = prometheus.NewDesc("worker_drops_fetched_early_total", "Drops received through worker_drop_fetches_total rather than a periodic heartbeat.", nil, nil)
+	descShmLeases                           = prometheus.NewDesc("worker_shm_leases", "Objects pinned by clients on this host copying them out of the shared arena (ShmPin leases not yet released).", nil, nil)
+	descShmPutStages                        = prometheus.NewDesc("worker_shm_put_stages", "Staging areas open for same-host puts (one per client on this host that put here; each up to 32 MiB of shared memory).", nil, nil)
+	workerStatsDescs                        = []*prometheus.Desc{descArenaUsed, descArenaCap, descArenaPopulated, descArenaFrag, descHugePages, descTierBytes, descTierObjects, descNVMeCap, descEvictions, descSpills, descPromotions, descCorruptions, descPending, descShmLeases, descShmPutStages, descSuperseded, descSupBytes, descSupRestored, descSupWaits, descDropFetches, descDropsEarly}
+	descWorkerReqs                          = prometheus.NewDesc("worker_requests_total", "Worker calls received, by call.", []string{"op"}, nil)
+	descWorkerFails                         = prometheus.NewDesc("worker_failures_total", "Worker calls that failed, by call.", []string{"op"}, nil)
+	_                  prometheus.Collector = (*workerStatsCollector)(nil)
 )
 
 type workerOp int
@@ -293,6 +295,7 @@ func (c *workerStatsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	g(descArenaUsed, float64(s.ArenaUsed))
 	g(descArenaCap, float64(s.ArenaCapacity))
+	g(descArenaPopulated, float64(s.ArenaPopulated))
 	g(descArenaFrag, s.Fragmentation)
 	for _, mode := range []string{"plain", "thp", "hugetlb"} {
 		v := 0.0

@@ -137,7 +137,7 @@ segment_allocated_bytes{segment="w1"} 10
 
 func TestWorkerMetrics(t *testing.T) {
 	m := newWorkerMetrics(func() workerStats {
-		return workerStats{ArenaUsed: 5, ArenaCapacity: 10, HugePageMode: "thp", DRAMObjects: 2, NVMeObjects: 3,
+		return workerStats{ArenaUsed: 5, ArenaCapacity: 10, ArenaPopulated: 8, HugePageMode: "thp", DRAMObjects: 2, NVMeObjects: 3,
 			Evictions: map[string]int64{"watermark": 4}, ShmLeases: 6,
 			Superseded: tier.Usage{Objects: 2, Bytes: 300}, SupersededRestored: 1}
 	})
@@ -145,6 +145,9 @@ func TestWorkerMetrics(t *testing.T) {
 	m.observe(wopShmPin, errors.New("x"))
 	m.observe(wopShmRelease, nil)
 	const want = `
+# HELP worker_arena_populated_bytes Bytes of the DRAM arena whose pages are faulted in ahead of the allocator (--populate_arena in the background, --prefault_arena at start): puts into them take no page faults.
+# TYPE worker_arena_populated_bytes gauge
+worker_arena_populated_bytes 8
 # HELP worker_arena_hugepage_mode 1 for the page mode the arena got (plain, thp or hugetlb).
 # TYPE worker_arena_hugepage_mode gauge
 worker_arena_hugepage_mode{mode="hugetlb"} 0
@@ -177,7 +180,7 @@ worker_superseded_bytes 300
 # TYPE worker_superseded_restored_total counter
 worker_superseded_restored_total 1
 `
-	if err := testutil.GatherAndCompare(m.reg, strings.NewReader(want), "worker_arena_hugepage_mode",
+	if err := testutil.GatherAndCompare(m.reg, strings.NewReader(want), "worker_arena_populated_bytes", "worker_arena_hugepage_mode",
 		"worker_tier_objects", "worker_evictions_total", "worker_failures_total", "worker_shm_leases",
 		"worker_superseded_bytes", "worker_superseded_restored_total"); err != nil {
 		t.Fatal(err)

@@ -151,7 +151,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	w.log.Info("worker starting", w.cfg.logAttrs()...)
 
 	w.arena, err = dram.NewArena(dram.Options{Size: cfg.GlobalSegmentSize, HugePages: cfg.HugePages,
-		Shared: !cfg.PrivateArena, Prefault: cfg.PrefaultArena, Logger: cfg.Logger})
+		Shared: !cfg.PrivateArena, Prefault: cfg.PrefaultArena, Populate: cfg.PopulateArena, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("server: worker arena of %s: %w", base.Bytes(cfg.GlobalSegmentSize), err)
 	}
@@ -425,7 +425,7 @@ func (w *Worker) stats() workerStats {
 	m := w.eng.Metrics()
 	as := w.arena.Stats()
 	s := workerStats{
-		ArenaUsed: as.Used, ArenaCapacity: as.Capacity, Fragmentation: as.Fragmentation,
+		ArenaUsed: as.Used, ArenaCapacity: as.Capacity, ArenaPopulated: as.Populated, Fragmentation: as.Fragmentation,
 		HugePageMode: w.arena.Mode().String(),
 		DRAMBytes:    m.DRAM.Bytes, DRAMObjects: m.DRAM.Objects, NVMeBytes: m.NVMe.Bytes, NVMeObjects: m.NVMe.Objects,
 		Evictions: map[string]int64{"watermark": m.EvictionsWatermark, "pressure": m.EvictionsPressure},

@@ -29,22 +29,31 @@ func newBenchCmd(e *env) *cobra.Command {
 		workload   string
 		bf         benchFlags
 		kf         kvBenchFlags
+		trf        traceBenchFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "bench --op put|get --size 1MiB --count N --concurrency C [--baseline] | bench --workload kvcache --model config.json",
-		Short: "Measure put or get throughput and latency (and raw loopback TCP with --baseline), or a KVCache workload",
+		Use:   "bench --op put|get --size 1MiB --count N --concurrency C [--baseline] | bench --workload kvcache --model config.json | bench --workload trace --trace FILE --block_bytes 64KiB",
+		Short: "Measure put or get throughput and latency (and raw loopback TCP with --baseline), a KVCache workload, or replay a request trace",
 		Long: `bench measures the store through the Go client. The objects workload (the default) runs
 --count puts or gets of --size bytes; --workload kvcache stores and loads a model's KV-cache
-chunks for prompts with shared prefixes, as a serving fleet does (docs/benchmarks.md).`,
+chunks for prompts with shared prefixes, as a serving fleet does; --workload trace replays a
+request trace of Mooncake's (FAST'25) and sets its token hit ratio beside an LRU cache of
+the store's capacity (docs/benchmarks.md).`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch workload {
 			case benchObjects:
-				if err := refuseFlags(cmd.Flags(), "--workload objects", kvOnlyFlags...); err != nil {
+				if err := refuseFlags(cmd.Flags(), "--workload objects", slices.Concat(kvOnlyFlags, traceOnlyFlags)...); err != nil {
 					return err
 				}
-			case benchKVCache:
-				if err := refuseFlags(cmd.Flags(), "--workload kvcache", "op", "size", "count", "objects", "batch", "tokens"); err != nil {
+			case benchKVCache, benchTrace:
+				refuse := slices.Concat(objectsOnlyFlags, traceOnlyFlags)
+				if workload == benchTrace {
+					// --dtype and --tp apply to --model config.json, as in kvcache.
+					kvOnly := slices.DeleteFunc(slices.Clone(kvOnlyFlags), func(n string) bool { return n == "dtype" || n == "tp" })
+					refuse = slices.Concat(objectsOnlyFlags, kvOnly)
+				}
+				if err := refuseFlags(cmd.Flags(), "--workload "+workload, refuse...); err != nil {
 					return err
 				}
 				if cpuProfile != "" {
@@ -54,9 +63,12 @@ chunks for prompts with shared prefixes, as a serving fleet does (docs/benchmark
 					}
 					defer stop()
 				}
+				if workload == benchTrace {
+					return runTraceBench(cmd, e, &f, &bf, &kf, &trf)
+				}
 				return runKVBench(cmd, e, &f, &bf, &kf)
 			default:
-				return usagef("--workload: unknown workload %q (want %s or %s)", workload, benchObjects, benchKVCache)
+				return usagef("--workload: unknown workload %q (want %s, %s or %s)", workload, benchObjects, benchKVCache, benchTrace)
 			}
 			concurrency, replicas, baseline, keep, rounds, tf := bf.concurrency, bf.replicas, bf.baseline, bf.keep, bf.rounds, bf.tf
 			o, err := benchmarks.ParseOp(op)
@@ -181,8 +193,9 @@ chunks for prompts with shared prefixes, as a serving fleet does (docs/benchmark
 	fl.IntVar(&batch, "batch", 1, "put: objects per operation, each operation one BatchPut of that many objects of --size (GB/s counts every object)")
 	bf.register(fl)
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this client (the measurement and its preparation) to this file (go tool pprof reads it)")
-	fl.StringVar(&workload, "workload", benchObjects, "objects (--op put or get of --size objects) or kvcache (a model's KV-cache chunks for prompts with shared prefixes; needs --model config.json)")
+	fl.StringVar(&workload, "workload", benchObjects, "objects (--op put or get of --size objects), kvcache (a model's KV-cache chunks for prompts with shared prefixes; needs --model config.json) or trace (replays --trace FILE)")
 	kf.register(cmd)
+	trf.register(fl)
 	return cmd
 }
 
@@ -190,7 +203,11 @@ chunks for prompts with shared prefixes, as a serving fleet does (docs/benchmark
 const (
 	benchObjects = "objects"
 	benchKVCache = "kvcache"
+	benchTrace   = "trace"
 )
+
+// objectsOnlyFlags are the flags only the objects workload reads.
+var objectsOnlyFlags = []string{"op", "size", "count", "objects", "batch", "tokens"}
 
 // benchFlags are the flags both workloads take.
 type benchFlags struct {
@@ -270,6 +287,21 @@ func roundKeys(keys []string, round int) []string {
 		out[i] = fmt.Sprintf("%s.r%d", k, round)
 	}
 	return out
+}
+
+// connectBench connects the client of a workload whose keys start with prefix; the caller
+// defers done, which removes the keys (unless keep) and closes the client.
+func connectBench(cmd *cobra.Command, e *env, f *clientFlags, keep bool, prefix string) (c *client.Client, done func(), err error) {
+	c, err = f.connect(cmd, e)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, func() {
+		if !keep {
+			cleanupBench(c, e, prefix) // also after an interrupt
+		}
+		c.Close()
+	}, nil
 }
 
 // cleanupBench removes the run's objects, even after an interrupt.

@@ -55,8 +55,8 @@ const (
 	defaultKVSharedRatio   = 0.5
 )
 
-// kvPoolSlack is how far a chunk's bytes may start into the shared value pool (see
-// kvPlan.pool): 1 MiB gives 131,072 distinct 8-byte-aligned starts.
+// kvPoolSlack is how far a value's bytes may start into the shared value pool (see
+// valuePool): 1 MiB gives 131,072 distinct 8-byte-aligned starts.
 const kvPoolSlack = 1 << 20
 
 // kvMaxBufferBytes bounds the client's load buffers (concurrency x one prompt's chunks).
@@ -120,9 +120,8 @@ func (w kvWorkload) sharedChunks() int {
 // kvChunk is one chunk of a prompt.
 type kvChunk struct {
 	key string
-	// off is where the chunk's bytes start in kvPlan.pool; it is derived from the chunk's
-	// hash, so equal keys have equal bytes and a chunk read back under the wrong key is
-	// caught.
+	// off is where the chunk's bytes start in kvPlan.pool (poolOffset of the chunk's hash),
+	// so equal keys have equal bytes and a chunk read back under the wrong key is caught.
 	off int64
 }
 
@@ -132,10 +131,8 @@ type kvPlan struct {
 	prompts [][]kvChunk
 	// keys[i] is the keys of prompts[i], in prefix order (read-only: the batch calls share them).
 	keys [][]string
-	// pool holds the chunks' bytes: chunk c is pool[c.off : c.off+chunkBytes]. One
-	// incompressible buffer instead of one per chunk keeps the client's memory at one chunk
-	// plus 1 MiB, and the puts copy-free. Read-only after newKVPlan.
-	pool []byte
+	// pool holds the chunks' bytes (read-only after newKVPlan).
+	pool valuePool
 	// unique counts the distinct keys.
 	unique int
 }
@@ -174,7 +171,7 @@ func newKVPlan(w kvWorkload) *kvPlan {
 			d.Sum(h[:0])
 			key := fmt.Sprintf("%s%s@%x", w.KeyPrefix, w.ModelTag, h[:16])
 			keys[c] = key
-			chunks[c] = kvChunk{key: key, off: int64(binary.LittleEndian.Uint64(h[16:24])%(kvPoolSlack/8)) * 8}
+			chunks[c] = kvChunk{key: key, off: poolOffset(binary.LittleEndian.Uint64(h[16:24]))}
 			if !seen[key] {
 				seen[key] = true
 				p.unique++
@@ -182,21 +179,44 @@ func newKVPlan(w kvWorkload) *kvPlan {
 		}
 		p.prompts[i], p.keys[i] = chunks, keys
 	}
-	p.pool = make([]byte, w.chunkBytes()+kvPoolSlack)
-	benchmarks.Fill(p.pool, w.Seed)
+	p.pool = newValuePool(w.chunkBytes(), w.Seed)
 	return p
 }
 
-func (p *kvPlan) value(c kvChunk) []byte { return p.pool[c.off : c.off+p.w.chunkBytes()] }
+func (p *kvPlan) value(c kvChunk) []byte { return p.pool.at(c.off) }
 
-// kvCheckWindow is the bytes compared at each of a loaded chunk's three sample points. The
-// client already verified each object's checksum; this check proves the chunk is the one
+// check reports whether got is the value of chunk c.
+func (p *kvPlan) check(c kvChunk, got []byte) bool { return p.pool.check(c.off, got) }
+
+// valuePool holds the bytes of a run's values, all of one size: the value at off is
+// bytes[off : off+size]. One incompressible buffer instead of one per value keeps the
+// client's memory at one value plus kvPoolSlack, and the puts copy-free; a value's offset is
+// derived from its key, so a value read back under the wrong key is caught. Read-only after
+// newValuePool.
+type valuePool struct {
+	bytes []byte
+	size  int64
+}
+
+func newValuePool(size int64, seed uint64) valuePool {
+	p := valuePool{bytes: make([]byte, size+kvPoolSlack), size: size}
+	benchmarks.Fill(p.bytes, seed)
+	return p
+}
+
+// poolOffset maps a key's hash to an 8-byte-aligned offset in the pool.
+func poolOffset(h uint64) int64 { return int64(h%(kvPoolSlack/8)) * 8 }
+
+func (p valuePool) at(off int64) []byte { return p.bytes[off : off+p.size] }
+
+// kvCheckWindow is the bytes compared at each of a loaded value's three sample points. The
+// client already verified each object's checksum; this check proves the value is the one
 // stored under its key (the pool offset differs per key) without a full second pass.
 const kvCheckWindow = 4096
 
-// check reports whether got is the value of chunk c.
-func (p *kvPlan) check(c kvChunk, got []byte) bool {
-	want := p.value(c)
+// check reports whether got is the value at off.
+func (p valuePool) check(off int64, got []byte) bool {
+	want := p.at(off)
 	if len(got) != len(want) {
 		return false
 	}

@@ -81,14 +81,11 @@ func runKVBench(cmd *cobra.Command, e *env, f *clientFlags, bf *benchFlags, kf *
 		return usageError{err}
 	}
 	ctx := cmd.Context()
-	c, err := f.connect(cmd, e)
+	c, done, err := connectBench(cmd, e, f, bf.keep, prefix)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	if !bf.keep {
-		defer cleanupBench(c, e, prefix) // also after an interrupt
-	}
+	defer done()
 	out := e.stdout
 	plan := newKVPlan(w)
 	printKVHeader(out, path, m, plan, bf)

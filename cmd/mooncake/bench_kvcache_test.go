@@ -220,7 +220,7 @@ func TestKVBenchBadInput(t *testing.T) {
 	f("no such file", "--workload", "kvcache", "--model", filepath.Join(dir, "missing.json"))
 	f(`field num_hidden_layers is "many", want a positive integer`, "--workload", "kvcache", "--model", badField)
 	f("not a JSON object", "--workload", "kvcache", "--model", notJSON)
-	f(`unknown workload "ycsb" (want objects or kvcache)`, "--workload", "ycsb")
+	f(`unknown workload "ycsb" (want objects, kvcache or trace)`, "--workload", "ycsb")
 	f("--op does not apply to --workload kvcache", "--workload", "kvcache", "--model", q, "--op", "get")
 	f("--tokens does not apply to --workload kvcache", "--workload", "kvcache", "--model", q, "--tokens", "5")
 	f("--prompts does not apply to --workload objects", "--prompts", "3")

@@ -126,6 +126,10 @@ func TestDashboardInChromium(t *testing.T) {
 	if v := read(`data-worker="standalone" data-field="objects">([^<]*)<`); v != "4" {
 		t.Fatalf("worker objects %q", v)
 	}
+	// The arena's populated share (--populate_arena, on by default): somewhere from 0 to 100%.
+	if v := read(`data-worker="standalone" data-field="populated">([^<]*)<`); !regexp.MustCompile(`^\d{1,3}%$`).MatchString(v) {
+		t.Fatalf("populated %q, want a share", v)
+	}
 	if v := read(`id="keys">([^<]*)<`); v != "4" {
 		t.Fatalf("keys %q", v)
 	}

@@ -173,6 +173,9 @@ func TestFlagsOverrideFile(t *testing.T) {
 	if s.PrefaultArena || !resolve("--prefault_arena").PrefaultArena {
 		t.Fatalf("--prefault_arena: default %v, want false; set: not passed on", s.PrefaultArena)
 	}
+	if !s.PopulateArena || resolve("--populate_arena=false").PopulateArena {
+		t.Fatalf("--populate_arena: default %v, want true; false: not passed on", s.PopulateArena)
+	}
 }
 
 func TestMasterSettings(t *testing.T) {

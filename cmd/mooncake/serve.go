@@ -78,6 +78,7 @@ type workerSettings struct {
 	Protocol                string
 	HugePages               dram.HugePages
 	PrefaultArena           bool
+	PopulateArena           bool
 	ShutdownTimeout         time.Duration
 	WarmUp                  bool
 	PrivateArena            bool
@@ -302,6 +303,7 @@ type workerFlags struct {
 	shutdownTimeout                                                                                   time.Duration
 	warmUp, sharedMemory, prefaultArena, tcpSendfile                                                  bool
 	conns                                                                                             connFlags
+	populateArena                                                                                     bool
 	// dramOnly (standalone only): no NVMe tier, objects are lost on a restart.
 	dramOnly bool
 	// defaultRoot is the root_fs_dir when neither a flag nor the file names one: standalone's
@@ -317,6 +319,7 @@ func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
 	fs.Var(&f.ssdCapacity, "ssd_capacity", "bytes the NVMe tier may use (default 90% of the free disk)")
 	fs.StringVar(&f.hugePages, "huge_pages", "auto", "DRAM arena pages: auto (hugetlb, else THP, else plain), off, or require")
 	fs.BoolVar(&f.prefaultArena, "prefault_arena", false, "fault in the whole DRAM arena at start: puts never wait for first-touch page faults, but RSS is global_segment_size from the start and start takes ~0.3-1 s per GiB")
+	fs.BoolVar(&f.populateArena, "populate_arena", true, "fault in the DRAM arena in the background after start, at low priority and ahead of the allocator, so puts seldom wait for first-touch page faults while start stays fast (RSS grows to global_segment_size within seconds per GiB); --prefault_arena does it before start instead")
 	fs.BoolVar(&f.tcpSendfile, "tcp_sendfile", false, "send the DRAM bytes of TCP reads to checksum-verifying clients with sendfile from the shared arena (by reference) instead of copying them; off by default: it cost more worker CPU than the copy where measured (docs/benchmarks.md)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown_timeout", defaultShutdownTimeout, "on SIGTERM, time allowed to spill DRAM to the NVMe tier before exit")
 	fs.BoolVar(&f.warmUp, "warm_up", false, "with --root_fs_dir: at start, copy objects found on NVMe back into DRAM (in the background)")
@@ -431,6 +434,7 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 	}
 	s.HugePages = hp
 	s.PrefaultArena = f.prefaultArena
+	s.PopulateArena = f.populateArena
 	s.TCPSendfile = f.tcpSendfile
 	if s.RootFSDir != "" {
 		abs, err := filepath.Abs(s.RootFSDir)

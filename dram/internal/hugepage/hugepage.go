@@ -1,6 +1,10 @@
 package hugepage
 
-import "errors"
+import (
+	"errors"
+	"sync/atomic"
+	"unsafe"
+)
 
 // Kind is the kind of pages behind a mapping.
 type Kind uint8
@@ -51,4 +55,16 @@ func RoundUp(size, page int64) int64 {
 type Residency struct {
 	Resident  int64
 	HugePages int64
+}
+
+// Touch faults in every page of mem for writing by adding zero to one aligned word of each
+// page atomically: a write fault that changes no byte, even if another goroutine is writing
+// the same word (a plain store of zero could overwrite a put's byte). mem must start on a
+// page boundary, as every mapping here does. Out of memory it takes the process down (a page
+// fault cannot fail softly): Populate tries MADV_POPULATE_WRITE first for that reason.
+func Touch(mem []byte) {
+	page := PageSize()
+	for off := int64(0); off+4 <= int64(len(mem)); off += page {
+		atomic.AddUint32((*uint32)(unsafe.Pointer(&mem[off])), 0)
+	}
 }

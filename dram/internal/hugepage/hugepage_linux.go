@@ -421,8 +421,9 @@ func parseRange(s string) (start, end uint64, ok bool) {
 // Populate faults in every page of mem for writing, so later writes find their pages
 // mapped (no page fault, no zeroing on the put path). It uses madvise(MADV_POPULATE_WRITE)
 // (Linux 5.14+), which fails with ENOMEM instead of killing the process when memory runs
-// out; on older kernels (EINVAL) it writes a zero into each page, which is harmless in a
-// fresh mapping.
+// out, and leaves the bytes of pages already present as they are; on older kernels (EINVAL)
+// it falls back to Touch. Either way it is safe while other goroutines write into mem: a
+// background populator runs beside puts.
 func Populate(mem []byte) error {
 	if len(mem) == 0 {
 		return nil
@@ -434,9 +435,17 @@ func Populate(mem []byte) error {
 	if !errors.Is(err, unix.EINVAL) {
 		return fmt.Errorf("hugepage: madvise(MADV_POPULATE_WRITE) of %d bytes: %w", len(mem), err)
 	}
-	page := PageSize()
-	for off := int64(0); off < int64(len(mem)); off += page {
-		mem[off] = 0
+	Touch(mem)
+	return nil
+}
+
+// LowerThreadPriority gives the calling OS thread the lowest CPU priority (nice 19; on
+// Linux niceness is per thread), so background work on it yields to everything else. The
+// caller must have called runtime.LockOSThread and must exit its goroutine without
+// unlocking, so the thread ends with it instead of returning, niced, to the scheduler.
+func LowerThreadPriority() error {
+	if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19); err != nil {
+		return fmt.Errorf("hugepage: setpriority(19): %w", err)
 	}
 	return nil
 }

@@ -58,9 +58,9 @@ func ResidencyOf(mem []byte) (Residency, error) {
 
 // Populate touches every page of mem (a Go heap slice outside Linux).
 func Populate(mem []byte) error {
-	page := PageSize()
-	for off := int64(0); off < int64(len(mem)); off += page {
-		mem[off] = 0
-	}
+	Touch(mem)
 	return nil
 }
+
+// LowerThreadPriority does nothing outside Linux.
+func LowerThreadPriority() error { return nil }
