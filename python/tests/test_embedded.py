@@ -56,6 +56,26 @@ class EmbeddedWorkerTest(unittest.TestCase):
         finally:
             other.close()
 
+    def test_close_setup_again_put_reads_back(self):
+        # Issue 18, in one process: put, close(), setup() again on the same store, and the
+        # next put of the same key is readable (it used to be placed on the closed worker).
+        master = mctest.standalone()
+        s = mctest.connect(master, segment=32 << 20)
+        k = mctest.key("again")
+        try:
+            self.assertEqual(s.put(k, b"first", ReplicateConfig(preferred_segment=s.get_hostname())), 0)
+            self.assertEqual(s.close(), 0)
+            self.assertEqual(s.setup("127.0.0.1", "P2PHANDSHAKE", 32 << 20, 16 << 20, "tcp", "", master), 0, s.last_error())
+            self.assertEqual(s.get(k), b"")  # it was held only by the closed worker
+            self.assertEqual(s.is_exist(k), 0)
+            for i in range(20):  # every put lands on a live worker and reads back
+                v = mctest.value(4096, i)
+                self.assertEqual(s.put(k, v), 0, s.last_error())
+                self.assertEqual(s.get(k), v)
+                self.assertEqual(s.remove(k), 0)
+        finally:
+            s.close()
+
 
 def _put_and_exit(master, q):
     s = mctest.connect(master, segment=32 << 20)
