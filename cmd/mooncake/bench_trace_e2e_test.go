@@ -13,7 +13,7 @@ import (
 // --block_bytes or the model's config.json, bad flags are refused, and no object is left.
 func TestBenchTraceStandalone(t *testing.T) {
 	bin := buildBinary(t)
-	_, master := startStandalone(t, bin, filepath.Join(t.TempDir(), "data"), "--global_segment_size", "64MiB")
+	_, master := startStandalone(t, bin, filepath.Join(t.TempDir(), "data"), "--global_segment_size", "64MiB", "--dram_only")
 	env := []string{envMaster + "=" + master}
 	path, _ := traceTestdata(t)
 	bench := func(args ...string) cliResult {

@@ -57,9 +57,11 @@ func TestStandaloneNVMeDefaultSizes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 3 MiB more held, at most 3 MiB less free (a quarter of it counts): the capacity grows.
-	if held <= empty {
-		t.Fatalf("capacity %d with 3 MiB held, %d empty: want more", held, empty)
+	// The tier covers what it holds. (Comparing held with empty would race with every other
+	// writer on this disk, whose free space moves between the two calls: the sizing rule
+	// itself is the pure cases of TestStandaloneNVMeCapacity.)
+	if held < 3<<20 || empty <= 0 {
+		t.Fatalf("capacity %d with 3 MiB held (%d when empty)", held, empty)
 	}
 }
 
