@@ -135,6 +135,11 @@ type state struct {
 	// Counters kept by apply (see Stats). invisible counts objects with no live replica.
 	keyBytes, bytes, replicas, softPinned, hardPinned int64
 	invisible, lostReplicas                           int64
+
+	// evSeq is the KV event sequence of the last entry with events (kvevents.go); replicated
+	// (snapshot section 40). ev collects the events of the entry being applied (not state).
+	evSeq uint64
+	ev    []KVEvent
 }
 
 func newState() *state {
@@ -156,6 +161,8 @@ type fsm struct {
 	// whenever applied moves, to wake WaitApplied.
 	applied   uint64
 	appliedCh chan struct{}
+	// events holds the last KV event batches (kvevents.go).
+	events kvEventRing
 }
 
 func newFSM() *fsm { return &fsm{st: newState(), appliedCh: make(chan struct{})} }
@@ -264,6 +271,7 @@ func (st *state) applyRemove(c Command) Result {
 		res := Result{Items: make([]error, len(c.Keys))}
 		for i, k := range c.Keys {
 			if ri, ok := st.objects[k]; ok && st.recs.at(ri).nreps() > 0 {
+				st.emitRemoved(KVRemoved, k, st.recs.at(ri))
 				st.removeAt(k, ri)
 				res.Removed++
 			} else {
@@ -289,12 +297,14 @@ func (st *state) applyRemove(c Command) Result {
 				if st.recs.at(i).nreps() > 0 {
 					n++
 				}
+				st.emitRemoved(KVRemoved, k, st.recs.at(i))
 				st.removeAt(k, i)
 			}
 		}
 		return Result{Removed: n}
 	case RemoveAll:
 		n := len(st.objects) - int(st.invisible)
+		st.emit(KVEvent{Kind: KVCleared})
 		clear(st.objects)
 		clear(st.lost)
 		st.recs = recTable{}
@@ -377,6 +387,7 @@ func (st *state) putEnd(c *PutEnd) Result {
 		}
 		st.account(&rec)
 		*st.recs.at(ri) = rec
+		st.emit(st.event(KVStored, it.Key, &rec))
 	}
 	return res.single()
 }
@@ -406,7 +417,7 @@ func (st *state) dropReplicas(c *DropReplicas) Result {
 			continue
 		}
 		res.Dropped++
-		if st.dropRep(it.Key, ri, slot) {
+		if st.dropRep(KVEvicted, it.Key, ri, slot) {
 			res.Removed++
 		}
 	}
@@ -423,12 +434,16 @@ func (r *objRec) hasRep(slot uint16) bool {
 }
 
 // dropRep removes slot from the record of key (at index i, which must hold slot) and reports
-// whether the object was removed because no replica was left.
-func (st *state) dropRep(key string, i uint32, slot uint16) (removed bool) {
+// whether the object was removed because no replica was left (an event of kind).
+func (st *state) dropRep(kind KVEventKind, key string, i uint32, slot uint16) (removed bool) {
 	rec := st.recs.at(i)
-	if rec.nreps() == 1 && st.lost[key] == "" {
-		st.removeAt(key, i)
-		return true
+	if rec.nreps() == 1 {
+		// Its last live replica: removed, or invisible while it has lost ones.
+		st.emitRemoved(kind, key, rec)
+		if st.lost[key] == "" {
+			st.removeAt(key, i)
+			return true
+		}
 	}
 	st.removeRep(rec, slot)
 	return false
@@ -448,7 +463,7 @@ func (st *state) dropWorker(slot uint16) Result {
 		if st.recs.at(i).hasRep(slot) {
 			left--
 			res.Dropped++
-			if st.dropRep(k, i, slot) {
+			if st.dropRep(KVWorkerGone, k, i, slot) {
 				res.Removed++
 			}
 		}

@@ -809,6 +809,9 @@ func (f *fsm) applyLocked(index uint64, data []byte) Result {
 	}
 	res := f.st.apply(cmd)
 	res.Index = index
+	if b, ok := f.st.takeEvents(index); ok {
+		f.addEventsLocked(b)
+	}
 	return res
 }
 
@@ -830,6 +833,8 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.st = st
+	// The retained KV event batches describe the state being replaced.
+	f.events.buf = nil
 	if applied < f.applied {
 		// A restore moves the state back (a follower receiving an older leader's snapshot
 		// cannot happen, but an operator restore can); waiters keyed on indexes must not be
