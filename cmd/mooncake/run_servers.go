@@ -33,7 +33,7 @@ func (e *env) masterConfig(s masterSettings) server.MasterConfig {
 		MetricsAddress: s.MetricsAddress, Peers: peers, ClusterID: s.ClusterID, ClientTTL: s.ClientTTL,
 		EvictionHighWatermarkRatio: s.EvictionHighWatermarkRatio, EvictionRatio: s.EvictionRatio,
 		PutTimeout: s.PutTimeout, MaxValueSize: s.MaxValueSize, WorkerRestartGrace: grace, Join: s.Join, Logger: e.logger(),
-		RootFSDir: s.RootFSDir, NoSummary: s.NoSummary, Conns: s.Conns, RaftNoSync: s.RaftNoSync,
+		RootFSDir: s.RootFSDir, NoSummary: s.NoSummary, Conns: s.Conns, RaftNoSync: s.RaftNoSync, KVEvents: s.KVEvents,
 	}
 }
 
