@@ -137,9 +137,12 @@ type state struct {
 	invisible, lostReplicas                           int64
 
 	// evSeq is the KV event sequence of the last entry with events (kvevents.go); replicated
-	// (snapshot section 40). ev collects the events of the entry being applied (not state).
-	evSeq uint64
-	ev    []KVEvent
+	// (snapshot section 40). evN counts and ev collects the events of the entry being applied
+	// (not state); evKeep says whether to collect them (fsm.keepEvents, set per entry).
+	evSeq  uint64
+	evN    int
+	ev     []KVEvent
+	evKeep bool
 }
 
 func newState() *state {
@@ -161,8 +164,10 @@ type fsm struct {
 	// whenever applied moves, to wake WaitApplied.
 	applied   uint64
 	appliedCh chan struct{}
-	// events holds the last KV event batches (kvevents.go).
-	events kvEventRing
+	// events holds the last KV event batches (kvevents.go), kept only once keepEvents is set
+	// (Node.KeepKVEvents): the sequence is counted either way.
+	events     kvEventRing
+	keepEvents bool
 }
 
 func newFSM() *fsm { return &fsm{st: newState(), appliedCh: make(chan struct{})} }
@@ -387,7 +392,7 @@ func (st *state) putEnd(c *PutEnd) Result {
 		}
 		st.account(&rec)
 		*st.recs.at(ri) = rec
-		st.emit(st.event(KVStored, it.Key, &rec))
+		st.emitObject(KVStored, it.Key, &rec)
 	}
 	return res.single()
 }

@@ -68,14 +68,27 @@ type kvEventRing struct {
 }
 
 // emit records ev for the entry being applied. REQUIRES: the caller owns st.
-func (st *state) emit(ev KVEvent) { st.ev = append(st.ev, ev) }
+func (st *state) emit(ev KVEvent) {
+	st.evN++
+	if st.evKeep {
+		st.ev = append(st.ev, ev)
+	}
+}
+
+// emitObject records an event of kind for key (record rec), built only when kept.
+func (st *state) emitObject(kind KVEventKind, key string, rec *objRec) {
+	st.evN++
+	if st.evKeep {
+		st.ev = append(st.ev, st.event(kind, key, rec))
+	}
+}
 
 // emitRemoved records the removal of key (record rec) with kind, when it was visible.
 func (st *state) emitRemoved(kind KVEventKind, key string, rec *objRec) {
 	if rec.nreps() == 0 {
 		return // invisible: its removal was never visible either
 	}
-	st.emit(st.event(kind, key, rec))
+	st.emitObject(kind, key, rec)
 }
 
 func (st *state) event(kind KVEventKind, key string, rec *objRec) KVEvent {
@@ -97,14 +110,23 @@ func (st *state) event(kind KVEventKind, key string, rec *objRec) KVEvent {
 // batch keeps its order): removals that walk a map find keys in random order, and every node
 // must publish the same batch. REQUIRES: the caller owns st.
 func (st *state) takeEvents(index uint64) (KVEventBatch, bool) {
-	if len(st.ev) == 0 {
+	if st.evN == 0 {
 		return KVEventBatch{}, false
 	}
 	evs := st.ev
-	st.ev = nil
+	st.ev, st.evN = nil, 0
 	slices.SortStableFunc(evs, func(a, b KVEvent) int { return cmp.Compare(a.Key, b.Key) })
 	st.evSeq++
 	return KVEventBatch{Seq: st.evSeq, Index: index, Events: evs}, true
+}
+
+// KeepKVEvents makes this node keep the events of the entries it applies from now on, for
+// KVEvents; without it only the sequence is counted (no allocation at apply). The publisher
+// calls it before it starts.
+func (n *Node) KeepKVEvents() {
+	n.fsm.mu.Lock()
+	n.fsm.keepEvents = true
+	n.fsm.mu.Unlock()
 }
 
 // addEventsLocked appends b to the ring and wakes KVEventsWait. REQUIRES: f.mu held for

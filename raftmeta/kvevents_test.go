@@ -13,7 +13,8 @@ func TestKVEventsFoldToVisibleKeys(t *testing.T) {
 	seed := testSeed(t)
 	for round := range 20 {
 		r := rand.New(rand.NewPCG(seed, uint64(round)))
-		a, b := newFSM(), newFSM()
+		a, b, off := newFSM(), newFSM(), newFSM()
+		a.keepEvents, b.keepEvents = true, true
 		model := map[string]bool{}
 		var last uint64
 		for i := range 300 {
@@ -21,6 +22,10 @@ func TestKVEventsFoldToVisibleKeys(t *testing.T) {
 			idx := uint64(i + 1)
 			applyEncoded(t, a, idx, c)
 			applyEncoded(t, b, idx, c)
+			applyEncoded(t, off, idx, c)
+			if off.st.evSeq != a.st.evSeq || len(off.events.buf) != 0 {
+				t.Fatalf("a node that keeps no events counts sequence %d (%d batches kept), want %d", off.st.evSeq, len(off.events.buf), a.st.evSeq)
+			}
 			got := a.events.buf
 			if !slices.EqualFunc(got, b.events.buf, batchEqual) {
 				t.Fatalf("round %d step %d %T: the two nodes' batches differ", round, i, c)

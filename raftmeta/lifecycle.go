@@ -278,7 +278,7 @@ func (st *state) adoptReplicas(c *AdoptReplicas) Result {
 		st.addRep(rec, slot)
 		if rec.nreps() == 1 {
 			// It was invisible and is visible again.
-			st.emit(st.event(KVStored, it.Key, rec))
+			st.emitObject(KVStored, it.Key, rec)
 		}
 	}
 	return res.single()
@@ -323,7 +323,7 @@ func (st *state) moveReplica(it *ReplicaMove) error {
 	st.addRep(rec, to)
 	if rec.nreps() == 1 && !hasRepBefore {
 		// A repair of an invisible object (from a lost replica) makes it visible again.
-		st.emit(st.event(KVStored, it.Key, rec))
+		st.emitObject(KVStored, it.Key, rec)
 	}
 	return nil
 }

@@ -807,9 +807,10 @@ func (f *fsm) applyLocked(index uint64, data []byte) Result {
 		// alike. It means a bug or a proposer newer than this build.
 		return Result{Index: index, Err: fmt.Errorf("raftmeta: entry %d: %w: %w", index, base.ErrInternal, err)}
 	}
+	f.st.evKeep = f.keepEvents
 	res := f.st.apply(cmd)
 	res.Index = index
-	if b, ok := f.st.takeEvents(index); ok {
+	if b, ok := f.st.takeEvents(index); ok && f.keepEvents {
 		f.addEventsLocked(b)
 	}
 	return res

@@ -93,6 +93,7 @@ func startKVPublisher(cfg KVEventsConfig, node *raftmeta.Node, log *slog.Logger)
 	if !cfg.Enabled {
 		return nil, nil
 	}
+	node.KeepKVEvents()
 	ctx, cancel := context.WithCancel(context.Background())
 	sock := zmq4.NewPub(ctx)
 	ep := strings.Replace(cfg.BindEndpoint, "://*:", "://0.0.0.0:", 1)
