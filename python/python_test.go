@@ -49,12 +49,18 @@ func prepare(t *testing.T) (py, bin, site string) {
 func TestPythonSuite(t *testing.T) {
 	py, bin, site := prepare(t)
 	dir := t.TempDir()
-	sa, _ := testutil.StartStandalone(t, bin, filepath.Join(dir, "standalone"), "256MiB")
+	// The standalone publishes KV events for tests/test_kv_events.py.
+	kvEvents := "tcp://" + testutil.HostPort(testutil.FreePorts(t, 1)[0])
+	sa, _ := testutil.StartStandalone(t, bin, filepath.Join(dir, "standalone"), "256MiB",
+		"--enable_kv_events", "--kv_events_bind_endpoint", kvEvents, "--kv_events_backend_id", "pytest",
+		"--kv_events_model_name", "test-model", "--kv_events_block_size", "16")
 	cl := startCluster(t, bin, filepath.Join(dir, "cluster"))
 
 	pypath := site
-	if extra := torchPath(t, py); extra != "" {
-		pypath += string(os.PathListSeparator) + extra // after site: the installed package wins
+	for _, script := range []string{"ensure-torch.sh", "ensure-pyzmq.sh"} {
+		if extra := debianPath(t, py, script); extra != "" && !strings.Contains(pypath, extra) {
+			pypath += string(os.PathListSeparator) + extra // after site: the installed package wins
+		}
 	}
 	env := append(os.Environ(),
 		"PYTHONPATH="+pypath,
@@ -63,6 +69,7 @@ func TestPythonSuite(t *testing.T) {
 		"MOONCAKE_CONFIG_PATH=",
 		"MOONCAKE_TEST_STRICT=1", // a missing fixture fails instead of skipping
 		"MOONCAKE_TEST_MASTER="+sa,
+		"MOONCAKE_TEST_KV_EVENTS="+kvEvents,
 		"MOONCAKE_TEST_CLUSTER="+strings.Join(cl.masters, ","),
 		"MOONCAKE_TEST_CLUSTER_WORKER_PIDS="+cl.workerPIDs(),
 	)
@@ -117,18 +124,19 @@ func install(t testing.TB, py, lib, site string) {
 	}
 }
 
-// torchPath makes torch importable for the tensor tests (.ci/ensure-torch.sh installs
-// Debian's python3-torch when missing) and returns the directory py needs on PYTHONPATH to
-// find it, or "". The suite runs with MOONCAKE_TEST_STRICT=1, so without torch the tensor
-// tests fail rather than skip.
-func torchPath(t testing.TB, py string) string {
+// debianPath runs one of the .ci scripts that make a Debian Python package importable for
+// the tests that need it (ensure-torch.sh: torch for the tensor tests; ensure-pyzmq.sh: zmq
+// and msgpack for the KV event subscriber), installing it when missing, and returns the
+// directory py needs on PYTHONPATH to find it, or "". The suite runs with
+// MOONCAKE_TEST_STRICT=1, so without them those tests fail rather than skip.
+func debianPath(t testing.TB, py, script string) string {
 	t.Helper()
 	var stderr strings.Builder
-	cmd := exec.Command("sh", filepath.Join("..", ".ci", "ensure-torch.sh"), py)
+	cmd := exec.Command("sh", filepath.Join("..", ".ci", script), py)
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf(".ci/ensure-torch.sh: %v\n%s", err, stderr.String())
+		t.Fatalf(".ci/%s: %v\n%s", script, err, stderr.String())
 	}
 	return strings.TrimSpace(string(out))
 }

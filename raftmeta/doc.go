@@ -121,7 +121,7 @@
 //	|          created varint, soft_pin_until varint, r uvarint, r × slot u16) |
 //	| trailing sections, each | id (1B) | version (1B) | body |: 20 lifecycle (always
 //	|   written), 30 models (models.go: only when a model is registered or an object
-//	|   carries tokens) |
+//	|   carries tokens), 40 events (kvevents.go: the KV event sequence, when above 0) |
 //	| checksum u64: HighwayHash-64 (base.Checksum) of every byte before it |
 //
 // Trailing sections (one function each, so branches adding one merge easily): tag 20, the

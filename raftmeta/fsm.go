@@ -135,6 +135,14 @@ type state struct {
 	// Counters kept by apply (see Stats). invisible counts objects with no live replica.
 	keyBytes, bytes, replicas, softPinned, hardPinned int64
 	invisible, lostReplicas                           int64
+
+	// evSeq is the KV event sequence of the last entry with events (kvevents.go); replicated
+	// (snapshot section 40). evN counts and ev collects the events of the entry being applied
+	// (not state); evKeep says whether to collect them (fsm.keepEvents, set per entry).
+	evSeq  uint64
+	evN    int
+	ev     []KVEvent
+	evKeep bool
 }
 
 func newState() *state {
@@ -156,6 +164,10 @@ type fsm struct {
 	// whenever applied moves, to wake WaitApplied.
 	applied   uint64
 	appliedCh chan struct{}
+	// events holds the last KV event batches (kvevents.go), kept only once keepEvents is set
+	// (Node.KeepKVEvents): the sequence is counted either way.
+	events     kvEventRing
+	keepEvents bool
 }
 
 func newFSM() *fsm { return &fsm{st: newState(), appliedCh: make(chan struct{})} }
@@ -270,6 +282,7 @@ func (st *state) applyRemove(c Command) Result {
 		res := Result{Items: make([]error, len(c.Keys))}
 		for i, k := range c.Keys {
 			if ri, ok := st.objects[k]; ok && st.recs.at(ri).nreps() > 0 {
+				st.emitRemoved(KVRemoved, k, st.recs.at(ri))
 				st.removeAt(k, ri)
 				res.Removed++
 			} else {
@@ -295,12 +308,14 @@ func (st *state) applyRemove(c Command) Result {
 				if st.recs.at(i).nreps() > 0 {
 					n++
 				}
+				st.emitRemoved(KVRemoved, k, st.recs.at(i))
 				st.removeAt(k, i)
 			}
 		}
 		return Result{Removed: n}
 	case RemoveAll:
 		n := len(st.objects) - int(st.invisible)
+		st.emit(KVEvent{Kind: KVCleared})
 		clear(st.objects)
 		clear(st.lost)
 		st.recs = recTable{}
@@ -383,6 +398,7 @@ func (st *state) putEnd(c *PutEnd) Result {
 		}
 		st.account(&rec)
 		*st.recs.at(ri) = rec
+		st.emitObject(KVStored, it.Key, &rec)
 	}
 	return res.single()
 }
@@ -412,7 +428,7 @@ func (st *state) dropReplicas(c *DropReplicas) Result {
 			continue
 		}
 		res.Dropped++
-		if st.dropRep(it.Key, ri, slot) {
+		if st.dropRep(KVEvicted, it.Key, ri, slot) {
 			res.Removed++
 		}
 	}
@@ -429,12 +445,16 @@ func (r *objRec) hasRep(slot uint16) bool {
 }
 
 // dropRep removes slot from the record of key (at index i, which must hold slot) and reports
-// whether the object was removed because no replica was left.
-func (st *state) dropRep(key string, i uint32, slot uint16) (removed bool) {
+// whether the object was removed because no replica was left (an event of kind).
+func (st *state) dropRep(kind KVEventKind, key string, i uint32, slot uint16) (removed bool) {
 	rec := st.recs.at(i)
-	if rec.nreps() == 1 && st.lost[key] == "" {
-		st.removeAt(key, i)
-		return true
+	if rec.nreps() == 1 {
+		// Its last live replica: removed, or invisible while it has lost ones.
+		st.emitRemoved(kind, key, rec)
+		if st.lost[key] == "" {
+			st.removeAt(key, i)
+			return true
+		}
 	}
 	st.removeRep(rec, slot)
 	return false
@@ -454,7 +474,7 @@ func (st *state) dropWorker(slot uint16) Result {
 		if st.recs.at(i).hasRep(slot) {
 			left--
 			res.Dropped++
-			if st.dropRep(k, i, slot) {
+			if st.dropRep(KVWorkerGone, k, i, slot) {
 				res.Removed++
 			}
 		}

@@ -133,6 +133,9 @@ func statesEqual(a, b *state) string {
 		a.lostReplicas != b.lostReplicas {
 		return "counters differ"
 	}
+	if a.evSeq != b.evSeq {
+		return fmt.Sprintf("KV event sequence differs: %d vs %d", a.evSeq, b.evSeq)
+	}
 	if !reflect.DeepEqual(a.models(), b.models()) {
 		return fmt.Sprintf("models differ: %+v vs %+v", a.models(), b.models())
 	}

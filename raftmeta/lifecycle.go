@@ -271,6 +271,10 @@ func (st *state) loseWorker(slot uint16) Result {
 		}
 		left--
 		res.Dropped++
+		if rec.nreps() == 1 {
+			// Its last live replica: the object becomes invisible.
+			st.emitRemoved(KVWorkerGone, k, rec)
+		}
 		st.setLost(k, st.lost[k]+string(binary.LittleEndian.AppendUint16(buf[:0], slot)))
 		st.removeRep(rec, slot)
 	}
@@ -323,7 +327,12 @@ func (st *state) adoptReplicas(c *AdoptReplicas) Result {
 			continue
 		}
 		st.setLost(it.Key, withoutSlot(st.lost[it.Key], slot))
-		st.addRep(st.recs.at(ri), slot)
+		rec = st.recs.at(ri)
+		st.addRep(rec, slot)
+		if rec.nreps() == 1 {
+			// It was invisible and is visible again.
+			st.emitObject(KVStored, it.Key, rec)
+		}
 	}
 	return res.single()
 }
@@ -351,6 +360,7 @@ func (st *state) moveReplica(it *ReplicaMove) error {
 	if rec.hasRep(to) {
 		return fmt.Errorf("raftmeta: move %q to %q: %w", it.Key, it.To, base.ErrObjectAlreadyExists)
 	}
+	hasRepBefore := rec.nreps() > 0
 	from, ok := st.slotOf[it.From]
 	switch {
 	case ok && rec.hasRep(from):
@@ -364,6 +374,10 @@ func (st *state) moveReplica(it *ReplicaMove) error {
 		st.setLost(it.Key, withoutSlot(st.lost[it.Key], to))
 	}
 	st.addRep(rec, to)
+	if rec.nreps() == 1 && !hasRepBefore {
+		// A repair of an invisible object (from a lost replica) makes it visible again.
+		st.emitObject(KVStored, it.Key, rec)
+	}
 	return nil
 }
 

@@ -807,8 +807,12 @@ func (f *fsm) applyLocked(index uint64, data []byte) Result {
 		// alike. It means a bug or a proposer newer than this build.
 		return Result{Index: index, Err: fmt.Errorf("raftmeta: entry %d: %w: %w", index, base.ErrInternal, err)}
 	}
+	f.st.evKeep = f.keepEvents
 	res := f.st.apply(cmd)
 	res.Index = index
+	if b, ok := f.st.takeEvents(index); ok && f.keepEvents {
+		f.addEventsLocked(b)
+	}
 	return res
 }
 
@@ -830,6 +834,8 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.st = st
+	// The retained KV event batches describe the state being replaced.
+	f.events.buf = nil
 	if applied < f.applied {
 		// A restore moves the state back (a follower receiving an older leader's snapshot
 		// cannot happen, but an operator restore can); waiters keyed on indexes must not be

@@ -93,6 +93,7 @@ func writeSnapshot(w io.Writer, st *state, applied uint64) error {
 	if err != nil {
 		return err
 	}
+	b = appendEventsSection(b, st)
 	if err := flush(); err != nil {
 		return err
 	}

@@ -131,6 +131,8 @@ type MasterConfig struct {
 	// Conns bound the client connections kept open and doing nothing, as on the worker.
 	// Defaults: see ConnLimits.
 	Conns ConnLimits
+	// KVEvents is Mooncake's KV event publisher (kvevents.go). Default off.
+	KVEvents KVEventsConfig
 	// Logger receives every log line. Default slog.Default().
 	Logger *slog.Logger
 
@@ -230,6 +232,9 @@ func (c *MasterConfig) Validate() error {
 	if err := c.Conns.Validate(); err != nil {
 		return err
 	}
+	if err := c.KVEvents.Validate(); err != nil {
+		return fmt.Errorf("%w: master config: %w", base.ErrInvalidParams, err)
+	}
 	if c.Join && len(c.Peers) > 0 {
 		return bad("join and peers exclude each other: a joining master is added by the leader, it bootstraps nothing")
 	}
@@ -267,6 +272,7 @@ func (c *MasterConfig) logAttrs() []any {
 		"client_ttl", c.ClientTTL, "worker_restart_grace", c.WorkerRestartGrace, "client_disconnect_grace", c.ClientDisconnectGrace, "eviction_high_watermark_ratio", c.EvictionHighWatermarkRatio,
 		"eviction_ratio", c.EvictionRatio, "put_timeout", c.PutTimeout, "max_value_size", base.Bytes(c.MaxValueSize).String(),
 		"summary_interval", c.SummaryInterval, "raft_fsync", !c.RaftNoSync, "size_units", base.SizeUnits,
+		"enable_kv_events", c.KVEvents.Enabled,
 	}
 }
 

@@ -239,10 +239,8 @@ func (m *Master) jobRoutes(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"total_segments": len(items), "segments": items})
 	})
-	// KV events (Mooncake's ZMQ publisher) are not published by this build yet.
 	mux.HandleFunc("GET /kv_events/status", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"enabled": false, "published_batches": 0, "published_events": 0,
-			"dropped_events": 0, "skipped_unparsed_keys": 0})
+		writeJSON(w, http.StatusOK, m.kv.status())
 	})
 	mux.HandleFunc("GET /api/v1/segments/status", func(w http.ResponseWriter, r *http.Request) {
 		name := r.URL.Query().Get("segment")

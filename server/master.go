@@ -56,6 +56,8 @@ type Master struct {
 	rpc  rpcServer
 	adm  *adminServer
 	met  *masterMetrics
+	// kv is the KV event publisher, nil when disabled (kvevents.go).
+	kv *kvPublisher
 	// cli calls the leader from a follower (RegisterMaster; used only by the leader loop),
 	// workers for memory reports (memory_master.go) and source workers for repair copies
 	// (master_lifecycle.go); closed by Shutdown after the loop and the copies stopped.
@@ -202,6 +204,12 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 		node.Close()
 		return nil, err
 	}
+	if m.kv, err = startKVPublisher(cfg.KVEvents, node, log); err != nil {
+		ln.Close()
+		m.cli.Close()
+		node.Close()
+		return nil, err
+	}
 	m.met.reg.MustRegister(newConnCollector("master", srv.Stats))
 	m.rpc = rpcServer{srv: srv, ln: ln, done: make(chan struct{})}
 	go m.rpc.serve()
@@ -217,6 +225,7 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	if err != nil {
 		_ = m.rpc.shutdown(context.Background())
 		m.cli.Close()
+		m.kv.close()
 		node.Close()
 		return nil, fmt.Errorf("server: metrics listen on %s: %w", cfg.MetricsAddress, err)
 	}
@@ -247,7 +256,9 @@ func (m *Master) IsLeader() bool { return m.node.IsLeader() }
 //  3. stop the admin HTTP server;
 //  4. if this master leads, hand leadership to another voter (bounded by ctx), so the
 //     cluster has a leader again at once instead of after an election timeout;
-//  5. close raft (the log and snapshots stay in DataDir for the next start).
+//  5. stop the KV event publisher (after the transfer, so what this leader committed is
+//     sent);
+//  6. close raft (the log and snapshots stay in DataDir for the next start).
 //
 // It is safe to call more than once; later calls return the first result.
 func (m *Master) Shutdown(ctx context.Context) error {
@@ -273,6 +284,7 @@ func (m *Master) Shutdown(ctx context.Context) error {
 				}
 			}
 		}
+		m.kv.close()
 		if err := m.node.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("raft: %w", err))
 		}

@@ -167,6 +167,16 @@ func TestMooncakeMasterFlags(t *testing.T) {
 	if s.ClientTTL != 5*time.Second || s.EvictionRatio != 0.1 || !strings.HasSuffix(s.RPCAddress, ":10002") {
 		t.Fatalf("from the config file: %+v", s)
 	}
+	// Mooncake's kv_events keys in the config file, a flag winning over one of them.
+	os.WriteFile(cfg, []byte(`{"enable_kv_events": true, "kv_events_bind_endpoint": "tcp://127.0.0.1:5557", "kv_events_backend_id": "pool-a", "kv_events_block_size": 16, "kv_events_emit_legacy_compat": false}`), 0o644)
+	s, _, err = resolve("--config_path", cfg, "--kv_events_backend_id", "pool-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv := s.KVEvents; !kv.Enabled || kv.BindEndpoint != "tcp://127.0.0.1:5557" || kv.BackendID != "pool-b" || kv.BlockSize != 16 ||
+		kv.EmitLegacyCompat || !kv.EmitObjectKey {
+		t.Fatalf("kv events from the config file: %+v", kv)
+	}
 
 	for _, c := range []struct {
 		want string

@@ -74,6 +74,18 @@ var mooncakeMasterFlagValues = []struct{ name, def, other string }{
 	{"cxl_path", "/dev/dax0.0", "/dev/dax1.0"},
 	{"cxl_size", "8589934592", "1073741824"},
 	{"enable_cxl", "false", "true"},
+	{"enable_kv_events", "false", "true"},
+	{"kv_events_bind_endpoint", "", "tcp://127.0.0.1:0"},
+	{"kv_events_backend_id", "", "pool-a"},
+	{"kv_events_model_name", "", "Qwen/Qwen2.5-7B-Instruct"},
+	{"kv_events_block_size", "0", "16"},
+	{"kv_events_lora_name", "", "lora-a"},
+	{"kv_events_additional_salt", "", "salt"},
+	{"kv_events_dp_rank", "0", "1"},
+	{"kv_events_tenant_id", "default", "t1"},
+	{"kv_events_emit_object_key", "true", "false"},
+	{"kv_events_emit_legacy_compat", "true", "false"},
+	{"kv_events_queue_capacity", "65536", "1024"},
 	{"v", "0", "1"},
 	{"logtostderr", "false", "true"},
 	{"alsologtostderr", "false", "true"},
@@ -176,6 +188,7 @@ func TestMooncakeMasterEveryFlag(t *testing.T) {
 			t.Errorf("the effective-config line lacks %s", want)
 		}
 	}
+	mustHTTP(t, metrics+"/kv_events/status", 200, `"enabled":true`, `"endpoint":"tcp://127.0.0.1:`)
 	if code, body := httpBody("http://" + hostPort(httpMeta) + "/metadata?key=nope"); code != 404 {
 		t.Errorf("--enable_http_metadata_server on --http_metadata_server_port: %d %q", code, body)
 	}

@@ -78,6 +78,10 @@ func TestBadInput(t *testing.T) {
 	f(exitUsage, "but --rpc_address is", nil, "master", "--id", "m1", "--data_dir", dir, "--raft_address", "127.0.0.1:7001",
 		"--rpc_address", "127.0.0.1:50051", "--peer_rpc_addresses", "m1=127.0.0.1:50052")
 	f(exitUsage, "eviction_ratio", nil, "master", "--id", "m1", "--data_dir", dir, "--raft_address", "127.0.0.1:7001", "--eviction_ratio", "1.5")
+	f(exitUsage, "--kv_events_backend_id is required", nil, "master", "--id", "m1", "--data_dir", dir, "--raft_address", "127.0.0.1:7001",
+		"--enable_kv_events", "--kv_events_bind_endpoint", "tcp://127.0.0.1:5557")
+	f(exitUsage, "want tcp://host:port", nil, "standalone", "--enable_kv_events", "--kv_events_backend_id", "b",
+		"--kv_events_bind_endpoint", "ipc:///tmp/x")
 	f(exitUsage, "--persistence durable needs --root_fs_dir", nil, "worker", "--persistence", "durable")
 	f(exitUsage, "--huge_pages", nil, "worker", "--huge_pages", "sometimes")
 	f(exitUsage, "--warm_up needs the NVMe tier (standalone has one unless --dram_only)", nil, "standalone", "--dram_only", "--warm_up")

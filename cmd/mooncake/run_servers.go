@@ -34,7 +34,7 @@ func (e *env) masterConfig(s masterSettings) server.MasterConfig {
 		EvictionHighWatermarkRatio: s.EvictionHighWatermarkRatio, EvictionRatio: s.EvictionRatio,
 		PutTimeout: s.PutTimeout, MaxValueSize: s.MaxValueSize, WorkerRestartGrace: grace, Join: s.Join, Logger: e.logger(),
 		ClientDisconnectGrace: s.ClientDisconnectGrace,
-		RootFSDir:             s.RootFSDir, NoSummary: s.NoSummary, Conns: s.Conns, RaftNoSync: s.RaftNoSync,
+		RootFSDir:             s.RootFSDir, NoSummary: s.NoSummary, Conns: s.Conns, RaftNoSync: s.RaftNoSync, KVEvents: s.KVEvents,
 	}
 }
 

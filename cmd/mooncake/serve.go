@@ -63,6 +63,8 @@ type masterSettings struct {
 	NoSummary bool
 	// Conns bounds the master's idle and stalled client connections.
 	Conns server.ConnLimits
+	// KVEvents is the KV event publisher (--enable_kv_events, kv_events_*).
+	KVEvents server.KVEventsConfig
 }
 
 // workerSettings is the effective configuration of a worker; it maps onto server.WorkerConfig.
@@ -103,6 +105,7 @@ type masterFlags struct {
 	join, raftFsync                                                                bool
 	// conns is registered by `mooncake master` only; standalone's master takes the worker's.
 	conns connFlags
+	kv    kvEventFlags
 }
 
 func (f *masterFlags) register(fs *pflag.FlagSet, standalone bool) {
@@ -131,6 +134,7 @@ func (f *masterFlags) register(fs *pflag.FlagSet, standalone bool) {
 	fs.Float64Var(&f.evictHigh, "eviction_high_watermark_ratio", defaultEvictHigh, "DRAM fill ratio at which workers start evicting")
 	fs.Float64Var(&f.evictRatio, "eviction_ratio", defaultEvictRatio, "fraction of DRAM an eviction round frees")
 	fs.Var(&f.maxValueSize, "max_value_size", "largest value a put may store, e.g. 4GiB (default: the server's)")
+	f.kv.register(fs)
 	fs.BoolVar(&f.raftFsync, "raft_fsync", true, "fsync the raft log before acknowledging a write; false: faster small puts, and an acknowledged put survives master process crashes but not an OS crash or power loss of a quorum of master hosts at once")
 }
 
@@ -151,6 +155,10 @@ func (f *masterFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		EvictionRatio:              f.evictRatio,
 		MaxValueSize:               int64(f.maxValueSize),
 		RaftNoSync:                 !f.raftFsync,
+	}
+	var err error
+	if s.KVEvents, err = f.kv.config(); err != nil {
+		return s, err
 	}
 	if err := checkPort("--rpc_port", f.rpcPort, false); err != nil {
 		return s, err

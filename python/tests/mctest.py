@@ -4,6 +4,7 @@ The Go test (python/python_test.go) starts the servers and passes their addresse
   MOONCAKE_TEST_MASTER               a `mooncake standalone` (one master, one worker)
   MOONCAKE_TEST_CLUSTER              three masters (comma-separated) with two workers
   MOONCAKE_TEST_CLUSTER_WORKER_PIDS  "w1=PID,w2=PID": the cluster's worker processes
+  MOONCAKE_TEST_KV_EVENTS            the standalone's KV event publisher (tcp://host:port)
   MOONCAKE_TEST_STRICT=1             a missing fixture fails the test instead of skipping it
 Run by hand against your own servers with the same variables (and MOONCAKE_STORE_LIB pointing
 at a built libmooncake_store.so if the package is not installed).
@@ -34,6 +35,10 @@ def standalone() -> str:
 
 def cluster() -> str:
     return need("MOONCAKE_TEST_CLUSTER")
+
+
+def kv_events() -> str:
+    return need("MOONCAKE_TEST_KV_EVENTS")
 
 
 def cluster_worker_pids() -> Dict[str, int]:
@@ -97,6 +102,21 @@ def wait_for(what: str, cond: Callable[[], bool], timeout: float = 30.0) -> None
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not within {timeout}s")
         time.sleep(0.05)
+
+
+def pyzmq():
+    """The zmq and msgpack modules: Debian's python3-zmq and python3-msgpack, which the Go test
+    makes sure are installed (.ci/ensure-pyzmq.sh). Missing: the test fails under
+    MOONCAKE_TEST_STRICT=1, else skips."""
+    try:
+        import msgpack
+        import zmq
+    except ImportError:
+        msg = "zmq or msgpack is not importable (apt-get install python3-zmq python3-msgpack)"
+        if os.environ.get("MOONCAKE_TEST_STRICT") == "1":
+            raise AssertionError(msg)
+        raise unittest.SkipTest(msg)
+    return zmq, msgpack
 
 
 def torch():
