@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"path/filepath"
 	"sync"
 	"testing"
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
-	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // TestMountSegments drives segments.go (no C) against a standalone process, under -race: two
@@ -18,24 +16,11 @@ import (
 // unmounted (its object gone at once, the other segment's kept), an unknown id refused with
 // nothing unmounted, and close unmounting the rest.
 func TestMountSegments(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the binary; skipped with -short")
-	}
-	dir := t.TempDir()
-	bin := testutil.BuildMooncake(t, dir)
-	master, _ := testutil.StartStandalone(t, bin, filepath.Join(dir, "data"), "64MiB", "--client_ttl", "60s")
-	h := newHandle()
-	s, err := lookupHandle(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dropHandle(h)
-	if _, _, err := s.mountSegment(8<<20, "", 0, ""); !errors.Is(err, errNotSetUp) {
+	notSetUp := &store{}
+	if _, _, err := notSetUp.mountSegment(8<<20, "", 0, ""); !errors.Is(err, errNotSetUp) {
 		t.Fatalf("mount before setup: %v", err)
 	}
-	if err := s.setup(setupArgs{localHostname: "127.0.0.1", masterServerAddr: master}, func(string) string { return "" }); err != nil {
-		t.Fatal(err)
-	}
+	s, master := standaloneStore(t, 0)
 	var wg sync.WaitGroup
 	ids := make([]base.WorkerID, 2)
 	errs := make([]error, 2)
