@@ -67,7 +67,7 @@ func startEmbedded(ctx context.Context, cl *client.Client, clusterID string, mas
 		return nil, err
 	}
 	if err := waitState(ctx, cl, w.ID(), "active"); err != nil {
-		shutdownWorker(w)
+		shutdownWorker(w, 0)
 		return nil, fmt.Errorf("%w: the embedded worker %s did not register in %v: %w", base.ErrUnavailable, w.ID(), workerReadyTimeout, err)
 	}
 	return w, nil
@@ -97,18 +97,25 @@ func waitState(ctx context.Context, cl *client.Client, id base.WorkerID, state s
 	}
 }
 
-func shutdownWorker(w *server.Worker) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// shutdownWorker unmounts and stops w within 10 s plus grace: the leave comes first, then
+// reads in flight finish their sends until that bound (Mooncake's grace_period_seconds).
+func shutdownWorker(w *server.Worker, grace time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second+grace)
 	defer cancel()
 	if err := w.Shutdown(ctx); err != nil {
 		stderrLogger.Warn("mooncake: embedded worker shutdown", "err", err)
 	}
 }
 
-// stopEmbedded unmounts and stops w (its Shutdown tells the leader it leaves before it
-// returns: see the life above), then closes cl (which it takes over; nil: none).
-func stopEmbedded(cl *client.Client, w *server.Worker) {
-	shutdownWorker(w)
+// stopEmbedded unmounts and stops ws (each Shutdown tells the leader it leaves before it
+// returns: see the life above; nil entries are skipped), then closes cl (which it takes
+// over; nil: none).
+func stopEmbedded(cl *client.Client, ws ...*server.Worker) {
+	for _, w := range ws {
+		if w != nil {
+			shutdownWorker(w, 0)
+		}
+	}
 	if cl != nil {
 		cl.Close()
 	}

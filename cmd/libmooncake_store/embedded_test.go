@@ -15,22 +15,7 @@ import (
 // worker's shared arena (a memory copy, no TCP transfer), and close unmounts the worker: when
 // it returns the worker is not listed and its object is gone.
 func TestEmbeddedLocalRead(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the binary; skipped with -short")
-	}
-	dir := t.TempDir()
-	bin := testutil.BuildMooncake(t, dir)
-	master, _ := testutil.StartStandalone(t, bin, filepath.Join(dir, "data"), "256MiB", "--client_ttl", "60s")
-	h := newHandle()
-	s, err := lookupHandle(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dropHandle(h)
-	env := func(string) string { return "" }
-	if err := s.setup(setupArgs{localHostname: "127.0.0.1", globalSegmentSize: 32 << 20, masterServerAddr: master}, env); err != nil {
-		t.Fatal(err)
-	}
+	s, master := standaloneStore(t, 32<<20)
 	cl, err := s.client()
 	if err != nil {
 		t.Fatal(err)
@@ -73,4 +58,28 @@ func TestEmbeddedLocalRead(t *testing.T) {
 	if ok, err := other.Exists(ctx, "own"); ok || err != nil {
 		t.Fatalf("exists of the closed store's object: %t, %v; want false at once", ok, err)
 	}
+}
+
+// standaloneStore starts the binary's standalone and returns a store set up on it with an
+// embedded segment of segment bytes (0: a pure client), and the master's address. The store
+// is closed and its handle dropped when the test ends. Skipped with -short.
+func standaloneStore(t *testing.T, segment uint64) (*store, string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the binary; skipped with -short")
+	}
+	dir := t.TempDir()
+	bin := testutil.BuildMooncake(t, dir)
+	master, _ := testutil.StartStandalone(t, bin, filepath.Join(dir, "data"), "256MiB", "--client_ttl", "60s")
+	h := newHandle()
+	s, err := lookupHandle(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dropHandle(h).close() })
+	env := func(string) string { return "" }
+	if err := s.setup(setupArgs{localHostname: "127.0.0.1", globalSegmentSize: segment, masterServerAddr: master}, env); err != nil {
+		t.Fatal(err)
+	}
+	return s, master
 }

@@ -59,6 +59,11 @@ type store struct {
 	bufs map[uintptr]uintptr
 	// segments caches worker address -> id for preferred segments given as addresses.
 	segments map[string]base.WorkerID
+	// mounted are the segments mount_segment added (segments.go), by id; masters and
+	// clusterID are setup's, for starting them.
+	mounted   map[base.WorkerID]*server.Worker
+	masters   []string
+	clusterID string
 }
 
 // handles maps handle numbers to stores. Handles are small integers handed to C as
@@ -247,22 +252,19 @@ func (s *store) setup(a setupArgs, getenv func(string) string) error {
 	// get_hostname answers in Mooncake's form, local_hostname as given plus the port.
 	s.hostname = addr
 	s.cl = cl
+	s.masters, s.clusterID = masters, file.ClusterID
 	return nil
 }
 
-// close disconnects the store and unmounts its embedded worker (see stopEmbedded: when it
-// returns, no put goes to the worker and the objects only it held are gone).
+// close disconnects the store and unmounts its embedded workers, setup's and those
+// mount_segment added (see stopEmbedded: when it returns, no put goes to them and the objects
+// only they held are gone).
 func (s *store) close() {
 	s.mu.Lock()
-	cl, w := s.cl, s.worker
+	cl, ws := s.cl, append(s.takeMountedLocked(), s.worker)
 	s.cl, s.worker, s.segments = nil, nil, nil
 	s.mu.Unlock()
-	switch {
-	case w != nil:
-		stopEmbedded(cl, w) // takes over cl
-	case cl != nil:
-		cl.Close()
-	}
+	stopEmbedded(cl, ws...) // takes over cl
 }
 
 // getHostname is "<local_hostname>:<port>": the embedded worker's port, else one picked from
@@ -387,6 +389,10 @@ func (s *store) resolvePreferred(cl *client.Client, segs []string) base.WorkerID
 		s.mu.Lock()
 		if s.worker != nil && (s.worker.Addr() == seg || s.hostname == seg) {
 			id := s.worker.ID()
+			s.mu.Unlock()
+			return id
+		}
+		if id := s.mountedSegmentLocked(seg); id != "" {
 			s.mu.Unlock()
 			return id
 		}

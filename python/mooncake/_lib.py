@@ -88,6 +88,10 @@ _FUNCS = {
     "mooncake_store_batch_remove": (c_int, [_STORE, _c_char_pp, c_size_t, c_int, _c_int_p]),
     "mooncake_store_register_buffer": (c_int, [_STORE, c_void_p, c_size_t]),
     "mooncake_store_unregister_buffer": (c_int, [_STORE, c_void_p]),
+    # Internal exports (not in the header: Mooncake's C API has no segment calls), used by
+    # _segments.py.
+    "mcpy_mount_segment": (c_int, [_STORE, c_uint64, c_char_p, c_uint64, c_char_p, c_void_p, c_size_t, _c_uint64_p]),
+    "mcpy_unmount_segment": (c_int, [_STORE, _c_char_pp, c_size_t, c_uint64]),
     "mooncake_store_last_error": (c_char_p, []),
     "mooncake_store_error_name": (c_char_p, [c_int]),
 }

@@ -37,6 +37,7 @@ from ._buffers import Borrowed, BufferHandle, make_handle
 from ._config import ObjectDataType, ReplicaDescriptor, ReplicaStatus, ReplicateConfig, SoftPinAction
 from ._hostmem import MooncakeHostMemAllocator
 from ._more import MoreMethods
+from ._segments import SegmentMethods
 from ._tensor import TensorMethods
 from ._types import (
     Descriptor,
@@ -240,7 +241,7 @@ def _sz(ns: List[int]) -> Any:
     return (ctypes.c_size_t * len(ns))(*ns)
 
 
-class MooncakeDistributedStore(TensorMethods, MoreMethods):
+class MooncakeDistributedStore(TensorMethods, MoreMethods, SegmentMethods):
     """A client of a mooncake-go cluster, with Mooncake's Python API.
 
     Create it, call setup(...) (or setup_dummy / init_all), use it from any number of
@@ -887,11 +888,6 @@ class MooncakeDistributedStore(TensorMethods, MoreMethods):
 # why). They raise NotImplementedError naming the method, instead of an AttributeError that
 # looks like a typo, so a program written for Mooncake fails loudly at the first call.
 _NOT_SUPPORTED = {
-    **dict.fromkeys(
-        ["mount_segment", "unmount_segment", "allocate_and_mount_segment", "unmount_and_free_segment"],
-        "mounting memory or files as extra segments (CXL, shared memory) is not supported yet: a worker's DRAM "
-        "is set by global_segment_size",
-    ),
     **dict.fromkeys(
         ["create_copy_task", "create_move_task", "query_task"],
         "copy and move tasks are not supported yet: replicas are placed by replica_num and repaired by the masters",
