@@ -66,8 +66,10 @@ fuzz:
 	  done; \
 	done
 
+# lint runs go vet, gofmt and staticcheck (pinned in .ci/staticcheck.sh, checks in staticcheck.conf).
 lint:
 	$(GO) vet $(PKGS)
+	sh .ci/staticcheck.sh $(PKGS)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
 check: lint

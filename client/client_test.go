@@ -190,9 +190,7 @@ func TestRedirectAndFailover(t *testing.T) {
 	f.setLeader(-1)
 	done := make(chan error, 1)
 	go func() { done <- c.Put(ctx, "b", []byte("2"), ReplicateConfig{}) }()
-	for f.count(transfer.OpPutStart) < 6 { // bounded: the client keeps trying until its timeout
-		time.Sleep(time.Millisecond)
-	}
+	<-f.reached(transfer.OpPutStart, 6) // bounded: the client keeps trying until its timeout
 	f.setLeader(1)
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -47,6 +47,14 @@ type fakeCluster struct {
 	leftBeforeCommit map[string]int
 	// holds stops the next call of an op until the test releases it (see hold).
 	holds map[transfer.Op]*heldCall
+	// waiters holds the channels reached returned, closed when calls[op] gets to n.
+	waiters []callsReached
+}
+
+type callsReached struct {
+	op   transfer.Op
+	n    int
+	done chan struct{}
 }
 
 // heldCall stops one call: arrived is closed when the call reaches the fake, which then
@@ -146,7 +154,7 @@ func (f *fakeCluster) callLocked(addr string, req transfer.Message) (transfer.Me
 	if f.down[addr] {
 		return nil, errConnRefused
 	}
-	f.calls[req.Op()]++
+	f.countLocked(req.Op())
 	if w, ok := f.workers[addr]; ok {
 		return f.workerCallLocked(w, req)
 	}
@@ -385,7 +393,7 @@ func (f *fakeCluster) Write(ctx context.Context, addr string, req *transfer.Writ
 	if w == nil || f.down[addr] {
 		return errConnRefused
 	}
-	f.calls[transfer.OpWrite]++
+	f.countLocked(transfer.OpWrite)
 	f.lastWrite = *req
 	if addr == f.failWrites {
 		return codeErr(base.ErrNoSpace, "arena full")
@@ -405,7 +413,7 @@ func (f *fakeCluster) Read(ctx context.Context, addr string, req *transfer.ReadR
 	if w == nil || f.down[addr] {
 		return nil, 0, 0, errConnRefused
 	}
-	f.calls[transfer.OpRead]++
+	f.countLocked(transfer.OpRead)
 	w.reads++
 	d, ok := w.data[req.Key]
 	if !ok {
@@ -449,6 +457,32 @@ func (f *fakeCluster) setLeader(i int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.leader = i
+}
+
+// countLocked counts a call of op and closes the reached channels it completes.
+// REQUIRES: f.mu.
+func (f *fakeCluster) countLocked(op transfer.Op) {
+	f.calls[op]++
+	f.waiters = slices.DeleteFunc(f.waiters, func(r callsReached) bool {
+		if r.op == op && f.calls[op] >= r.n {
+			close(r.done)
+			return true
+		}
+		return false
+	})
+}
+
+// reached returns a channel closed once the fake has served n calls of op in all.
+func (f *fakeCluster) reached(op transfer.Op, n int) <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := callsReached{op: op, n: n, done: make(chan struct{})}
+	if f.calls[op] >= n {
+		close(r.done)
+	} else {
+		f.waiters = append(f.waiters, r)
+	}
+	return r.done
 }
 
 func (f *fakeCluster) count(op transfer.Op) int {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -17,142 +18,146 @@ import (
 // one BatchLookup when it returns, gets of one key included; each gets its own object, and
 // a missing key fails alone.
 func TestGetLookupsCoalesce(t *testing.T) {
-	ctx := context.Background()
-	f := newFakeCluster(1, 2)
-	c := newFakeClient(t, f)
-	vals := map[string][]byte{}
-	for i := range 6 {
-		k := fmt.Sprintf("k%d", i)
-		vals[k] = value(1000+i, byte(i))
-		if err := c.Put(ctx, k, vals[k], ReplicateConfig{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	arrived, release := f.hold(transfer.OpLookup)
-	var wg sync.WaitGroup
-	errs := map[string]error{}
-	var mu sync.Mutex
-	get := func(k string) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			got, err := c.Get(ctx, k)
-			if err == nil && !bytes.Equal(got, vals[k]) {
-				err = fmt.Errorf("wrong bytes for %s", k)
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		f := newFakeCluster(1, 2)
+		c := newFakeClient(t, f)
+		vals := map[string][]byte{}
+		for i := range 6 {
+			k := fmt.Sprintf("k%d", i)
+			vals[k] = value(1000+i, byte(i))
+			if err := c.Put(ctx, k, vals[k], ReplicateConfig{}); err != nil {
+				t.Fatal(err)
 			}
-			mu.Lock()
-			errs[k] = err
-			mu.Unlock()
-		}()
-	}
-	get("k0")
-	<-arrived // k0's Lookup is in flight, alone
-	for _, k := range []string{"k1", "k2", "k3", "k4", "k5", "nope"} {
-		get(k)
-	}
-	waitFor(t, "6 queued lookups", func() bool { return queued(&c.lookupBatch().calls) == 6 })
-	// Gets of one key share the batch too (a lookup is a read).
-	var dup [3]error
-	for i := range dup {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			got, err := c.Get(ctx, "k1")
-			if err == nil && !bytes.Equal(got, vals["k1"]) {
-				err = errors.New("wrong bytes for k1")
+		}
+		arrived, release := f.hold(transfer.OpLookup)
+		var wg sync.WaitGroup
+		errs := map[string]error{}
+		var mu sync.Mutex
+		get := func(k string) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got, err := c.Get(ctx, k)
+				if err == nil && !bytes.Equal(got, vals[k]) {
+					err = fmt.Errorf("wrong bytes for %s", k)
+				}
+				mu.Lock()
+				errs[k] = err
+				mu.Unlock()
+			}()
+		}
+		get("k0")
+		<-arrived // k0's Lookup is in flight, alone
+		for _, k := range []string{"k1", "k2", "k3", "k4", "k5", "nope"} {
+			get(k)
+		}
+		settle(t, "6 queued lookups", func() bool { return queued(&c.lookupBatch().calls) == 6 })
+		// Gets of one key share the batch too (a lookup is a read).
+		var dup [3]error
+		for i := range dup {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got, err := c.Get(ctx, "k1")
+				if err == nil && !bytes.Equal(got, vals["k1"]) {
+					err = errors.New("wrong bytes for k1")
+				}
+				dup[i] = err
+			}()
+		}
+		settle(t, "9 queued lookups", func() bool { return queued(&c.lookupBatch().calls) == 9 })
+		release()
+		wg.Wait()
+		for _, err := range dup {
+			if err != nil {
+				t.Fatalf("get k1 in a batch with other gets of k1: %v", err)
 			}
-			dup[i] = err
-		}()
-	}
-	waitFor(t, "9 queued lookups", func() bool { return queued(&c.lookupBatch().calls) == 9 })
-	release()
-	wg.Wait()
-	for _, err := range dup {
-		if err != nil {
-			t.Fatalf("get k1 in a batch with other gets of k1: %v", err)
 		}
-	}
-	for k, err := range errs {
-		if k == "nope" {
-			if !errors.Is(err, base.ErrObjectNotFound) {
-				t.Fatalf("get of a missing key in a batch: %v", err)
+		for k, err := range errs {
+			if k == "nope" {
+				if !errors.Is(err, base.ErrObjectNotFound) {
+					t.Fatalf("get of a missing key in a batch: %v", err)
+				}
+				continue
 			}
-			continue
+			if err != nil {
+				t.Fatalf("get %s: %v", k, err)
+			}
 		}
-		if err != nil {
-			t.Fatalf("get %s: %v", k, err)
+		// The fake serves a BatchLookup as one Lookup per key, counted too.
+		if l, b := f.count(transfer.OpLookup)-9, f.count(transfer.OpBatchLookup); l != 1 || b != 1 {
+			t.Fatalf("%d Lookup and %d BatchLookup calls, want 1 and 1", l, b)
 		}
-	}
-	// The fake serves a BatchLookup as one Lookup per key, counted too.
-	if l, b := f.count(transfer.OpLookup)-9, f.count(transfer.OpBatchLookup); l != 1 || b != 1 {
-		t.Fatalf("%d Lookup and %d BatchLookup calls, want 1 and 1", l, b)
-	}
+	})
 }
 
 // TestGetLookupRefreshAhead: a get that hits a cached lookup near its expiry reads with it at
 // once and has the entry refreshed in the background, so later gets keep hitting; an object
 // removed meanwhile by another client leaves the cache at its refresh.
 func TestGetLookupRefreshAhead(t *testing.T) {
-	ctx := context.Background()
-	f := newFakeCluster(1, 1)
-	c := newFakeClient(t, f)
-	other := newFakeClient(t, f)
-	for _, k := range []string{"a", "b"} {
-		if err := other.Put(ctx, k, value(100, 1), ReplicateConfig{}); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		f := newFakeCluster(1, 1)
+		c := newFakeClient(t, f)
+		other := newFakeClient(t, f)
+		for _, k := range []string{"a", "b"} {
+			if err := other.Put(ctx, k, value(100, 1), ReplicateConfig{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ttl := c.lookups.ttl
+		age := func(k string, by time.Duration) { // make k's entry as old as a lookup sent `by` ago
+			c.lookups.mu.Lock()
+			defer c.lookups.mu.Unlock()
+			e := c.lookups.mu.m[k]
+			e.expires = time.Now().Add(ttl - by)
+			c.lookups.mu.m[k] = e
+		}
+		expiry := func(k string) (time.Time, bool) {
+			c.lookups.mu.Lock()
+			defer c.lookups.mu.Unlock()
+			e, ok := c.lookups.mu.m[k]
+			return e.expires, ok
+		}
+		for _, k := range []string{"a", "b"} {
+			if _, err := c.Get(ctx, k); err != nil { // a miss: cached
+				t.Fatal(err)
+			}
+			age(k, ttl*9/10)
+		}
+		lookups := f.count(transfer.OpLookup)
+		old, _ := expiry("a")
+
+		// The get does not wait for the refresh (the master holds it).
+		arrived, release := f.hold(transfer.OpLookup)
+		if got, err := c.Get(ctx, "a"); err != nil || !bytes.Equal(got, value(100, 1)) {
+			t.Fatalf("get near expiry: %v", err)
+		}
+		<-arrived
+		if _, err := c.Get(ctx, "a"); err != nil { // asks for no second refresh
 			t.Fatal(err)
 		}
-	}
-	ttl := c.lookups.ttl
-	age := func(k string, by time.Duration) { // make k's entry as old as a lookup sent `by` ago
-		c.lookups.mu.Lock()
-		defer c.lookups.mu.Unlock()
-		e := c.lookups.mu.m[k]
-		e.expires = time.Now().Add(ttl - by)
-		c.lookups.mu.m[k] = e
-	}
-	expiry := func(k string) (time.Time, bool) {
-		c.lookups.mu.Lock()
-		defer c.lookups.mu.Unlock()
-		e, ok := c.lookups.mu.m[k]
-		return e.expires, ok
-	}
-	for _, k := range []string{"a", "b"} {
-		if _, err := c.Get(ctx, k); err != nil { // a miss: cached
+		release()
+		settle(t, "the refreshed entry", func() bool { e, _ := expiry("a"); return e.After(old) })
+		if n := f.count(transfer.OpLookup); n != lookups+1 {
+			t.Fatalf("%d lookups for one refresh", n-lookups)
+		}
+
+		// Removed by another client: the refresh drops the entry.
+		if err := other.Remove(ctx, "b"); err != nil {
 			t.Fatal(err)
 		}
-		age(k, ttl*9/10)
-	}
-	lookups := f.count(transfer.OpLookup)
-	old, _ := expiry("a")
-
-	// The get does not wait for the refresh (the master holds it).
-	arrived, release := f.hold(transfer.OpLookup)
-	if got, err := c.Get(ctx, "a"); err != nil || !bytes.Equal(got, value(100, 1)) {
-		t.Fatalf("get near expiry: %v", err)
-	}
-	<-arrived
-	if _, err := c.Get(ctx, "a"); err != nil { // asks for no second refresh
-		t.Fatal(err)
-	}
-	release()
-	waitFor(t, "the refreshed entry", func() bool { e, _ := expiry("a"); return e.After(old) })
-	if n := f.count(transfer.OpLookup); n != lookups+1 {
-		t.Fatalf("%d lookups for one refresh", n-lookups)
-	}
-
-	// Removed by another client: the refresh drops the entry.
-	if err := other.Remove(ctx, "b"); err != nil {
-		t.Fatal(err)
-	}
-	// The cached version may still be read until the refresh answers (the documented
-	// staleness: the fake's worker still holds it).
-	if got, err := c.Get(ctx, "b"); err == nil && !bytes.Equal(got, value(100, 1)) {
-		t.Fatal("get of b through the cache read other bytes")
-	}
-	waitFor(t, "b to leave the cache", func() bool { _, ok := expiry("b"); return !ok })
-	if _, err := c.Get(ctx, "b"); !errors.Is(err, base.ErrObjectNotFound) {
-		t.Fatalf("get after remove: %v", err)
-	}
+		// The cached version may still be read until the refresh answers (the documented
+		// staleness: the fake's worker still holds it).
+		if got, err := c.Get(ctx, "b"); err == nil && !bytes.Equal(got, value(100, 1)) {
+			t.Fatal("get of b through the cache read other bytes")
+		}
+		settle(t, "b to leave the cache", func() bool { _, ok := expiry("b"); return !ok })
+		if _, err := c.Get(ctx, "b"); !errors.Is(err, base.ErrObjectNotFound) {
+			t.Fatalf("get after remove: %v", err)
+		}
+	})
 }
 
 // TestLookupRefreshStopsAtClose: Close cancels a refresh in flight and returns; no refresh

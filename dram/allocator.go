@@ -387,7 +387,7 @@ func (a *allocator) metadataBytes() int64 {
 // and invariants builds.
 func (a *allocator) verify() error {
 	// Physical chain: starts at offset 0, contiguous, covers [0, capacity).
-	var head int32 = nilNode
+	head := nilNode
 	for i := range a.nodes {
 		if a.nodes[i].state != nodeUnused && a.nodes[i].prevPhys == nilNode {
 			if head != nilNode {

@@ -21,34 +21,18 @@ import (
 // with Mooncake's ErrorCode number and name.
 
 // mooncakeErrorCode is Mooncake's ErrorCode number of err (types.h), for the admin JSON.
-// NB: client/mooncakestore.ErrorCode is the full mapping for the C and Python API; the admin
-// endpoints meet only these.
+// NB: the master's column of the error table (internal/base errtable.go), not the C and
+// Python API's: a master that does not lead says UNAVAILABLE_IN_CURRENT_STATUS.
 func mooncakeErrorCode(err error) int {
-	switch base.CodeOf(err) {
-	case base.CodeInvalidParams, base.CodeInvalidKey:
-		return -600 // INVALID_PARAMS
-	case base.CodeSegmentNotFound:
-		return -101 // SEGMENT_NOT_FOUND
-	case base.CodeObjectNotFound:
-		return -704 // OBJECT_NOT_FOUND
-	case base.CodeUnavailable, base.CodeNotLeader:
-		return -1010 // UNAVAILABLE_IN_CURRENT_STATUS
-	}
-	return -1 // INTERNAL_ERROR
+	code, _ := base.CodeOf(err).MooncakeMaster()
+	return int(code)
 }
 
 // httpStatusOf is Mooncake's ErrorCodeToHttpStatus: 400 for bad input, 404 for what is not
-// there, 503 on a master that does not lead, else 500.
+// there, 503 on a master that does not lead, else 500 (the error table's master column).
 func httpStatusOf(err error) int {
-	switch base.CodeOf(err) {
-	case base.CodeInvalidParams, base.CodeInvalidKey:
-		return http.StatusBadRequest
-	case base.CodeSegmentNotFound, base.CodeObjectNotFound:
-		return http.StatusNotFound
-	case base.CodeNotLeader, base.CodeUnavailable:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
+	_, status := base.CodeOf(err).MooncakeMaster()
+	return status
 }
 
 // writeMooncakeError writes Mooncake's HttpErrorResponse for err.

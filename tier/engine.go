@@ -218,6 +218,10 @@ func isGone(err error) bool {
 	return errors.Is(err, base.ErrObjectNotFound) || errors.Is(err, base.ErrInvalidVersion)
 }
 
+// Watermarks returns the DRAM watermarks the engine runs with (Options after their defaults),
+// as shares of the arena capacity.
+func (e *Engine) Watermarks() (high, low float64) { return e.opts.HighWatermark, e.opts.LowWatermark }
+
 // Close stops the background goroutines, abandons queued spills (the objects stay where they
 // were: this is not SpillAll) and releases the engine's references to DRAM. Readers and
 // Writers still held stay valid until released; release them before closing the arena.
@@ -225,10 +229,6 @@ func isGone(err error) bool {
 //
 // Steps: 1. mark closed and wake every waiter; 2. close the spill queue; 3. wait for the
 // evictor and the spiller; 4. release every DRAM copy the index holds.
-// Watermarks returns the DRAM watermarks the engine runs with (Options after their defaults),
-// as shares of the arena capacity.
-func (e *Engine) Watermarks() (high, low float64) { return e.opts.HighWatermark, e.opts.LowWatermark }
-
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	if e.mu.closed {

@@ -38,47 +38,24 @@ func wrap(kind, cause error) error {
 	return fmt.Errorf("%w: %w", kind, cause)
 }
 
-// Mooncake's ErrorCode numbers (mooncake-store types.h), for per-key batch results. The C
-// library (cmd/libmooncake_store) and the Python package over it return the same numbers,
-// through ErrorCode.
-const (
-	codeOK                  = 0
-	codeInternal            = -1
-	codeSegmentNotFound     = -101
-	codeNoAvailableHandle   = -200
-	codeInvalidVersion      = -300
-	codeInvalidKey          = -400
-	codeInvalidParams       = -600
-	codeReplicaNotReady     = -703
-	codeObjectNotFound      = -704
-	codeObjectAlreadyExists = -705
-	codeTransferFail        = -800
-	codeChecksumMismatch    = -801
-	codeRPCFail             = -900
-	codeRPCTimeout          = -901
-	codeUnavailable         = -1010
-	codeNotSupported        = -1012
-)
-
-var codeNames = map[int]string{
-	codeOK: "OK", codeInternal: "INTERNAL_ERROR", codeSegmentNotFound: "SEGMENT_NOT_FOUND",
-	codeNoAvailableHandle: "NO_AVAILABLE_HANDLE", codeInvalidVersion: "INVALID_VERSION",
-	codeInvalidKey: "INVALID_KEY", codeInvalidParams: "INVALID_PARAMS",
-	codeReplicaNotReady: "REPLICA_IS_NOT_READY", codeObjectNotFound: "OBJECT_NOT_FOUND",
-	codeObjectAlreadyExists: "OBJECT_ALREADY_EXISTS", codeTransferFail: "TRANSFER_FAIL",
-	codeChecksumMismatch: "CHECKSUM_MISMATCH", codeRPCFail: "RPC_FAIL", codeRPCTimeout: "RPC_TIMEOUT",
-	codeUnavailable: "UNAVAILABLE_IN_CURRENT_STATUS", codeNotSupported: "NOT_SUPPORTED",
-}
-
 // CodeName returns Mooncake's name of an ErrorCode number ErrorCode returns
 // ("OBJECT_NOT_FOUND"), or "" for a number it never returns.
-func CodeName(code int) string { return codeNames[code] }
+func CodeName(code int) string {
+	for _, m := range base.MooncakeCodes() {
+		if int(m.Code) == code && m.Scope == base.ScopeC {
+			return m.Name
+		}
+	}
+	return ""
+}
 
-// Codes lists the numbers ErrorCode returns.
+// Codes lists the numbers ErrorCode returns: the C-scope rows of internal/base's error table.
 func Codes() []int {
-	out := make([]int, 0, len(codeNames))
-	for c := range codeNames {
-		out = append(out, c)
+	var out []int
+	for _, m := range base.MooncakeCodes() {
+		if m.Scope == base.ScopeC {
+			out = append(out, int(m.Code))
+		}
 	}
 	return out
 }
@@ -90,40 +67,19 @@ func Codes() []int {
 func ErrorCode(err error) int {
 	switch {
 	case err == nil:
-		return codeOK
+		return int(base.MooncakeOK)
 	case errors.Is(err, base.ErrClosed):
-		return codeUnavailable
+		// Our own store closed: the store speaks of itself, not of a master it cannot reach.
+		return int(base.MooncakeUnavailableInCurrentStatus)
 	}
-	switch base.CodeOf(err) {
-	case base.CodeInvalidParams, base.CodeTooLarge:
-		return codeInvalidParams
-	case base.CodeNotSupported:
-		return codeNotSupported
-	case base.CodeInvalidKey:
-		return codeInvalidKey
-	case base.CodeObjectNotFound:
-		return codeObjectNotFound
-	case base.CodeObjectAlreadyExists:
-		return codeObjectAlreadyExists
-	case base.CodeNoAvailableHandle:
-		return codeNoAvailableHandle
-	case base.CodeInvalidVersion:
-		return codeInvalidVersion
-	case base.CodeReplicaNotReady:
-		return codeReplicaNotReady
-	case base.CodeSegmentNotFound:
-		return codeSegmentNotFound
-	case base.CodeCorrupted:
-		return codeChecksumMismatch
-	case base.CodeTimeout:
-		return codeRPCTimeout
-	case base.CodeUnavailable, base.CodeNotLeader, base.CodeClusterMismatch, base.CodeProtocolVersion:
-		return codeRPCFail
+	// INTERNAL_ERROR, unknown codes (and a stray OK) look further: the cause may be the network.
+	if code := base.CodeOf(err); code.Known() && code != base.CodeInternal && code != base.CodeOK {
+		return int(code.Mooncake())
 	}
 	var ne net.Error
 	var errno syscall.Errno
 	if errors.As(err, &ne) || errors.As(err, &errno) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return codeTransferFail
+		return int(base.MooncakeTransferFail)
 	}
-	return codeInternal
+	return int(base.MooncakeInternalError)
 }

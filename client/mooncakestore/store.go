@@ -19,9 +19,12 @@ import (
 type ClientType int
 
 // MOONCAKE_CLIENT_REAL is the only kind this package has; MOONCAKE_CLIENT_DUMMY (a client of a
-// local mooncake_client service) is not supported.
+// local mooncake_client service) is not supported. The names are Mooncake's, kept for
+// programs written against its binding.
 const (
-	MOONCAKE_CLIENT_REAL  ClientType = 0 //nolint:revive // Mooncake's names
+	//lint:ignore ST1003 Mooncake's name.
+	MOONCAKE_CLIENT_REAL ClientType = 0 //nolint:revive // Mooncake's names
+	//lint:ignore ST1003 Mooncake's name.
 	MOONCAKE_CLIENT_DUMMY ClientType = 1 //nolint:revive // Mooncake's names
 )
 

@@ -1,5 +1,9 @@
 //go:build cgo
 
+// cgo's generated names for C.malloc (_cgo_cmalloc, ...) are reported at this file.
+//
+//lint:file-ignore ST1003 cgo's generated names are not ours to choose.
+
 package main
 
 /*

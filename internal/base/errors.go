@@ -61,7 +61,8 @@ var (
 // ones at the end, never renumber.
 type Code uint16
 
-// The wire codes. Names follow Mooncake's ErrorCode enum where it has one.
+// The wire codes. Names follow Mooncake's ErrorCode enum where it has one. Each code's
+// sentinel, name and Mooncake numbers are its row in errorTable (errtable.go).
 const (
 	CodeOK                  Code = 0
 	CodeInternal            Code = 1  // INTERNAL_ERROR
@@ -84,27 +85,10 @@ const (
 	numCodes                     = 18
 )
 
-var codeNames = [numCodes]string{
-	"OK", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_KEY", "OBJECT_NOT_FOUND",
-	"OBJECT_ALREADY_EXISTS", "NO_AVAILABLE_HANDLE", "INVALID_VERSION", "REPLICA_IS_NOT_READY",
-	"NOT_LEADER", "SEGMENT_NOT_FOUND", "CORRUPTED_DATA", "UNAVAILABLE_IN_CURRENT_STATUS",
-	"RPC_TIMEOUT", "NOT_SUPPORTED", "OBJECT_TOO_LARGE", "CLUSTER_ID_MISMATCH",
-	"PROTOCOL_VERSION_MISMATCH",
-}
-
-// codeSentinels[c] is the sentinel a CodeError with code c matches. Index 0 (OK) is nil.
-var codeSentinels = [numCodes]error{
-	nil, ErrInternal, ErrInvalidParams, ErrInvalidKey, ErrObjectNotFound,
-	ErrObjectAlreadyExists, ErrNoSpace, ErrInvalidVersion, ErrReplicaNotReady,
-	ErrNotLeader, ErrSegmentNotFound, ErrCorruption, ErrUnavailable,
-	ErrTimeout, ErrNotSupported, ErrTooLarge, ErrClusterMismatch,
-	ErrProtocolVersion,
-}
-
 // String returns Mooncake's name for the code, or "CODE_<n>" for an unknown one.
 func (c Code) String() string {
-	if int(c) < len(codeNames) {
-		return codeNames[c]
+	if c.Known() {
+		return errorTable[c].name
 	}
 	return "CODE_" + strconv.Itoa(int(c))
 }
@@ -117,7 +101,7 @@ func (c Code) Sentinel() error {
 	if !c.Known() {
 		return ErrInternal
 	}
-	return codeSentinels[c]
+	return errorTable[c].sentinel
 }
 
 // CodeOf returns the wire code for err: CodeOK for nil, the code of the first sentinel err
@@ -133,7 +117,7 @@ func CodeOf(err error) Code {
 	}
 	// Start at 2: ErrInternal (1) is also the fallback below.
 	for c := Code(2); c < numCodes; c++ {
-		if errors.Is(err, codeSentinels[c]) {
+		if errors.Is(err, errorTable[c].sentinel) {
 			return c
 		}
 	}

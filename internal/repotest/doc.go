@@ -1,7 +1,9 @@
 // Package repotest holds the repository's rules as Go tests, after pebble's TestForbiddenImports
 // and tailscale's tstest/deptest and pkgdoc_test.go: the dependency direction of
-// design.md section 6, a doc.go with a package comment in every package, and no cgo in the
-// default build.
+// design.md section 6, a doc.go with a package comment in every package, no cgo in the
+// default build, and one error table: the C header's codes, Python's ErrorCode and the code
+// tables in docs/ agree with internal/base's; Python's ctypes declarations agree with the C
+// header's prototypes (as gcc reads them).
 //
 // It has no code of its own and must never be imported.
 package repotest

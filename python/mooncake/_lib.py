@@ -46,7 +46,8 @@ class ReplicateConfigC(ctypes.Structure):
 
 _CONFIG_P = POINTER(ReplicateConfigC)
 
-# name: (restype, argtypes). The header is the contract; this table mirrors it.
+# name: (restype, argtypes). The header is the contract; this table mirrors it, and a Go test
+# (internal/repotest TestCtypesMatchHeader) fails when the two disagree.
 _STORE = c_void_p  # mooncake_store_t: an opaque integer handle
 _FUNCS = {
     "mooncake_store_create": (_STORE, []),

@@ -6,8 +6,9 @@ from typing import Any, List, Sequence
 
 from . import _lib
 from ._hostmem import MooncakeHostMemAllocator
+from ._types import ErrorCode
 
-_INVALID = -600
+_INVALID = int(ErrorCode.INVALID_PARAMS)
 
 
 class MoreMethods:

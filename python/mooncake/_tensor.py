@@ -24,7 +24,7 @@ import struct
 from typing import Any, List, Optional, Sequence, Tuple
 
 from . import _lib
-from ._types import ReadTarget, TensorParallelism
+from ._types import ErrorCode, ReadTarget, TensorParallelism
 
 _HDR = struct.Struct("<ii4q")  # Mooncake's TensorMetadata: 40 bytes
 HEADER_SIZE = _HDR.size
@@ -48,10 +48,10 @@ _DTYPES = [
     (14, "float8_e5m2", 1, "F8_E5M2"),
 ]
 
-_INVALID = -600
-_NOT_SUPPORTED = -1012
-_NOT_SET_UP = -1010
-_FILE_NOT_FOUND = -1100
+_INVALID = int(ErrorCode.INVALID_PARAMS)
+_NOT_SUPPORTED = int(ErrorCode.NOT_SUPPORTED)
+_NOT_SET_UP = int(ErrorCode.UNAVAILABLE_IN_CURRENT_STATUS)
+_FILE_NOT_FOUND = int(ErrorCode.FILE_NOT_FOUND)
 _NO_TORCH = "torch is not installed: the tensor helpers need it (Debian: apt-get install python3-torch)"
 
 

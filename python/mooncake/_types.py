@@ -13,6 +13,31 @@ import logging
 import os
 from typing import Any, List, Optional
 
+
+class ErrorCode(enum.IntEnum):
+    """Mooncake's error codes (the numbers its Python API returns): a column of the error
+    table in internal/base/errtable.go; a Go test (internal/repotest) fails when they disagree."""
+
+    OK = 0
+    INTERNAL_ERROR = -1
+    BUFFER_OVERFLOW = -10
+    SEGMENT_NOT_FOUND = -101
+    NO_AVAILABLE_HANDLE = -200
+    INVALID_VERSION = -300
+    INVALID_KEY = -400
+    INVALID_PARAMS = -600
+    REPLICA_IS_NOT_READY = -703
+    OBJECT_NOT_FOUND = -704
+    OBJECT_ALREADY_EXISTS = -705
+    TRANSFER_FAIL = -800
+    CHECKSUM_MISMATCH = -801
+    RPC_FAIL = -900
+    RPC_TIMEOUT = -901
+    UNAVAILABLE_IN_CURRENT_STATUS = -1010
+    NOT_SUPPORTED = -1012
+    FILE_NOT_FOUND = -1100
+
+
 _log = logging.getLogger("mooncake")
 
 

@@ -25,7 +25,6 @@ whole list.
 
 import atexit
 import ctypes
-import enum
 import json
 import os
 import threading
@@ -41,6 +40,7 @@ from ._segments import SegmentMethods
 from ._tensor import TensorMethods
 from ._types import (
     Descriptor,
+    ErrorCode,
     DiskDescriptor,
     MemoryDescriptor,
     ParallelAxis,
@@ -81,29 +81,6 @@ __all__ = [
 ]
 
 Key = Union[str, bytes]
-
-
-class ErrorCode(enum.IntEnum):
-    """Mooncake's error codes (the numbers its Python API returns)."""
-
-    OK = 0
-    INTERNAL_ERROR = -1
-    BUFFER_OVERFLOW = -10
-    SEGMENT_NOT_FOUND = -101
-    NO_AVAILABLE_HANDLE = -200
-    INVALID_VERSION = -300
-    INVALID_KEY = -400
-    INVALID_PARAMS = -600
-    REPLICA_IS_NOT_READY = -703
-    OBJECT_NOT_FOUND = -704
-    OBJECT_ALREADY_EXISTS = -705
-    TRANSFER_FAIL = -800
-    CHECKSUM_MISMATCH = -801
-    RPC_FAIL = -900
-    RPC_TIMEOUT = -901
-    UNAVAILABLE_IN_CURRENT_STATUS = -1010
-    NOT_SUPPORTED = -1012
-    FILE_NOT_FOUND = -1100
 
 
 _INVALID = int(ErrorCode.INVALID_PARAMS)
