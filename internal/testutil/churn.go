@@ -389,9 +389,7 @@ func (c Churn) judge(longs []*longClient, deps []*departure) []string {
 		if len(bad) > 0 {
 			problems = append(problems, fmt.Sprintf("%s: %d acknowledged objects did not read back: %s", l.name, len(bad), sample(bad, 6)))
 		}
-		for _, o := range l.other {
-			problems = append(problems, o)
-		}
+		problems = append(problems, l.other...)
 		l.mu.Unlock()
 	}
 	for _, d := range deps {
