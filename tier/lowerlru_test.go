@@ -154,4 +154,55 @@ func TestLowerEvictsLeastRecentlyUsed(t *testing.T) {
 	if !onLower(s, "durable") {
 		t.Fatal("the durable object was evicted from NVMe")
 	}
+	// A durable put to the full NVMe tier makes room the same way rather than failing.
+	mu.Unlock()
+	before := e.Metrics().LowerEvictions
+	mustPut(t, e, "durable2", 2, size, tier.PutOptions{Persistence: base.PersistenceDurable})
+	mu.Lock()
+	if !onLower(s, "durable2") || e.Metrics().LowerEvictions == before {
+		t.Fatalf("durable put to a full NVMe tier: on NVMe %t, metrics %+v", onLower(s, "durable2"), e.Metrics())
+	}
+}
+
+// Objects found on NVMe at Open may have been durable (the mode is not recorded there):
+// a full NVMe tier never evicts them, only what was spilled since.
+func TestLowerKeepsObjectsFoundAtOpen(t *testing.T) {
+	const size = 64 * kib
+	s := openNVMe(t, 1<<20) // about 15 objects
+	a := newArena(t, 256*kib)
+	e1, err := tier.Open(tier.Options{Arena: a, Lower: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		mustPut(t, e1, fmt.Sprint("old", i), base.Version(1+i), size, tier.PutOptions{})
+	}
+	if err := e1.SpillAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	lost := map[string]bool{}
+	e := open(t, tier.Options{Arena: a, Lower: s, Events: tier.EventListener{
+		ObjectLost: func(m base.ObjectMeta, why string) { mu.Lock(); lost[m.Key] = true; mu.Unlock() }}})
+	for i := range 30 {
+		mustPut(t, e, fmt.Sprint("new", i), base.Version(100+i), size, tier.PutOptions{})
+	}
+	if err := e.SpillAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if e.Metrics().LowerEvictions == 0 || !lost["new0"] {
+		t.Fatalf("nothing spilled since Open was evicted: lost %v, metrics %+v", lost, e.Metrics())
+	}
+	for i := range 8 {
+		k := fmt.Sprint("old", i)
+		if lost[k] || !onLower(s, k) {
+			t.Fatalf("%s, found at Open, was evicted", k)
+		}
+		mustGet(t, e, k, base.Version(1+i), size)
+	}
 }
