@@ -30,8 +30,15 @@ func TestConcurrentReadersNeverSeeReuse(t *testing.T) {
 			if keep {
 				name += "-keep"
 			}
-			t.Run(name, func(t *testing.T) { testConcurrentReaders(t, mode, keep) })
+			t.Run(name, func(t *testing.T) { testConcurrentReaders(t, mode, keep, 0) })
 		}
+	}
+	// A lower tier smaller than the keys' bytes: spills and durable puts make room by
+	// evicting its least recently used objects (lowerlru.go) under the readers too.
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("spill-full-lower-keep-%t", keep), func(t *testing.T) {
+			testConcurrentReaders(t, base.PersistenceSpill, keep, 512*kib)
+		})
 	}
 }
 
@@ -49,8 +56,9 @@ func someVersion(e *tier.Engine, key string, rng *rand.Rand) base.Version {
 	return vs[rng.IntN(len(vs))]
 }
 
-func testConcurrentReaders(t *testing.T, mode base.Persistence, keep bool) {
+func testConcurrentReaders(t *testing.T, mode base.Persistence, keep bool, lowerCap int64) {
 	l := tiertest.NewMemLower()
+	l.SetCapacity(lowerCap)
 	a := newArena(t, 1<<20)
 	e, err := tier.Open(tier.Options{Arena: a, Lower: l, Persistence: mode, SpillQueueBytes: 128 * kib,
 		KeepSuperseded: keep, Events: tier.EventListener{BackgroundError: func(error) {}},

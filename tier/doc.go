@@ -52,7 +52,10 @@
 // Lock order: a key lock (Engine.lockKey: commits, lower-tier writes and deletes of one key
 // are serialised, so a slow spill of version 1 can never overwrite version 2 on the Lower
 // tier), then Engine.mu (index, policy, counters), then the arena's lock and spillQueue.mu
-// (leaves). No Lower call and no EventListener callback runs under Engine.mu.
+// (leaves). No Lower call and no EventListener callback runs under Engine.mu. A write holding
+// its key's lock may take other keys' locks only without waiting (tryLockKeyLocked, under
+// Engine.mu): a full lower tier evicting its least recently used objects (lowerlru.go) skips
+// keys whose lock is held, so two writers can never wait on each other's keys.
 //
 // It must never import raftmeta, transfer, server, client or cmd.
 package tier

@@ -190,7 +190,9 @@ func (e *Engine) scanLower() error {
 		e.mu.objects[m.Key] = o
 		e.mu.byID[o.id] = o
 		e.tallyLocked(o)
-		e.mu.pol.AddLower(policy.Object{ID: o.id, Size: m.Size, Persistence: o.persistence})
+		// Its mode is not recorded on the lower tier: it may have been durable, so its copy
+		// there stays (never released on promotion nor evicted to make room).
+		e.mu.pol.AddLower(policy.Object{ID: o.id, Size: m.Size, Persistence: o.persistence, KeepLower: true})
 		bytes += m.Size
 		return nil
 	})
@@ -272,23 +274,32 @@ func (e *Engine) Close() error {
 func (e *Engine) lockKey(key string) func() {
 	e.mu.Lock()
 	for {
-		ch, busy := e.mu.keyLocks[key]
-		if !busy {
-			break
+		unlock, ok := e.tryLockKeyLocked(key)
+		if ok {
+			e.mu.Unlock()
+			return unlock
 		}
+		ch := e.mu.keyLocks[key]
 		e.mu.Unlock()
 		<-ch
 		e.mu.Lock()
 	}
+}
+
+// tryLockKeyLocked takes key's lock if it is free (ok) and returns its unlock function,
+// which must be called without mu. REQUIRES: e.mu.
+func (e *Engine) tryLockKeyLocked(key string) (unlock func(), ok bool) {
+	if _, busy := e.mu.keyLocks[key]; busy {
+		return nil, false
+	}
 	ch := make(chan struct{})
 	e.mu.keyLocks[key] = ch
-	e.mu.Unlock()
 	return func() {
 		e.mu.Lock()
 		delete(e.mu.keyLocks, key)
 		e.mu.Unlock()
 		close(ch)
-	}
+	}, true
 }
 
 // signalSpaceLocked wakes every Put waiting for room. REQUIRES: e.mu.

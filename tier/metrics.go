@@ -15,6 +15,8 @@ type counters struct {
 	evictedBytes, evictPasses                 int64
 	spills, spillBytes, spillErrors           int64
 	promotions, promotionsSkipped             int64
+	promotionsMoved                           int64
+	lowerEvictions, lowerEvictedBytes         int64
 	noSpace                                   [policy.ReasonTooLarge + 1]int64
 	noSpaceFragmented                         int64
 	checksumMismatches, lowerErrors           int64
@@ -76,6 +78,12 @@ type Metrics struct {
 	// Promotions: lower-tier objects given a DRAM copy. PromotionsSkipped: admitted but no DRAM
 	// range was free.
 	Promotions, PromotionsSkipped int64
+	// PromotionsMoved: promotions whose lower-tier copy was released (exclusive tiers; not
+	// durable objects, nor objects found at Open).
+	PromotionsMoved int64
+	// LowerEvictions, LowerEvictedBytes: objects deleted from the lower tier, least recently
+	// used first, to make room for a write it refused for lack of space (reported lost).
+	LowerEvictions, LowerEvictedBytes int64
 	// NoSpace* count Puts refused for lack of space, by reason.
 	NoSpaceAllPinned, NoSpaceAllInUse, NoSpaceTooLarge, NoSpaceFragmented int64
 	// ChecksumMismatches: Commits whose bytes did not match the checksum given.
@@ -126,6 +134,9 @@ func (e *Engine) Metrics() Metrics {
 		SpillErrors:        c.spillErrors,
 		Promotions:         c.promotions,
 		PromotionsSkipped:  c.promotionsSkipped,
+		PromotionsMoved:    c.promotionsMoved,
+		LowerEvictions:     c.lowerEvictions,
+		LowerEvictedBytes:  c.lowerEvictedBytes,
 		NoSpaceAllPinned:   c.noSpace[policy.ReasonAllPinned],
 		NoSpaceAllInUse:    c.noSpace[policy.ReasonAllInUse],
 		NoSpaceTooLarge:    c.noSpace[policy.ReasonTooLarge],

@@ -156,9 +156,9 @@ func (e *Engine) saveLabel(tag uint16) {
 	e.mu.Unlock()
 }
 
-// putLower writes an object to the lower tier with its model tag when the lower tier keeps
+// putLowerOnce writes an object to the lower tier with its model tag when the lower tier keeps
 // labels.
-func (e *Engine) putLower(m base.ObjectMeta, data []byte, sync bool, tag uint16) error {
+func (e *Engine) putLowerOnce(m base.ObjectMeta, data []byte, sync bool, tag uint16) error {
 	if e.labels != nil {
 		return e.labels.PutLabeled(m.Key, m.Version, data, m.Checksum, sync, tag)
 	}

@@ -224,10 +224,19 @@ func (e *Engine) readLower(o *object, meta base.ObjectMeta, h *dram.Handle, prom
 		o.copy = c
 		e.tallyLocked(o)
 		e.mu.pol.Unreserve(meta.Size)
-		if err := e.mu.pol.Promoted(o.id); err != nil {
+		release, err := e.mu.pol.Promoted(o.id)
+		if err != nil {
 			return nil, invariants.AssertionFailedf("tier: promote %q: %v", meta.Key, err)
 		}
 		e.mu.m.promotions++
+		if release {
+			// Exclusive tiers (tier/policy, "The lower tier"): the object moved to DRAM; its
+			// lower-tier copy goes once mu is released.
+			o.onLower, o.lowerBytes = false, 0
+			e.tallyLocked(o)
+			e.mu.m.promotionsMoved++
+			after = append(after, func() { e.releaseLowerCopy(o, meta) })
+		}
 		if err := e.addHolderLocked(c, true); err != nil {
 			return nil, fmt.Errorf("tier: get %q: %w", meta.Key, err)
 		}
@@ -246,6 +255,31 @@ func (e *Engine) readLower(o *object, meta base.ObjectMeta, h *dram.Handle, prom
 	}
 	r.tmp = h
 	return r, nil
+}
+
+// releaseLowerCopy deletes the lower-tier record of version meta of o after a promotion
+// moved o to DRAM (Policy.Promoted said releaseLower). It runs without mu, under the key's
+// lock, so it cannot overtake a spill of o (evicted again meanwhile) that already wrote a
+// new record: that one is kept. Until it runs the record is a complete copy a restart would
+// index like any other. A failure is reported (BackgroundError): the record takes room
+// until the key is removed or replaced.
+func (e *Engine) releaseLowerCopy(o *object, meta base.ObjectMeta) {
+	unlock := e.lockKey(meta.Key)
+	defer unlock()
+	e.mu.Lock()
+	cur := e.mu.objects[meta.Key]
+	// The record is o's own if o is current and neither spilled since (onLower) nor written
+	// by a spill that ended (LocLower); or o has gone and the key holds no object of the same
+	// version (a Delete of another version is refused by the lower tier anyway).
+	del := cur == nil || cur.meta.Version != meta.Version ||
+		(cur == o && !o.onLower && e.mu.pol.Location(o.id) != policy.LocLower)
+	e.mu.Unlock()
+	if !del {
+		return
+	}
+	if err := e.deleteLowerKeyLocked(meta); err != nil {
+		e.backgroundError(fmt.Errorf("tier: releasing the lower-tier copy of promoted %q: %w", meta.Key, err))
+	}
 }
 
 // readFailed handles a failed lower-tier read of o. A commit of a newer version or a removal

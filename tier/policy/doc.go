@@ -48,6 +48,20 @@
 // lower tier, then calls SpillDone, and only then are its DRAM bytes free); a cache-mode object,
 // or any object when there is no lower tier, is dropped (ActionDrop).
 //
+// # The lower tier: exclusive where persistence allows, LRU when full
+//
+// A promotion moves a spill-mode object from the lower tier to DRAM rather than copying it
+// (Promoted says releaseLower: the engine deletes the lower-tier copy), so the two tiers hold
+// distinct objects and their capacities add up, as in a victim cache; evicted again, the
+// object is spilled again. The lower-tier copy stays where it is the object's persistence:
+// durable objects, and objects found at Open (Object.KeepLower: the lower tier does not record
+// the mode, so one may have been durable).
+//
+// Lower-tier-only objects whose copy may go sit in an LRU (a spill's end or a lower-tier hit
+// makes one the most recent). When the lower tier refuses a write for lack of room, EvictLower
+// picks its least recent objects to delete; they are forgotten (the engine reports them lost).
+// Kept copies and hard-pinned objects are never taken.
+//
 // # Accounting
 //
 // Used() = bytes of DRAM-resident objects (including those being spilled) + Reserve()d bytes

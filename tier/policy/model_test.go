@@ -28,12 +28,43 @@ type mobj struct {
 	persist            base.Persistence
 	loc                Location
 	onLower, hard      bool
+	keep               bool // Object.KeepLower
 	soft               int64
 	readers, hits, seg int // seg: 0 probation, 1 protected
 	seqNo              int
+	lowerSeq           int // when it last entered the lower tier or was hit there
 }
 
 func (m *model) bump(o *mobj, seg int) { m.seq++; o.seg, o.seqNo = seg, m.seq }
+
+// toLower records that o is now on the lower tier only: the most recent there.
+func (m *model) toLower(o *mobj) { m.seq++; o.loc, o.lowerSeq = LocLower, m.seq }
+
+func (o *mobj) keepLower() bool { return o.keep || o.persist == base.PersistenceDurable }
+
+// evictLower: every lower-only object whose copy is not kept, by lowerSeq, skipping hard pins
+// and busy ones, until need is covered.
+func (m *model) evictLower(need int64, busy func(ID) bool) []Victim {
+	var ids []ID
+	for id, o := range m.objs {
+		if o.loc == LocLower && !o.keepLower() {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return m.objs[ids[i]].lowerSeq < m.objs[ids[j]].lowerSeq })
+	var vs []Victim
+	var freed int64
+	for _, id := range ids {
+		o := m.objs[id]
+		if freed >= need || o.hard || busy(id) {
+			continue
+		}
+		vs = append(vs, Victim{ID: id, Size: o.size, Action: ActionDrop})
+		freed += o.size
+		delete(m.objs, id)
+	}
+	return vs
+}
 
 func (m *model) sorted(pred func(*mobj) bool) []ID {
 	var ids []ID
@@ -90,7 +121,8 @@ func (m *model) evict(need, now int64) []Victim {
 			v := Victim{ID: id, Size: o.size}
 			switch {
 			case o.onLower:
-				v.Action, o.loc, o.hits = ActionDropCopy, LocLower, 0
+				v.Action, o.hits = ActionDropCopy, 0
+				m.toLower(o)
 			case m.cfg.HasLower && o.persist != base.PersistenceCache:
 				v.Action, o.loc = ActionSpill, LocSpilling
 			default:
@@ -149,7 +181,7 @@ func TestModel(t *testing.T) {
 		for step := 0; step < 400; step++ {
 			id := ID(rng.IntN(ids) + 1)
 			o := m.objs[id]
-			switch op := rng.IntN(12); op {
+			switch op := rng.IntN(14); op {
 			case 0, 1: // add to DRAM
 				obj := Object{ID: id, Size: int64(10 + rng.IntN(90)),
 					Persistence: []base.Persistence{base.PersistenceCache, base.PersistenceSpill, base.PersistenceDurable}[rng.IntN(3)],
@@ -163,9 +195,11 @@ func TestModel(t *testing.T) {
 				m.objs[id] = n
 				m.bump(n, 0)
 			case 2: // add on lower only
-				sz := int64(10 + rng.IntN(90))
-				p.AddLower(Object{ID: id, Size: sz, Persistence: base.PersistenceSpill})
-				m.objs[id] = &mobj{size: sz, persist: base.PersistenceSpill, loc: LocLower, onLower: true}
+				sz, keep, hard := int64(10+rng.IntN(90)), rng.IntN(3) == 0, rng.IntN(8) == 0
+				p.AddLower(Object{ID: id, Size: sz, Persistence: base.PersistenceSpill, KeepLower: keep, HardPin: hard})
+				n := &mobj{size: sz, persist: base.PersistenceSpill, onLower: true, keep: keep, hard: hard}
+				m.objs[id] = n
+				m.toLower(n)
 			case 3, 4: // hit
 				r := p.Hit(id)
 				want := HitResult{}
@@ -180,16 +214,24 @@ func TestModel(t *testing.T) {
 					case LocLower:
 						o.hits++
 						want.Promote = o.hits >= m.cfg.PromoteOnHit
+						if !o.keepLower() {
+							m.toLower(o)
+						}
 					}
 				}
 				if r != want {
 					t.Fatalf("seed %d round %d step %d: hit %d = %+v, want %+v", seed, round, step, id, r, want)
 				}
 				if r.Promote && rng.IntN(2) == 0 {
-					if err := p.Promoted(id); err != nil {
+					release, err := p.Promoted(id)
+					if err != nil {
 						t.Fatal(err)
 					}
+					if release != !o.keepLower() {
+						t.Fatalf("seed %d round %d step %d: promoted %d: release-lower %t, keep %t", seed, round, step, id, release, o.keepLower())
+					}
 					o.loc, o.hits = LocDRAM, 0
+					o.onLower = o.keepLower()
 					if !o.hard {
 						m.bump(o, 1)
 						m.rebalance()
@@ -245,10 +287,19 @@ func TestModel(t *testing.T) {
 				}
 				if err == nil {
 					if ok {
-						o.loc, o.onLower, o.readers, o.hits = LocLower, true, 0, 0
+						o.onLower, o.readers, o.hits = true, 0, 0
+						m.toLower(o)
 					} else {
 						delete(m.objs, id)
 					}
+				}
+			case 12, 13: // evict from the lower tier; a third of the IDs are busy
+				need, k := int64(rng.IntN(300)), ID(rng.IntN(3))
+				busy := func(id ID) bool { return id%3 == k }
+				got := p.EvictLower(need, busy)
+				want := m.evictLower(need, busy)
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("seed %d round %d step %d: evict-lower(%d) = %v, want %v", seed, round, step, need, got, want)
 				}
 			}
 			dram, spill, lower, pinned := m.stats()
@@ -259,6 +310,11 @@ func TestModel(t *testing.T) {
 			}
 			if got, want := p.Order(), m.sorted(func(o *mobj) bool { return m.inSegs(o) }); !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
 				t.Fatalf("seed %d round %d step %d: order %v, model %v", seed, round, step, got, want)
+			}
+			wantLower := m.sorted(func(o *mobj) bool { return o.loc == LocLower && !o.keepLower() })
+			sort.Slice(wantLower, func(i, j int) bool { return m.objs[wantLower[i]].lowerSeq < m.objs[wantLower[j]].lowerSeq })
+			if got := p.LowerOrder(); !reflect.DeepEqual(got, wantLower) && !(len(got) == 0 && len(wantLower) == 0) {
+				t.Fatalf("seed %d round %d step %d: lower order %v, model %v", seed, round, step, got, wantLower)
 			}
 		}
 	}

@@ -164,7 +164,11 @@ type Object struct {
 	Persistence base.Persistence
 	// OnLower: the object's bytes are on the lower tier too (durable puts).
 	OnLower bool
-	// HardPin: never evicted from DRAM.
+	// KeepLower: the lower-tier copy must stay while the object is held, whatever its
+	// Persistence says: an object found on the lower tier at Open, whose mode the lower tier
+	// does not record (it may have been durable). Durable objects keep theirs anyway.
+	KeepLower bool
+	// HardPin: never evicted from DRAM (nor from the lower tier).
 	HardPin bool
 	// SoftPinUntil: evicted only after unpinned objects until this time (unix nanos); 0: none.
 	SoftPinUntil int64
@@ -188,8 +192,15 @@ type entry struct {
 	readers int
 	// lowerHits counts hits while loc == LocLower (promotion admission).
 	lowerHits int
-	// prev, next link the entry into its segment's list.
+	// prev, next link the entry into its segment's list (LocDRAM) or into the lower tier's
+	// LRU (LocLower and !keepLower()); an entry is in at most one list.
 	prev, next *entry
+}
+
+// keepLower says the entry's lower-tier copy is its persistence guarantee: never released on
+// promotion, never evicted from the lower tier.
+func (e *entry) keepLower() bool {
+	return e.KeepLower || e.Persistence == base.PersistenceDurable
 }
 
 // list is a circular doubly linked list with a sentinel; front = oldest / least recent.
@@ -237,6 +248,9 @@ type Policy struct {
 	m   map[ID]*entry
 	// probation and protected hold the LocDRAM entries that are not hard-pinned.
 	probation, protected list
+	// lowerLRU holds the LocLower entries whose lower-tier copy may be evicted (not
+	// keepLower), least recently used first: EvictLower's candidates.
+	lowerLRU list
 	// dramBytes counts LocDRAM and LocSpilling entries. spillingBytes counts LocSpilling.
 	dramBytes, spillingBytes int64
 	dramObjects, spilling    int
@@ -259,6 +273,7 @@ func New(cfg Config) (*Policy, error) {
 	p := &Policy{cfg: cfg, m: make(map[ID]*entry)}
 	p.probation.init()
 	p.protected.init()
+	p.lowerLRU.init()
 	return p, nil
 }
 
@@ -314,6 +329,22 @@ func (p *Policy) AddLower(o Object) {
 	p.m[o.ID] = e
 	p.lowerBytes += o.Size
 	p.lowerObjects++
+	p.placeLower(e)
+}
+
+// placeLower records that e just became LocLower: unless its copy is kept, it enters the
+// lower tier's LRU at the most recent end.
+func (p *Policy) placeLower(e *entry) {
+	if !e.keepLower() {
+		p.lowerLRU.pushBack(e)
+	}
+}
+
+// unplaceLower takes a LocLower entry out of the lower tier's LRU (if it is there).
+func (p *Policy) unplaceLower(e *entry) {
+	if !e.keepLower() {
+		p.lowerLRU.remove(e)
+	}
 }
 
 // placeDRAM puts a LocDRAM entry into seg, or into the pinned set if hard-pinned.
@@ -376,6 +407,8 @@ func (p *Policy) Remove(id ID) int64 {
 		p.spillingBytes -= e.Size
 		p.spilling--
 		dram = e.Size
+	case LocLower:
+		p.unplaceLower(e)
 	}
 	if dram > 0 {
 		p.dramBytes -= e.Size
@@ -411,23 +444,41 @@ func (p *Policy) Hit(id ID) HitResult {
 		}
 	case LocLower:
 		e.lowerHits++
+		if !e.keepLower() {
+			p.lowerLRU.remove(e)
+			p.lowerLRU.pushBack(e)
+		}
 		return HitResult{Loc: LocLower, Promote: e.lowerHits >= p.cfg.PromoteOnHit}
 	}
 	return HitResult{Loc: e.loc}
 }
 
 // Promoted records that a LocLower object got a DRAM copy; it enters protected (it earned it).
-func (p *Policy) Promoted(id ID) error {
+//
+// The tiers are exclusive where persistence allows (a victim cache): unless the object's
+// lower-tier copy is kept (durable, or found at Open: keepLower), the promotion moves the
+// object rather than copying it, and releaseLower tells the engine to delete the lower-tier
+// copy. The object is then like a fresh spill-mode put: evicting it spills it again. So DRAM
+// and the lower tier hold distinct objects and their capacities add up, at the price of a
+// rewrite when a promoted object goes cold again.
+func (p *Policy) Promoted(id ID) (releaseLower bool, err error) {
 	e, ok := p.m[id]
 	if !ok || e.loc != LocLower {
-		return fmt.Errorf("%w: %d is not on the lower tier only", ErrUnknownObject, id)
+		return false, fmt.Errorf("%w: %d is not on the lower tier only", ErrUnknownObject, id)
 	}
+	p.unplaceLower(e)
 	e.loc = LocDRAM
 	e.lowerHits = 0
 	p.dramBytes += e.Size
 	p.dramObjects++
+	if !e.keepLower() {
+		e.OnLower = false
+		p.lowerBytes -= e.Size
+		p.lowerObjects--
+		releaseLower = true
+	}
 	p.placeDRAM(e, segProtected)
-	return nil
+	return releaseLower, nil
 }
 
 // Acquire records a reader of a DRAM-resident object (LocDRAM or LocSpilling).
@@ -486,6 +537,7 @@ func (p *Policy) SpillDone(id ID, ok bool) error {
 	e.OnLower = true
 	p.lowerBytes += e.Size
 	p.lowerObjects++
+	p.placeLower(e)
 	return nil
 }
 
@@ -608,6 +660,7 @@ func (p *Policy) evictEntry(e *entry) Victim {
 		e.lowerHits = 0
 		p.dramBytes -= e.Size
 		p.dramObjects--
+		p.placeLower(e)
 	case p.cfg.HasLower && e.Persistence != base.PersistenceCache:
 		v.Action = ActionSpill
 		e.loc = LocSpilling
@@ -618,6 +671,30 @@ func (p *Policy) evictEntry(e *entry) Victim {
 		p.Remove(e.ID)
 	}
 	return v
+}
+
+// EvictLower picks objects held on the lower tier only to delete from it, least recently
+// used first (a spill or a lower-tier hit makes an object the most recent), until their
+// sizes add up to at least need (fewer if not enough can be taken). The engine calls it when
+// the lower tier refuses a write for lack of room: the lower tier then evicts its own LRU
+// objects rather than refusing the newer, hotter one. Never taken: objects whose lower-tier
+// copy is kept (durable, found at Open: see Object.KeepLower), hard-pinned objects, and those
+// busy says are (the engine passes the keys whose lower-tier writes are in progress). Each
+// victim is forgotten at once (ActionDrop): the engine deletes it from the lower tier and
+// reports it lost.
+func (p *Policy) EvictLower(need int64, busy func(ID) bool) []Victim {
+	var victims []Victim
+	var freed int64
+	for e := p.lowerLRU.front(); e != nil && freed < need; {
+		next := p.lowerLRU.next(e)
+		if !e.HardPin && (busy == nil || !busy(e.ID)) {
+			victims = append(victims, Victim{ID: e.ID, Size: e.Size, Action: ActionDrop})
+			freed += e.Size
+			p.Remove(e.ID)
+		}
+		e = next
+	}
+	return victims
 }
 
 // noSpace gathers the counts that explain a failed eviction.
@@ -658,6 +735,9 @@ type Stats struct {
 	DRAMBytes, SpillingBytes, PinnedBytes, LowerBytes, Reserved int64
 	ProbationObjects, ProtectedObjects                          int
 	ProbationBytes, ProtectedBytes                              int64
+	// LowerLRUObjects/LowerLRUBytes: lower-tier-only objects EvictLower may take.
+	LowerLRUObjects int
+	LowerLRUBytes   int64
 }
 
 // Stats returns the current accounting.
@@ -668,7 +748,18 @@ func (p *Policy) Stats() Stats {
 		PinnedBytes: p.pinnedBytes, LowerBytes: p.lowerBytes, Reserved: p.reserved,
 		ProbationObjects: p.probation.n, ProtectedObjects: p.protected.n,
 		ProbationBytes: p.probation.bytes, ProtectedBytes: p.protected.bytes,
+		LowerLRUObjects: p.lowerLRU.n, LowerLRUBytes: p.lowerLRU.bytes,
 	}
+}
+
+// LowerOrder returns EvictLower's candidates, least recently used first, ignoring pins. For
+// tests and debugging.
+func (p *Policy) LowerOrder() []ID {
+	var ids []ID
+	for e := p.lowerLRU.front(); e != nil; e = p.lowerLRU.next(e) {
+		ids = append(ids, e.ID)
+	}
+	return ids
 }
 
 // Order returns the DRAM candidates in victim order (probation oldest first, then protected

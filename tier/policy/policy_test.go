@@ -16,12 +16,13 @@ func TestMain(m *testing.M) { testutil.VerifyNoLeaks(m) }
 // TestPolicy runs the scripts in testdata/. Commands:
 //
 //	init capacity=N [high=F] [low=F] [protected=F] [promote=N] [lower]
-//	add id=N size=N [mode=cache|spill|durable] [hard] [soft=T] [onlower]   (AddDRAM)
-//	add-lower id=N size=N                                                  (AddLower)
+//	add id=N size=N [mode=cache|spill|durable] [hard] [soft=T] [onlower] [keep]   (AddDRAM)
+//	add-lower id=N size=N [mode=...] [hard] [keep]                                (AddLower)
 //	hit id=N | acquire id=N | release id=N | remove id=N | promoted id=N
 //	pin id=N [hard] [soft=T] | spill-done id=N [fail] | mark-on-lower id=N
 //	reserve n=N | unreserve n=N
 //	evict need=N [now=T] | need
+//	evict-lower need=N [busy=ID,ID...]
 //	state
 func TestPolicy(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
@@ -53,7 +54,8 @@ func TestPolicy(t *testing.T) {
 				}
 				return state(p)
 			case "add", "add-lower":
-				o := Object{ID: id(), Persistence: base.PersistenceSpill, HardPin: d.HasArg("hard"), OnLower: d.HasArg("onlower")}
+				o := Object{ID: id(), Persistence: base.PersistenceSpill, HardPin: d.HasArg("hard"), OnLower: d.HasArg("onlower"),
+					KeepLower: d.HasArg("keep")}
 				d.ScanArgs(t, "size", &o.Size)
 				d.MaybeScanArgs(t, "soft", &o.SoftPinUntil)
 				if d.HasArg("mode") {
@@ -83,7 +85,11 @@ func TestPolicy(t *testing.T) {
 				n := p.Remove(id())
 				return fmt.Sprintf("freed %d\n", n) + state(p)
 			case "promoted":
-				return errStr(p.Promoted(id())) + state(p)
+				release, err := p.Promoted(id())
+				if err == nil {
+					return fmt.Sprintf("release-lower=%t\n", release) + state(p)
+				}
+				return errStr(err) + state(p)
 			case "pin":
 				var soft int64
 				d.MaybeScanArgs(t, "soft", &soft)
@@ -114,6 +120,26 @@ func TestPolicy(t *testing.T) {
 					fmt.Fprintf(&b, "no space: %s\n", plan.NoSpace)
 				}
 				return b.String() + state(p)
+			case "evict-lower":
+				var need int64
+				d.ScanArgs(t, "need", &need)
+				busy := map[ID]bool{}
+				if d.HasArg("busy") {
+					var ids []string
+					d.ScanArgs(t, "busy", &ids)
+					for _, s := range ids {
+						var n uint64
+						if _, err := fmt.Sscan(s, &n); err != nil {
+							t.Fatal(err)
+						}
+						busy[ID(n)] = true
+					}
+				}
+				var b strings.Builder
+				for _, v := range p.EvictLower(need, func(id ID) bool { return busy[id] }) {
+					fmt.Fprintf(&b, "victim %d size=%d %s\n", v.ID, v.Size, v.Action)
+				}
+				return b.String() + state(p)
 			case "need":
 				return fmt.Sprintf("need %d\n", p.NeedEviction())
 			case "state":
@@ -140,6 +166,7 @@ func state(p *Policy) string {
 	}
 	list("probation", &p.probation)
 	list("protected", &p.protected)
+	list("lower-lru", &p.lowerLRU)
 	return b.String()
 }
 
@@ -163,7 +190,8 @@ func TestConfigValidate(t *testing.T) {
 
 func TestUnknownIDs(t *testing.T) {
 	p, _ := New(Config{Capacity: 100, HasLower: true})
-	for _, err := range []error{p.Promoted(7), p.SetPins(7, true, 0), p.SpillDone(7, true), p.MarkOnLower(7)} {
+	_, perr := p.Promoted(7)
+	for _, err := range []error{perr, p.SetPins(7, true, 0), p.SpillDone(7, true), p.MarkOnLower(7)} {
 		if !errors.Is(err, ErrUnknownObject) {
 			t.Fatalf("got %v", err)
 		}

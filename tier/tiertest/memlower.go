@@ -30,6 +30,8 @@ type MemLower struct {
 	corrupt map[string]bool
 	// gate, when set, blocks every Put until it is closed.
 	gate chan struct{}
+	// capacity, when > 0, bounds the bytes held: a Put past it fails with base.ErrNoSpace.
+	capacity, bytes int64
 	// Counts of successful operations, and the syncs asked for.
 	Puts, Syncs, Reads, Deletes int
 }
@@ -53,6 +55,14 @@ func (l *MemLower) Fail(op Op, f func(key string) error) {
 	} else {
 		l.fail[op] = f
 	}
+}
+
+// SetCapacity bounds the bytes held (the sum of the objects' sizes; 0: no bound): a Put that
+// would exceed it fails with base.ErrNoSpace, as a full nvme store does.
+func (l *MemLower) SetCapacity(n int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.capacity = n
 }
 
 // Corrupt makes reads of key fail with base.ErrCorruption.
@@ -104,6 +114,11 @@ func (l *MemLower) PutChecked(key string, v base.Version, data []byte, checksum 
 	if err := l.check(OpPut, key); err != nil {
 		return err
 	}
+	old := int64(len(l.m[key].data))
+	if l.capacity > 0 && l.bytes-old+int64(len(data)) > l.capacity {
+		return fmt.Errorf("%w: tiertest: %d of %d bytes held, %d more needed", base.ErrNoSpace, l.bytes-old, l.capacity, len(data))
+	}
+	l.bytes += int64(len(data)) - old
 	if checksum == 0 {
 		checksum = base.Checksum(data)
 	}
@@ -167,9 +182,11 @@ func (l *MemLower) Delete(key string, v base.Version) error {
 	if err := l.check(OpDelete, key); err != nil {
 		return err
 	}
-	if _, err := l.lookupLocked(key, v); err != nil {
+	o, err := l.lookupLocked(key, v)
+	if err != nil {
 		return err
 	}
+	l.bytes -= int64(len(o.data))
 	delete(l.m, key)
 	l.Deletes++
 	return nil
