@@ -123,7 +123,7 @@ func openChurnStore(master, name string, size int, seg int64) (*churnStore, erro
 
 func workerActive(st Status, id string) bool {
 	for _, w := range st.Workers {
-		if w.ID == id && w.State == "active" {
+		if w.ID == id && w.State == "active" && w.Attached {
 			return true
 		}
 	}

@@ -89,6 +89,9 @@ type WorkerStatus struct {
 	// Lifecycle is the leader's view: registering, alive, suspect, leaving, dead, returning
 	// or draining ("" from a follower or a master that predates it).
 	Lifecycle string `json:"lifecycle,omitempty"`
+	// Attached: the worker holds its connection to the leader, so its crash is seen at once
+	// (false from a follower or a master that predates it).
+	Attached bool `json:"attached,omitempty"`
 	// Draining: no new puts; its objects are being moved away (Objects counts what is left).
 	Draining bool `json:"draining,omitempty"`
 	// LostReplicas counts a dead worker's replicas kept for re-adoption.

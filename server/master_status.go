@@ -91,6 +91,9 @@ type WorkerStatus struct {
 	// Lifecycle is the leader's lifecycle state: registering, alive, suspect, leaving, dead,
 	// returning, draining, unreachable or left (docs/operations.md). Leader only.
 	Lifecycle string `json:"lifecycle,omitempty"`
+	// Attached: the worker holds its connection to the leader (the AttachWorker call), so
+	// its crash is seen at once (docs/operations.md). Leader only.
+	Attached bool `json:"attached,omitempty"`
 	// Draining is the committed drain flag: no new puts, its objects move away (Objects
 	// counts what is left).
 	Draining bool `json:"draining,omitempty"`
@@ -137,7 +140,7 @@ func (m *Master) status() Status {
 		}
 		ws, known := m.mu.lc.Worker(seg.ID)
 		if known {
-			w.Lifecycle = ws.State.String()
+			w.Lifecycle, w.Attached = ws.State.String(), ws.Attached()
 		}
 		if known && seg.State == raftmeta.SegmentActive {
 			u := ws.Usage

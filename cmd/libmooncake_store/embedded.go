@@ -17,8 +17,8 @@ import (
 // process, as Mooncake's client mounts a segment. Its life:
 //
 //  1. setup starts it with an id of its own (embeddedPrefix, host, pid, random: never reused,
-//     since its memory dies with the process) and returns once the leader lists it active.
-//     From then on it holds a connection to the leader open (AttachWorker).
+//     since its memory dies with the process) and returns once the leader lists it active
+//     and attached. From then on it holds a connection to the leader open (AttachWorker).
 //  2. close, destroy, and Python's atexit for a store never closed, unmount it, as Mooncake's
 //     close unmounts a client's segment: the worker is Ephemeral, so its Shutdown tells the
 //     leader it leaves (LeaveWorker, synchronous, bounded by the server's leaveTimeout within
@@ -52,7 +52,7 @@ func embeddedID() base.WorkerID {
 	return base.WorkerID(fmt.Sprintf("%s%s-%d-%08x", embeddedPrefix, host, os.Getpid(), rand.Uint32()))
 }
 
-// startEmbedded starts the worker and waits until the leader lists it active (bounded by ctx).
+// startEmbedded starts the worker and waits until the leader lists it active and attached (bounded by ctx).
 func startEmbedded(ctx context.Context, cl *client.Client, clusterID string, masters []string, addr string, size int64) (*server.Worker, error) {
 	w, err := server.NewWorker(server.WorkerConfig{
 		WorkerID:          embeddedID(),
@@ -66,20 +66,22 @@ func startEmbedded(ctx context.Context, cl *client.Client, clusterID string, mas
 	if err != nil {
 		return nil, err
 	}
-	if err := waitState(ctx, cl, w.ID(), "active"); err != nil {
+	if err := waitReady(ctx, cl, w.ID()); err != nil {
 		shutdownWorker(w, 0)
 		return nil, fmt.Errorf("%w: the embedded worker %s did not register in %v: %w", base.ErrUnavailable, w.ID(), workerReadyTimeout, err)
 	}
 	return w, nil
 }
 
-// waitState polls the leader's status until worker id is in state (bounded by ctx).
-func waitState(ctx context.Context, cl *client.Client, id base.WorkerID, state string) error {
+// waitReady polls the leader's status until worker id is active and attached (bounded by
+// ctx). Attached matters: until the worker holds its connection to the leader, a crash of
+// this process would be found only by client_ttl, and puts would go on being placed on it.
+func waitReady(ctx context.Context, cl *client.Client, id base.WorkerID) error {
 	for {
 		st, err := cl.Status(ctx)
 		if err == nil {
 			for _, w := range st.Workers {
-				if w.ID == string(id) && w.State == state {
+				if w.ID == string(id) && w.State == "active" && w.Attached {
 					return nil
 				}
 			}
