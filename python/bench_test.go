@@ -28,12 +28,8 @@ import (
 //
 //	go test -run '^$' -bench PythonVsGo -benchtime 1x ./python/
 func BenchmarkPythonVsGo(b *testing.B) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		b.Skip("python3 is not installed")
-	}
+	py, bin, lib := prepareBuilt(b)
 	dir := b.TempDir()
-	bin, lib := buildAll(b, dir)
 	master, _ := testutil.StartStandalone(b, bin, filepath.Join(dir, "standalone"), "1GiB")
 	c, err := client.Connect(context.Background(), client.Config{MasterAddresses: []string{master}})
 	if err != nil {

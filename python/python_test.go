@@ -16,29 +16,47 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testutil.VerifyNoLeaks(m, goleak.Cleanup(func(code int) { installed.Remove(); os.Exit(code) }))
+	testutil.VerifyNoLeaks(m, goleak.Cleanup(func(code int) { built.Remove(); installed.Remove(); os.Exit(code) }))
 }
 
-// installed is the binary and the package installed with the library, built once for every
-// test of this package (each build links for several seconds).
-var installed testutil.Shared[struct{ bin, site string }]
+// builtPaths are the mooncake binary and the C library (buildAll).
+type builtPaths struct{ bin, lib string }
 
-// prepare builds and installs once (see installed) and returns python3, the mooncake binary
-// and the directory the package is installed in. It skips without python3 or gcc.
-func prepare(t *testing.T) (py, bin, site string) {
+// built is the binary and the library, built once for every test and benchmark of this
+// package (the suite, churn and the wheel each used to link their own: several seconds of
+// both cores each); installed is the package installed with that library (pip), once.
+var (
+	built     testutil.Shared[builtPaths]
+	installed testutil.Shared[string]
+)
+
+// prepareBuilt builds once (see built) and returns python3, the mooncake binary and the
+// library. It skips with -short and without python3 or gcc.
+func prepareBuilt(t testing.TB) (py, bin, lib string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the library and runs servers; skipped with -short")
 	}
 	py = testutil.LookTool(t, "python3")
 	testutil.LookTool(t, "gcc") // cgo needs it for the library
-	v := installed.Get(t, func(t testing.TB, dir string) struct{ bin, site string } {
+	v := built.Get(t, func(t testing.TB, dir string) builtPaths {
 		bin, lib := buildAll(t, dir)
+		return builtPaths{bin, lib}
+	})
+	return py, v.bin, v.lib
+}
+
+// prepare is prepareBuilt plus the package installed once (see installed): it returns
+// python3, the mooncake binary and the directory the package is installed in.
+func prepare(t *testing.T) (py, bin, site string) {
+	t.Helper()
+	py, bin, lib := prepareBuilt(t)
+	site = installed.Get(t, func(t testing.TB, dir string) string {
 		site := filepath.Join(dir, "site")
 		install(t, py, lib, site)
-		return struct{ bin, site string }{bin, site}
+		return site
 	})
-	return py, v.bin, v.site
+	return py, bin, site
 }
 
 // TestPythonSuite runs the Python unittest suite (tests/) against real processes: a

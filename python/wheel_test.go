@@ -21,16 +21,11 @@ import (
 var wheelName = regexp.MustCompile(`^mooncake_go-[0-9][0-9.]*-py3-none-manylinux_2_[0-9]+_[a-z0-9_]+\.whl$`)
 
 // TestWheelWithoutGo is issue 24's item 4: the wheel `make wheel` builds (here from the library
-// built once for the tests) installs with pip into a venv whose PATH holds neither Go nor gcc,
+// built once for the package's tests) installs with pip into a venv whose PATH holds neither Go nor gcc,
 // from a directory outside the sources, and its store puts and gets against a standalone.
 func TestWheelWithoutGo(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the library and runs servers; skipped with -short")
-	}
-	py := testutil.LookTool(t, "python3")
-	testutil.LookTool(t, "gcc") // cgo needs it for the library
+	py, bin, lib := prepareBuilt(t)
 	dir := t.TempDir()
-	bin, lib := buildAll(t, dir)
 	master, _ := testutil.StartStandalone(t, bin, filepath.Join(dir, "standalone"), "64MiB")
 
 	// The Makefile's command, packing the library built above instead of compiling it again.

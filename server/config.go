@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
 	"github.com/mooncake-go/mooncake/server/lifecycle"
+	"github.com/mooncake-go/mooncake/transfer"
 )
 
 // Defaults. Each names the Mooncake flag it mirrors where there is one.
@@ -145,6 +147,9 @@ type MasterConfig struct {
 	// testBeforeRegisterPage is called as each page of a paged registration arrives, before
 	// the master looks at it.
 	testBeforeRegisterPage func(m *Master, id base.WorkerID, session uint64, page uint32)
+	// testBeforeCall is called as each RPC call arrives, before it is served (a test makes
+	// the master silent by blocking in it).
+	testBeforeCall func(ctx context.Context, req transfer.Message)
 }
 
 // EnsureDefaults fills every zero field with its documented default.

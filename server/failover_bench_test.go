@@ -164,12 +164,7 @@ func failoverOnce(b testing.TB, iter int, setup failoverSetup) failoverSample {
 		}
 		sums[key] = base.Checksum(v)
 	}
-	old := -1
-	for i, m := range c.masters {
-		if m.IsLeader() {
-			old = i
-		}
-	}
+	old := c.leaderIndex()
 	if old < 0 {
 		b.Fatal("no leader after the puts")
 	}

@@ -89,6 +89,9 @@ var masterCalls = map[transfer.Op]masterCall{
 // the call's counter (a batch with a failed item counts as failed), and the wire mapping of
 // errors (a raftmeta.NotLeaderError becomes NOT_LEADER with the leader's address).
 func (h *masterHandler) HandleCall(ctx context.Context, req transfer.Message) (transfer.Message, error) {
+	if h.m.cfg.testBeforeCall != nil {
+		h.m.cfg.testBeforeCall(ctx, req)
+	}
 	c, ok := masterCalls[req.Op()]
 	if !ok {
 		// The memory and model calls (memory_master.go) serve themselves.
@@ -347,6 +350,8 @@ func serveRegisterWorker(ctx context.Context, m *Master, req transfer.Message) (
 
 // serveHeartbeat: a worker built before HeartbeatRequest carried NVMeObjects sends none (its
 // count stays 0 in Status, unknown). Leaving is set on a graceful shutdown's last heartbeat.
+// The reply carries client_ttl only to a worker that asks (one that predates the field would
+// refuse the longer reply).
 func serveHeartbeat(_ context.Context, m *Master, req transfer.Message) (transfer.Message, error, error) {
 	r := req.(*transfer.HeartbeatRequest)
 	rep, err := m.heartbeat(r.WorkerID, WorkerUsage{DRAMUsed: r.DRAMUsed, NVMeUsed: r.NVMeUsed,
@@ -355,7 +360,11 @@ func serveHeartbeat(_ context.Context, m *Master, req transfer.Message) (transfe
 		return nil, nil, err
 	}
 	m.noteWorkerStats(r) // counters and per-model tallies (worker_stats.go)
-	return &transfer.HeartbeatResponse{Drop: toWireKV(rep.Drops), Reregister: rep.Reregister}, nil, nil
+	resp := &transfer.HeartbeatResponse{Drop: toWireKV(rep.Drops), Reregister: rep.Reregister}
+	if r.AskClientTTL {
+		resp.ClientTTL = m.cfg.ClientTTL // bounds the worker's heartbeat calls (worker_loop.go)
+	}
+	return resp, nil, nil
 }
 
 func serveStatus(_ context.Context, m *Master, _ transfer.Message) (transfer.Message, error, error) {

@@ -15,6 +15,16 @@ import (
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
+// leaderIndex returns the index of the master of c that leads now (-1 while none does).
+func (c *testCluster) leaderIndex() int {
+	for i, m := range c.masters {
+		if m != nil && m.IsLeader() {
+			return i
+		}
+	}
+	return -1
+}
+
 // leaderOf returns the master of c that leads now (nil while none does).
 func (c *testCluster) leaderOf() *Master {
 	for _, m := range c.masters {

@@ -178,7 +178,9 @@ var (
 	descNoFSegCapacity  = prometheus.NewDesc("nof_segment_total_capacity_bytes", "NVMe-oF capacity of one segment. No series: NVMe-oF segments are not supported.", []string{"segment"}, nil)
 	descTenantRejects   = prometheus.NewDesc("mooncake_tenant_quota_reject_total", "Tenant quota rejections. No series: there are no tenant quotas.", []string{"tenant_id", "reason"}, nil)
 	descTenantEvicted   = prometheus.NewDesc("mooncake_tenant_evict_bytes_total", "Bytes evicted from the workers' DRAM, all in the one tenant \"default\" (leader only).", []string{"tenant_id"}, nil)
-	mooncakeRowDescs    = func() []*prometheus.Desc {
+	// descWorkersByState is ours, not Mooncake's: the leader's workers by lifecycle state.
+	descWorkersByState = prometheus.NewDesc("master_workers", "Workers in each lifecycle state of the leader's soft state, one series per state (0 when none; all 0 on followers).", []string{"state"}, nil)
+	mooncakeRowDescs   = func() []*prometheus.Desc {
 		out := make([]*prometheus.Desc, len(mooncakeRows))
 		for i, r := range mooncakeRows {
 			out[i] = prometheus.NewDesc(r.name, r.help, nil, nil)
@@ -190,7 +192,8 @@ var (
 // defaultTenant is Mooncake's tenant id of clients that name none.
 const defaultTenant = "default"
 
-// mooncakeRowsCollector exports mooncakeRows, mooncakeHistograms and the labelled metrics.
+// mooncakeRowsCollector exports mooncakeRows, mooncakeHistograms, the labelled metrics and
+// master_workers{state}.
 type mooncakeRowsCollector struct{ m *Master }
 
 func (c mooncakeRowsCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -204,6 +207,7 @@ func (c mooncakeRowsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descNoFSegCapacity
 	ch <- descTenantRejects
 	ch <- descTenantEvicted
+	ch <- descWorkersByState
 }
 
 func (c mooncakeRowsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -223,6 +227,9 @@ func (c mooncakeRowsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstHistogram(h.desc, 0, 0, b)
 	}
 	ch <- prometheus.MustNewConstMetric(descTenantEvicted, prometheus.CounterValue, float64(s.totals.EvictedBytes), defaultTenant)
+	for _, st := range lifecycle.ListedStates() {
+		ch <- prometheus.MustNewConstMetric(descWorkersByState, prometheus.GaugeValue, float64(s.states[st]), st.String())
+	}
 }
 
 // mooncakeSnapshot reads what mooncakeRows need: the lifecycle states under m.mu, the

@@ -3,17 +3,20 @@ package server
 import (
 	"bytes"
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mooncake-go/mooncake/client"
+	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
 	"github.com/mooncake-go/mooncake/raftmeta/raftmetatest"
+	"github.com/mooncake-go/mooncake/transfer"
 )
 
 // startPartitionable starts three masters whose raft links can be cut (links[i] is master
-// i's view of its peers).
-func startPartitionable(t *testing.T) (*testCluster, []*raftmetatest.Links) {
+// i's view of its peers); mut (may be nil) adjusts each master's config.
+func startPartitionable(t *testing.T, mut func(*MasterConfig)) (*testCluster, []*raftmetatest.Links) {
 	t.Helper()
 	var links []*raftmetatest.Links
 	c := startMasters(t, 3, func(cfg *MasterConfig) {
@@ -22,6 +25,9 @@ func startPartitionable(t *testing.T) (*testCluster, []*raftmetatest.Links) {
 		cfg.testRaft = func(rc *raftmeta.Config) {
 			raftmetatest.FastTimeouts(rc)
 			rc.WrapTransport = l.Wrap
+		}
+		if mut != nil {
+			mut(cfg)
 		}
 	})
 	return c, links
@@ -60,7 +66,7 @@ func waitLeaderAmong(t *testing.T, c *testCluster, idx ...int) *Master {
 // and reports the leader's view. A put and a get through a fresh client (which guesses the
 // first master as leader) move on the same way.
 func TestStatusFirstMasterPartitioned(t *testing.T) {
-	c, links := startPartitionable(t)
+	c, links := startPartitionable(t, nil)
 	waitLeaderAmong(t, c, 0, 1, 2)
 	c.addWorker("", nil)
 	cutOff(c, links, 0)
@@ -102,5 +108,73 @@ func TestStatusFirstMasterPartitioned(t *testing.T) {
 	}
 	if got, err := connect().Get(context.Background(), "k"); err != nil || !bytes.Equal(got, v) {
 		t.Fatalf("get with the first master cut off: %v", err)
+	}
+}
+
+// TestWorkersSurviveSilentLeader is issue 24's failover with a short client_ttl: the leader's
+// host goes silent (its raft links cut, its RPC calls never answered, its connections left
+// open), and the workers, heartbeating at the default 1 s, must find the new leader and
+// register there before it marks them dead, client_ttl (3 s) after its election. Their
+// heartbeat calls follow client_ttl (a quarter of it, learned from the heartbeat replies);
+// with the fixed 5 s timeout both were dead after every failover.
+func TestWorkersSurviveSilentLeader(t *testing.T) {
+	const ttl = 3 * time.Second
+	dead := make(chan base.WorkerID, 4)
+	var silent [3]atomic.Bool
+	done := make(chan struct{})
+	defer close(done) // before the cluster's cleanup, which waits for the calls held below
+	n := 0
+	c, links := startPartitionable(t, func(cfg *MasterConfig) {
+		i := n
+		n++
+		cfg.ClientTTL = ttl
+		cfg.onWorkerDead = func(id base.WorkerID) { dead <- id }
+		cfg.testBeforeCall = func(ctx context.Context, _ transfer.Message) {
+			if silent[i].Load() {
+				select { // no answer, as from a host that went silent
+				case <-ctx.Done():
+				case <-done:
+				}
+			}
+		}
+	})
+	var workers []*Worker
+	for range 2 {
+		workers = append(workers, c.addWorker("", func(cfg *WorkerConfig) { cfg.HeartbeatInterval = DefaultHeartbeatInterval }))
+	}
+	for _, w := range workers {
+		eventually(t, "the worker learned client_ttl", func() bool { return w.heartbeatTimeout() == ttl/4 })
+	}
+	old := c.leaderIndex()
+	if old < 0 {
+		t.Fatal("no leader")
+	}
+	silent[old].Store(true)
+	cutOff(c, links, old)
+	var others []int
+	for i := range c.masters {
+		if i != old {
+			others = append(others, i)
+		}
+	}
+	leader := waitLeaderAmong(t, c, others...)
+	elected := time.Now()
+	for _, w := range workers {
+		eventually(t, "the worker registered with the new leader", func() bool {
+			l, _ := w.leader.Load().(string)
+			return l == leader.Addr()
+		})
+	}
+	// Past the new leader's deadline for a worker that had not registered, with room.
+	eventually(t, "twice client_ttl since the election", func() bool { return time.Since(elected) > 2*ttl })
+	select {
+	case id := <-dead:
+		t.Fatalf("worker %s marked dead after the failover", id)
+	default:
+	}
+	for _, w := range leader.status().Workers {
+		if w.Lifecycle != "alive" {
+			t.Fatalf("worker %s is %s on the new leader, want alive", w.ID, w.Lifecycle)
+		}
 	}
 }

@@ -51,6 +51,10 @@ type Worker struct {
 	registered atomic.Int64
 	// leader is the master address (string) the control loop last heartbeated.
 	leader atomic.Value
+	// clientTTL is the cluster's client_ttl (nanoseconds) as the last heartbeat reply that
+	// carried it said; 0 until one does (a master that predates the field never does). It
+	// bounds the heartbeat calls (heartbeatTimeout).
+	clientTTL atomic.Int64
 	// regCh is signalled after each successful registration (tests).
 	regCh chan struct{}
 	// dropKick (cap 1) wakes the drop fetcher (dropFetchLoop): superseded versions hold

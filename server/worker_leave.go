@@ -92,7 +92,7 @@ func (w *Worker) attachLoop() {
 func (w *Worker) callLeader(ctx context.Context, req, resp transfer.Message) (string, error) {
 	hint, _ := w.leader.Load().(string)
 	var err error
-	for _, addr := range w.masterAddrs(hint) {
+	for _, addr := range w.masterAddrs(hint, "") {
 		for hop := 0; hop < maxRedirects && addr != ""; hop++ {
 			err = w.callMaster(ctx, addr, req, resp)
 			var nl *transfer.NotLeaderError

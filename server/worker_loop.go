@@ -30,6 +30,8 @@ const (
 	// maxRetryDelay caps the pause between failed registration rounds: short, because after a
 	// failover the workers must reach the new leader before puts can be placed on them.
 	maxRetryDelay = 500 * time.Millisecond
+	// minHeartbeatTimeout is the least a heartbeat call may take, whatever client_ttl says.
+	minHeartbeatTimeout = 100 * time.Millisecond
 	// minResyncInterval spaces re-registrations asked by the engine losing objects (cache
 	// evictions): each sends the whole inventory, so a worker evicting all the time re-registers
 	// at most this often.
@@ -44,6 +46,9 @@ const (
 func (w *Worker) controlLoop() {
 	defer w.loops.Done()
 	leader := ""
+	// silent is the leader whose heartbeat last failed: it is tried last until a registration
+	// succeeds, so a leader whose host went silent costs one heartbeat timeout, not two.
+	silent := ""
 	registered := false
 	delay := 50 * time.Millisecond
 	failures := 0
@@ -64,7 +69,7 @@ func (w *Worker) controlLoop() {
 		if !registered || resync || w.reregister.Load() {
 			w.resync.Store(false)
 			w.reregister.Store(false)
-			addr, err := w.register(leader)
+			addr, err := w.register(leader, silent)
 			if err != nil {
 				failures++
 				if failures == 1 || failures%30 == 0 {
@@ -75,7 +80,7 @@ func (w *Worker) controlLoop() {
 				continue
 			}
 			failures, delay = 0, 50*time.Millisecond
-			leader, registered = addr, true
+			leader, registered, silent = addr, true, ""
 			lastRegister = time.Now()
 			w.leader.Store(leader)
 		}
@@ -98,7 +103,7 @@ func (w *Worker) controlLoop() {
 			continue
 		default:
 			w.log.Debug("heartbeat failed; registering again", "leader", leader, "err", err)
-			leader, registered = "", false
+			leader, registered, silent = "", false, leader
 			t.Reset(delay)
 			continue
 		}
@@ -106,17 +111,17 @@ func (w *Worker) controlLoop() {
 	}
 }
 
-// register sends RegisterWorker to the leader: first hint, then each configured master,
-// following NOT_LEADER redirects. It applies the drops of the reply and returns the address
+// register sends RegisterWorker to the leader: first hint, then each configured master (avoid
+// last), following NOT_LEADER redirects. It applies the drops of the reply and returns the address
 // of the master that accepted.
 //
 // An inventory larger than one page (registerPageObjects / registerPageBytes) goes in pages,
 // in order, all to one master, sharing a random session id (sendPages). Any failure (a
 // redirect, a broken connection, a page the master refuses) abandons the attempt; the next
 // one, to the redirected or the next master, starts over from page 0 with a new session.
-func (w *Worker) register(hint string) (string, error) {
+func (w *Worker) register(hint, avoid string) (string, error) {
 	// Find the leader with a cheap call first, so the inventory goes to one master only.
-	if l, err := w.findLeader(hint); err == nil {
+	if l, err := w.findLeader(hint, avoid); err == nil {
 		hint = l
 	}
 	inv := w.eng.Inventory()
@@ -130,7 +135,7 @@ func (w *Worker) register(hint string) (string, error) {
 	}
 	pages := inventoryPages(inv, maxObjects, registerPageBytes)
 	var lastErr error
-	for _, addr := range w.masterAddrs(hint) {
+	for _, addr := range w.masterAddrs(hint, avoid) {
 		for hop := 0; hop < maxRedirects && addr != ""; hop++ {
 			resp, err := w.sendPages(addr, req, pages)
 			var nl *transfer.NotLeaderError
@@ -219,12 +224,12 @@ func inventoryPages(inv []base.ObjectMeta, maxObjects, maxBytes int) [][]base.Ob
 }
 
 // findLeader returns the address of the master that leads, asking hint first, then each
-// configured master, following NOT_LEADER redirects. It probes with a Heartbeat: the leader
+// configured master (avoid last), following NOT_LEADER redirects. It probes with a Heartbeat: the leader
 // answers it (or refuses it with SEGMENT_NOT_FOUND when it does not know this worker yet),
 // followers redirect.
-func (w *Worker) findLeader(hint string) (string, error) {
+func (w *Worker) findLeader(hint, avoid string) (string, error) {
 	var lastErr error
-	for _, addr := range w.masterAddrs(hint) {
+	for _, addr := range w.masterAddrs(hint, avoid) {
 		for hop := 0; hop < maxRedirects && addr != ""; hop++ {
 			err := w.heartbeat(addr)
 			var nl *transfer.NotLeaderError
@@ -251,12 +256,18 @@ func (w *Worker) findLeader(hint string) (string, error) {
 }
 
 // masterAddrs is the order in which register and findLeader try the masters: hint (the
-// leader last known, when there is one), then every configured master.
-func (w *Worker) masterAddrs(hint string) []string {
-	if hint == "" {
-		return w.cfg.MasterAddresses
+// leader last known, when there is one), then every configured master, and avoid (a master
+// whose heartbeat just failed, "" for none) last of all.
+func (w *Worker) masterAddrs(hint, avoid string) []string {
+	out := make([]string, 0, len(w.cfg.MasterAddresses)+2)
+	if hint != "" {
+		out = append(out, hint)
 	}
-	return append([]string{hint}, w.cfg.MasterAddresses...)
+	out = append(out, w.cfg.MasterAddresses...)
+	if avoid != "" {
+		out = append(slices.DeleteFunc(out, func(a string) bool { return a == avoid }), avoid)
+	}
+	return out
 }
 
 // callMaster makes one master call.
@@ -267,8 +278,20 @@ func (w *Worker) callMaster(ctx context.Context, addr string, req, resp transfer
 	return err
 }
 
-// heartbeatTimeout bounds one heartbeat call.
-func (w *Worker) heartbeatTimeout() time.Duration { return max(5*w.cfg.HeartbeatInterval, time.Second) }
+// heartbeatTimeout bounds one heartbeat call: five heartbeat intervals (at least 1 s), and
+// once a master has said the cluster's client_ttl (HeartbeatResponse.ClientTTL), at most a
+// quarter of it. A worker whose leader's host goes silent spends one heartbeat interval and
+// one timeout noticing, then looks for the new leader (the silent one last: controlLoop);
+// that leader marks it dead client_ttl after its election unless it registers, so the
+// timeout must leave room inside client_ttl for both (with 5 s and a 3 s client_ttl, every
+// worker was dead after a failover).
+func (w *Worker) heartbeatTimeout() time.Duration {
+	d := max(5*w.cfg.HeartbeatInterval, time.Second)
+	if ttl := time.Duration(w.clientTTL.Load()); ttl > 0 {
+		d = min(d, max(ttl/4, minHeartbeatTimeout))
+	}
+	return d
+}
 
 // heartbeatRequest is the worker's heartbeat: per tier, the arena's bytes in use (what
 // placement needs) and the object counts; an object with a copy in both tiers counts in
@@ -282,6 +305,7 @@ func (w *Worker) heartbeatRequest(stats bool) *transfer.HeartbeatRequest {
 		HasNVMeObjects: true, HasLeaving: true}
 	if stats {
 		req.HasStats, req.Stats = true, w.heartbeatStats(m)
+		req.AskClientTTL = true
 	}
 	if w.store != nil {
 		req.NVMeUsed, req.NVMeObjects = m.NVMe.Bytes, m.NVMe.Objects
@@ -310,6 +334,9 @@ func (w *Worker) heartbeatDrops(addr string, stats bool) (int, error) {
 	w.applyDrops(resp.Drop)
 	if resp.Reregister {
 		w.reregister.Store(true)
+	}
+	if resp.ClientTTL > 0 {
+		w.clientTTL.Store(int64(resp.ClientTTL))
 	}
 	return len(resp.Drop), nil
 }

@@ -43,6 +43,19 @@ const (
 var stateNames = [...]string{"", "registering", "alive", "suspect", "leaving", "dead", "returning", "draining", "retired",
 	"unreachable", "left"}
 
+// ListedStates returns the states Workers can list a worker in, in declaration order: every
+// state but Retired (a retired worker is forgotten at once). A new state is listed here by
+// being declared, so the leader's per-state gauge (master_workers) follows this type.
+func ListedStates() []State {
+	out := make([]State, 0, len(stateNames)-2)
+	for s := Registering; int(s) < len(stateNames); s++ {
+		if s != Retired {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // String returns the state's status name ("alive", "dead", ...).
 func (s State) String() string {
 	if int(s) < len(stateNames) && s != 0 {

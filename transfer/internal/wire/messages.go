@@ -767,6 +767,14 @@ type HeartbeatRequest struct {
 	// masters before workers.
 	Stats    WorkerStats
 	HasStats bool
+	// AskClientTTL is the fourth trailing optional field: set, the master answers with its
+	// client_ttl (HeartbeatResponse.ClientTTL), which bounds the worker's heartbeat calls so
+	// that it finds a new leader before that leader's deadline for it. On the wire only when
+	// set (one byte, 1; a 0 is refused: leave the field out); a sender that sets it also sets
+	// HasNVMeObjects, HasLeaving and HasStats (a later field needs the earlier ones on the
+	// wire). Only a master that knows the field answers with ClientTTL, so a worker that
+	// predates it never sees the longer reply.
+	AskClientTTL bool
 }
 
 func (m *HeartbeatRequest) Op() Op { return OpHeartbeat }
@@ -775,14 +783,17 @@ func (m *HeartbeatRequest) Encode(e *Encoder) {
 	e.I64(m.DRAMUsed)
 	e.I64(m.NVMeUsed)
 	e.I64(m.DRAMObjects)
-	if m.HasNVMeObjects || m.HasLeaving || m.HasStats {
+	if m.HasNVMeObjects || m.HasLeaving || m.HasStats || m.AskClientTTL {
 		e.I64(m.NVMeObjects)
 	}
-	if m.HasLeaving || m.HasStats {
+	if m.HasLeaving || m.HasStats || m.AskClientTTL {
 		e.Bool(m.Leaving)
 	}
-	if m.HasStats {
+	if m.HasStats || m.AskClientTTL {
 		m.Stats.encode(e)
+	}
+	if m.AskClientTTL {
+		e.Bool(true)
 	}
 }
 func (m *HeartbeatRequest) Decode(d *Decoder) {
@@ -806,23 +817,45 @@ func (m *HeartbeatRequest) Decode(d *Decoder) {
 		m.Stats.decode(d)
 		m.HasStats = true
 	}
+	// Then ask_client_ttl: exactly one byte, 1.
+	if d.Err() == nil && d.Remaining() > 0 {
+		m.AskClientTTL = d.Bool()
+		if d.Err() == nil && !m.AskClientTTL {
+			d.Fail(fmt.Errorf("%w: heartbeat ask_client_ttl 0 on the wire (leave it out)", base.ErrInvalidParams))
+		}
+	}
 }
 
 // HeartbeatResponse carries the replicas the worker must drop (removed objects, revoked or
 // expired puts) and asks it to re-register when the master does not know it (a new leader).
+//
+// ClientTTL is a trailing optional field, the answer to HeartbeatRequest.AskClientTTL: the
+// master's client_ttl, on the wire only when the request asked and it is non-zero (0 on the
+// wire is refused). A worker that asked and finds it absent (a master that predates it) keeps
+// its default heartbeat timeout.
 type HeartbeatResponse struct {
 	Drop       []KeyVersion
 	Reregister bool
+	ClientTTL  time.Duration
 }
 
 func (m *HeartbeatResponse) Op() Op { return OpHeartbeat }
 func (m *HeartbeatResponse) Encode(e *Encoder) {
 	encodeKeyVersions(e, m.Drop)
 	e.Bool(m.Reregister)
+	if m.ClientTTL != 0 {
+		e.I64(int64(m.ClientTTL))
+	}
 }
 func (m *HeartbeatResponse) Decode(d *Decoder) {
 	m.Drop = decodeKeyVersions(d)
 	m.Reregister = d.Bool()
+	if d.Err() == nil && d.Remaining() > 0 {
+		m.ClientTTL = decodeDuration(d)
+		if d.Err() == nil && m.ClientTTL == 0 {
+			d.Fail(fmt.Errorf("%w: heartbeat client_ttl 0 on the wire (leave it out)", base.ErrInvalidParams))
+		}
+	}
 }
 
 // StatusResponse carries the master's status as JSON (the same document as its HTTP status page).

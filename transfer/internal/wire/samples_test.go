@@ -69,7 +69,7 @@ func sampleRequests() []Message {
 		&RetireWorkerRequest{WorkerID: "w-3"},
 		// Trailing fields of issue 13's per-model tallies and issue 12's worker counters.
 		&WriteRequest{Key: "k", Version: 4, TotalSize: 57344, Checksum: 43, Commit: true, Model: "qwen2-7b"},
-		&HeartbeatRequest{WorkerID: "w-2", DRAMUsed: 1 << 20, DRAMObjects: 2, HasNVMeObjects: true, HasLeaving: true, HasStats: true,
+		&HeartbeatRequest{WorkerID: "w-2", DRAMUsed: 1 << 20, DRAMObjects: 2, HasNVMeObjects: true, HasLeaving: true, HasStats: true, AskClientTTL: true,
 			Stats: WorkerStats{HitsDRAM: 10, HitsNVMe: 3, Misses: 1, Evictions: 4, EvictedBytes: 4 << 20, EvictPasses: 2, NoSpace: 1,
 				Spills: 3, SpillBytes: 3 << 20, Promotions: 1, Models: []ModelStats{
 					{Model: "qwen2-7b", DRAMObjects: 2, DRAMBytes: 1 << 20, NVMeObjects: 3, NVMeBytes: 3<<20 + 4096},
@@ -116,7 +116,7 @@ func sampleResponses() []Message {
 		NewBatchResponse(OpBatchRemove, []ItemError{{}}),
 		&ListResponse{Items: []ListItem{{Key: "a", Size: 1}, {Key: "b", Size: 2}}, NextCursor: "b"},
 		&RegisterWorkerResponse{Drop: []KeyVersion{{Key: "old", Version: 1}}, HeartbeatInterval: time.Second},
-		&HeartbeatResponse{Drop: []KeyVersion{{Key: "gone", Version: 0}}, Reregister: true},
+		&HeartbeatResponse{Drop: []KeyVersion{{Key: "gone", Version: 0}}, Reregister: true, ClientTTL: 3 * time.Second},
 		&StatusResponse{JSON: []byte(`{"keys":3}`)},
 		rr,
 		&ShmOpenResponse{BootID: "350a5823-aa02-4ead-8e24-88d308efba0e", PID: 4242, FD: 7, Inode: 1234, Dev: 5,
@@ -219,24 +219,40 @@ func earlierRevisions(m Message) []Message {
 		old.Session, old.Page, old.More = 0, 0, false
 		return []Message{&old}
 	}
+	if hr, ok := m.(*HeartbeatResponse); ok {
+		if hr.ClientTTL == 0 {
+			return nil
+		}
+		old := *hr
+		old.ClientTTL = 0
+		return []Message{&old}
+	}
 	hb, ok := m.(*HeartbeatRequest)
 	if !ok {
 		return nil
 	}
 	var out []Message
+	if hb.AskClientTTL {
+		old := *hb
+		old.AskClientTTL = false
+		out = append(out, &old)
+	}
 	if hb.HasStats {
 		old := *hb
+		old.AskClientTTL = false
 		old.Stats, old.HasStats = WorkerStats{}, false
 		out = append(out, &old)
 	}
 	if hb.HasLeaving {
 		old := *hb
+		old.AskClientTTL = false
 		old.Stats, old.HasStats = WorkerStats{}, false
 		old.Leaving, old.HasLeaving = false, false
 		out = append(out, &old)
 	}
 	if hb.HasNVMeObjects {
 		old := *hb
+		old.AskClientTTL = false
 		old.Stats, old.HasStats = WorkerStats{}, false
 		old.Leaving, old.HasLeaving = false, false
 		old.NVMeObjects, old.HasNVMeObjects = 0, false

@@ -251,4 +251,15 @@ func TestDecoderRejectsBadValues(t *testing.T) {
 	if _, err := DecodeRequest(OpRegisterWorker, rw); !errors.Is(err, base.ErrInvalidParams) {
 		t.Fatalf("session 0 on the wire: %v", err)
 	}
+	// Heartbeat's ask_client_ttl 0 and its reply's client_ttl 0: likewise left out, never 0.
+	hb := marshal(&HeartbeatRequest{WorkerID: "w", HasNVMeObjects: true, HasLeaving: true, HasStats: true, AskClientTTL: true})
+	hb[len(hb)-1] = 0
+	if _, err := DecodeRequest(OpHeartbeat, hb); !errors.Is(err, base.ErrInvalidParams) {
+		t.Fatalf("ask_client_ttl 0 on the wire: %v", err)
+	}
+	hr := marshal(&HeartbeatResponse{ClientTTL: 1})
+	hr[len(hr)-8] = 0
+	if _, err := DecodeResponse(OpHeartbeat, hr, nil); !errors.Is(err, base.ErrInvalidParams) {
+		t.Fatalf("client_ttl 0 on the wire: %v", err)
+	}
 }
