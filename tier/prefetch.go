@@ -65,3 +65,15 @@ func (e *Engine) Prefetch(key string, v base.Version) (PrefetchResult, error) {
 	e.mu.Unlock()
 	return res, nil
 }
+
+// Info describes version v (0: any) of key. Errors: base.ErrObjectNotFound,
+// base.ErrInvalidVersion, ErrClosed.
+func (e *Engine) Info(key string, v base.Version) (ObjectInfo, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o, err := e.lookupLocked(key, v)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	return e.infoLocked(o), nil
+}
