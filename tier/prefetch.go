@@ -1,6 +1,8 @@
 package tier
 
 import (
+	"fmt"
+
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/tier/policy"
 )
@@ -40,6 +42,11 @@ func (e *Engine) Prefetch(key string, v base.Version) (PrefetchResult, error) {
 	}
 	meta := o.meta
 	e.mu.Unlock()
+	if meta.Size > e.arena.Capacity() {
+		// Said here rather than by allocate, which counts it as a put refused (NoSpace*).
+		return PrefetchSkipped, fmt.Errorf("%w: %w: prefetch of %q (%d bytes): larger than the DRAM arena (%d bytes)",
+			base.ErrNoSpace, base.ErrTooLarge, key, meta.Size, e.arena.Capacity())
+	}
 	h, err := e.allocate(meta.Size)
 	if err != nil {
 		return PrefetchSkipped, err
