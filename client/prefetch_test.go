@@ -130,3 +130,22 @@ func TestExistsPrefetchBudget(t *testing.T) {
 		t.Fatalf("%v bytes in flight over a budget of %d", n, 2*size)
 	}
 }
+
+// A worker with prefetch off (--prefetch_budget 0: PrefetchBudget < 0) refuses Prefetch; the
+// exists answer is unchanged and the read is served from NVMe.
+func TestExistsPrefetchOff(t *testing.T) {
+	const size = 256 << 10
+	ip, c, vals := startSpilling(t, 4<<20, size, 32, 1, -1)
+	ctx := context.Background()
+	addr := ip.workers[0].MetricsAddr()
+	if ok, err := c.ExistsWith(ctx, "obj-0", client.ExistOptions{PrefetchToMemory: true}); err != nil || !ok {
+		t.Fatalf("exists with prefetch on a worker with prefetch off: %v %v", ok, err)
+	}
+	file0 := workerMetric(t, addr, "file_cache_hit_nums_")
+	if got, err := c.Get(ctx, "obj-0"); err != nil || !bytes.Equal(got, vals[0]) {
+		t.Fatalf("get: %v", err)
+	}
+	if workerMetric(t, addr, "file_cache_hit_nums_") != file0+1 || workerMetric(t, addr, "worker_prefetch_requested_total") != 0 {
+		t.Fatal("a worker with prefetch off promoted")
+	}
+}
