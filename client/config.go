@@ -53,6 +53,10 @@ type Config struct {
 	// (ShmPutOpen/ShmPutWrite). Workers elsewhere, or started with a private arena, are read
 	// and written over TCP either way.
 	DisableSharedMemory bool
+	// DisableSSDPrefetch makes ExistsWith and BatchExistsWith ignore PrefetchToMemory
+	// (Mooncake's setup option enable_ssd_prefetch=false). By default a caller that asks for
+	// prefetch gets it: asking is already the opt-in (Mooncake also needs the setup option).
+	DisableSSDPrefetch bool
 	// LookupCacheTTL is how long a Lookup answer is reused by later gets of the same key,
 	// which then skip the master round trip. A stale entry cannot return wrong bytes: the
 	// worker serves only the cached version, and a miss drops the entry and asks the master

@@ -48,6 +48,9 @@
 //     paths. Config.DisableSharedMemory turns this off too.
 //   - Exists, Size, Remove, RemoveByRegex, RemoveAll, List, Status, MasterStatus and the
 //     batch forms BatchPut (one raft commit for the batch), BatchGet, BatchExists, BatchRemove.
+//   - ExistsWith and BatchExistsWith with ExistOptions.PrefetchToMemory (Mooncake's is_exist
+//     with ExistOptions): answered from a lookup, then one Prefetch call per worker holding the
+//     objects found, which promotes them from NVMe to DRAM in the background (prefetch.go).
 //   - AddMaster and RemoveMaster change the masters' raft configuration (operators; the CLI's
 //     `mooncake master add|remove`). A RemoveMaster retried after an ambiguous failure and
 //     answered "not found" is a success, as for Remove.

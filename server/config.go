@@ -334,6 +334,11 @@ type WorkerConfig struct {
 	// background (in key order, up to the tier's low watermark, never evicting), so a restart
 	// serves from DRAM again sooner. Default false: objects are promoted when they are read.
 	WarmUp bool
+	// PrefetchBudget bounds the bytes of prefetches (prefetch on exist: a client's
+	// is_exist(prefetch_to_memory) asking this worker to promote NVMe objects to DRAM) in
+	// flight at once; a prefetch that does not fit is dropped and counted, never queued.
+	// Default DefaultPrefetchBudget; negative: prefetch off (answered NOT_SUPPORTED).
+	PrefetchBudget int64
 	// PrivateArena keeps the DRAM arena private to the worker process. By default it is
 	// a memfd that clients on the same host (same uid, or root) map read-only and copy
 	// objects out of (ShmOpen/ShmPin: one copy, no TCP); with PrivateArena they read over TCP.
@@ -401,10 +406,16 @@ func (c *WorkerConfig) EnsureDefaults() {
 	if c.ShmLeaseTTL == 0 {
 		c.ShmLeaseTTL = DefaultShmLeaseTTL
 	}
+	if c.PrefetchBudget == 0 {
+		c.PrefetchBudget = DefaultPrefetchBudget
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 }
+
+// DefaultPrefetchBudget is WorkerConfig.PrefetchBudget's default.
+const DefaultPrefetchBudget = 64 << 20
 
 // DefaultShmLeaseTTL is WorkerConfig.ShmLeaseTTL's default.
 const DefaultShmLeaseTTL = 30 * time.Second
@@ -464,7 +475,7 @@ func (c *WorkerConfig) logAttrs() []any {
 		"address", c.Address, "metrics_address", c.MetricsAddress, "global_segment_size", base.Bytes(c.GlobalSegmentSize).String(),
 		"root_fs_dir", c.RootFSDir, "persistence", c.Persistence.String(), "ssd_capacity", base.Bytes(c.SSDCapacity).String(),
 		"protocol", c.Protocol, "hugepages", c.HugePages.String(), "prefault_arena", c.PrefaultArena, "populate_arena", c.PopulateArena, "heartbeat_interval", c.HeartbeatInterval,
-		"pending_write_timeout", c.PendingWriteTimeout, "warm_up", c.WarmUp,
+		"pending_write_timeout", c.PendingWriteTimeout, "warm_up", c.WarmUp, "prefetch_budget", base.Bytes(c.PrefetchBudget).String(),
 		"shared_arena", !c.PrivateArena, "shm_lease_ttl", c.ShmLeaseTTL, "size_units", base.SizeUnits,
 	}
 }

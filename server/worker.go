@@ -77,6 +77,8 @@ type Worker struct {
 	}
 	// shm holds the pins of ShmPin calls (worker_shm.go).
 	shm shmLeases
+	// pf holds the prefetches accepted and not yet done (worker_prefetch.go).
+	pf prefetcher
 	// stages holds the staging areas of same-host puts (worker_shmput.go).
 	stages shmStages
 	// share describes the arena to clients on this host when shared (immutable after
@@ -204,6 +206,8 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	w.met = newWorkerMetrics(w.stats)
 	w.met.reg.MustRegister(workerMemoryCollector{w})
+	w.pf.budget = cfg.PrefetchBudget
+	w.met.reg.MustRegister(w.pf.collectors()...)
 	w.cli, err = transfer.NewClient(transfer.ClientOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger, ConnsPerPeer: 1})
 	if err != nil {
 		return nil, err
@@ -376,6 +380,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		if err := w.rpc.shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("rpc: %w", err))
 		}
+		w.pf.stop()
 		w.pend.Lock()
 		for k, p := range w.pend.m {
 			if p.committing {

@@ -207,6 +207,8 @@ func (h *workerHandler) HandleCall(ctx context.Context, req transfer.Message) (t
 		resp, err := w.shmTouch(r)
 		w.met.observe(wopShmTouch, err)
 		return resp, err
+	case *transfer.PrefetchRequest:
+		return w.prefetch(r)
 	case *transfer.CommitRequest:
 		err := w.commit(r)
 		w.met.observe(wopCommit, err)

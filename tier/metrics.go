@@ -15,7 +15,7 @@ type counters struct {
 	evictedBytes, evictPasses                 int64
 	spills, spillBytes, spillErrors           int64
 	promotions, promotionsSkipped             int64
-	promotionsMoved                           int64
+	promotionsMoved, prefetched               int64
 	lowerEvictions, lowerEvictedBytes         int64
 	noSpace                                   [policy.ReasonTooLarge + 1]int64
 	noSpaceFragmented                         int64
@@ -81,6 +81,8 @@ type Metrics struct {
 	// PromotionsMoved: promotions whose lower-tier copy was released (exclusive tiers; not
 	// durable objects, nor objects found at Open).
 	PromotionsMoved int64
+	// Prefetched: promotions made by Prefetch (also counted in Promotions).
+	Prefetched int64
 	// LowerEvictions, LowerEvictedBytes: objects deleted from the lower tier, least recently
 	// used first, to make room for a write it refused for lack of space (reported lost).
 	LowerEvictions, LowerEvictedBytes int64
@@ -135,6 +137,7 @@ func (e *Engine) Metrics() Metrics {
 		Promotions:         c.promotions,
 		PromotionsSkipped:  c.promotionsSkipped,
 		PromotionsMoved:    c.promotionsMoved,
+		Prefetched:         c.prefetched,
 		LowerEvictions:     c.lowerEvictions,
 		LowerEvictedBytes:  c.lowerEvictedBytes,
 		NoSpaceAllPinned:   c.noSpace[policy.ReasonAllPinned],

@@ -75,6 +75,7 @@ type (
 	ShmPinResponse         = wire.ShmPinResponse
 	ShmReleaseRequest      = wire.ShmReleaseRequest
 	ShmTouchRequest        = wire.ShmTouchRequest
+	PrefetchRequest        = wire.PrefetchRequest
 	ShmPutOpenRequest      = wire.ShmPutOpenRequest
 	ShmPutOpenResponse     = wire.ShmPutOpenResponse
 	ShmPutWriteRequest     = wire.ShmPutWriteRequest
@@ -124,6 +125,7 @@ const (
 	OpShmPutOpen     = wire.OpShmPutOpen
 	OpShmPutWrite    = wire.OpShmPutWrite
 	OpShmPutClose    = wire.OpShmPutClose
+	OpPrefetch       = wire.OpPrefetch
 )
 
 // MaxShmRelease bounds the leases of one ShmRelease request.
@@ -131,6 +133,9 @@ const MaxShmRelease = wire.MaxShmRelease
 
 // MaxShmTouch bounds the items of one ShmTouch request.
 const MaxShmTouch = wire.MaxShmTouch
+
+// MaxPrefetch bounds the items of one Prefetch request.
+const MaxPrefetch = wire.MaxPrefetch
 
 // MaxExclude bounds the workers one PutStart may exclude (a re-placed put).
 const MaxExclude = wire.MaxExclude

@@ -187,12 +187,13 @@ func mooncake_store_health_check(h C.uintptr_t) (rc C.int) {
 
 // ---- Existence, size, descriptors, hostname ----
 
-func isExist(h C.uintptr_t, key *C.char) (int64, error) {
+// isExist is is_exist with Mooncake's ExistOptions (exports_prefetch.go).
+func isExist(h C.uintptr_t, key *C.char, o client.ExistOptions) (int64, error) {
 	_, cl, k, err := openKey(h, key)
 	if err != nil {
 		return 0, err
 	}
-	ok, err := cl.Exists(bg, k)
+	ok, err := cl.ExistsWith(bg, k, o)
 	if ok {
 		return 1, err
 	}
@@ -202,10 +203,10 @@ func isExist(h C.uintptr_t, key *C.char) (int64, error) {
 //export mooncake_store_is_exist
 func mooncake_store_is_exist(h C.uintptr_t, key *C.char) (rc C.int) {
 	defer catchInt(&rc, debug.SetPanicOnFault(true))
-	return C.int(result64(isExist(h, key)))
+	return C.int(result64(isExist(h, key, client.ExistOptions{})))
 }
 
-func batchIsExist(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, results *C.int) error {
+func batchIsExist(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, results *C.int, o client.ExistOptions) error {
 	_, cl, ks, err := openBatch(h, keys, count)
 	if err != nil {
 		return err
@@ -214,7 +215,7 @@ func batchIsExist(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, results *C.i
 	if err != nil {
 		return err
 	}
-	exists, err := cl.BatchExists(bg, ks)
+	exists, err := cl.BatchExistsWith(bg, ks, o)
 	for i := range out {
 		switch {
 		case err != nil:
@@ -234,7 +235,7 @@ func batchIsExist(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, results *C.i
 //export mooncake_store_batch_is_exist
 func mooncake_store_batch_is_exist(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, results *C.int) (rc C.int) {
 	defer catchInt(&rc, debug.SetPanicOnFault(true))
-	return C.int(fail(batchIsExist(h, keys, count, results)))
+	return C.int(fail(batchIsExist(h, keys, count, results, client.ExistOptions{})))
 }
 
 func getSize(h C.uintptr_t, key *C.char) (int64, error) {

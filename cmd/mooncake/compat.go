@@ -184,7 +184,7 @@ func (k *mooncakeOnlyKeys) noEffect() [][2]string {
 	add(k.PreferAllocInSameNode, "prefer_alloc_in_same_node", "placement picks the worker with the most free room; a put may name a preferred worker")
 	add(k.ReplicaNum, "replica_num", "the replica count is set per put (--replicas, ReplicateConfig)")
 	add(k.TransferTimeout, "transfer_timeout", "calls use the client's --timeout")
-	add(k.EnableSSDPrefetch, "enable_ssd_prefetch", "workers promote objects read from NVMe back to DRAM on their own")
+	add(k.EnableSSDPrefetch, "enable_ssd_prefetch", "a client setup option: is_exist(key, prefetch_to_memory=True) has the worker promote the object; workers bound it with --prefetch_budget")
 	add(k.PrefetchThreshold, "prefetch_threshold", "workers promote objects read from NVMe back to DRAM on their own")
 	add(k.RDMADevices, "rdma_devices", "this build moves bytes over TCP")
 	add(k.MasterServerAddrLegacy, "master_server_addr", "use master_server_address")

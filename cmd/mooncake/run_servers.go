@@ -44,7 +44,7 @@ func (e *env) workerConfig(s workerSettings) server.WorkerConfig {
 		MetricsAddress: s.MetricsAddress, GlobalSegmentSize: s.GlobalSegmentSize, RootFSDir: s.RootFSDir,
 		Persistence: s.Persistence, SSDCapacity: s.SSDCapacity, Protocol: s.Protocol, HugePages: s.HugePages,
 		PrefaultArena: s.PrefaultArena, PopulateArena: s.PopulateArena, WarmUp: s.WarmUp, PrivateArena: s.PrivateArena, TCPSendfile: s.TCPSendfile, Conns: s.Conns, Logger: e.logger(),
-		HighWatermark: s.HighWatermark, LowWatermark: s.LowWatermark,
+		HighWatermark: s.HighWatermark, LowWatermark: s.LowWatermark, PrefetchBudget: s.PrefetchBudget,
 	}
 }
 

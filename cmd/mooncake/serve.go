@@ -83,8 +83,10 @@ type workerSettings struct {
 	PopulateArena           bool
 	ShutdownTimeout         time.Duration
 	WarmUp                  bool
-	PrivateArena            bool
-	TCPSendfile             bool
+	// PrefetchBudget: server.WorkerConfig.PrefetchBudget (0 from the flag: off, -1 here).
+	PrefetchBudget int64
+	PrivateArena   bool
+	TCPSendfile    bool
 	// HighWatermark, LowWatermark: DRAM eviction watermarks, from the master's eviction flags
 	// (inheritFromMaster); 0 means the tier's defaults.
 	HighWatermark, LowWatermark float64
@@ -308,6 +310,7 @@ type workerFlags struct {
 	workerID, masters, address, rootFSDir, persistence, clusterID, protocol, hugePages, localHostname string
 	metricsPort                                                                                       int
 	segmentSize, ssdCapacity                                                                          base.Bytes
+	prefetchBudget                                                                                    base.Bytes
 	shutdownTimeout                                                                                   time.Duration
 	warmUp, sharedMemory, prefaultArena, tcpSendfile                                                  bool
 	conns                                                                                             connFlags
@@ -330,6 +333,8 @@ func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
 	fs.BoolVar(&f.populateArena, "populate_arena", true, "fault in the DRAM arena in the background after start, at low priority and ahead of the allocator, so puts seldom wait for first-touch page faults while start stays fast (RSS grows to global_segment_size within seconds per GiB); --prefault_arena does it before start instead")
 	fs.BoolVar(&f.tcpSendfile, "tcp_sendfile", false, "send the DRAM bytes of TCP reads to checksum-verifying clients with sendfile from the shared arena (by reference) instead of copying them; off by default: it cost more worker CPU than the copy where measured (docs/benchmarks.md)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown_timeout", defaultShutdownTimeout, "on SIGTERM, time allowed to spill DRAM to the NVMe tier before exit")
+	f.prefetchBudget = server.DefaultPrefetchBudget
+	fs.Var(&f.prefetchBudget, "prefetch_budget", "bytes of prefetches (is_exist with prefetch_to_memory: promote NVMe objects to DRAM) in flight at once; more are dropped and counted; 0 turns prefetch off")
 	fs.BoolVar(&f.warmUp, "warm_up", false, "with --root_fs_dir: at start, copy objects found on NVMe back into DRAM (in the background)")
 	f.conns.register(fs)
 	fs.BoolVar(&f.sharedMemory, "shared_memory", true, "let clients on this host (same uid, or root) map the DRAM arena read-only and copy objects out of it instead of reading over TCP, and put through a staging area this worker copies from")
@@ -347,6 +352,15 @@ func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
 	fs.StringVar(&f.localHostname, "local_hostname", "", "host to bind and advertise (default: the config file's, else 127.0.0.1)")
 }
 
+// prefetchBudget maps --prefetch_budget to WorkerConfig.PrefetchBudget: 0 (off) is -1 there,
+// where 0 means the default.
+func prefetchBudget(b base.Bytes) int64 {
+	if b == 0 {
+		return -1
+	}
+	return int64(b)
+}
+
 func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool) (workerSettings, error) {
 	s := workerSettings{
 		WorkerID:          base.WorkerID(f.workerID),
@@ -356,6 +370,7 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		SSDCapacity:       int64(f.ssdCapacity),
 		ShutdownTimeout:   f.shutdownTimeout,
 		WarmUp:            f.warmUp,
+		PrefetchBudget:    prefetchBudget(f.prefetchBudget),
 		PrivateArena:      !f.sharedMemory,
 		Protocol:          tcpOnly(fc, "protocol", pick(fs, "protocol", f.protocol, fc.Protocol, "tcp")),
 		ClusterID:         pick(fs, "cluster_id", f.clusterID, fc.ClusterID, base.DefaultClusterID),

@@ -93,6 +93,9 @@ _FUNCS = {
     # _segments.py.
     "mcpy_mount_segment": (c_int, [_STORE, c_uint64, c_char_p, c_uint64, c_char_p, c_void_p, c_size_t, _c_uint64_p]),
     "mcpy_unmount_segment": (c_int, [_STORE, _c_char_pp, c_size_t, c_uint64]),
+    # is_exist and batch_is_exist with ExistOptions(prefetch_to_memory=True) (store.py).
+    "mcpy_is_exist_prefetch": (c_int, [_STORE, c_char_p]),
+    "mcpy_batch_is_exist_prefetch": (c_int, [_STORE, _c_char_pp, c_size_t, _c_int_p]),
     "mooncake_store_last_error": (c_char_p, []),
     "mooncake_store_error_name": (c_char_p, [c_int]),
 }

@@ -74,7 +74,18 @@ KEYS = {
     "enable_client_http_server": "enable_client_http_server",
     "client_http_port": "client_http_port",
     "ipc_socket_path": "ipc_socket_path",
+    # Prefetch on exist (docs/python.md): enable_ssd_prefetch=false makes
+    # is_exist(..., prefetch_to_memory=True) a plain is_exist; the other three are Mooncake's
+    # client-side throttles, accepted and checked, without effect here (the worker bounds
+    # prefetches by bytes in flight and never starts one twice).
+    "enable_ssd_prefetch": "enable_ssd_prefetch",
+    "ssd_prefetch_dedup_ttl_sec": "ssd_prefetch_dedup_ttl_sec",
+    "ssd_prefetch_cooldown_sec": "ssd_prefetch_cooldown_sec",
+    "ssd_get_wait_ms": "ssd_get_wait_ms",
 }
+
+# Setup keys that take a non-negative integer.
+_COUNTS = ("ssd_prefetch_dedup_ttl_sec", "ssd_prefetch_cooldown_sec", "ssd_get_wait_ms")
 
 DEFAULTS: Dict[str, Any] = {
     "local_hostname": "",
@@ -90,6 +101,10 @@ DEFAULTS: Dict[str, Any] = {
     "enable_client_http_server": False,
     "client_http_port": 9300,
     "ipc_socket_path": "",
+    "enable_ssd_prefetch": True,
+    "ssd_prefetch_dedup_ttl_sec": 30,
+    "ssd_prefetch_cooldown_sec": 5,
+    "ssd_get_wait_ms": 10,
 }
 
 
@@ -127,6 +142,14 @@ def _port(name: str, v: Any) -> int:
     return v
 
 
+def _count(name: str, v: Any) -> int:
+    if isinstance(v, str) and v.strip().isdigit():
+        v = int(v.strip())
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValueError(f"{name}={v!r}: want a non-negative integer")
+    return v
+
+
 def resolve(cfg: Dict[str, Any], invalid: int, not_supported: int) -> Tuple[Dict[str, Any], bool]:
     """setup's arguments from cfg (keywords or the dict form): the canonical values, and
     whether local_buffer_size was given as 0. Raises SetupError for what setup refuses."""
@@ -140,10 +163,12 @@ def resolve(cfg: Dict[str, Any], invalid: int, not_supported: int) -> Tuple[Dict
                 out[name] = parse_size(k, v)
             elif name == "master_server_addr" and isinstance(v, (list, tuple)):
                 out[name] = ",".join(_string(k, x) for x in v)
-            elif name in ("enable_ssd_offload", "enable_client_http_server"):
+            elif name in ("enable_ssd_offload", "enable_client_http_server", "enable_ssd_prefetch"):
                 out[name] = parse_bool(k, v)
             elif name == "client_http_port":
                 out[name] = _port(k, v)
+            elif name in _COUNTS:
+                out[name] = _count(k, v)
             else:
                 out[name] = _string(k, v)
         except (TypeError, ValueError) as e:

@@ -53,6 +53,7 @@ from ._types import (
     get_alloc_func_addr,
     get_free_func_addr,
 )
+from ._prefetch import ExistOptions, wants_prefetch
 from ._setup import SetupError, parse_size
 from ._setup import resolve as _resolve_setup
 
@@ -60,6 +61,7 @@ __all__ = [
     "MooncakeDistributedStore",
     "MooncakeHostMemAllocator",
     "ReplicateConfig",
+    "ExistOptions",
     "SoftPinAction",
     "ObjectDataType",
     "ReplicaStatus",
@@ -237,6 +239,8 @@ class MooncakeDistributedStore(TensorMethods, MoreMethods, SegmentMethods):
         self._no_put_buffer = False
         # local_buffer_size as set up (0 for none): mooncake.buffer_pool sizes itself from it.
         self._local_buffer_size = 0
+        # setup's enable_ssd_prefetch (default True): False makes is_exist's prefetch a no-op.
+        self._ssd_prefetch = True
 
     # -- lifecycle --
 
@@ -320,6 +324,7 @@ class MooncakeDistributedStore(TensorMethods, MoreMethods, SegmentMethods):
         if rc == 0:
             self._no_put_buffer = no_buffer
             self._local_buffer_size = a["local_buffer_size"]
+            self._ssd_prefetch = a["enable_ssd_prefetch"]
         return rc
 
     def setup_dummy(self, mem_pool_size: int, local_buffer_size: int, server_address: str) -> int:
@@ -764,29 +769,40 @@ class MooncakeDistributedStore(TensorMethods, MoreMethods, SegmentMethods):
 
     # -- queries --
 
-    def is_exist(self, key: Key) -> int:
-        """1 if the object exists, 0 if not, -1 on an error."""
+    def is_exist(
+        self, key: Key, options: Optional[ExistOptions] = None, *, prefetch_to_memory: Optional[bool] = None
+    ) -> int:
+        """1 if the object exists, 0 if not, -1 on an error. With ExistOptions or the keyword
+        prefetch_to_memory=True (and setup's enable_ssd_prefetch not false) the worker holding
+        the object promotes it from NVMe to DRAM in the background (docs/python.md)."""
         k = _key(key)
+        prefetch = wants_prefetch(options, prefetch_to_memory) and self._ssd_prefetch
         h = self._h
         if not h:
             _not_set_up()
             return -1
-        r = self._L.mooncake_store_is_exist(h, k)
+        fn = self._L.mcpy_is_exist_prefetch if prefetch else self._L.mooncake_store_is_exist
+        r = fn(h, k)
         return r if r in (0, 1) else -1
 
-    def isExist(self, key: Key) -> int:  # noqa: N802 (Mooncake's spelling; programs call it)
+    def isExist(  # noqa: N802 (Mooncake's spelling; programs call it)
+        self, key: Key, options: Optional[ExistOptions] = None, *, prefetch_to_memory: Optional[bool] = None
+    ) -> int:
         """is_exist under Mooncake's other name."""
-        return self.is_exist(key)
+        return self.is_exist(key, options, prefetch_to_memory=prefetch_to_memory)
 
-    def batch_is_exist(self, keys: Sequence[Key]) -> List[int]:
-        """is_exist for each key: 1, 0 or -1."""
+    def batch_is_exist(
+        self, keys: Sequence[Key], options: Optional[ExistOptions] = None, *, prefetch_to_memory: Optional[bool] = None
+    ) -> List[int]:
+        """is_exist for each key: 1, 0 or -1 (options as is_exist's)."""
         ks = _keys(keys)
+        prefetch = wants_prefetch(options, prefetch_to_memory) and self._ssd_prefetch
         n = len(ks)
         h = self._h
         if not h:
             _not_set_up()
             return [-1] * n
-        fn = self._L.mooncake_store_batch_is_exist
+        fn = self._L.mcpy_batch_is_exist_prefetch if prefetch else self._L.mooncake_store_batch_is_exist
         res = _batched(n, ctypes.c_int, lambda i, j, res: fn(h, _cp(ks[i:j]), j - i, res))
         return [r if r in (0, 1) else -1 for r in res]
 

@@ -1218,14 +1218,20 @@ func (m *ShmTouchRequest) Encode(e *Encoder) {
 	encodeKeyVersions(e, m.Items)
 }
 func (m *ShmTouchRequest) Decode(d *Decoder) {
-	n := d.Count(minKey+8, MaxShmTouch, "touches")
+	m.Items = decodeBoundedKeyVersions(d, MaxShmTouch, "touches")
+}
+
+// decodeBoundedKeyVersions decodes a list<KeyVersion> of at most limit items (nil if empty).
+func decodeBoundedKeyVersions(d *Decoder, limit int, what string) []KeyVersion {
+	n := d.Count(minKey+8, limit, what)
 	if n == 0 {
-		return
+		return nil
 	}
-	m.Items = make([]KeyVersion, n)
-	for i := range m.Items {
-		m.Items[i].decode(d)
+	items := make([]KeyVersion, n)
+	for i := range items {
+		items[i].decode(d)
 	}
+	return items
 }
 
 // NewRequest returns an empty request message for op, ready to Decode; nil for an unknown op.
@@ -1294,6 +1300,9 @@ func NewRequest(op Op) Message {
 	if m := newShmPutRequest(op); m != nil {
 		return m
 	}
+	if m := newPrefetchRequest(op); m != nil {
+		return m
+	}
 	return newLifecycleRequest(op)
 }
 
@@ -1341,6 +1350,9 @@ func NewResponse(op Op) Message {
 		return m
 	}
 	if m := newShmPutResponse(op); m != nil {
+		return m
+	}
+	if m := newPrefetchResponse(op); m != nil {
 		return m
 	}
 	return newLifecycleResponse(op)

@@ -80,6 +80,10 @@ const (
 	OpShmPutOpen  Op = 100
 	OpShmPutWrite Op = 101
 	OpShmPutClose Op = 102
+	// Tiering calls (110-119). Prefetch asks a worker to promote objects from NVMe to DRAM in
+	// the background (messages_prefetch.go). Safe to resend: a second promotion of an object
+	// already in DRAM does nothing.
+	OpPrefetch Op = 110
 )
 
 type opInfo struct {
@@ -133,6 +137,7 @@ var ops = [256]opInfo{
 	OpShmPutOpen:     {name: "ShmPutOpen"},
 	OpShmPutWrite:    {name: "ShmPutWrite"},
 	OpShmPutClose:    {name: "ShmPutClose", idempotent: true},
+	OpPrefetch:       {name: "Prefetch", idempotent: true},
 }
 
 // Known reports whether this build defines op.

@@ -92,6 +92,8 @@ func sampleRequests() []Message {
 		// Workers that leave or lose their connection (issue 18): lifecycle calls 63, 64.
 		&LeaveWorkerRequest{WorkerID: "embedded-host-4242-0000beef"},
 		&AttachWorkerRequest{WorkerID: "w-1"},
+		// Prefetch on exist (110).
+		&PrefetchRequest{Items: []KeyVersion{{Key: "a", Version: 1}, {Key: "b", Version: 0}}},
 	}
 }
 
@@ -140,6 +142,7 @@ func sampleResponses() []Message {
 		NewBatchResponse(OpShmTouch, []ItemError{{}, {Code: base.CodeObjectNotFound, Msg: "gone"}}),
 		NewEmpty(OpLeaveWorker),
 		NewEmpty(OpAttachWorker),
+		NewBatchResponse(OpPrefetch, []ItemError{{}, {Code: base.CodeNoAvailableHandle, Msg: "prefetch budget spent"}}),
 	}
 }
 
