@@ -37,6 +37,10 @@ type (
 	RetireWorkerRequest    = wire.RetireWorkerRequest
 	LeaveWorkerRequest     = wire.LeaveWorkerRequest
 	AttachWorkerRequest    = wire.AttachWorkerRequest
+	CreateTaskRequest      = wire.CreateTaskRequest
+	CreateTaskResponse     = wire.CreateTaskResponse
+	QueryTaskRequest       = wire.QueryTaskRequest
+	QueryTaskResponse      = wire.QueryTaskResponse
 	LookupRequest          = wire.LookupRequest
 	LookupResponse         = wire.LookupResponse
 	ExistsRequest          = wire.ExistsRequest
@@ -112,6 +116,8 @@ const (
 	OpRetireWorker   = wire.OpRetireWorker
 	OpLeaveWorker    = wire.OpLeaveWorker
 	OpAttachWorker   = wire.OpAttachWorker
+	OpCreateTask     = wire.OpCreateTask
+	OpQueryTask      = wire.OpQueryTask
 	OpWrite          = wire.OpWrite
 	OpCommit         = wire.OpCommit
 	OpRead           = wire.OpRead
@@ -134,6 +140,9 @@ const MaxShmTouch = wire.MaxShmTouch
 
 // MaxExclude bounds the workers one PutStart may exclude (a re-placed put).
 const MaxExclude = wire.MaxExclude
+
+// MaxTaskTargets bounds a copy task's target segments.
+const MaxTaskTargets = wire.MaxTaskTargets
 
 // ShmGenSlots is the number of counters in a worker's copy-generation table.
 const ShmGenSlots = wire.ShmGenSlots

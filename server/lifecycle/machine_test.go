@@ -252,7 +252,7 @@ func TestMachine(t *testing.T) {
 			case "task":
 				return createTask(t, m, d, epoch.Add(dur(t, str("now"))), str, workerIDs)
 			case "query":
-				return formatTask(m, TaskID{Lo: uint64(num("id"))})
+				return formatTask(m, base.TaskID{Lo: uint64(num("id"))})
 			case "add-applied":
 				o := orders[orderName(str("key"), str("to"))]
 				c := raftmeta.AddReplicas{Worker: o.To, Items: []raftmeta.KeyVersion{{Key: o.Key, Version: o.Version}}}
@@ -427,7 +427,7 @@ func formatOutput(out Output) string {
 	}
 	for _, o := range out.Copies {
 		fmt.Fprintf(&b, "copy %s@%d size=%d src=%s to=%s from=%s drain=%t", o.Key, o.Version, o.Size, o.Src, o.To, o.From, o.Drain)
-		if o.Task != (TaskID{}) {
+		if o.Task != (base.TaskID{}) {
 			fmt.Fprintf(&b, " task=%d add=%t", o.Task.Lo, o.Add)
 		}
 		b.WriteString("\n")
@@ -512,9 +512,9 @@ func createTask(t *testing.T, m *Machine, d *datadriven.TestData, now time.Time,
 	ids := func(key string) []base.WorkerID {
 		return slices.DeleteFunc(workerIDs(key), func(id base.WorkerID) bool { return id == "" })
 	}
-	typ := TaskCopy
+	typ := base.TaskCopy
 	if str("type") == "move" {
-		typ = TaskMove
+		typ = base.TaskMove
 	}
 	obj := TaskObject{Key: str("key"), Version: base.Version(atoi(t, str("version"))), Size: atoi(t, str("size")),
 		Replicas: ids("replicas")}
@@ -524,14 +524,14 @@ func createTask(t *testing.T, m *Machine, d *datadriven.TestData, now time.Time,
 			addrs[w.ID] = string(w.ID) + ":1"
 		}
 	}
-	id := TaskID{Lo: uint64(atoi(t, str("id")))}
+	id := base.TaskID{Lo: uint64(atoi(t, str("id")))}
 	if err := m.CreateTask(now, id, typ, obj, base.WorkerID(str("source")), ids("targets"), addrs); err != nil {
 		return fmt.Sprintf("error: %v\n", err)
 	}
 	return formatRepair(m)
 }
 
-func formatTask(m *Machine, id TaskID) string {
+func formatTask(m *Machine, id base.TaskID) string {
 	tk, ok := m.Task(id)
 	if !ok {
 		return "not found\n"

@@ -50,7 +50,7 @@ func TestModel(t *testing.T) {
 	inflight := map[string]CopyOrder{}
 	placed := 0
 	// tasks: the status each task had last; a status only moves forward.
-	tasks := map[TaskID]TaskStatus{}
+	tasks := map[base.TaskID]base.TaskStatus{}
 	var nextTask uint64
 	check := func(out Output) {
 		t.Helper()
@@ -218,16 +218,16 @@ func TestModel(t *testing.T) {
 			if r.IntN(2) == 0 {
 				// A copy or move task on one of the same keys, to random targets.
 				c := cands[r.IntN(len(cands))]
-				typ, tgts := TaskType(r.IntN(2)), []base.WorkerID{ids[r.IntN(4)]}
-				if typ == TaskCopy && r.IntN(2) == 0 {
+				typ, tgts := base.TaskType(r.IntN(2)), []base.WorkerID{ids[r.IntN(4)]}
+				if typ == base.TaskCopy && r.IntN(2) == 0 {
 					tgts = append(tgts, ids[r.IntN(4)])
 				}
 				nextTask++
-				tid := TaskID{Lo: nextTask}
+				tid := base.TaskID{Lo: nextTask}
 				err := m.CreateTask(now, tid, typ, TaskObject{Key: c.Key, Version: c.Version, Size: c.Size, Replicas: c.Replicas},
 					c.Replicas[0], tgts, addrs)
 				if err == nil {
-					tasks[tid] = TaskPending
+					tasks[tid] = base.TaskPending
 				}
 			}
 			continue
@@ -259,7 +259,7 @@ func TestModel(t *testing.T) {
 			if !ok {
 				t.Fatalf("step %d: task %s forgotten (fewer than MaxTasks)", step, id)
 			}
-			if tk.Status < was || (was >= TaskSuccess && tk.Status != was) {
+			if tk.Status < was || (was >= base.TaskSuccess && tk.Status != was) {
 				t.Fatalf("step %d: task %s went from %d to %d", step, id, was, tk.Status)
 			}
 			tasks[id] = tk.Status
@@ -268,11 +268,11 @@ func TestModel(t *testing.T) {
 	if placed == 0 {
 		t.Fatal("no put was ever placed: the model checked nothing about reservations")
 	}
-	done := map[TaskStatus]int{}
+	done := map[base.TaskStatus]int{}
 	for _, st := range tasks {
 		done[st]++
 	}
-	if done[TaskSuccess] == 0 || done[TaskFailed] == 0 {
+	if done[base.TaskSuccess] == 0 || done[base.TaskFailed] == 0 {
 		t.Fatalf("tasks by status %v: the model checked no finished task of each kind", done)
 	}
 }

@@ -70,7 +70,7 @@ type CopyOrder struct {
 	SrcAddr, ToAddr string
 	Drain           bool
 	Add             bool
-	Task            TaskID
+	Task            base.TaskID
 }
 
 // RepairStats are the repair and drain counters (status and metrics).
@@ -98,13 +98,13 @@ type repairState struct {
 	last  time.Time
 	stats RepairStats
 	// tasks are the copy and move tasks (tasks.go), taskOrder their ids oldest first.
-	tasks     map[TaskID]*Task
-	taskOrder []TaskID
+	tasks     map[base.TaskID]*Task
+	taskOrder []base.TaskID
 }
 
 func newRepairState() repairState {
 	return repairState{queued: map[string]int{}, inflight: map[orderKey]*CopyOrder{}, targets: map[base.WorkerID]*Target{},
-		tasks: map[TaskID]*Task{}}
+		tasks: map[base.TaskID]*Task{}}
 }
 
 // Plan queues a copy for each candidate not yet queued, choosing the source (a live replica,

@@ -16,38 +16,18 @@ import (
 // source's replica (MoveReplicas with From = the source, as a drain does). Tasks are soft
 // state: a new leadership starts with none (query_task then answers not found).
 
-// TaskType is what a task does (Mooncake's TaskType numbers).
-type TaskType uint8
-
-const (
-	TaskCopy TaskType = 0 // REPLICA_COPY
-	TaskMove TaskType = 1 // REPLICA_MOVE
-)
-
-// TaskStatus is where a task stands (Mooncake's TaskStatus numbers).
-type TaskStatus uint8
-
-const (
-	TaskPending    TaskStatus = 0 // queued, no copy started
-	TaskProcessing TaskStatus = 1 // a copy started
-	TaskSuccess    TaskStatus = 2 // every copy committed
-	TaskFailed     TaskStatus = 3 // some copy failed (Message says why)
-)
-
-// TaskID names a task: Mooncake's UUID, two 64-bit halves. The driver draws it at random.
-type TaskID struct{ Hi, Lo uint64 }
-
-func (id TaskID) String() string { return fmt.Sprintf("%016x-%016x", id.Hi, id.Lo) }
-
 // Task is one copy or move task as query_task reports it.
 type Task struct {
-	ID      TaskID
-	Type    TaskType
+	ID      base.TaskID
+	Type    base.TaskType
 	Key     string
 	Version base.Version
-	Source  base.WorkerID   // a move's source
-	Targets []base.WorkerID // a copy's targets; a move's one target
-	Status  TaskStatus
+	Source  base.WorkerID // a move's source
+	// Assigned is the worker that copies (its first copy's source): Mooncake's
+	// assigned_client.
+	Assigned base.WorkerID
+	Targets  []base.WorkerID // a copy's targets; a move's one target
+	Status   base.TaskStatus
 	// Created is when it was created; Updated when its status last changed (the time of the
 	// event, or of the last Tick or Dispatch for a commit, which carries no clock).
 	Created, Updated time.Time
@@ -78,7 +58,7 @@ type orderKey struct {
 // source holds none), base.ErrSegmentNotFound (a target not placeable),
 // base.ErrObjectAlreadyExists (a target holds it), base.ErrUnavailable (the queue or the
 // task table is full of unfinished work).
-func (m *Machine) CreateTask(now time.Time, id TaskID, typ TaskType, obj TaskObject, source base.WorkerID,
+func (m *Machine) CreateTask(now time.Time, id base.TaskID, typ base.TaskType, obj TaskObject, source base.WorkerID,
 	targets []base.WorkerID, addrs map[base.WorkerID]string) error {
 	r := &m.repair
 	if err := m.checkTask(id, typ, obj, source, targets); err != nil {
@@ -90,7 +70,7 @@ func (m *Machine) CreateTask(now time.Time, id TaskID, typ TaskType, obj TaskObj
 	orders := make([]CopyOrder, 0, len(targets))
 	for _, to := range targets {
 		o := CopyOrder{Key: obj.Key, Version: obj.Version, Size: obj.Size, To: to, ToAddr: addrs[to], Task: id}
-		if typ == TaskMove {
+		if typ == base.TaskMove {
 			o.From, o.Src = source, source
 		} else {
 			o.Add = true
@@ -110,29 +90,29 @@ func (m *Machine) CreateTask(now time.Time, id TaskID, typ TaskType, obj TaskObj
 	r.queue = append(r.queue, orders...)
 	r.queued[obj.Key] += len(orders)
 	r.tasks[id] = &Task{ID: id, Type: typ, Key: obj.Key, Version: obj.Version, Source: source,
-		Targets: slices.Clone(targets), Status: TaskPending, Created: now, Updated: now, open: len(orders)}
+		Targets: slices.Clone(targets), Assigned: orders[0].Src, Status: base.TaskPending, Created: now, Updated: now, open: len(orders)}
 	r.taskOrder = append(r.taskOrder, id)
 	return nil
 }
 
-func (m *Machine) checkTask(id TaskID, typ TaskType, obj TaskObject, source base.WorkerID, targets []base.WorkerID) error {
+func (m *Machine) checkTask(id base.TaskID, typ base.TaskType, obj TaskObject, source base.WorkerID, targets []base.WorkerID) error {
 	switch {
 	case len(targets) == 0:
 		return fmt.Errorf("%w: no target segment", base.ErrInvalidParams)
-	case typ == TaskMove && len(targets) != 1:
+	case typ == base.TaskMove && len(targets) != 1:
 		return fmt.Errorf("%w: a move has one target", base.ErrInvalidParams)
-	case typ != TaskMove && typ != TaskCopy:
+	case typ != base.TaskMove && typ != base.TaskCopy:
 		return fmt.Errorf("%w: task type %d", base.ErrInvalidParams, typ)
 	case m.repair.tasks[id] != nil:
 		return fmt.Errorf("%w: task id %s is in use", base.ErrInvalidParams, id)
 	case len(obj.Replicas) == 0:
 		return fmt.Errorf("%w: %q has no live replica", base.ErrObjectNotFound, obj.Key)
-	case typ == TaskMove && !slices.Contains(obj.Replicas, source):
+	case typ == base.TaskMove && !slices.Contains(obj.Replicas, source):
 		return fmt.Errorf("%w: %q has no replica on %s", base.ErrObjectNotFound, obj.Key, source)
 	}
 	for i, to := range targets {
 		switch {
-		case slices.Contains(targets[:i], to) || (typ == TaskMove && to == source):
+		case slices.Contains(targets[:i], to) || (typ == base.TaskMove && to == source):
 			return fmt.Errorf("%w: target %s named twice", base.ErrInvalidParams, to)
 		case !m.Placeable(to):
 			return fmt.Errorf("%w: target %s is not alive or is draining", base.ErrSegmentNotFound, to)
@@ -150,7 +130,7 @@ func (r *repairState) roomForTask(max int) bool {
 		return true
 	}
 	for i, id := range r.taskOrder {
-		if t := r.tasks[id]; t.Status == TaskSuccess || t.Status == TaskFailed {
+		if t := r.tasks[id]; t.Status == base.TaskSuccess || t.Status == base.TaskFailed {
 			delete(r.tasks, id)
 			r.taskOrder = slices.Delete(r.taskOrder, i, i+1)
 			return true
@@ -161,7 +141,7 @@ func (r *repairState) roomForTask(max int) bool {
 
 // Task returns a task by id; ok is false for one this leadership does not know (never
 // created here, or forgotten past RepairConfig.MaxTasks).
-func (m *Machine) Task(id TaskID) (Task, bool) {
+func (m *Machine) Task(id base.TaskID) (Task, bool) {
 	t := m.repair.tasks[id]
 	if t == nil {
 		return Task{}, false
@@ -173,15 +153,15 @@ func (m *Machine) Task(id TaskID) (Task, bool) {
 
 // taskStarted marks o's task processing (tick dispatched o).
 func (r *repairState) taskStarted(o *CopyOrder, now time.Time) {
-	if t := r.tasks[o.Task]; t != nil && o.Task != (TaskID{}) && t.Status == TaskPending {
-		t.Status, t.Updated = TaskProcessing, now
+	if t := r.tasks[o.Task]; t != nil && o.Task != (base.TaskID{}) && t.Status == base.TaskPending {
+		t.Status, t.Updated = base.TaskProcessing, now
 	}
 }
 
 // taskFinished records the end of one of o's task's orders.
 func (r *repairState) taskFinished(o *CopyOrder, err error) {
 	t := r.tasks[o.Task]
-	if t == nil || o.Task == (TaskID{}) {
+	if t == nil || o.Task == (base.TaskID{}) {
 		return
 	}
 	t.open--
@@ -191,9 +171,9 @@ func (r *repairState) taskFinished(o *CopyOrder, err error) {
 	if t.open > 0 {
 		return
 	}
-	t.Status, t.Updated = TaskSuccess, r.last
+	t.Status, t.Updated = base.TaskSuccess, r.last
 	if t.Message != "" {
-		t.Status = TaskFailed
+		t.Status = base.TaskFailed
 	}
 }
 

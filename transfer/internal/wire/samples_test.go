@@ -92,6 +92,10 @@ func sampleRequests() []Message {
 		// Workers that leave or lose their connection (issue 18): lifecycle calls 63, 64.
 		&LeaveWorkerRequest{WorkerID: "embedded-host-4242-0000beef"},
 		&AttachWorkerRequest{WorkerID: "w-1"},
+		// Copy and move tasks (messages_tasks.go): lifecycle calls 65, 66.
+		&CreateTaskRequest{Type: base.TaskCopy, Key: "k", Targets: []string{"w-2", "10.0.0.3:12345"}},
+		&CreateTaskRequest{Type: base.TaskMove, Key: "k", Source: "w-1", Targets: []string{"w-2"}},
+		&QueryTaskRequest{ID: base.TaskID{Hi: 1 << 63, Lo: 42}},
 	}
 }
 
@@ -140,6 +144,9 @@ func sampleResponses() []Message {
 		NewBatchResponse(OpShmTouch, []ItemError{{}, {Code: base.CodeObjectNotFound, Msg: "gone"}}),
 		NewEmpty(OpLeaveWorker),
 		NewEmpty(OpAttachWorker),
+		&CreateTaskResponse{ID: base.TaskID{Hi: 0x0123456789abcdef, Lo: 1}},
+		&QueryTaskResponse{Type: base.TaskMove, Status: base.TaskFailed, Key: "k", CreatedMs: 1_790_000_000_000,
+			UpdatedMs: 1_790_000_000_250, AssignedClient: "w-1", Message: "copy to w-2: no space"},
 	}
 }
 
