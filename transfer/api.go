@@ -144,6 +144,9 @@ const MaxExclude = wire.MaxExclude
 // MaxTaskTargets bounds a copy task's target segments.
 const MaxTaskTargets = wire.MaxTaskTargets
 
+// MaxAddrLen bounds an address on the wire (and a task's segment name: an id or address).
+const MaxAddrLen = wire.MaxAddrLen
+
 // ShmGenSlots is the number of counters in a worker's copy-generation table.
 const ShmGenSlots = wire.ShmGenSlots
 

@@ -37,6 +37,7 @@ from ._config import ObjectDataType, ReplicaDescriptor, ReplicaStatus, Replicate
 from ._hostmem import MooncakeHostMemAllocator
 from ._more import MoreMethods
 from ._segments import SegmentMethods
+from ._tasks import TaskMethods
 from ._tensor import TensorMethods
 from ._types import (
     Descriptor,
@@ -218,7 +219,7 @@ def _sz(ns: List[int]) -> Any:
     return (ctypes.c_size_t * len(ns))(*ns)
 
 
-class MooncakeDistributedStore(TensorMethods, MoreMethods, SegmentMethods):
+class MooncakeDistributedStore(TensorMethods, MoreMethods, SegmentMethods, TaskMethods):
     """A client of a mooncake-go cluster, with Mooncake's Python API.
 
     Create it, call setup(...) (or setup_dummy / init_all), use it from any number of
@@ -864,12 +865,7 @@ class MooncakeDistributedStore(TensorMethods, MoreMethods, SegmentMethods):
 # Methods of Mooncake's Python API that mooncake-go does not provide (docs/python.md says
 # why). They raise NotImplementedError naming the method, instead of an AttributeError that
 # looks like a typo, so a program written for Mooncake fails loudly at the first call.
-_NOT_SUPPORTED = {
-    **dict.fromkeys(
-        ["create_copy_task", "create_move_task", "query_task"],
-        "copy and move tasks are not supported yet: replicas are placed by replica_num and repaired by the masters",
-    ),
-}
+_NOT_SUPPORTED: Dict[str, str] = {}
 
 
 def _unsupported(name: str):
