@@ -862,30 +862,6 @@ class MooncakeDistributedStore(TensorMethods, MoreMethods, SegmentMethods, TaskM
         return _batched(n, ctypes.c_int, lambda i, j, res: fn(h, _cp(ks[i:j]), j - i, f, res))
 
 
-# Methods of Mooncake's Python API that mooncake-go does not provide (docs/python.md says
-# why). They raise NotImplementedError naming the method, instead of an AttributeError that
-# looks like a typo, so a program written for Mooncake fails loudly at the first call.
-_NOT_SUPPORTED: Dict[str, str] = {}
-
-
-def _unsupported(name: str):
-    def call(*args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(f"MooncakeDistributedStore.{name}: {_NOT_SUPPORTED[name]} (docs/python.md)")
-
-    call.__name__ = name
-    return call
-
-
-def _getattr(self: MooncakeDistributedStore, name: str) -> Any:
-    if name in _NOT_SUPPORTED:
-        return _unsupported(name)
-    raise AttributeError(f"'MooncakeDistributedStore' object has no attribute {name!r}")
-
-
-# Assigned after the class body so the type checker sees only the real methods.
-MooncakeDistributedStore.__getattr__ = _getattr  # type: ignore[attr-defined]
-
-
 def _no_buffer() -> int:
     _lib.set_error(
         "put: local_buffer_size is 0, so there is no buffer to stage the value in (Mooncake's limit, kept "
