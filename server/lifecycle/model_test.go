@@ -216,11 +216,22 @@ func TestModel(t *testing.T) {
 			}
 			m.Plan(cands, targets, addrs, 0, 0)
 			if r.IntN(2) == 0 {
-				// A copy or move task on one of the same keys, to random targets.
+				// A copy or move task on one of the same keys, to random targets: mostly
+				// placeable ones not holding it (else most tasks are refused, draining workers
+				// being common here), now and then any worker.
 				c := cands[r.IntN(len(cands))]
-				typ, tgts := base.TaskType(r.IntN(2)), []base.WorkerID{ids[r.IntN(4)]}
+				var fit []base.WorkerID
+				for _, id := range ids {
+					if m.Placeable(id) && !slices.Contains(c.Replicas, id) {
+						fit = append(fit, id)
+					}
+				}
+				if len(fit) == 0 || r.IntN(5) == 0 {
+					fit = ids
+				}
+				typ, tgts := base.TaskType(r.IntN(2)), []base.WorkerID{fit[r.IntN(len(fit))]}
 				if typ == base.TaskCopy && r.IntN(2) == 0 {
-					tgts = append(tgts, ids[r.IntN(4)])
+					tgts = append(tgts, fit[r.IntN(len(fit))])
 				}
 				nextTask++
 				tid := base.TaskID{Lo: nextTask}
