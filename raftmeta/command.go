@@ -544,15 +544,7 @@ func DecodeCommand(b []byte) (Command, error) {
 	case TypeUnregisterWorker:
 		c = UnregisterWorker{ID: base.WorkerID(d.str(base.MaxWorkerIDLen))}
 	case TypeDropReplicas:
-		var r DropReplicas
-		r.Worker = base.WorkerID(d.str(base.MaxWorkerIDLen))
-		n := d.count(MaxBatch, 3)
-		r.Items = make([]KeyVersion, n)
-		for i := 0; i < n; i++ {
-			r.Items[i].Key = d.str(base.MaxKeyLen)
-			r.Items[i].Version = base.Version(d.uvarint())
-		}
-		c = r
+		c = decodeWorkerItems(d)
 	case TypeMarkWorkerDead:
 		c = MarkWorkerDead{ID: base.WorkerID(d.str(base.MaxWorkerIDLen))}
 	case TypeSetPin:

@@ -101,6 +101,7 @@
 //	22 MoveReplicas    n uvarint, n × (key, version uvarint, from worker_id, to worker_id)
 //	23 SetWorkerDraining worker_id, draining bool
 //	24 LeaveWorker     worker_id, keep bool, now varint
+//	25 AddReplicas     worker_id, n uvarint, n × (key, version uvarint)
 //	30 RegisterModel   name, bytes_per_token varint, description
 //	31 RemoveModel     name
 //

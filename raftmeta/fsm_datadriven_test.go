@@ -69,14 +69,17 @@ func TestFSMDataDriven(t *testing.T) {
 				return apply(LeaveWorker{ID: base.WorkerID(str("id")), Keep: d.HasArg("keep"), Now: num("now")})
 			case "drain":
 				return apply(SetWorkerDraining{ID: base.WorkerID(str("id")), Draining: !d.HasArg("cancel")})
-			case "adopt":
-				c := AdoptReplicas{Worker: base.WorkerID(str("worker"))}
+			case "adopt", "add":
+				c := DropReplicas{Worker: base.WorkerID(str("worker"))}
 				for _, line := range lines(d.Input) {
 					f := strings.Fields(line)
 					v, _ := strings.CutPrefix(f[1], "version=")
 					c.Items = append(c.Items, KeyVersion{Key: f[0], Version: base.Version(atoi(t, v))})
 				}
-				return apply(c)
+				if d.Cmd == "add" {
+					return apply(AddReplicas(c))
+				}
+				return apply(AdoptReplicas(c))
 			case "move":
 				var c MoveReplicas
 				for _, line := range lines(d.Input) {

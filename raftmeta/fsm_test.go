@@ -198,6 +198,12 @@ func randomCommand(r *rand.Rand, now int64) Command {
 			c.Items = append(c.Items, KeyVersion{Key: key(), Version: base.Version(1 + r.IntN(4))})
 		}
 		return c
+	case p < 91 && r.IntN(2) == 0:
+		c := AddReplicas{Worker: worker()}
+		for range 1 + r.IntN(4) {
+			c.Items = append(c.Items, KeyVersion{Key: key(), Version: base.Version(1 + r.IntN(4))})
+		}
+		return c
 	case p < 92:
 		c := MoveReplicas{}
 		for range 1 + r.IntN(3) {

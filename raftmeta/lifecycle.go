@@ -16,6 +16,7 @@ const (
 	TypeMoveReplicas      CommandType = 22
 	TypeSetWorkerDraining CommandType = 23
 	TypeLeaveWorker       CommandType = 24
+	TypeAddReplicas       CommandType = 25
 )
 
 // MarkWorkerLost records the leader's conclusion that a worker is gone (silent past
@@ -61,6 +62,19 @@ type ReplicaMove struct {
 // base.ErrObjectAlreadyExists when To already holds it.
 type MoveReplicas struct{ Items []ReplicaMove }
 
+// AddReplicas commits copies made by a copy task (Mooncake's create_copy_task): Worker
+// received a copy of each item, which becomes one more live replica of it. Per item: the
+// object must be stored at Version and Worker must be active and not hold a live replica;
+// a lost replica Worker had of it is consumed (the copy replaces it). Otherwise the item
+// fails (the copy on Worker is orphaned and the leader owes it a drop):
+// base.ErrObjectNotFound when the object is gone or overwritten, base.ErrSegmentNotFound
+// when Worker is not active, base.ErrObjectAlreadyExists when it already holds one. Unlike
+// MoveReplicas no replica goes: a move task is a copy whose MoveReplicas names the source.
+type AddReplicas struct {
+	Worker base.WorkerID
+	Items  []KeyVersion
+}
+
 // SetWorkerDraining marks a worker as draining (no new placements; its replicas are moved to
 // other workers) or, with Draining false, cancels that. An unknown worker gives
 // base.ErrSegmentNotFound.
@@ -89,6 +103,7 @@ type LeaveWorker struct {
 func (MarkWorkerLost) Type() CommandType    { return TypeMarkWorkerLost }
 func (LeaveWorker) Type() CommandType       { return TypeLeaveWorker }
 func (AdoptReplicas) Type() CommandType     { return TypeAdoptReplicas }
+func (AddReplicas) Type() CommandType       { return TypeAddReplicas }
 func (MoveReplicas) Type() CommandType      { return TypeMoveReplicas }
 func (SetWorkerDraining) Type() CommandType { return TypeSetWorkerDraining }
 
@@ -101,6 +116,18 @@ func (c MarkWorkerLost) Validate() error {
 
 func (c AdoptReplicas) Validate() error {
 	return DropReplicas(c).Validate()
+}
+
+func (c AddReplicas) Validate() error {
+	if err := DropReplicas(c).Validate(); err != nil {
+		return err
+	}
+	for _, it := range c.Items {
+		if it.Version == 0 {
+			return invalidf("add of %q: version 0", it.Key)
+		}
+	}
+	return nil
 }
 
 func (c MoveReplicas) Validate() error {
@@ -147,6 +174,10 @@ func (c AdoptReplicas) appendFields(b []byte) []byte {
 	return DropReplicas(c).appendFields(b)
 }
 
+func (c AddReplicas) appendFields(b []byte) []byte {
+	return DropReplicas(c).appendFields(b)
+}
+
 func (c MoveReplicas) appendFields(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(len(c.Items)))
 	for _, it := range c.Items {
@@ -177,15 +208,9 @@ func decodeLifecycle(t CommandType, d *decoder) (c Command, ok bool) {
 		id := base.WorkerID(d.str(base.MaxWorkerIDLen))
 		return MarkWorkerLost{ID: id, Now: d.varint()}, true
 	case TypeAdoptReplicas:
-		var r AdoptReplicas
-		r.Worker = base.WorkerID(d.str(base.MaxWorkerIDLen))
-		n := d.count(MaxBatch, 3)
-		r.Items = make([]KeyVersion, n)
-		for i := 0; i < n; i++ {
-			r.Items[i].Key = d.str(base.MaxKeyLen)
-			r.Items[i].Version = base.Version(d.uvarint())
-		}
-		return r, true
+		return AdoptReplicas(decodeWorkerItems(d)), true
+	case TypeAddReplicas:
+		return AddReplicas(decodeWorkerItems(d)), true
 	case TypeMoveReplicas:
 		// An item is at least key(2) version(1) from(2) to(2).
 		n := d.count(MaxBatch, 7)
@@ -209,6 +234,20 @@ func decodeLifecycle(t CommandType, d *decoder) (c Command, ok bool) {
 	return nil, false
 }
 
+// decodeWorkerItems decodes the fields AdoptReplicas and AddReplicas share with
+// DropReplicas: worker_id, n uvarint, n × (key, version uvarint).
+func decodeWorkerItems(d *decoder) DropReplicas {
+	var r DropReplicas
+	r.Worker = base.WorkerID(d.str(base.MaxWorkerIDLen))
+	n := d.count(MaxBatch, 3)
+	r.Items = make([]KeyVersion, n)
+	for i := 0; i < n; i++ {
+		r.Items[i].Key = d.str(base.MaxKeyLen)
+		r.Items[i].Version = base.Version(d.uvarint())
+	}
+	return r
+}
+
 // applyLifecycle applies a lifecycle command; ok is false for another command.
 func (st *state) applyLifecycle(c Command) (res Result, ok bool) {
 	switch c := c.(type) {
@@ -227,6 +266,8 @@ func (st *state) applyLifecycle(c Command) (res Result, ok bool) {
 		return st.adoptReplicas(&c), true
 	case MoveReplicas:
 		return st.moveReplicas(&c), true
+	case AddReplicas:
+		return st.addReplicas(&c), true
 	case LeaveWorker:
 		return st.leaveWorker(&c), true
 	case SetWorkerDraining:
@@ -326,13 +367,43 @@ func (st *state) adoptReplicas(c *AdoptReplicas) Result {
 			res.Items[i] = fmt.Errorf("raftmeta: adopt %q version %d on %q: %w", it.Key, it.Version, c.Worker, base.ErrObjectNotFound)
 			continue
 		}
-		st.setLost(it.Key, withoutSlot(st.lost[it.Key], slot))
-		rec = st.recs.at(ri)
-		st.addRep(rec, slot)
-		if rec.nreps() == 1 {
-			// It was invisible and is visible again.
-			st.emitObject(KVStored, it.Key, rec)
+		st.gainReplica(it.Key, ri, slot)
+	}
+	return res.single()
+}
+
+// gainReplica makes slot a live replica of the object at record index ri, consuming a lost
+// replica slot had of it (AdoptReplicas, AddReplicas).
+func (st *state) gainReplica(key string, ri uint32, slot uint16) {
+	if hasSlot(st.lost[key], slot) {
+		st.setLost(key, withoutSlot(st.lost[key], slot))
+	}
+	rec := st.recs.at(ri)
+	st.addRep(rec, slot)
+	if rec.nreps() == 1 {
+		// It was invisible (every replica lost) and is visible again.
+		st.emitObject(KVStored, key, rec)
+	}
+}
+
+func (st *state) addReplicas(c *AddReplicas) Result {
+	res := Result{Items: make([]error, len(c.Items))}
+	slot, active := st.slotOf[c.Worker]
+	active = active && st.slots[slot].state == SegmentActive
+	for i, it := range c.Items {
+		ri, rec := st.find(it.Key)
+		switch {
+		case rec == nil || base.Version(rec.version) != it.Version:
+			res.Items[i] = fmt.Errorf("raftmeta: add %q version %d: %w", it.Key, it.Version, base.ErrObjectNotFound)
+			continue
+		case !active:
+			res.Items[i] = fmt.Errorf("raftmeta: add %q to %q: not active: %w", it.Key, c.Worker, base.ErrSegmentNotFound)
+			continue
+		case rec.hasRep(slot):
+			res.Items[i] = fmt.Errorf("raftmeta: add %q to %q: %w", it.Key, c.Worker, base.ErrObjectAlreadyExists)
+			continue
 		}
+		st.gainReplica(it.Key, ri, slot)
 	}
 	return res.single()
 }

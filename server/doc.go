@@ -27,7 +27,8 @@
 // limit, timeout, metrics and error mapping. Only conclusions are committed: PutEnd (one raft
 // entry per call or batch), Remove*, RegisterWorker, DropReplicas, RegisterMaster,
 // MarkWorkerLost (a dead worker's replicas become lost replicas, re-adopted with
-// AdoptReplicas when it returns), MoveReplicas (repair and drain copies), SetWorkerDraining,
+// AdoptReplicas when it returns), MoveReplicas (repair and drain copies, move tasks),
+// AddReplicas (copy tasks, master_tasks.go), SetWorkerDraining,
 // UnregisterWorker (retire) and LeaveWorker (an unmount: committed before the worker's
 // LeaveWorker call is answered). Followers answer writes with NOT_LEADER naming the leader's id and RPC
 // address; Lookup and Exists are linearizable on the leader (VerifyLeader) and served from a

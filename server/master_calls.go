@@ -79,6 +79,9 @@ var masterCalls = map[transfer.Op]masterCall{
 	transfer.OpLeaveWorker: {op: noOp, timeout: applyTimeout, serve: func(ctx context.Context, m *Master, req transfer.Message) (transfer.Message, error, error) {
 		return nil, nil, m.leaveWorker(ctx, req.(*transfer.LeaveWorkerRequest).WorkerID)
 	}},
+	// Copy and move tasks (master_tasks.go): queued on the leader, answered at once.
+	transfer.OpCreateTask: {op: noOp, serve: serveCreateTask},
+	transfer.OpQueryTask:  {op: noOp, serve: serveQueryTask},
 	// Held open while the worker's connection lives: no timeout.
 	transfer.OpAttachWorker: {op: noOp, serve: func(ctx context.Context, m *Master, req transfer.Message) (transfer.Message, error, error) {
 		return nil, nil, m.attachWorker(ctx, req.(*transfer.AttachWorkerRequest).WorkerID)

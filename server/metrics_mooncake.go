@@ -35,7 +35,7 @@ type mooncakeRow struct {
 const (
 	whyNoF      = " Always 0: NVMe-oF segments are not supported."
 	whyNoCall   = " Always 0: this build has no such call."
-	whyNoTasks  = " Always 0: there is no copy/move task manager; drains and repairs move objects (master_repair_*)."
+	whyNoTasks  = " Always 0: copies run worker to worker on the leader's repair queue (master_repair_*), without Mooncake's copy/move protocol; copy and move tasks count there, not under these names."
 	whyNoQueue  = " Always 0: a worker promotes an NVMe object to DRAM while it serves the read; there is no promotion queue to admit, expire or reject."
 	whyOneStep  = " Always 0: a worker leaving is one raft commit on the leader, never retried."
 	whyDRAMOnly = " Every eviction here is from DRAM, so it equals the unsuffixed metric."

@@ -37,6 +37,10 @@ type (
 	RetireWorkerRequest    = wire.RetireWorkerRequest
 	LeaveWorkerRequest     = wire.LeaveWorkerRequest
 	AttachWorkerRequest    = wire.AttachWorkerRequest
+	CreateTaskRequest      = wire.CreateTaskRequest
+	CreateTaskResponse     = wire.CreateTaskResponse
+	QueryTaskRequest       = wire.QueryTaskRequest
+	QueryTaskResponse      = wire.QueryTaskResponse
 	LookupRequest          = wire.LookupRequest
 	LookupResponse         = wire.LookupResponse
 	ExistsRequest          = wire.ExistsRequest
@@ -113,6 +117,8 @@ const (
 	OpRetireWorker   = wire.OpRetireWorker
 	OpLeaveWorker    = wire.OpLeaveWorker
 	OpAttachWorker   = wire.OpAttachWorker
+	OpCreateTask     = wire.OpCreateTask
+	OpQueryTask      = wire.OpQueryTask
 	OpWrite          = wire.OpWrite
 	OpCommit         = wire.OpCommit
 	OpRead           = wire.OpRead
@@ -139,6 +145,12 @@ const MaxPrefetch = wire.MaxPrefetch
 
 // MaxExclude bounds the workers one PutStart may exclude (a re-placed put).
 const MaxExclude = wire.MaxExclude
+
+// MaxTaskTargets bounds a copy task's target segments.
+const MaxTaskTargets = wire.MaxTaskTargets
+
+// MaxAddrLen bounds an address on the wire (and a task's segment name: an id or address).
+const MaxAddrLen = wire.MaxAddrLen
 
 // ShmGenSlots is the number of counters in a worker's copy-generation table.
 const ShmGenSlots = wire.ShmGenSlots

@@ -1,7 +1,8 @@
 // Package base defines the vocabulary shared by every mooncake-go package: object keys and
 // their limits, object versions, worker ids, tier and persistence identifiers, human-unit byte
-// sizes, and the sentinel errors (with their wire codes) that callers test with errors.Is,
-// in the one error table (errtable.go) that also gives each Mooncake's ErrorCode number.
+// sizes, copy and move task ids and states (task.go), and the sentinel errors (with their
+// wire codes) that callers test with errors.Is, in the one error table (errtable.go) that
+// also gives each Mooncake's ErrorCode number.
 //
 // It plays the role pebble's internal/base plays there: fundamental types used everywhere.
 // It owns no state and starts no goroutines.

@@ -96,6 +96,10 @@ _FUNCS = {
     # is_exist and batch_is_exist with ExistOptions(prefetch_to_memory=True) (store.py).
     "mcpy_is_exist_prefetch": (c_int, [_STORE, c_char_p]),
     "mcpy_batch_is_exist_prefetch": (c_int, [_STORE, _c_char_pp, c_size_t, _c_int_p]),
+    # Internal exports for copy and move tasks (Mooncake's C API has none), used by _tasks.py.
+    "mcpy_create_copy_task": (c_int, [_STORE, c_char_p, _c_char_pp, c_size_t, _c_uint64_p]),
+    "mcpy_create_move_task": (c_int, [_STORE, c_char_p, c_char_p, c_char_p, _c_uint64_p]),
+    "mcpy_query_task": (c_int, [_STORE, c_uint64, c_uint64, _c_int64_p, c_void_p, c_size_t, c_void_p, c_size_t]),
     "mooncake_store_last_error": (c_char_p, []),
     "mooncake_store_error_name": (c_char_p, [c_int]),
 }

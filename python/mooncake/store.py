@@ -37,6 +37,7 @@ from ._config import ObjectDataType, ReplicaDescriptor, ReplicaStatus, Replicate
 from ._hostmem import MooncakeHostMemAllocator
 from ._more import MoreMethods
 from ._segments import SegmentMethods
+from ._tasks import TaskMethods
 from ._tensor import TensorMethods
 from ._types import (
     Descriptor,
@@ -220,7 +221,7 @@ def _sz(ns: List[int]) -> Any:
     return (ctypes.c_size_t * len(ns))(*ns)
 
 
-class MooncakeDistributedStore(TensorMethods, MoreMethods, SegmentMethods):
+class MooncakeDistributedStore(TensorMethods, MoreMethods, SegmentMethods, TaskMethods):
     """A client of a mooncake-go cluster, with Mooncake's Python API.
 
     Create it, call setup(...) (or setup_dummy / init_all), use it from any number of
@@ -875,35 +876,6 @@ class MooncakeDistributedStore(TensorMethods, MoreMethods, SegmentMethods):
             return [_not_set_up()] * n
         fn, f = self._L.mooncake_store_batch_remove, 1 if force else 0
         return _batched(n, ctypes.c_int, lambda i, j, res: fn(h, _cp(ks[i:j]), j - i, f, res))
-
-
-# Methods of Mooncake's Python API that mooncake-go does not provide (docs/python.md says
-# why). They raise NotImplementedError naming the method, instead of an AttributeError that
-# looks like a typo, so a program written for Mooncake fails loudly at the first call.
-_NOT_SUPPORTED = {
-    **dict.fromkeys(
-        ["create_copy_task", "create_move_task", "query_task"],
-        "copy and move tasks are not supported yet: replicas are placed by replica_num and repaired by the masters",
-    ),
-}
-
-
-def _unsupported(name: str):
-    def call(*args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(f"MooncakeDistributedStore.{name}: {_NOT_SUPPORTED[name]} (docs/python.md)")
-
-    call.__name__ = name
-    return call
-
-
-def _getattr(self: MooncakeDistributedStore, name: str) -> Any:
-    if name in _NOT_SUPPORTED:
-        return _unsupported(name)
-    raise AttributeError(f"'MooncakeDistributedStore' object has no attribute {name!r}")
-
-
-# Assigned after the class body so the type checker sees only the real methods.
-MooncakeDistributedStore.__getattr__ = _getattr  # type: ignore[attr-defined]
 
 
 def _no_buffer() -> int:

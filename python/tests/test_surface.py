@@ -123,19 +123,13 @@ get_replica_desc batch_get_replica_desc batch_replica_clear create_copy_task cre
 mount_segment unmount_segment allocate_and_mount_segment unmount_and_free_segment
 get_offload_rpc_read_count unmount_local_disk_segment
 """.split()
-NOT_YET = {"create_copy_task", "create_move_task", "query_task"}
 
 
 class MethodListTest(unittest.TestCase):
     def test_every_mooncake_method_exists(self):
         self.assertEqual(len(MOONCAKE_METHODS), 89)
-        s = MooncakeDistributedStore()
         for name in MOONCAKE_METHODS:
-            if name in NOT_YET:
-                with self.assertRaises(NotImplementedError, msg=name):
-                    getattr(s, name)()
-            else:
-                self.assertTrue(callable(getattr(MooncakeDistributedStore, name, None)), name)
+            self.assertTrue(callable(getattr(MooncakeDistributedStore, name, None)), name)
 
 
 class MooncakeConfigTest(unittest.TestCase):

@@ -61,5 +61,15 @@
 // it received. Surplus replicas of a returning worker are trimmed by raftmeta itself: a
 // repaired object's lost replica is consumed, so the returning copy is not re-adopted.
 //
+// # Copy and move tasks
+//
+// CreateTask (tasks.go: Mooncake's create_copy_task and create_move_task) puts explicit
+// orders on the same queue, under the same bounds: one per target, never two of one key in
+// flight (a repair scan skips a key a task has queued). A copy task's finished copy becomes
+// an AddReplicas (one more replica); a move task's a MoveReplicas from its source, which is
+// then owed a drop, as a drained worker is. Task states (pending, processing, success,
+// failed with the first error) are soft state of the leadership, kept for Task (query_task)
+// up to RepairConfig.MaxTasks, the oldest finished forgotten first; a new leader knows none.
+//
 // It must never import anything but internal/ and raftmeta (for the command types).
 package lifecycle

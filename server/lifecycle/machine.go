@@ -313,6 +313,11 @@ func (m *Machine) Failed(c raftmeta.Command) {
 			m.repair.moved(m, it, fmt.Errorf("lifecycle: move not committed"))
 		}
 	}
+	if c, ok := c.(raftmeta.AddReplicas); ok {
+		for _, it := range c.Items {
+			m.repair.added(m, c.Worker, it, fmt.Errorf("lifecycle: copy not committed"))
+		}
+	}
 	if c, ok := c.(raftmeta.LeaveWorker); ok {
 		m.leaveFailed(c)
 	}
@@ -348,6 +353,14 @@ func (m *Machine) Applied(c raftmeta.Command, res raftmeta.Result) {
 				err = res.Items[i]
 			}
 			m.repair.moved(m, it, err)
+		}
+	case raftmeta.AddReplicas:
+		for i, it := range c.Items {
+			var err error
+			if res.Items != nil {
+				err = res.Items[i]
+			}
+			m.repair.added(m, c.Worker, it, err)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -88,6 +89,7 @@ func TestMachine(t *testing.T) {
 			show := func(out Output) string {
 				for _, o := range out.Copies {
 					orders[o.Key] = o
+					orders[o.Key+">"+string(o.To)] = o
 				}
 				return formatOutput(out)
 			}
@@ -238,7 +240,7 @@ func TestMachine(t *testing.T) {
 				m.Plan(cands, targets, addrs, int(num("under")), int(num("draining")))
 				return formatRepair(m)
 			case "copy-done":
-				o, ok := orders[str("key")]
+				o, ok := orders[orderName(str("key"), str("to"))]
 				if !ok {
 					t.Fatalf("no copy order for %q", str("key"))
 				}
@@ -247,8 +249,21 @@ func TestMachine(t *testing.T) {
 					err = errors.New("copy failed")
 				}
 				return show(m.CopyDone(o, err))
+			case "task":
+				return createTask(t, m, d, epoch.Add(dur(t, str("now"))), str, workerIDs)
+			case "query":
+				return formatTask(m, base.TaskID{Lo: uint64(num("id"))})
+			case "add-applied":
+				o := orders[orderName(str("key"), str("to"))]
+				c := raftmeta.AddReplicas{Worker: o.To, Items: []raftmeta.KeyVersion{{Key: o.Key, Version: o.Version}}}
+				res := raftmeta.Result{Items: []error{nil}}
+				if d.HasArg("err") {
+					res.Items[0] = fmt.Errorf("add: %w", base.ErrObjectNotFound)
+				}
+				m.Applied(c, res)
+				return formatRepair(m) + fmt.Sprintf("drops owed: to %d\n", m.DropsOwed(o.To))
 			case "move-applied":
-				o := orders[str("key")]
+				o := orders[orderName(str("key"), str("to"))]
 				c := raftmeta.MoveReplicas{Items: []raftmeta.ReplicaMove{{Key: o.Key, Version: o.Version, From: o.From, To: o.To}}}
 				res := raftmeta.Result{Items: []error{nil}}
 				if d.HasArg("err") {
@@ -402,12 +417,20 @@ func formatOutput(out Output) string {
 			for _, it := range c.Items {
 				fmt.Fprintf(&b, "propose MoveReplicas %s@%d %s->%s\n", it.Key, it.Version, it.From, it.To)
 			}
+		case raftmeta.AddReplicas:
+			for _, it := range c.Items {
+				fmt.Fprintf(&b, "propose AddReplicas %s@%d ->%s\n", it.Key, it.Version, c.Worker)
+			}
 		default:
 			fmt.Fprintf(&b, "propose %T\n", c)
 		}
 	}
 	for _, o := range out.Copies {
-		fmt.Fprintf(&b, "copy %s@%d size=%d src=%s to=%s from=%s drain=%t\n", o.Key, o.Version, o.Size, o.Src, o.To, o.From, o.Drain)
+		fmt.Fprintf(&b, "copy %s@%d size=%d src=%s to=%s from=%s drain=%t", o.Key, o.Version, o.Size, o.Src, o.To, o.From, o.Drain)
+		if o.Task != (base.TaskID{}) {
+			fmt.Fprintf(&b, " task=%d add=%t", o.Task.Lo, o.Add)
+		}
+		b.WriteString("\n")
 	}
 	if b.Len() == 0 {
 		return "ok\n"
@@ -471,4 +494,53 @@ func formatPuts(m *Machine) string {
 func formatSessions(m *Machine) string {
 	n, bytes := m.Sessions()
 	return fmt.Sprintf("sessions=%d bytes=%d\n", n, bytes)
+}
+
+// orderName is the name a script gives an order: its key, or key>to where a task copies a
+// key to several targets.
+func orderName(key, to string) string {
+	if to != "" {
+		return key + ">" + to
+	}
+	return key
+}
+
+// createTask runs a script's task command: task id=N type=copy|move now=D key=K version=V
+// size=S replicas=(..) [source=W] targets=(..).
+func createTask(t *testing.T, m *Machine, d *datadriven.TestData, now time.Time, str func(string) string,
+	workerIDs func(string) []base.WorkerID) string {
+	ids := func(key string) []base.WorkerID {
+		return slices.DeleteFunc(workerIDs(key), func(id base.WorkerID) bool { return id == "" })
+	}
+	typ := base.TaskCopy
+	if str("type") == "move" {
+		typ = base.TaskMove
+	}
+	obj := TaskObject{Key: str("key"), Version: base.Version(atoi(t, str("version"))), Size: atoi(t, str("size")),
+		Replicas: ids("replicas")}
+	addrs := map[base.WorkerID]string{}
+	for _, w := range m.Workers() {
+		if w.State != Dead {
+			addrs[w.ID] = string(w.ID) + ":1"
+		}
+	}
+	id := base.TaskID{Lo: uint64(atoi(t, str("id")))}
+	if err := m.CreateTask(now, id, typ, obj, base.WorkerID(str("source")), ids("targets"), addrs); err != nil {
+		return fmt.Sprintf("error: %v\n", err)
+	}
+	return formatRepair(m)
+}
+
+func formatTask(m *Machine, id base.TaskID) string {
+	tk, ok := m.Task(id)
+	if !ok {
+		return "not found\n"
+	}
+	names := [...]string{"pending", "processing", "success", "failed"}
+	s := fmt.Sprintf("task %d type=%d key=%s@%d status=%s created=%v updated=%v", id.Lo, tk.Type, tk.Key, tk.Version,
+		names[tk.Status], tk.Created.Sub(epoch), tk.Updated.Sub(epoch))
+	if tk.Message != "" {
+		s += " message=" + tk.Message
+	}
+	return s + "\n"
 }

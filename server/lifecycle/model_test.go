@@ -49,6 +49,9 @@ func TestModel(t *testing.T) {
 	m.BecomeLeader(now, segs)
 	inflight := map[string]CopyOrder{}
 	placed := 0
+	// tasks: the status each task had last; a status only moves forward.
+	tasks := map[base.TaskID]base.TaskStatus{}
+	var nextTask uint64
 	check := func(out Output) {
 		t.Helper()
 		for _, c := range out.Propose {
@@ -212,6 +215,32 @@ func TestModel(t *testing.T) {
 				addrs[id] = "a"
 			}
 			m.Plan(cands, targets, addrs, 0, 0)
+			if r.IntN(2) == 0 {
+				// A copy or move task on one of the same keys, to random targets: mostly
+				// placeable ones not holding it (else most tasks are refused, draining workers
+				// being common here), now and then any worker.
+				c := cands[r.IntN(len(cands))]
+				var fit []base.WorkerID
+				for _, id := range ids {
+					if m.Placeable(id) && !slices.Contains(c.Replicas, id) {
+						fit = append(fit, id)
+					}
+				}
+				if len(fit) == 0 || r.IntN(5) == 0 {
+					fit = ids
+				}
+				typ, tgts := base.TaskType(r.IntN(2)), []base.WorkerID{fit[r.IntN(len(fit))]}
+				if typ == base.TaskCopy && r.IntN(2) == 0 {
+					tgts = append(tgts, fit[r.IntN(len(fit))])
+				}
+				nextTask++
+				tid := base.TaskID{Lo: nextTask}
+				err := m.CreateTask(now, tid, typ, TaskObject{Key: c.Key, Version: c.Version, Size: c.Size, Replicas: c.Replicas},
+					c.Replicas[0], tgts, addrs)
+				if err == nil {
+					tasks[tid] = base.TaskPending
+				}
+			}
 			continue
 		case p < 90:
 			for k, o := range inflight {
@@ -236,8 +265,25 @@ func TestModel(t *testing.T) {
 		if got := m.RepairStats().InFlight; got != len(inflight) {
 			t.Fatalf("step %d: %d in flight, the model has %d", step, got, len(inflight))
 		}
+		for id, was := range tasks {
+			tk, ok := m.Task(id)
+			if !ok {
+				t.Fatalf("step %d: task %s forgotten (fewer than MaxTasks)", step, id)
+			}
+			if tk.Status < was || (was >= base.TaskSuccess && tk.Status != was) {
+				t.Fatalf("step %d: task %s went from %d to %d", step, id, was, tk.Status)
+			}
+			tasks[id] = tk.Status
+		}
 	}
 	if placed == 0 {
 		t.Fatal("no put was ever placed: the model checked nothing about reservations")
+	}
+	done := map[base.TaskStatus]int{}
+	for _, st := range tasks {
+		done[st]++
+	}
+	if done[base.TaskSuccess] == 0 || done[base.TaskFailed] == 0 {
+		t.Fatalf("tasks by status %v: the model checked no finished task of each kind", done)
 	}
 }

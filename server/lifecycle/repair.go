@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -17,8 +18,11 @@ type RepairConfig struct {
 	// BytesPerSec bounds the copy rate on average (a token bucket with a one-second burst).
 	// Default 128 MiB/s, about a tenth of a 10 Gb/s link.
 	BytesPerSec int64
-	// MaxQueued bounds the tasks queued; the driver's next scan refills. Default 65536.
+	// MaxQueued bounds the copies queued; the driver's next scan refills. Default 65536.
 	MaxQueued int
+	// MaxTasks bounds the copy and move tasks kept for query_task (tasks.go); past it the
+	// oldest finished one is forgotten. Default 4096.
+	MaxTasks int
 }
 
 func (c *RepairConfig) ensureDefaults() {
@@ -30,6 +34,9 @@ func (c *RepairConfig) ensureDefaults() {
 	}
 	if c.MaxQueued == 0 {
 		c.MaxQueued = 1 << 16
+	}
+	if c.MaxTasks == 0 {
+		c.MaxTasks = 4096
 	}
 }
 
@@ -52,7 +59,9 @@ type Target struct {
 
 // CopyOrder asks worker Src (at SrcAddr) to copy Key at Version to worker To (at ToAddr).
 // When it is done, the copy on To replaces From's replica (MoveReplicas): From is the lost
-// replica (repair) or the draining worker (drain; then From == Src).
+// replica (repair) or the draining worker (drain; then From == Src), or a move task's
+// source. A copy task's order (Add) has no From: the copy on To is one more replica
+// (AddReplicas). Task names the order's task (zero for repair and drain).
 type CopyOrder struct {
 	Key             string
 	Version         base.Version
@@ -60,6 +69,8 @@ type CopyOrder struct {
 	From, Src, To   base.WorkerID
 	SrcAddr, ToAddr string
 	Drain           bool
+	Add             bool
+	Task            base.TaskID
 }
 
 // RepairStats are the repair and drain counters (status and metrics).
@@ -75,17 +86,25 @@ type RepairStats struct {
 }
 
 type repairState struct {
-	queue    []CopyOrder
-	queued   map[string]bool       // keys in queue or in flight
-	inflight map[string]*CopyOrder // by key
+	queue []CopyOrder
+	// queued counts the orders of each key queued or in flight. Invariant: at most one
+	// order of a key is in flight (tick holds back the others), so two copies of one key
+	// never race to commit.
+	queued   map[string]int
+	inflight map[orderKey]*CopyOrder
 	targets  map[base.WorkerID]*Target
 	tokens   float64
-	last     time.Time
-	stats    RepairStats
+	// last is the time of the last tick (a commit's outcome carries no clock).
+	last  time.Time
+	stats RepairStats
+	// tasks are the copy and move tasks (tasks.go), taskOrder their ids oldest first.
+	tasks     map[base.TaskID]*Task
+	taskOrder []base.TaskID
 }
 
 func newRepairState() repairState {
-	return repairState{queued: map[string]bool{}, inflight: map[string]*CopyOrder{}, targets: map[base.WorkerID]*Target{}}
+	return repairState{queued: map[string]int{}, inflight: map[orderKey]*CopyOrder{}, targets: map[base.WorkerID]*Target{},
+		tasks: map[base.TaskID]*Task{}}
 }
 
 // Plan queues a copy for each candidate not yet queued, choosing the source (a live replica,
@@ -112,7 +131,7 @@ func (m *Machine) Plan(cands []Candidate, targets []Target, addrs map[base.Worke
 		if len(r.queue) >= m.cfg.Repair.MaxQueued {
 			break
 		}
-		if r.queued[c.Key] || len(c.Replicas) == 0 {
+		if r.queued[c.Key] > 0 || len(c.Replicas) == 0 {
 			continue
 		}
 		order, ok := m.order(c, addrs)
@@ -120,7 +139,7 @@ func (m *Machine) Plan(cands []Candidate, targets []Target, addrs map[base.Worke
 			continue
 		}
 		r.queue = append(r.queue, order)
-		r.queued[c.Key] = true
+		r.queued[c.Key]++
 	}
 }
 
@@ -180,8 +199,9 @@ func sortedTargets(ts map[base.WorkerID]*Target) []base.WorkerID {
 	return ids
 }
 
-// tick refills the token bucket and hands out queued orders while a slot and tokens remain.
-// An order whose target is no longer placeable is dropped (the next scan plans it again).
+// tick refills the token bucket and hands out queued orders while a slot and tokens remain,
+// holding back an order whose key has one in flight. An order whose target is no longer
+// placeable is dropped (the next scan plans a repair again; a task's copy fails).
 func (r *repairState) tick(now time.Time, m *Machine) Output {
 	var out Output
 	rate := float64(m.cfg.Repair.BytesPerSec)
@@ -191,17 +211,33 @@ func (r *repairState) tick(now time.Time, m *Machine) Output {
 		r.tokens = rate
 	}
 	r.last = now
-	for len(r.queue) > 0 && len(r.inflight) < m.cfg.Repair.Concurrency && r.tokens > 0 {
-		o := r.queue[0]
-		r.queue = r.queue[1:]
-		if !m.Placeable(o.To) {
-			delete(r.queued, o.Key)
+	busy := map[string]bool{}
+	for k := range r.inflight {
+		busy[k.key] = true
+	}
+	kept := r.queue[:0]
+	for i, o := range r.queue {
+		if len(r.inflight) >= m.cfg.Repair.Concurrency || r.tokens <= 0 {
+			kept = append(kept, r.queue[i:]...)
+			break
+		}
+		switch {
+		case busy[o.Key]:
+			kept = append(kept, o)
+			continue
+		case !m.Placeable(o.To):
+			r.unqueue(o.Key)
+			r.taskFinished(&o, fmt.Errorf("%w: target %s is no longer alive or is draining", base.ErrSegmentNotFound, o.To))
 			continue
 		}
+		busy[o.Key] = true
 		r.tokens -= float64(o.Size)
-		r.inflight[o.Key] = &o
+		r.inflight[orderKey{o.Key, o.To}] = &o
+		r.taskStarted(&o, now)
 		out.Copies = append(out.Copies, o)
 	}
+	clear(r.queue[len(kept):])
+	r.queue = kept
 	if len(r.queue) == 0 {
 		r.queue = nil
 	}
@@ -209,17 +245,20 @@ func (r *repairState) tick(now time.Time, m *Machine) Output {
 }
 
 // CopyDone reports the end of a copy order. A copy that succeeded is committed by the
-// MoveReplicas it returns (the driver proposes it and reports with Applied or Failed); one
-// that failed is forgotten (the next scan plans it again) and the target is owed a drop of
-// whatever it received.
+// MoveReplicas (AddReplicas for a copy task) it returns (the driver proposes it and reports
+// with Applied or Failed); one that failed is forgotten (the next scan plans a repair
+// again; a task's copy fails) and the target is owed a drop of whatever it received.
 func (m *Machine) CopyDone(o CopyOrder, err error) Output {
 	r := &m.repair
 	if err != nil {
-		delete(r.inflight, o.Key)
-		delete(r.queued, o.Key)
-		r.stats.Failed++
-		m.QueueDrop(o.To, o.Key, o.Version)
+		if p := r.inflight[orderKey{o.Key, o.To}]; p != nil {
+			r.finish(m, p, err)
+		}
 		return Output{}
+	}
+	if o.Add {
+		return Output{Propose: []raftmeta.Command{raftmeta.AddReplicas{Worker: o.To,
+			Items: []raftmeta.KeyVersion{{Key: o.Key, Version: o.Version}}}}}
 	}
 	return Output{Propose: []raftmeta.Command{raftmeta.MoveReplicas{Items: []raftmeta.ReplicaMove{
 		{Key: o.Key, Version: o.Version, From: o.From, To: o.To}}}}}
@@ -227,26 +266,11 @@ func (m *Machine) CopyDone(o CopyOrder, err error) Output {
 
 // moved ends an in-flight order with its MoveReplicas outcome.
 func (r *repairState) moved(m *Machine, it raftmeta.ReplicaMove, err error) {
-	o := r.inflight[it.Key]
-	if o == nil || o.Version != it.Version || o.To != it.To {
+	o := r.inflight[orderKey{it.Key, it.To}]
+	if o == nil || o.Add || o.Version != it.Version {
 		return
 	}
-	delete(r.inflight, it.Key)
-	delete(r.queued, it.Key)
-	if err != nil {
-		r.stats.Failed++
-		m.QueueDrop(o.To, o.Key, o.Version)
-		return
-	}
-	r.stats.Copied++
-	r.stats.CopiedBytes += o.Size
-	// From's copy is surplus now: the drained worker's, or a repaired worker's that returned
-	// (and re-adopted it) while the copy ran. A dead worker's queue is cleared when it
-	// registers again, so this costs nothing then. (From == To: the copy went back to the
-	// worker whose replica was lost; it is its replica now.)
-	if o.From != o.To {
-		m.QueueDrop(o.From, o.Key, o.Version)
-	}
+	r.finish(m, o, err)
 }
 
 // RepairStats returns the repair and drain counters.

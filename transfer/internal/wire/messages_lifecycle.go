@@ -102,6 +102,10 @@ func newLifecycleRequest(op Op) Message {
 		return new(LeaveWorkerRequest)
 	case OpAttachWorker:
 		return new(AttachWorkerRequest)
+	case OpCreateTask:
+		return new(CreateTaskRequest)
+	case OpQueryTask:
+		return new(QueryTaskRequest)
 	}
 	return nil
 }
@@ -111,6 +115,10 @@ func newLifecycleResponse(op Op) Message {
 	switch op {
 	case OpReplicate, OpDrainWorker, OpRetireWorker, OpLeaveWorker, OpAttachWorker:
 		return NewEmpty(op)
+	case OpCreateTask:
+		return new(CreateTaskResponse)
+	case OpQueryTask:
+		return new(QueryTaskResponse)
 	}
 	return nil
 }

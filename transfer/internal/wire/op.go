@@ -64,6 +64,10 @@ const (
 	// close tells the leader the worker is gone; never resent on another connection.
 	OpLeaveWorker  Op = 63
 	OpAttachWorker Op = 64
+	// Copy and move tasks (messages_tasks.go). CreateTask is not idempotent (a resend queues
+	// a second task); QueryTask is.
+	OpCreateTask Op = 65
+	OpQueryTask  Op = 66
 	// Memory and model calls (issue 13): models are registered on the leader; Memory asks a
 	// master for the memory report, WorkerMemory a worker for its breakdown.
 	OpModelAdd     Op = 70
@@ -129,6 +133,8 @@ var ops = [256]opInfo{
 	OpRetireWorker:   {name: "RetireWorker"},
 	OpLeaveWorker:    {name: "LeaveWorker", idempotent: true},
 	OpAttachWorker:   {name: "AttachWorker"},
+	OpCreateTask:     {name: "CreateTask"},
+	OpQueryTask:      {name: "QueryTask", idempotent: true},
 	OpModelAdd:       {name: "ModelAdd", idempotent: true},
 	OpModelRemove:    {name: "ModelRemove"},
 	OpMemory:         {name: "Memory", idempotent: true},

@@ -94,6 +94,10 @@ func sampleRequests() []Message {
 		&AttachWorkerRequest{WorkerID: "w-1"},
 		// Prefetch on exist (110).
 		&PrefetchRequest{Items: []KeyVersion{{Key: "a", Version: 1}, {Key: "b", Version: 0}}},
+		// Copy and move tasks (messages_tasks.go): lifecycle calls 65, 66.
+		&CreateTaskRequest{Type: base.TaskCopy, Key: "k", Targets: []string{"w-2", "10.0.0.3:12345"}},
+		&CreateTaskRequest{Type: base.TaskMove, Key: "k", Source: "w-1", Targets: []string{"w-2"}},
+		&QueryTaskRequest{ID: base.TaskID{Hi: 1 << 63, Lo: 42}},
 	}
 }
 
@@ -143,6 +147,9 @@ func sampleResponses() []Message {
 		NewEmpty(OpLeaveWorker),
 		NewEmpty(OpAttachWorker),
 		NewBatchResponse(OpPrefetch, []ItemError{{}, {Code: base.CodeNoAvailableHandle, Msg: "prefetch budget spent"}}),
+		&CreateTaskResponse{ID: base.TaskID{Hi: 0x0123456789abcdef, Lo: 1}},
+		&QueryTaskResponse{Type: base.TaskMove, Status: base.TaskFailed, Key: "k", CreatedMs: 1_790_000_000_000,
+			UpdatedMs: 1_790_000_000_250, AssignedClient: "w-1", Message: "copy to w-2: no space"},
 	}
 }
 
