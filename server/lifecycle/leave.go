@@ -52,6 +52,11 @@ func (m *Machine) Detach(now time.Time, id base.WorkerID, conn uint64) bool {
 		return false
 	}
 	w.conn = 0
+	if !w.LeavingAt.IsZero() {
+		// It announced leaving (a restart): its connection closes on purpose, and the restart
+		// grace rules, also when a drain made it draining since.
+		return false
+	}
 	switch w.State {
 	case Alive, Suspect, Draining:
 		w.DisconnectedAt, w.State = now, Unreachable

@@ -241,10 +241,12 @@ func liveState(w *Worker) State {
 	switch {
 	case !w.DisconnectedAt.IsZero():
 		return Unreachable
+	case !w.LeavingAt.IsZero():
+		// Before Draining, as Heartbeat(leaving) orders them: a draining worker that announced
+		// a restart is leaving (the restart grace rules its deadline), its drain flag kept.
+		return Leaving
 	case w.Draining:
 		return Draining
-	case !w.LeavingAt.IsZero():
-		return Leaving
 	}
 	return Alive
 }
