@@ -36,7 +36,9 @@ enum { /* CUmemorytype */
     CU_MEMORYTYPE_ARRAY = 3,
     CU_MEMORYTYPE_UNIFIED = 4,
 };
-enum { CU_STREAM_NON_BLOCKING = 1 };
+/* CU_STREAM_DEFAULT: a blocking stream, ordered after the legacy default stream's work (where
+ * torch runs unless told otherwise), as Mooncake's cudaMemcpy is. */
+enum { CU_STREAM_DEFAULT = 0 };
 
 static struct {
     CUresult (*init)(unsigned);
@@ -189,7 +191,7 @@ static CUresult streamOf(CUcontext ctx, CUstream *s) {
             pthread_mutex_unlock(&mu);
             return CUDA_SUCCESS;
         }
-    r = cu.streamCreate(s, CU_STREAM_NON_BLOCKING);
+    r = cu.streamCreate(s, CU_STREAM_DEFAULT);
     if (r == CUDA_SUCCESS && nstreams < MAX_CTX) streams[nstreams].ctx = ctx, streams[nstreams++].stream = *s;
     pthread_mutex_unlock(&mu);
     return r;

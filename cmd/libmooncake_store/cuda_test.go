@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/mooncake-go/mooncake/internal/testutil"
 )
@@ -52,5 +53,56 @@ func TestGPUMemoryFakeDriver(t *testing.T) {
 				t.Fatalf("gpucheck %s: %v\n%s", tc.mode, err, out)
 			}
 		})
+	}
+}
+
+// TestGPUScriptDryRun runs benchmarks/gpu/check.py --cpu-dry-run over a bundle of this
+// build (the binary, the library, the Python package, as `make gpu-bundle` lays them out):
+// master and worker from the binary, two client processes, the round trips, the vLLM-style
+// KV blocks and the bandwidth line, with host memory. It keeps the prepared GPU check from
+// rotting between GPU sessions; it proves nothing of the GPU path.
+func TestGPUScriptDryRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the library and runs the binary; skipped with -short")
+	}
+	dir, _, bin := buildShared(t)
+	py := testutil.LookTool(t, "python3")
+	root := testutil.RepoRoot(t)
+	bundle := t.TempDir()
+	for name, target := range map[string]string{
+		"mooncake":             bin,
+		"libmooncake_store.so": filepath.Join(dir, "libmooncake_store.so"),
+		"python":               filepath.Join(root, "python"),
+	} {
+		if err := os.Symlink(target, filepath.Join(bundle, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := exec.CommandContext(ctx, py, filepath.Join(root, "benchmarks/gpu/check.py"), "--bundle", bundle, "--cpu-dry-run")
+	run.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "MOONCAKE_") })
+	out, err := run.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok all") {
+		t.Fatalf("check.py --cpu-dry-run: %v\n%s", err, testutil.Tail(string(out), 6000))
+	}
+	for _, want := range []string{"ok put", "ok get", "vLLM-style load: every block byte-exact", "bandwidth host"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("no %q in the output:\n%s", want, out)
+		}
+	}
+}
+
+// BenchmarkClassifyHost is what classifying a host buffer costs each call that takes one,
+// in a process without a CUDA driver: the check of the loader's object count
+// (docs/clib.md "GPU memory"). Compare BenchmarkGoClient's C/ sub-benchmarks before and after.
+//
+//	go test -run '^$' -bench ClassifyHost ./cmd/libmooncake_store
+func BenchmarkClassifyHost(b *testing.B) {
+	buf := make([]byte, 4096)
+	for b.Loop() {
+		if dev, err := isDevice("buf", uintptr(unsafe.Pointer(&buf[0])), uint64(len(buf))); dev || err != nil {
+			b.Fatal(dev, err)
+		}
 	}
 }
