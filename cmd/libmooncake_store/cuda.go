@@ -11,6 +11,7 @@ import "C"
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -24,6 +25,9 @@ import (
 // always without a driver), true for device memory of a context of this process, an error
 // for a device range the library cannot serve.
 func isDevice(what string, u uintptr, n uint64) (bool, error) {
+	// The error text is thread-local in cuda.c: stay on this thread until it is read.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	switch r := C.mc_cuda_classify(C.uintptr_t(u), C.size_t(n)); r {
 	case C.MC_MEM_HOST:
 		return false, nil
@@ -42,6 +46,8 @@ func cudaCopy(what string, dev uintptr, host []byte, toDevice bool) error {
 	if len(host) == 0 {
 		return nil
 	}
+	runtime.LockOSThread() // as isDevice
+	defer runtime.UnlockOSThread()
 	dir := C.int(0)
 	if toDevice {
 		dir = 1
