@@ -3,7 +3,7 @@ GO ?= go
 TAGS ?= invariants
 PKGS ?= ./...
 
-.PHONY: test testrace stress lint bench fuzz check build install chromium libmooncake_store wheel image chart-check
+.PHONY: test testrace stress lint bench fuzz check build install chromium libmooncake_store wheel image chart-check gpu-bundle
 
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/mooncake ./cmd/mooncake
@@ -11,6 +11,18 @@ build:
 # libmooncake_store builds the C library (the only cgo target; needs gcc). Header: cmd/libmooncake_store/mooncake_store.h
 libmooncake_store:
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -o bin/libmooncake_store.so ./cmd/libmooncake_store
+
+# gpu-bundle builds dist/gpu-bundle: what benchmarks/gpu/run.sh needs on a GPU machine that has
+# Python with torch but no Go: the mooncake binary, the C library and the Python package,
+# stripped so that the three fit what a device session carries (docs/python.md, "GPU memory").
+gpu-bundle:
+	rm -rf dist/gpu-bundle && mkdir -p dist/gpu-bundle
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o dist/gpu-bundle/mooncake ./cmd/mooncake
+	CGO_ENABLED=1 $(GO) build -trimpath -ldflags='-s -w' -buildmode=c-shared -o dist/gpu-bundle/libmooncake_store.so ./cmd/libmooncake_store
+	rm -f dist/gpu-bundle/libmooncake_store.h
+	mkdir -p dist/gpu-bundle/python && cp -r python/mooncake dist/gpu-bundle/python/mooncake
+	find dist/gpu-bundle -name __pycache__ -prune -exec rm -rf {} +
+	du -sh dist/gpu-bundle
 
 # wheel builds dist/mooncake_go-VERSION-py3-none-manylinux_2_NN_ARCH.whl: the Python package with
 # the C library inside (built here with Go and gcc; installing it needs neither). NN is the

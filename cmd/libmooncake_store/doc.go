@@ -21,7 +21,10 @@
 //     goroutines, the export probes one byte per page in its own goroutine with
 //     debug.SetPanicOnFault, so an unmapped pointer is MOONCAKE_ERR_INVALID_PARAMS, not a
 //     crash. Pointers cross as uintptr_t (a small bogus "pointer" in a Go pointer slot
-//     would crash the runtime's stack scan).
+//     would crash the runtime's stack scan). CUDA device memory is the exception: memory.go
+//     classifies each caller range through the driver loaded at run time (cuda.c, only where
+//     the process already loaded it) and stages device ranges through host memory (a put
+//     copies them out first, a get copies them in after); see docs/clib.md "GPU memory".
 //  4. A panic inside an export is recovered into MOONCAKE_ERR_INTERNAL.
 //  5. The batch calls that move data run off the calling thread (offthread.go): their public
 //     function is C, which starts the Go half on a goroutine and waits on a futex, so the C

@@ -395,7 +395,7 @@ func mooncake_store_register_buffer(h C.uintptr_t, buffer C.uintptr_t, size C.si
 	defer catchInt(&rc, debug.SetPanicOnFault(true))
 	s, err := lookupHandle(uintptr(h))
 	if err == nil {
-		err = checkRange("buffer", uintptr(buffer), uint64(size))
+		err = checkBuffer("buffer", uintptr(buffer), uint64(size))
 	}
 	if err == nil {
 		err = s.register(uintptr(buffer), uintptr(size))

@@ -29,12 +29,16 @@ func getInto(h C.uintptr_t, key *C.char, buffer C.uintptr_t, size C.size_t) (int
 	if err != nil {
 		return 0, err
 	}
-	b, err := bytesAt("buffer", uintptr(buffer), uint64(size))
+	var m callerMem
+	b, err := m.output("buffer", uintptr(buffer), uint64(size))
 	if err != nil {
 		return 0, err
 	}
 	probeWrite(b)
 	n, err := cl.GetInto(bg, k, b)
+	if err == nil {
+		err = m.deliver("buffer", b, n)
+	}
 	return int64(n), err
 }
 
@@ -44,8 +48,9 @@ func mooncake_store_get_into(h C.uintptr_t, key *C.char, buffer C.uintptr_t, siz
 	return result64(getInto(h, key, buffer, size))
 }
 
-// destinations returns the caller's n output buffers, checked and write-probed.
-func destinations(what string, buffers *C.uintptr_t, sizes *C.size_t, n int) ([][]byte, error) {
+// destinations returns the caller's n output buffers, checked and write-probed (device
+// buffers staged in m).
+func destinations(m *callerMem, what string, buffers *C.uintptr_t, sizes *C.size_t, n int) ([][]byte, error) {
 	bufs, err := array(what, buffers, n)
 	if err != nil {
 		return nil, err
@@ -56,7 +61,7 @@ func destinations(what string, buffers *C.uintptr_t, sizes *C.size_t, n int) ([]
 	}
 	dsts := make([][]byte, n)
 	for i := range dsts {
-		if dsts[i], err = bytesAt(fmt.Sprintf("%s[%d]", what, i), uintptr(bufs[i]), uint64(szs[i])); err != nil {
+		if dsts[i], err = m.output(fmt.Sprintf("%s[%d]", what, i), uintptr(bufs[i]), uint64(szs[i])); err != nil {
 			return nil, err
 		}
 		probeWrite(dsts[i])
@@ -75,12 +80,14 @@ func batchGetInto(h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, sizes 
 	if err != nil {
 		return err
 	}
-	dsts, err := destinations("buffers", buffers, sizes, len(ks))
+	var m callerMem
+	dsts, err := destinations(&m, "buffers", buffers, sizes, len(ks))
 	if err != nil {
 		return err
 	}
 	if !resume {
 		got, errs := cl.BatchGetInto(bg, ks, dsts)
+		m.deliverAll(dsts, got, errs)
 		return setResults(out, got, errs)
 	}
 	var idx []int
@@ -94,6 +101,7 @@ func batchGetInto(h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, sizes 
 		subKeys[j], subDsts[j] = ks[i], dsts[i]
 	}
 	got, errs := cl.BatchGetInto(bg, subKeys, subDsts)
+	m.deliverAll(subDsts, got, errs)
 	subOut := make([]C.int64_t, len(idx))
 	err = setResults(subOut, got, errs)
 	for j, i := range idx {
@@ -120,9 +128,10 @@ func batchGetIntoNoWait(h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, 
 	if err != nil {
 		return -1
 	}
-	dsts, err := destinations("buffers", buffers, sizes, len(ks))
-	if err != nil {
-		return -1
+	var m callerMem
+	dsts, err := destinations(&m, "buffers", buffers, sizes, len(ks))
+	if err != nil || m.device() {
+		return -1 // device buffers: the second pass reads the whole batch and delivers it
 	}
 	left := 0
 	for i, k := range ks {
@@ -176,7 +185,8 @@ func batchGetIntoMulti(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, buffers
 	if err != nil {
 		return err
 	}
-	flat, err := destinations("buffers", buffers, sizes, total)
+	var m callerMem
+	flat, err := destinations(&m, "buffers", buffers, sizes, total)
 	if err != nil {
 		return err
 	}
@@ -209,6 +219,10 @@ func batchGetIntoMulti(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, buffers
 				rest = rest[copy(p, rest):]
 			}
 		}
+		for j, left := 0, got[i]; errs[i] == nil && j < len(parts[i]) && left > 0; j++ {
+			n := min(left, len(parts[i][j]))
+			errs[i], left = m.deliver(fmt.Sprintf("buffers of %q", ks[i]), parts[i][j], n), left-n
+		}
 	}
 	return setResults(out, got, errs)
 }
@@ -224,10 +238,10 @@ func mcgo_batch_get_into_multi_buffers(call *C.mc_call, h C.uintptr_t, keys *C.u
 
 // rangeReads checks the fragments of get_into_ranges: a bad one gets its error in errs and
 // no read; the others become reads (idx maps them back to fragments).
-func rangeReads(s *store, ks []string, ds []C.uintptr_t, offs []C.uint64_t, szs []C.size_t) (reads []client.RangeRead, idx []int, errs []error) {
+func rangeReads(s *store, m *callerMem, ks []string, ds []C.uintptr_t, offs []C.uint64_t, szs []C.size_t) (reads []client.RangeRead, idx []int, errs []error) {
 	errs = make([]error, len(ks))
 	for i := range ks {
-		b, err := bytesAt(fmt.Sprintf("dsts[%d]", i), uintptr(ds[i]), uint64(szs[i]))
+		b, err := m.output(fmt.Sprintf("dsts[%d]", i), uintptr(ds[i]), uint64(szs[i]))
 		switch {
 		case err != nil:
 		case len(b) == 0:
@@ -271,8 +285,12 @@ func getIntoRanges(h C.uintptr_t, count C.size_t, keys *C.uintptr_t, dsts *C.uin
 	if err != nil {
 		return err
 	}
-	reads, idx, errs := rangeReads(s, ks, ds, offs, szs)
+	var m callerMem
+	reads, idx, errs := rangeReads(s, &m, ks, ds, offs, szs)
 	for j, err := range cl.BatchGetRanges(bg, reads) {
+		if err == nil {
+			err = m.deliver(fmt.Sprintf("dsts[%d]", idx[j]), reads[j].Dst, len(reads[j].Dst))
+		}
 		errs[idx[j]] = err
 	}
 	got := make([]int, n)

@@ -38,7 +38,7 @@ func putOne(h C.uintptr_t, key *C.char, value C.uintptr_t, size C.size_t, cfg *C
 	if err != nil {
 		return err
 	}
-	b, err := bytesAt("value", uintptr(value), uint64(size))
+	b, err := input("value", uintptr(value), uint64(size))
 	if err != nil {
 		return err
 	}
@@ -59,11 +59,12 @@ func mcgo_put_one(call *C.mc_call, h C.uintptr_t, key *C.char, value C.uintptr_t
 	offThread(call, func() error { return putOne(h, key, value, size, cfg, upsert != 0) })
 }
 
-// partsOf returns the caller's parts, each checked and read-probed in this goroutine.
+// partsOf returns the caller's parts, each checked and read-probed in this goroutine (a
+// device part as a host copy).
 func partsOf(bufs []C.uintptr_t, sizes []C.size_t) ([][]byte, error) {
 	parts := make([][]byte, len(bufs))
 	for i := range bufs {
-		b, err := bytesAt(fmt.Sprintf("buffers[%d]", i), uintptr(bufs[i]), uint64(sizes[i]))
+		b, err := input(fmt.Sprintf("buffers[%d]", i), uintptr(bufs[i]), uint64(sizes[i]))
 		if err != nil {
 			return nil, err
 		}

@@ -54,16 +54,95 @@ func checkRange(what string, u uintptr, n uint64) error {
 	return nil
 }
 
-// bytesAt returns the caller's n bytes at u, used in place.
+// bytesAt returns the caller's n bytes of host memory at u, used in place: the calls whose
+// memory is the library's own business (an id, an output string) take no device memory.
 func bytesAt(what string, u uintptr, n uint64) ([]byte, error) {
-	if err := checkRange(what, u, n); err != nil {
-		return nil, err
+	b, dev, err := callerBytes(what, u, n)
+	if err == nil && dev {
+		err = fmt.Errorf("%w: %s %#x is GPU memory, which this call does not take", base.ErrInvalidParams, what, u)
 	}
-	if n == 0 {
-		return nil, nil
-	}
-	return unsafe.Slice((*byte)(pointerOf(u)), n), nil
+	return b, err
 }
+
+// callerBytes checks the caller's range [u, u+n) and says whether it is device memory (cuda.go);
+// for host memory it returns the bytes, used in place.
+func callerBytes(what string, u uintptr, n uint64) (b []byte, device bool, err error) {
+	if err := checkRange(what, u, n); err != nil || n == 0 {
+		return nil, false, err
+	}
+	if device, err = isDevice(what, u, n); err != nil || device {
+		return nil, device, err
+	}
+	return unsafe.Slice((*byte)(pointerOf(u)), n), false, nil
+}
+
+// checkBuffer is checkRange for a range that may be device memory (register_buffer).
+func checkBuffer(what string, u uintptr, n uint64) error {
+	_, _, err := callerBytes(what, u, n)
+	return err
+}
+
+// GPU memory. A caller's range of device memory is staged through host memory: a put's
+// value is copied to the host before the put (input), a get lands in host memory and is
+// copied to the device after it (callerMem.output, then deliver). Host ranges are used in
+// place, as before, after one classification each (docs/clib.md "GPU memory").
+
+// input returns the caller's n bytes at u for reading (a put's value): host memory in place,
+// device memory as a host copy.
+func input(what string, u uintptr, n uint64) ([]byte, error) {
+	b, dev, err := callerBytes(what, u, n)
+	if err != nil || !dev {
+		return b, err
+	}
+	b = make([]byte, n)
+	return b, cudaCopy(what, u, b, false)
+}
+
+// callerMem is the output memory of one get call: where each device range is staged.
+type callerMem struct {
+	staged map[*byte]uintptr // the first byte of a host stage -> its device address
+}
+
+// output returns n bytes at u for writing (a get's destination): host memory in place, or
+// for device memory a host stage that deliver copies to the device.
+func (m *callerMem) output(what string, u uintptr, n uint64) ([]byte, error) {
+	b, dev, err := callerBytes(what, u, n)
+	if err != nil || !dev {
+		return b, err
+	}
+	b = make([]byte, n)
+	if m.staged == nil {
+		m.staged = map[*byte]uintptr{}
+	}
+	m.staged[&b[0]] = u
+	return b, nil
+}
+
+// deliver copies the first n bytes of b, a slice output returned, to the device range it
+// stands for; for host memory (already written in place) it does nothing.
+func (m *callerMem) deliver(what string, b []byte, n int) error {
+	if len(b) == 0 || m.staged == nil || n <= 0 {
+		return nil
+	}
+	dev, ok := m.staged[&b[0]]
+	if !ok {
+		return nil
+	}
+	return cudaCopy(what, dev, b[:min(n, len(b))], true)
+}
+
+// deliverAll delivers each destination read without error (got[i] bytes into dsts[i]); a
+// failed copy becomes that item's error.
+func (m *callerMem) deliverAll(dsts [][]byte, got []int, errs []error) {
+	for i := range dsts {
+		if errs[i] == nil {
+			errs[i] = m.deliver(fmt.Sprintf("buffers[%d]", i), dsts[i], got[i])
+		}
+	}
+}
+
+// device reports whether any output of m is device memory.
+func (m *callerMem) device() bool { return len(m.staged) > 0 }
 
 // array returns the caller's C array of n elements at p (nil p with n > 0 is an error).
 func array[T any](what string, p *T, n int) ([]T, error) {

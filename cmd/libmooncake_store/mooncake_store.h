@@ -36,6 +36,11 @@
  *   non-zero size, a NULL array, or a mismatched count is MOONCAKE_ERR_INVALID_PARAMS.
  *   The library cannot check that a non-NULL pointer is valid memory: passing freed or
  *   foreign memory is undefined behaviour, as in any C API.
+ * - GPU memory. Where the process has loaded the CUDA driver, a caller buffer may be CUDA
+ *   device memory of a context of this process: it is staged through host memory (one
+ *   device-to-host copy before a put, one host-to-device copy after a get, done when the call
+ *   returns). A range running past its device allocation is MOONCAKE_ERR_INVALID_PARAMS.
+ *   Not yet run on a GPU (docs/clib.md, "GPU memory").
  * - Library memory. Memory the library returns (mooncake_store_get_buffer,
  *   mooncake_store_get_replica_desc, mooncake_store_batch_get_buffer) is malloc'd C
  *   memory the caller owns and releases with mooncake_store_free_buffer.

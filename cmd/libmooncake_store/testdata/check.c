@@ -13,21 +13,7 @@
 
 #include "mooncake_store.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                          \
-    do {                                                                          \
-        if (!(cond)) {                                                            \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                \
-            printf(__VA_ARGS__);                                                  \
-            printf(" (last error: %s)\n", mooncake_store_last_error());           \
-            failures++;                                                           \
-        }                                                                         \
-    } while (0)
-
-#define EQ(got, want, what)                                                       \
-    CHECK((long long)(got) == (long long)(want), "%s: got %lld, want %lld", what, \
-          (long long)(got), (long long)(want))
+#include "checks.h"
 
 static void fill(unsigned char *p, size_t n, unsigned seed) {
     for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i * 131 + seed);

@@ -1,0 +1,68 @@
+//go:build cgo
+
+package main
+
+/*
+#cgo LDFLAGS: -ldl
+#include <stdlib.h>
+#include "cuda.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+// GPU memory (docs/clib.md "GPU memory"): cuda.c loads the CUDA driver API at run time, only
+// once the process has loaded it itself, and answers whether a caller's range is device
+// memory; device ranges are staged through host memory (callerMem in memory.go).
+
+// isDevice classifies [u, u+n), a range that passed checkRange: false for host memory (and
+// always without a driver), true for device memory of a context of this process, an error
+// for a device range the library cannot serve.
+func isDevice(what string, u uintptr, n uint64) (bool, error) {
+	// The error text is thread-local in cuda.c: stay on this thread until it is read.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	switch r := C.mc_cuda_classify(C.uintptr_t(u), C.size_t(n)); r {
+	case C.MC_MEM_HOST:
+		return false, nil
+	case C.MC_MEM_DEVICE:
+		return true, nil
+	case C.MC_MEM_CROSSES, C.MC_MEM_NO_CONTEXT:
+		return false, fmt.Errorf("%w: %s: %s", base.ErrInvalidParams, what, cudaError())
+	default:
+		return false, fmt.Errorf("%w: %s: %s", base.ErrInternal, what, cudaError())
+	}
+}
+
+// cudaCopy copies len(host) bytes between the device range at dev and host (toDevice: host
+// to device), on the library's stream of dev's context, and waits for the copy.
+func cudaCopy(what string, dev uintptr, host []byte, toDevice bool) error {
+	if len(host) == 0 {
+		return nil
+	}
+	runtime.LockOSThread() // as isDevice
+	defer runtime.UnlockOSThread()
+	dir := C.int(0)
+	if toDevice {
+		dir = 1
+	}
+	if C.mc_cuda_copy(C.uintptr_t(dev), unsafe.Pointer(&host[0]), C.size_t(len(host)), dir) != 0 {
+		return fmt.Errorf("%w: %s: %s", base.ErrInternal, what, cudaError())
+	}
+	return nil
+}
+
+func cudaError() string {
+	var buf [256]C.char
+	C.mc_cuda_error(&buf[0], C.size_t(len(buf)))
+	return C.GoString(&buf[0])
+}
+
+// cudaLoads is how many CUDA drivers the library has loaded (0 or 1).
+func cudaLoads() int { return int(C.mc_cuda_loads()) }
