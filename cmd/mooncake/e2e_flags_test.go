@@ -16,7 +16,7 @@ import (
 // independently of the table in compat_flags.go so that each checks the other. $P is the
 // test's RPC port, $M its metrics port and $H its HTTP metadata port (free ports, in both
 // runs: Mooncake's 50051, 9003 and 8080 may be taken on a shared machine); $D is a directory.
-var mooncakeMasterFlagValues = []struct{ name, def, other string }{
+var mooncakeMasterFlagValues = append([]flagValue{
 	{"config_path", "", "$D/master.json"},
 	{"port", "$P", "$P2"},
 	{"max_threads", "4", "8"},
@@ -86,15 +86,7 @@ var mooncakeMasterFlagValues = []struct{ name, def, other string }{
 	{"kv_events_emit_object_key", "true", "false"},
 	{"kv_events_emit_legacy_compat", "true", "false"},
 	{"kv_events_queue_capacity", "65536", "1024"},
-	{"v", "0", "1"},
-	{"logtostderr", "false", "true"},
-	{"alsologtostderr", "false", "true"},
-	{"colorlogtostderr", "false", "true"},
-	{"log_dir", "", "$D/logs"},
-	{"minloglevel", "0", "1"},
-	{"stderrthreshold", "2", "0"},
-	{"vmodule", "", "master=2"},
-}
+}, glogFlagValues...)
 
 // TestMooncakeMasterEveryFlag starts the built binary as mooncake_master twice: with every
 // flag of Mooncake's at Mooncake's default (it serves, and says nothing about them), then
@@ -235,7 +227,7 @@ func grepLinesOf(s, sub string) string {
 // real_client_main.cpp and glog's) with Mooncake's default and one other value. $P is the
 // data port and $W the HTTP port (free ports), $D a directory; global_segment_size is 64 MB
 // instead of Mooncake's "4 GB" in the first run too, to keep the shared test machine's memory.
-var mooncakeClientFlagValues = []struct{ name, def, other string }{
+var mooncakeClientFlagValues = append([]flagValue{
 	{"host", "0.0.0.0", "127.0.0.1"},
 	{"metadata_server", "http://127.0.0.1:8080/metadata", "etcd://127.0.0.1:2379"},
 	{"device_names", "", "mlx5_0"},
@@ -251,6 +243,14 @@ var mooncakeClientFlagValues = []struct{ name, def, other string }{
 	{"graceful_unmount_seconds", "0", "5"},
 	{"enable_http_server", "true", "false"},
 	{"http_port", "$W", "$W"},
+}, glogFlagValues...)
+
+// flagValue is one flag of Mooncake's with its default and another value ($D: the test's
+// directory; other placeholders as each test expands them).
+type flagValue struct{ name, def, other string }
+
+// glogFlagValues are glog's flags, which both of Mooncake's binaries take.
+var glogFlagValues = []flagValue{
 	{"v", "0", "1"},
 	{"logtostderr", "false", "true"},
 	{"alsologtostderr", "false", "true"},
@@ -258,7 +258,7 @@ var mooncakeClientFlagValues = []struct{ name, def, other string }{
 	{"log_dir", "", "$D/logs"},
 	{"minloglevel", "0", "1"},
 	{"stderrthreshold", "2", "0"},
-	{"vmodule", "", "client=2"},
+	{"vmodule", "", "mooncake=2"},
 }
 
 // TestMooncakeClientEveryFlag starts the built binary as mooncake_client against a
