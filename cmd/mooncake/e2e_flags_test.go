@@ -102,19 +102,7 @@ func TestMooncakeMasterEveryFlag(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "master.json"), []byte(`{"cluster_id": "from_file", "client_live_ttl_sec": 15}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	inList := map[string]bool{}
-	for _, v := range mooncakeMasterFlagValues {
-		inList[v.name] = true
-	}
-	for _, f := range mooncakeFlagsOf(nameMaster) {
-		if !inList[f.name] {
-			t.Errorf("the flag table has --%s, the test's list does not", f.name)
-		}
-		delete(inList, f.name)
-	}
-	for n := range inList {
-		t.Errorf("the test's list has --%s, the flag table does not", n)
-	}
+	checkFlagList(t, nameMaster, mooncakeMasterFlagValues)
 
 	run := func(name string, other bool) (*proc, string, string, int) {
 		t.Helper()
@@ -249,6 +237,24 @@ var mooncakeClientFlagValues = append([]flagValue{
 // directory; other placeholders as each test expands them).
 type flagValue struct{ name, def, other string }
 
+// checkFlagList fails t where the test's list for binary and the flag table name different flags.
+func checkFlagList(t *testing.T, binary string, list []flagValue) {
+	t.Helper()
+	inList := map[string]bool{}
+	for _, v := range list {
+		inList[v.name] = true
+	}
+	for _, f := range mooncakeFlagsOf(binary) {
+		if !inList[f.name] {
+			t.Errorf("the flag table has --%s, the test's list does not", f.name)
+		}
+		delete(inList, f.name)
+	}
+	for n := range inList {
+		t.Errorf("the test's list has --%s, the flag table does not", n)
+	}
+}
+
 // glogFlagValues are glog's flags, which both of Mooncake's binaries take.
 var glogFlagValues = []flagValue{
 	{"v", "0", "1"},
@@ -275,19 +281,7 @@ func TestMooncakeClientEveryFlag(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	inList := map[string]bool{}
-	for _, v := range mooncakeClientFlagValues {
-		inList[v.name] = true
-	}
-	for _, f := range mooncakeFlagsOf(nameClient) {
-		if !inList[f.name] {
-			t.Errorf("the flag table has --%s, the test's list does not", f.name)
-		}
-		delete(inList, f.name)
-	}
-	for n := range inList {
-		t.Errorf("the test's list has --%s, the flag table does not", n)
-	}
+	checkFlagList(t, nameClient, mooncakeClientFlagValues)
 	mp := freePorts(t, 2)
 	root := filepath.Join(dir, "root")
 	m := startProcIn(t, dir, nil, nameMaster, master, "--rpc_address=127.0.0.1", "--port="+strconv.Itoa(mp[0]),
