@@ -111,18 +111,7 @@ func TestMooncakeMasterEveryFlag(t *testing.T) {
 		os.Mkdir(cwd, 0o755)
 		repl := strings.NewReplacer("$P2", strconv.Itoa(p[3]), "$P", strconv.Itoa(p[0]), "$M", strconv.Itoa(p[1]),
 			"$H", strconv.Itoa(p[2]), "$D", dir)
-		var args []string
-		for _, v := range mooncakeMasterFlagValues {
-			val := v.def
-			if other {
-				val = v.other
-			}
-			dash := "--"
-			if len(v.name) == 1 {
-				dash = "-"
-			}
-			args = append(args, dash+v.name+"="+repl.Replace(val))
-		}
+		args := flagArgs(mooncakeMasterFlagValues, other, repl)
 		m := startProcIn(t, cwd, nil, name, master, args...)
 		m.mustReady()
 		return m, hostPort(p[0]), "http://" + hostPort(p[1]), p[2]
@@ -255,6 +244,24 @@ func checkFlagList(t *testing.T, binary string, list []flagValue) {
 	}
 }
 
+// flagArgs gives each flag of list with its default (other: its other value), placeholders
+// replaced; one-letter flags take one dash, as glog's -v does.
+func flagArgs(list []flagValue, other bool, repl *strings.Replacer) []string {
+	args := make([]string, 0, len(list))
+	for _, v := range list {
+		val := v.def
+		if other {
+			val = v.other
+		}
+		dash := "--"
+		if len(v.name) == 1 {
+			dash = "-"
+		}
+		args = append(args, dash+v.name+"="+repl.Replace(val))
+	}
+	return args
+}
+
 // glogFlagValues are glog's flags, which both of Mooncake's binaries take.
 var glogFlagValues = []flagValue{
 	{"v", "0", "1"},
@@ -292,18 +299,7 @@ func TestMooncakeClientEveryFlag(t *testing.T) {
 		t.Helper()
 		p := freePorts(t, 2)
 		repl := strings.NewReplacer("$M", hostPort(mp[0]), "$P", strconv.Itoa(p[0]), "$W", strconv.Itoa(p[1]), "$D", dir)
-		var args []string
-		for _, v := range mooncakeClientFlagValues {
-			val := v.def
-			if other {
-				val = v.other
-			}
-			dash := "--"
-			if len(v.name) == 1 {
-				dash = "-"
-			}
-			args = append(args, dash+v.name+"="+repl.Replace(val))
-		}
+		args := flagArgs(mooncakeClientFlagValues, other, repl)
 		w := startProcIn(t, dir, nil, name, client, args...)
 		w.mustReady()
 		return w, p[1]
