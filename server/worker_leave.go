@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -91,25 +90,10 @@ func (w *Worker) attachLoop() {
 // each configured master, following NOT_LEADER redirects. Bounded by ctx.
 func (w *Worker) callLeader(ctx context.Context, req, resp transfer.Message) (string, error) {
 	hint, _ := w.leader.Load().(string)
-	var err error
-	for _, addr := range w.masterAddrs(hint, "") {
-		for hop := 0; hop < maxRedirects && addr != ""; hop++ {
-			err = w.callMaster(ctx, addr, req, resp)
-			var nl *transfer.NotLeaderError
-			if errors.As(err, &nl) && nl.LeaderAddr != "" && nl.LeaderAddr != addr {
-				addr = nl.LeaderAddr
-				continue
-			}
-			if err == nil || ctx.Err() != nil {
-				return addr, err
-			}
-			break
-		}
-	}
-	if err == nil {
-		err = fmt.Errorf("%w: no master address", base.ErrUnavailable)
-	}
-	return "", err
+	return w.toLeader(hint, "", func(addr string) (bool, error) {
+		err := w.callMaster(ctx, addr, req, resp)
+		return err == nil || ctx.Err() != nil, err
+	})
 }
 
 // leave unmounts this worker (LeaveWorker) at the Shutdown of an Ephemeral worker: when it

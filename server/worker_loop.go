@@ -134,46 +134,29 @@ func (w *Worker) register(hint, avoid string) (string, error) {
 		maxObjects = w.cfg.testRegisterPageObjects
 	}
 	pages := inventoryPages(inv, maxObjects, registerPageBytes)
-	var lastErr error
-	for _, addr := range w.masterAddrs(hint, avoid) {
-		for hop := 0; hop < maxRedirects && addr != ""; hop++ {
-			resp, err := w.sendPages(addr, req, pages)
-			var nl *transfer.NotLeaderError
-			if errors.As(err, &nl) {
-				lastErr = err
-				if nl.LeaderAddr == "" || nl.LeaderAddr == addr {
-					break
-				}
-				addr = nl.LeaderAddr
-				continue
-			}
-			if err != nil {
-				lastErr = err
-				if errors.Is(err, base.ErrClusterMismatch) || errors.Is(err, base.ErrInvalidParams) {
-					return "", err // a configuration error: retrying elsewhere will not help
-				}
-				break
-			}
-			w.applyDrops(resp.Drop)
-			w.registered.Add(1)
-			select {
-			case w.regCh <- struct{}{}:
-			default:
-			}
-			w.log.Info("registered with the leader", "master", addr, "inventory", len(inv), "pages", len(pages),
-				"dropped_unknown", len(resp.Drop))
-			return addr, nil
-		}
+	return w.toLeader(hint, avoid, func(addr string) (bool, error) {
 		select {
 		case <-w.stop:
-			return "", fmt.Errorf("%w: worker shutting down", base.ErrClosed)
+			return true, fmt.Errorf("%w: worker shutting down", base.ErrClosed)
 		default:
 		}
-	}
-	if lastErr == nil {
-		lastErr = fmt.Errorf("%w: no master address", base.ErrUnavailable)
-	}
-	return "", lastErr
+		resp, err := w.sendPages(addr, req, pages)
+		if err != nil {
+			// A configuration error: retrying elsewhere will not help.
+			var nl *transfer.NotLeaderError
+			stop := !errors.As(err, &nl) && (errors.Is(err, base.ErrClusterMismatch) || errors.Is(err, base.ErrInvalidParams))
+			return stop, err
+		}
+		w.applyDrops(resp.Drop)
+		w.registered.Add(1)
+		select {
+		case w.regCh <- struct{}{}:
+		default:
+		}
+		w.log.Info("registered with the leader", "master", addr, "inventory", len(inv), "pages", len(pages),
+			"dropped_unknown", len(resp.Drop))
+		return true, nil
+	})
 }
 
 // sendPages makes one registration attempt at addr: the pages of the inventory, in order,
@@ -228,29 +211,45 @@ func inventoryPages(inv []base.ObjectMeta, maxObjects, maxBytes int) [][]base.Ob
 // answers it (or refuses it with SEGMENT_NOT_FOUND when it does not know this worker yet),
 // followers redirect.
 func (w *Worker) findLeader(hint, avoid string) (string, error) {
+	return w.toLeader(hint, avoid, func(addr string) (bool, error) {
+		err := w.heartbeat(addr)
+		var nl *transfer.NotLeaderError
+		var ce *base.CodeError
+		switch {
+		case err == nil, errors.Is(err, base.ErrSegmentNotFound):
+			return true, nil
+		case errors.As(err, &nl):
+			return false, err
+		case errors.As(err, &ce):
+			return true, nil // a master answered as the leader would (e.g. cluster mismatch): let register report it
+		}
+		return false, err
+	})
+}
+
+// toLeader walks the masters in masterAddrs(hint, avoid) order, following each NOT_LEADER
+// redirect that names another master (at most maxRedirects hops from each). try makes one
+// attempt at addr: stop ends the walk there with its error, else the walk goes on (err is
+// kept as the last failure). It returns the address try stopped at, or "" and the last
+// failure (ErrUnavailable when there was no address at all).
+func (w *Worker) toLeader(hint, avoid string, try func(addr string) (stop bool, err error)) (string, error) {
 	var lastErr error
 	for _, addr := range w.masterAddrs(hint, avoid) {
 		for hop := 0; hop < maxRedirects && addr != ""; hop++ {
-			err := w.heartbeat(addr)
-			var nl *transfer.NotLeaderError
-			var ce *base.CodeError
-			switch {
-			case err == nil, errors.Is(err, base.ErrSegmentNotFound):
-				return addr, nil
-			case errors.As(err, &nl):
-				lastErr = err
-				if nl.LeaderAddr == "" || nl.LeaderAddr == addr {
-					addr = ""
-					continue
-				}
-				addr = nl.LeaderAddr
-				continue
-			case errors.As(err, &ce):
-				return addr, nil // a master answered as the leader would (e.g. cluster mismatch): let register report it
+			stop, err := try(addr)
+			if stop {
+				return addr, err
 			}
 			lastErr = err
-			addr = ""
+			var nl *transfer.NotLeaderError
+			if !errors.As(err, &nl) || nl.LeaderAddr == "" || nl.LeaderAddr == addr {
+				break
+			}
+			addr = nl.LeaderAddr
 		}
+	}
+	if lastErr == nil {
+		lastErr = fmt.Errorf("%w: no master address", base.ErrUnavailable)
 	}
 	return "", lastErr
 }
