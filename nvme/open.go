@@ -226,8 +226,8 @@ func (s *Store) probeDirect() bool {
 
 // recover opens the extents and validates the index against them (steps 2-5 of Open).
 //
-// NB: Open runs it before s is shared with any goroutine, so it uses s.mu's fields without
-// taking s.mu.
+// NB: Open runs it before s is shared with any goroutine, so it and its steps (openExtents,
+// walkIndex, checkRecord, settleExtents) use s.mu's fields without taking s.mu.
 func (s *Store) recover() error {
 	if err := s.checkFormat(); err != nil {
 		return err
