@@ -386,33 +386,47 @@ func (a *allocator) metadataBytes() int64 {
 // verify walks every structure and returns the first broken invariant. O(nodes); for tests
 // and invariants builds.
 func (a *allocator) verify() error {
-	// Physical chain: starts at offset 0, contiguous, covers [0, capacity).
+	blocks, free, err := a.verifyChain()
+	if err != nil {
+		return err
+	}
+	if err := a.verifyBins(free); err != nil {
+		return err
+	}
+	return a.verifyUnused(blocks)
+}
+
+// verifyChain checks the physical chain: it starts at offset 0, is contiguous, covers
+// [0, capacity) in aligned blocks with no two free neighbours, and agrees with the counters.
+// It returns the number of blocks in the chain and how many of them are free, which the bins
+// and the unused stack must account for.
+func (a *allocator) verifyChain() (blocks, free int64, err error) {
 	head := nilNode
 	for i := range a.nodes {
 		if a.nodes[i].state != nodeUnused && a.nodes[i].prevPhys == nilNode {
 			if head != nilNode {
-				return fmt.Errorf("two chain heads: %d and %d", head, i)
+				return 0, 0, fmt.Errorf("two chain heads: %d and %d", head, i)
 			}
 			head = int32(i)
 		}
 	}
 	if head == nilNode {
-		return fmt.Errorf("no chain head")
+		return 0, 0, fmt.Errorf("no chain head")
 	}
-	var off, used, live, free, blocks int64
+	var off, used, live int64
 	prevFree := false
 	prev := nilNode
 	for n := head; n != nilNode; n = a.nodes[n].nextPhys {
 		nd := &a.nodes[n]
 		blocks++
 		if nd.off != off {
-			return fmt.Errorf("node %d at offset %d, want %d", n, nd.off, off)
+			return 0, 0, fmt.Errorf("node %d at offset %d, want %d", n, nd.off, off)
 		}
 		if nd.prevPhys != prev {
-			return fmt.Errorf("node %d prevPhys %d, want %d", n, nd.prevPhys, prev)
+			return 0, 0, fmt.Errorf("node %d prevPhys %d, want %d", n, nd.prevPhys, prev)
 		}
 		if nd.size <= 0 || nd.size%a.align != 0 || nd.off%a.align != 0 {
-			return fmt.Errorf("node %d: bad geometry off %d size %d (align %d)", n, nd.off, nd.size, a.align)
+			return 0, 0, fmt.Errorf("node %d: bad geometry off %d size %d (align %d)", n, nd.off, nd.size, a.align)
 		}
 		switch nd.state {
 		case nodeUsed:
@@ -421,27 +435,32 @@ func (a *allocator) verify() error {
 			prevFree = false
 		case nodeFree:
 			if prevFree {
-				return fmt.Errorf("node %d: two free neighbours not coalesced at offset %d", n, nd.off)
+				return 0, 0, fmt.Errorf("node %d: two free neighbours not coalesced at offset %d", n, nd.off)
 			}
 			free++
 			prevFree = true
 		default:
-			return fmt.Errorf("node %d in the chain is unused", n)
+			return 0, 0, fmt.Errorf("node %d in the chain is unused", n)
 		}
 		off += nd.size
 		prev = n
 		if blocks > int64(len(a.nodes)) {
-			return fmt.Errorf("physical chain has a cycle")
+			return 0, 0, fmt.Errorf("physical chain has a cycle")
 		}
 	}
 	if off != a.capacity {
-		return fmt.Errorf("chain covers %d bytes, capacity %d", off, a.capacity)
+		return 0, 0, fmt.Errorf("chain covers %d bytes, capacity %d", off, a.capacity)
 	}
 	if used != a.used || live != a.live || free != a.freeBlocks {
-		return fmt.Errorf("accounting: chain used %d live %d free blocks %d; counters %d %d %d",
+		return 0, 0, fmt.Errorf("accounting: chain used %d live %d free blocks %d; counters %d %d %d",
 			used, live, free, a.used, a.live, a.freeBlocks)
 	}
-	// Bins: every free block in the right list, lists doubly linked, bitmaps exact.
+	return blocks, free, nil
+}
+
+// verifyBins checks the segregated lists against the chain's free blocks: every free block in
+// the list of its size class, each list doubly linked, both bitmaps exact.
+func (a *allocator) verifyBins(free int64) error {
 	var inBins int64
 	for b := range a.bins {
 		fl, sl := b/slCount, b%slCount
@@ -457,6 +476,7 @@ func (a *allocator) verify() error {
 			}
 			p = n
 			inBins++
+			// A list longer than the free blocks is a cycle (or a block in two lists).
 			if inBins > free {
 				return fmt.Errorf("bin lists hold more than %d free blocks", free)
 			}
@@ -470,7 +490,12 @@ func (a *allocator) verify() error {
 	if inBins != free {
 		return fmt.Errorf("bins hold %d blocks, chain has %d free", inBins, free)
 	}
-	// Unused stack: every slot not in the chain.
+	return nil
+}
+
+// verifyUnused checks the stack of unused node slots: it holds exactly the slots that are not
+// among the chain's blocks.
+func (a *allocator) verifyUnused(blocks int64) error {
 	unused := int64(0)
 	for n := a.unused; n != nilNode; n = a.nodes[n].nextFree {
 		if a.nodes[n].state != nodeUnused {

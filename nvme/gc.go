@@ -84,6 +84,8 @@ func (s *Store) gcVictims() []*extent {
 	return victims
 }
 
+// gcLocked is one GC pass (see GC): pick the victims, move their live records out (steps
+// 1-3), delete the victims left empty (step 4). REQUIRES: s.gcMu, inside enter/exit.
 func (s *Store) gcLocked() (GCStats, error) {
 	var st GCStats
 	victims := s.gcVictims()
@@ -97,44 +99,75 @@ func (s *Store) gcLocked() (GCStats, error) {
 		byID[e.id], rank[e.id] = e, i
 		anyLive = anyLive || e.live.Load() > 0
 	}
-
-	// Find the live records of the victims: one pass over the index (none when every
-	// victim is empty).
-	type liveRec struct {
-		key string
-		ent indexEntry
-	}
-	var recs []liveRec
+	// One pass over the index (none when every victim is empty).
+	var recs []gcRecord
 	if anyLive {
-		it, err := s.newObjectIter()
-		if err != nil {
-			return st, fmt.Errorf("nvme: gc: %w", err)
+		var err error
+		if recs, err = s.gcLiveRecords(byID, rank); err != nil {
+			return st, err
 		}
-		for ok := it.First(); ok; ok = it.Next() {
-			val, err := it.ValueAndErr()
-			if err != nil {
-				it.Close()
-				return st, fmt.Errorf("nvme: gc: %w", err)
-			}
-			ent, err := decodeIndexEntry(val)
-			if err != nil || ent.isInline() || ent.flags&flagQuarantined != 0 || byID[ent.extent] == nil {
-				continue
-			}
-			key, err := decodeIndexKey(it.Key())
-			if err != nil {
-				continue
-			}
-			recs = append(recs, liveRec{key, ent})
-		}
-		if err := it.Close(); err != nil {
-			return st, fmt.Errorf("nvme: gc: %w", err)
-		}
-		// Emptiest extents first: they free the most for the bytes moved.
-		slices.SortStableFunc(recs, func(a, b liveRec) int { return cmp.Compare(rank[a.ent.extent], rank[b.ent.extent]) })
 	}
+	s.gcMove(recs, byID, &st)
+	removedBytes := s.gcRemoveEmpty(victims, &st)
+	if st.ExtentsRemoved > 0 {
+		if err := s.syncDir(); err != nil {
+			return st, ioErr("gc: sync extent directory", err)
+		}
+		st.BytesReclaimed = removedBytes - st.BytesMoved
+		s.m.gcRuns.Add(1)
+		s.m.gcReclaimed.Add(st.BytesReclaimed)
+		if s.opts.Events.GCEnd != nil {
+			s.opts.Events.GCEnd(st)
+		}
+		s.log.Info("nvme: gc", "extents_removed", st.ExtentsRemoved, "records_moved", st.RecordsMoved,
+			"bytes_moved", base.Bytes(st.BytesMoved), "bytes_reclaimed", base.Bytes(st.BytesReclaimed))
+	}
+	return st, nil
+}
 
-	// 1-3. Copy, sync and re-point each live record. put with onlyIfAt does the three steps
-	// per record (durable, so the copy is synced before the index points at it).
+// gcRecord is a live record of a GC victim: its key and index entry as GC found them.
+type gcRecord struct {
+	key string
+	ent indexEntry
+}
+
+// gcLiveRecords finds the live records of the victims (byID) in the index, ordered by the
+// rank of their extent. REQUIRES: s.gcMu.
+func (s *Store) gcLiveRecords(byID map[uint64]*extent, rank map[uint64]int) ([]gcRecord, error) {
+	var recs []gcRecord
+	it, err := s.newObjectIter()
+	if err != nil {
+		return nil, fmt.Errorf("nvme: gc: %w", err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		val, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return nil, fmt.Errorf("nvme: gc: %w", err)
+		}
+		ent, err := decodeIndexEntry(val)
+		if err != nil || ent.isInline() || ent.flags&flagQuarantined != 0 || byID[ent.extent] == nil {
+			continue
+		}
+		key, err := decodeIndexKey(it.Key())
+		if err != nil {
+			continue
+		}
+		recs = append(recs, gcRecord{key, ent})
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("nvme: gc: %w", err)
+	}
+	// Emptiest extents first: they free the most for the bytes moved.
+	slices.SortStableFunc(recs, func(a, b gcRecord) int { return cmp.Compare(rank[a.ent.extent], rank[b.ent.extent]) })
+	return recs, nil
+}
+
+// gcMove is steps 1-3 of GC: copy, sync and re-point each live record. put with onlyIfAt does
+// the three steps per record (durable, so the copy is synced before the index points at it).
+// The first record that cannot be moved (a full disk) ends the moves, with one log line: the
+// extents already emptied are still deleted. REQUIRES: s.gcMu.
+func (s *Store) gcMove(recs []gcRecord, byID map[uint64]*extent, st *GCStats) {
 	for i, r := range recs {
 		e := byID[r.ent.extent]
 		stored := getBuf(int(r.ent.storedLen))
@@ -161,10 +194,15 @@ func (s *Store) gcLocked() (GCStats, error) {
 		st.RecordsMoved++
 		st.BytesMoved += recordLenOf(r.key, r.ent)
 	}
+}
 
-	// 4. Delete the victims with nothing live left, with no reader or punch inside them.
-	removedBytes := int64(0)
+// gcRemoveEmpty is step 4 of GC: it deletes the victims with nothing live left, with no
+// reader or punch inside them (punchMu held exclusively), and returns the disk bytes they
+// used. A reader still holding an extent's file closes it (refs). The caller syncs the
+// directory. REQUIRES: s.gcMu.
+func (s *Store) gcRemoveEmpty(victims []*extent, st *GCStats) (removedBytes int64) {
 	s.punchMu.Lock()
+	defer s.punchMu.Unlock()
 	for _, e := range victims {
 		if e.live.Load() != 0 {
 			continue
@@ -186,21 +224,7 @@ func (s *Store) gcLocked() (GCStats, error) {
 		removedBytes += used
 		st.ExtentsRemoved++
 	}
-	s.punchMu.Unlock()
-	if st.ExtentsRemoved > 0 {
-		if err := s.syncDir(); err != nil {
-			return st, ioErr("gc: sync extent directory", err)
-		}
-		st.BytesReclaimed = removedBytes - st.BytesMoved
-		s.m.gcRuns.Add(1)
-		s.m.gcReclaimed.Add(st.BytesReclaimed)
-		if s.opts.Events.GCEnd != nil {
-			s.opts.Events.GCEnd(st)
-		}
-		s.log.Info("nvme: gc", "extents_removed", st.ExtentsRemoved, "records_moved", st.RecordsMoved,
-			"bytes_moved", base.Bytes(st.BytesMoved), "bytes_reclaimed", base.Bytes(st.BytesReclaimed))
-	}
-	return st, nil
+	return removedBytes
 }
 
 // readStored reads the stored bytes of key's record into stored (len == ent.storedLen) and

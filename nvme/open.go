@@ -62,30 +62,9 @@ func Open(opts Options) (*Store, error) {
 		budget = int64(du.TotalBytes)
 	}
 	memTable := memTableSize(budget)
-	// The ballast (ballast.go), on a filesystem that can report being full.
-	indexFS := s.fs
-	if duErr == nil {
-		s.ballast = ballastSize(memTable)
-		_ = s.fs.Remove(s.fs.PathJoin(opts.Dir, ballastName)) // an earlier run's; sized again
-		if err := s.createBallast(); err != nil {
-			s.ballastGone.Store(true)
-			s.log.Warn("nvme: no room for the index's reserve: new objects are refused until the disk has room",
-				"reserve", base.Bytes(s.ballast), "err", err)
-		}
-		indexFS = vfs.OnDiskFull(s.fs, s.onIndexDiskFull)
+	if err := s.openIndex(indexDir, memTable, duErr == nil); err != nil {
+		return nil, err
 	}
-	db, err := pebble.Open(indexDir, &pebble.Options{
-		FS:     indexFS,
-		Logger: pebbleLogger{s.log},
-		// Inline values are up to 64 KiB: a larger memtable than the 4 MiB default keeps
-		// flushes rare under spill bursts of small objects (memTableSize scales it down on
-		// small disks).
-		MemTableSize: uint64(memTable),
-	})
-	if err != nil {
-		return nil, ioErr("open index", err)
-	}
-	s.db = db
 	if err := s.recover(); err != nil {
 		s.closeFiles()
 		return nil, err
@@ -94,23 +73,9 @@ func Open(opts Options) (*Store, error) {
 	s.direct = s.probeDirect()
 	used := s.m.extentBytes.Load() + s.m.inlineBytes.Load()
 	headroom := indexHeadroom(memTable)
-	s.capacity = opts.Capacity
-	if duErr == nil {
-		du, duErr = s.fs.GetDiskUsage(opts.Dir) // again: recovery may have removed extents
-	}
-	switch {
-	case s.capacity == 0 && duErr != nil:
+	if err := s.setCapacity(used, headroom, duErr); err != nil {
 		s.closeFiles()
-		return nil, ioErr("disk usage (set Options.Capacity)", duErr)
-	case s.capacity == 0:
-		s.capacity = max(0, used+int64(float64(du.AvailBytes)*DefaultCapacityFraction)-headroom)
-	case duErr == nil && s.capacity > used+int64(du.AvailBytes)-headroom:
-		s.log.Warn("nvme: the capacity is larger than the room left on the filesystem; writes will fail with no space before it is reached",
-			"capacity", base.Bytes(s.capacity), "bytes_used", base.Bytes(used), "disk_free", base.Bytes(du.AvailBytes),
-			"index_headroom", base.Bytes(headroom))
-	}
-	if s.opts.ExtentSize == 0 {
-		s.opts.ExtentSize = autoExtentSize(s.capacity)
+		return nil, err
 	}
 	s.log.Info("nvme: opened",
 		"objects", s.m.objects.Load(), "bytes_used", base.Bytes(used), "capacity", base.Bytes(s.capacity),
@@ -132,6 +97,64 @@ func Open(opts Options) (*Store, error) {
 	s.wg.Add(1)
 	go s.gcLoop()
 	return s, nil
+}
+
+// openIndex opens the pebble index in dir with a memtable of memTable bytes (step 1 of Open).
+// On a filesystem that can report being full (fullAware: it reported its usage) it first
+// lays down the ballast (ballast.go) and has pebble spend it when the disk fills, so the
+// index can still write its WAL while new objects are refused.
+func (s *Store) openIndex(dir string, memTable int64, fullAware bool) error {
+	indexFS := s.fs
+	if fullAware {
+		s.ballast = ballastSize(memTable)
+		_ = s.fs.Remove(s.fs.PathJoin(s.opts.Dir, ballastName)) // an earlier run's; sized again
+		if err := s.createBallast(); err != nil {
+			s.ballastGone.Store(true)
+			s.log.Warn("nvme: no room for the index's reserve: new objects are refused until the disk has room",
+				"reserve", base.Bytes(s.ballast), "err", err)
+		}
+		indexFS = vfs.OnDiskFull(s.fs, s.onIndexDiskFull)
+	}
+	db, err := pebble.Open(dir, &pebble.Options{
+		FS:     indexFS,
+		Logger: pebbleLogger{s.log},
+		// Inline values are up to 64 KiB: a larger memtable than the 4 MiB default keeps
+		// flushes rare under spill bursts of small objects (memTableSize scales it down on
+		// small disks).
+		MemTableSize: uint64(memTable),
+	})
+	if err != nil {
+		return ioErr("open index", err)
+	}
+	s.db = db
+	return nil
+}
+
+// setCapacity sets the byte limit once recovery has counted the used bytes: Options.Capacity,
+// or by default what is used plus DefaultCapacityFraction of the room left on the disk, less
+// the index's headroom; then the extent size, which follows from it unless set. duErr is the
+// error of measuring the disk at Open (nil: the filesystem reports its usage); without a
+// measure there is no default, and the capacity must be set.
+func (s *Store) setCapacity(used, headroom int64, duErr error) error {
+	s.capacity = s.opts.Capacity
+	var du vfs.DiskUsage
+	if duErr == nil {
+		du, duErr = s.fs.GetDiskUsage(s.opts.Dir) // again: recovery may have removed extents
+	}
+	switch {
+	case s.capacity == 0 && duErr != nil:
+		return ioErr("disk usage (set Options.Capacity)", duErr)
+	case s.capacity == 0:
+		s.capacity = max(0, used+int64(float64(du.AvailBytes)*DefaultCapacityFraction)-headroom)
+	case duErr == nil && s.capacity > used+int64(du.AvailBytes)-headroom:
+		s.log.Warn("nvme: the capacity is larger than the room left on the filesystem; writes will fail with no space before it is reached",
+			"capacity", base.Bytes(s.capacity), "bytes_used", base.Bytes(used), "disk_free", base.Bytes(du.AvailBytes),
+			"index_headroom", base.Bytes(headroom))
+	}
+	if s.opts.ExtentSize == 0 {
+		s.opts.ExtentSize = autoExtentSize(s.capacity)
+	}
+	return nil
 }
 
 // memTableSize is the pebble memtable size for a store whose disk budget is budget bytes
@@ -202,15 +225,50 @@ func (s *Store) probeDirect() bool {
 }
 
 // recover opens the extents and validates the index against them (steps 2-5 of Open).
+//
+// NB: Open runs it before s is shared with any goroutine, so it and its steps (openExtents,
+// walkIndex, checkRecord, settleExtents) use s.mu's fields without taking s.mu.
 func (s *Store) recover() error {
 	if err := s.checkFormat(); err != nil {
 		return err
 	}
+	fileSize, err := s.openExtents()
+	if err != nil {
+		return err
+	}
+	drop := s.db.NewBatch()
+	defer drop.Close()
+	dropf := func(k []byte, why string, args ...any) {
+		_ = drop.Delete(k, nil)
+		s.m.droppedOnOpen.Add(1)
+		s.log.Warn("nvme: dropping an index entry: "+why, args...)
+	}
+	spans, err := s.walkIndex(fileSize, dropf)
+	if err != nil {
+		return err
+	}
+	if drop.Count() > 0 {
+		if err := drop.Commit(pebble.Sync); err != nil {
+			return ioErr("drop index entries", err)
+		}
+	}
+	return s.settleExtents(fileSize, spans)
+}
+
+// dropFunc deletes index entry k in recovery's batch, counting it and logging why (with
+// the key/value pairs of args).
+type dropFunc func(k []byte, why string, args ...any)
+
+// openExtents opens every extent file with a good header (step 2 of Open) into s.mu.extents
+// and returns the size of each file. A file with a bad header is logged and left in place for
+// inspection; an I/O error fails Open. Either way s.mu.nextID moves past its id, so that no id
+// is ever reused.
+func (s *Store) openExtents() (fileSize map[uint64]int64, err error) {
 	names, err := s.fs.List(s.extDir)
 	if err != nil {
-		return ioErr("list extents", err)
+		return nil, ioErr("list extents", err)
 	}
-	fileSize := map[uint64]int64{}
+	fileSize = map[uint64]int64{}
 	for _, name := range names {
 		id, ok := parseExtentName(name)
 		if !ok {
@@ -223,7 +281,7 @@ func (s *Store) recover() error {
 		e, size, err := s.openExtent(id, path)
 		if err != nil && !errors.Is(err, base.ErrCorruption) {
 			// An I/O error is not evidence against the extent: fail rather than drop entries.
-			return ioErr("open extent "+path, err)
+			return nil, ioErr("open extent "+path, err)
 		}
 		if err != nil {
 			s.log.Error("nvme: ignoring an extent file with a bad header", "file", path, "err", err)
@@ -232,20 +290,18 @@ func (s *Store) recover() error {
 		s.mu.extents[id] = e
 		fileSize[id] = size
 	}
+	return fileSize, nil
+}
 
-	drop := s.db.NewBatch()
-	defer drop.Close()
-	dropf := func(k []byte, why string, args ...any) {
-		_ = drop.Delete(k, nil)
-		s.m.droppedOnOpen.Add(1)
-		s.log.Warn("nvme: dropping an index entry: "+why, args...)
-	}
-	// spans holds the live records of each extent (offset, length), for the dead space
-	// between them.
+// walkIndex checks every object entry of the index against the extents opened (step 3 of
+// Open): entries that do not check out go to dropf; the others are counted (objects, inline
+// bytes, live extent bytes). It returns the live records of each extent (offset, length), for
+// the dead space between them.
+func (s *Store) walkIndex(fileSize map[uint64]int64, dropf dropFunc) (map[uint64][][2]int64, error) {
 	spans := map[uint64][][2]int64{}
 	it, err := s.newObjectIter()
 	if err != nil {
-		return ioErr("scan index", err)
+		return nil, ioErr("scan index", err)
 	}
 	for ok := it.First(); ok; ok = it.Next() {
 		k := append([]byte(nil), it.Key()...)
@@ -257,7 +313,7 @@ func (s *Store) recover() error {
 		val, err := it.ValueAndErr()
 		if err != nil {
 			it.Close()
-			return ioErr("scan index", err)
+			return nil, ioErr("scan index", err)
 		}
 		ent, err := decodeIndexEntry(val)
 		if err != nil {
@@ -274,33 +330,13 @@ func (s *Store) recover() error {
 			continue
 		}
 		if !ent.isInline() {
-			e := s.mu.extents[ent.extent]
+			e, err := s.checkRecord(k, key, ent, fileSize, dropf)
+			if err != nil {
+				it.Close()
+				return nil, err
+			}
 			if e == nil {
-				dropf(k, "its extent is missing", "key", key, "extent", ent.extent)
-				continue
-			}
-			if end := ent.offset + recordLenOf(key, ent); end > fileSize[ent.extent] {
-				dropf(k, "its record is past the end of the extent (torn)", "key", key, "extent", ent.extent, "offset", ent.offset)
-				continue
-			}
-			if _, err := s.readHeader(e, key, ent); err != nil {
-				if !errors.Is(err, base.ErrCorruption) {
-					it.Close()
-					return ioErr("check record of "+key, err)
-				}
-				dropf(k, "its record header does not check out", "key", key, "err", err)
-				continue
-			}
-			if s.opts.VerifyOnOpen {
-				buf := make([]byte, ent.size)
-				if err := s.readRecord(e, key, ent, buf); err != nil {
-					if !errors.Is(err, base.ErrCorruption) {
-						it.Close()
-						return ioErr("verify record of "+key, err)
-					}
-					dropf(k, "its record does not verify", "key", key, "err", err)
-					continue
-				}
+				continue // dropped
 			}
 			e.live.Add(recordLenOf(key, ent))
 			s.m.extentLive.Add(recordLenOf(key, ent))
@@ -309,14 +345,50 @@ func (s *Store) recover() error {
 		s.m.objects.Add(1)
 	}
 	if err := it.Close(); err != nil {
-		return ioErr("scan index", err)
+		return nil, ioErr("scan index", err)
 	}
-	if drop.Count() > 0 {
-		if err := drop.Commit(pebble.Sync); err != nil {
-			return ioErr("drop index entries", err)
+	return spans, nil
+}
+
+// checkRecord checks the extent record of key's entry ent (index key k): its extent is open,
+// the record lies within the file, its header matches ent and, with VerifyOnOpen, the whole
+// record verifies. It returns the record's extent, or nil after passing the entry to dropf.
+// An I/O error is returned instead: it is not evidence against the record, so Open fails
+// rather than drop the entry.
+func (s *Store) checkRecord(k []byte, key string, ent indexEntry, fileSize map[uint64]int64, dropf dropFunc) (*extent, error) {
+	e := s.mu.extents[ent.extent]
+	if e == nil {
+		dropf(k, "its extent is missing", "key", key, "extent", ent.extent)
+		return nil, nil
+	}
+	if end := ent.offset + recordLenOf(key, ent); end > fileSize[ent.extent] {
+		dropf(k, "its record is past the end of the extent (torn)", "key", key, "extent", ent.extent, "offset", ent.offset)
+		return nil, nil
+	}
+	if _, err := s.readHeader(e, key, ent); err != nil {
+		if !errors.Is(err, base.ErrCorruption) {
+			return nil, ioErr("check record of "+key, err)
+		}
+		dropf(k, "its record header does not check out", "key", key, "err", err)
+		return nil, nil
+	}
+	if s.opts.VerifyOnOpen {
+		buf := make([]byte, ent.size)
+		if err := s.readRecord(e, key, ent, buf); err != nil {
+			if !errors.Is(err, base.ErrCorruption) {
+				return nil, ioErr("verify record of "+key, err)
+			}
+			dropf(k, "its record does not verify", "key", key, "err", err)
+			return nil, nil
 		}
 	}
-	// Extents with nothing live go; the others count whole (torn tails are dead space).
+	return e, nil
+}
+
+// settleExtents ends recovery (steps 4-5 of Open): extents with nothing live go; the others
+// count whole, and the space between their live records (spans), torn tails included, is
+// queued as dead.
+func (s *Store) settleExtents(fileSize map[uint64]int64, spans map[uint64][][2]int64) error {
 	removed := 0
 	for id, e := range s.mu.extents {
 		if e.live.Load() == 0 {

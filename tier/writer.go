@@ -216,6 +216,11 @@ func (w *Writer) Commit(checksum uint64) error {
 	return w.commit(sum)
 }
 
+// commit makes the filled range key's object at version v, with checksum sum, under the key
+// lock: the durable copy first (putDurable), then, under e.mu, the replaced version out and
+// the new one in (installLocked). On an error the Writer is aborted. Once the new version is
+// committed, a failure to clean up the replaced one is not the caller's error: it goes to
+// the engine's background errors after the key lock is released.
 func (w *Writer) commit(sum uint64) (err error) {
 	e := w.e
 	var cleanupErr error // reported once the key lock is released
@@ -244,15 +249,9 @@ func (w *Writer) commit(sum uint64) (err error) {
 		}()
 	}
 	meta := base.ObjectMeta{Key: w.key, Version: w.v, Size: w.size, Checksum: sum}
-	var foot int64
-	if w.persist == base.PersistenceDurable {
-		if err := e.putLower(meta, w.h.Bytes(), true, w.model); err != nil {
-			e.mu.Lock()
-			e.mu.m.lowerErrors++
-			e.mu.Unlock()
-			return fmt.Errorf("tier: durable put of %q version %d: %w", w.key, w.v, err)
-		}
-		foot = e.footprint(meta)
+	foot, err := w.putDurable(meta)
+	if err != nil {
+		return err
 	}
 
 	e.mu.Lock()
@@ -282,6 +281,48 @@ func (w *Writer) commit(sum uint64) (err error) {
 			supHeld = e.mu.supBytes
 		}
 	}
+	w.installLocked(meta, foot)
+	need := e.mu.pol.NeedEviction() > 0
+	e.verifyLocked()
+	e.mu.Unlock()
+	if need {
+		e.kickEvictor()
+	}
+	if supHeld > 0 {
+		e.supersededHeld(supHeld)
+	}
+	if oldLower && (old.Version != w.v) {
+		errs = append(errs, e.deleteLowerKeyLocked(old))
+	}
+	if err := errors.Join(errs...); err != nil {
+		// The new version is committed; only the cleanup of the old one failed.
+		cleanupErr = fmt.Errorf("tier: commit of %q replaced version %d: %w", w.key, old.Version, err)
+	}
+	return nil
+}
+
+// putDurable writes a durable put's object to the lower tier, synced, before the commit makes
+// it visible, and returns the bytes it takes there (0, and nothing written, in the other
+// modes). REQUIRES: the key lock (no other commit of the key writes the lower tier meanwhile).
+func (w *Writer) putDurable(meta base.ObjectMeta) (int64, error) {
+	if w.persist != base.PersistenceDurable {
+		return 0, nil
+	}
+	e := w.e
+	if err := e.putLower(meta, w.h.Bytes(), true, w.model); err != nil {
+		e.mu.Lock()
+		e.mu.m.lowerErrors++
+		e.mu.Unlock()
+		return 0, fmt.Errorf("tier: durable put of %q version %d: %w", w.key, w.v, err)
+	}
+	return e.footprint(meta), nil
+}
+
+// installLocked indexes the Writer's range as key's committed object (meta; foot bytes on the
+// lower tier) and moves its accounting from the writers to the index and the policy. It ends
+// the Writer. REQUIRES: e.mu and the key lock, with the replaced version already removed.
+func (w *Writer) installLocked(meta base.ObjectMeta, foot int64) {
+	e := w.e
 	e.mu.nextID++
 	o := &object{id: e.mu.nextID, meta: meta, persistence: w.persist, hardPin: w.o.HardPin,
 		onLower: w.persist == base.PersistenceDurable, lowerBytes: foot, model: w.model}
@@ -301,23 +342,6 @@ func (w *Writer) commit(sum uint64) (err error) {
 		HardPin: o.hardPin, SoftPinUntil: unixNanos(o.softUntil)})
 	e.mu.m.commits++
 	e.mu.m.committedBytes += w.size
-	need := e.mu.pol.NeedEviction() > 0
-	e.verifyLocked()
-	e.mu.Unlock()
-	if need {
-		e.kickEvictor()
-	}
-	if supHeld > 0 {
-		e.supersededHeld(supHeld)
-	}
-	if oldLower && (old.Version != w.v) {
-		errs = append(errs, e.deleteLowerKeyLocked(old))
-	}
-	if err := errors.Join(errs...); err != nil {
-		// The new version is committed; only the cleanup of the old one failed.
-		cleanupErr = fmt.Errorf("tier: commit of %q replaced version %d: %w", w.key, old.Version, err)
-	}
-	return nil
 }
 
 // lockKeyHoldingPrev takes key's lock for the commit of version v and checks v. With
