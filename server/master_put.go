@@ -271,10 +271,5 @@ func (m *Master) putRevoke(key string, version base.Version) error {
 // expireReservations drops puts that did not reach PutEnd within PutTimeout.
 func (m *Master) expireReservations() {
 	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for key, r := range m.mu.lc.ExpireReservations(now) {
-		m.met.mc.putDiscards.Add(1)
-		m.log.Info("put timed out before PutEnd; workers drop it", "key", key, "version", r.Version, "put_timeout", m.cfg.PutTimeout)
-	}
+	m.execute(context.Background(), m.lcEvent(func(lc *lifecycle.Machine) []lifecycle.Effect { return lc.ExpireReservations(now) }))
 }

@@ -370,13 +370,8 @@ func (m *Master) registerPage(ctx context.Context, a RegisterArgs, session uint6
 
 // expireRegSessions drops the paged registrations idle for the session TTL (leader loop).
 func (m *Master) expireRegSessions() {
-	m.mu.Lock()
-	expired := m.mu.lc.ExpireSessions(m.now())
-	m.mu.Unlock()
-	for _, e := range expired {
-		m.log.Info("dropped a worker registration never finished", "worker", e.ID, "pages", e.Pages,
-			"objects", e.Objects, "idle", e.Idle)
-	}
+	now := m.now()
+	m.execute(context.Background(), m.lcEvent(func(lc *lifecycle.Machine) []lifecycle.Effect { return lc.ExpireSessions(now) }))
 }
 
 // HeartbeatReply tells a worker what to drop and whether to re-register.
@@ -402,19 +397,19 @@ func (m *Master) heartbeat(id base.WorkerID, usage WorkerUsage, leaving bool) (H
 			active = s.State == raftmeta.SegmentActive
 		}
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if !active {
 		return HeartbeatReply{}, fmt.Errorf("%w: worker %s is not registered with this leader; register again", base.ErrSegmentNotFound, id)
 	}
 	now := m.now()
-	drops, rereg, err := m.mu.lc.Heartbeat(now, id, usage, leaving)
+	var err error
+	effs := m.lcEvent(func(lc *lifecycle.Machine) []lifecycle.Effect {
+		var effs []lifecycle.Effect
+		effs, err = lc.Heartbeat(now, id, usage, leaving)
+		return effs
+	})
 	if err != nil {
 		return HeartbeatReply{}, err
 	}
-	if leaving {
-		m.log.Info("worker leaving to restart; keeping its replicas for the restart grace", "worker", id,
-			"worker_restart_grace", m.cfg.WorkerRestartGrace, "until", m.mu.lc.Deadline(id).UTC().Format(time.RFC3339))
-	}
-	return HeartbeatReply{Drops: drops, Reregister: rereg}, nil
+	// The reply is the effects' answer (drops owed, re-register); nothing else is proposed.
+	return m.execute(context.Background(), effs)
 }

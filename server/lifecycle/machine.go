@@ -154,18 +154,6 @@ type Worker struct {
 	conn uint64
 }
 
-// Output is what an event asks the driver to do: propose raft commands (in order), and
-// order copies (worker to worker). Drops owed wait in the machine for heartbeats.
-type Output struct {
-	Propose []raftmeta.Command
-	Copies  []CopyOrder
-}
-
-func (o *Output) merge(p Output) {
-	o.Propose = append(o.Propose, p.Propose...)
-	o.Copies = append(o.Copies, p.Copies...)
-}
-
 // Machine is the leader's worker soft state. It is not safe for concurrent use: the driver
 // serializes every call (the Master holds its mu).
 type Machine struct {
@@ -182,6 +170,11 @@ type Machine struct {
 	// lastConn numbers attached connections (Attach). It survives leaderships, so a Detach
 	// of a connection from an earlier one never matches a newer connection.
 	lastConn uint64
+	// nextScan is when Tick may ask for the next repair scan (ScanRepairs) while the repair
+	// queue is idle; rescan asks for one at the next idle tick, forced (a drain started or
+	// was cancelled). Both survive leaderships, as the driver's scan state does.
+	nextScan time.Time
+	rescan   bool
 }
 
 // New returns a machine that is not leader.
@@ -279,9 +272,11 @@ func (m *Machine) Deadline(id base.WorkerID) time.Time {
 
 // Tick moves workers along their deadlines and hands out repair copies: a worker silent past
 // two thirds of its deadline becomes suspect; past it, MarkWorkerLost is proposed (once; the
-// state becomes Dead at once, and Failed puts it back on a failed proposal).
-func (m *Machine) Tick(now time.Time) Output {
-	var out Output
+// state becomes Dead at once, and Failed puts it back on a failed proposal). When the repair
+// queue is idle it asks for a scan (ScanRepairs) every RepairConfig.ScanEvery, and at once
+// after a drain started or was cancelled.
+func (m *Machine) Tick(now time.Time) []Effect {
+	var out []Effect
 	for _, id := range m.sortedIDs() {
 		w := m.workers[id]
 		switch w.State {
@@ -293,47 +288,69 @@ func (m *Machine) Tick(now time.Time) Output {
 		case now.After(dl):
 			w.State = Dead
 			w.drops, w.resync, w.resyncAfter = nil, false, time.Time{}
-			out.Propose = append(out.Propose, raftmeta.MarkWorkerLost{ID: id, Now: now.UnixNano()})
+			out = append(out, Propose{raftmeta.MarkWorkerLost{ID: id, Now: now.UnixNano()}})
 		case w.State == Alive && now.After(dl.Add(-m.cfg.ClientTTL/3)):
 			w.State = Suspect
 		}
 	}
-	out.merge(m.repair.tick(now, m))
+	out = append(out, m.repair.tick(now, m)...)
+	if m.rescan {
+		m.nextScan = time.Time{}
+	}
+	if m.RepairIdle() && !now.Before(m.nextScan) {
+		m.nextScan = now.Add(m.cfg.Repair.ScanEvery)
+		out = append(out, ScanRepairs{Force: m.rescan})
+		m.rescan = false
+	}
 	return out
 }
 
 // Failed tells the machine a proposal it asked for was not committed: a MarkWorkerLost is
-// retried on the next tick past the deadline (the worker goes back to alive meanwhile).
-func (m *Machine) Failed(c raftmeta.Command) {
-	if c, ok := c.(raftmeta.MarkWorkerLost); ok {
+// retried on the next tick past the deadline (the worker goes back to alive meanwhile); a
+// copy's MoveReplicas or AddReplicas fails the copy (its target is owed a drop) and frees its
+// slot for the next copy.
+func (m *Machine) Failed(now time.Time, c raftmeta.Command) []Effect {
+	switch c := c.(type) {
+	case raftmeta.MarkWorkerLost:
 		if w := m.workers[c.ID]; w != nil && w.State == Dead {
 			w.State = liveState(w)
 		}
-	}
-	if c, ok := c.(raftmeta.MoveReplicas); ok {
+	case raftmeta.MoveReplicas:
 		for _, it := range c.Items {
 			m.repair.moved(m, it, fmt.Errorf("lifecycle: move not committed"))
 		}
-	}
-	if c, ok := c.(raftmeta.AddReplicas); ok {
+		return m.repair.tick(now, m)
+	case raftmeta.AddReplicas:
 		for _, it := range c.Items {
 			m.repair.added(m, c.Worker, it, fmt.Errorf("lifecycle: copy not committed"))
 		}
-	}
-	if c, ok := c.(raftmeta.LeaveWorker); ok {
+		return m.repair.tick(now, m)
+	case raftmeta.LeaveWorker:
 		m.leaveFailed(c)
 	}
+	return nil
 }
 
 // Applied tells the machine a command it cares about committed (and its per-item result).
-func (m *Machine) Applied(c raftmeta.Command, res raftmeta.Result) {
+// A committed MarkWorkerLost is reported (WorkerLost), a LeaveWorker too (WorkerLeft); the
+// end of a copy's MoveReplicas or AddReplicas frees its slot for the next copy.
+func (m *Machine) Applied(now time.Time, c raftmeta.Command, res raftmeta.Result) []Effect {
 	switch c := c.(type) {
 	case raftmeta.MarkWorkerLost:
 		if res.Err == nil {
 			m.releaseWorkerReservations(c.ID)
 		}
+		var grace bool
+		if w := m.workers[c.ID]; w != nil {
+			grace = !w.LeavingAt.IsZero()
+		}
+		return []Effect{WorkerLost{ID: c.ID, Grace: grace, Replicas: res.Dropped}}
 	case raftmeta.SetWorkerDraining:
-		if w := m.workers[c.ID]; w != nil && res.Err == nil {
+		if res.Err != nil {
+			return nil
+		}
+		m.rescan = true // plan the drain (or stop planning it) at the next tick
+		if w := m.workers[c.ID]; w != nil {
 			w.Draining = c.Draining
 			switch {
 			case c.Draining && (w.State == Alive || w.State == Suspect):
@@ -347,7 +364,7 @@ func (m *Machine) Applied(c raftmeta.Command, res raftmeta.Result) {
 			delete(m.workers, c.ID)
 		}
 	case raftmeta.LeaveWorker:
-		m.leaveApplied(c, res)
+		return m.leaveApplied(c, res)
 	case raftmeta.MoveReplicas:
 		for i, it := range c.Items {
 			var err error
@@ -356,6 +373,7 @@ func (m *Machine) Applied(c raftmeta.Command, res raftmeta.Result) {
 			}
 			m.repair.moved(m, it, err)
 		}
+		return m.repair.tick(now, m)
 	case raftmeta.AddReplicas:
 		for i, it := range c.Items {
 			var err error
@@ -364,23 +382,27 @@ func (m *Machine) Applied(c raftmeta.Command, res raftmeta.Result) {
 			}
 			m.repair.added(m, c.Worker, it, err)
 		}
+		return m.repair.tick(now, m)
 	}
+	return nil
 }
 
-// Heartbeat records a worker's liveness and usage and returns the drops it is owed, or asks
-// it to re-register. A worker unknown to this leadership, or dead, gets ErrSegmentNotFound:
-// it must register again. leaving announces a graceful shutdown (restart grace, no
-// placements).
-func (m *Machine) Heartbeat(now time.Time, id base.WorkerID, u Usage, leaving bool) (drops []raftmeta.KeyVersion, reregister bool, err error) {
+// Heartbeat records a worker's liveness and usage and answers it: the drops it is owed
+// (Drop), or a request to re-register (Reregister). A worker unknown to this leadership, or
+// dead, gets ErrSegmentNotFound: it must register again. leaving announces a graceful
+// shutdown (restart grace, no placements), reported first (WorkerLeaving).
+func (m *Machine) Heartbeat(now time.Time, id base.WorkerID, u Usage, leaving bool) ([]Effect, error) {
 	w := m.workers[id]
 	if !m.leader || w == nil || w.State == Dead || w.State == Registering || w.State == Returning || w.State == Left {
-		return nil, false, fmt.Errorf("%w: worker %s is not registered with this leader; register again", base.ErrSegmentNotFound, id)
+		return nil, fmt.Errorf("%w: worker %s is not registered with this leader; register again", base.ErrSegmentNotFound, id)
 	}
 	w.LastSeen = now
+	var out []Effect
 	switch {
 	case leaving:
 		// Its connection closes next, on purpose: the restart grace rules, not ConnGrace.
 		w.LeavingAt, w.State, w.DisconnectedAt = now, Leaving, time.Time{}
+		out = append(out, WorkerLeaving{ID: id, Until: m.deadline(w)})
 	case w.State == Suspect:
 		w.State = Alive
 	}
@@ -392,21 +414,23 @@ func (m *Machine) Heartbeat(now time.Time, id base.WorkerID, u Usage, leaving bo
 	}
 	if w.resync {
 		w.resync = false
-		return nil, true, nil
+		return append(out, Reregister{Worker: id}), nil
 	}
 	// NB: drops handed out here are forgotten; if the reply is lost the worker keeps those
 	// bytes until its next registration reconciles them (orphans, never wrong answers).
 	n := min(len(w.drops), m.cfg.MaxDropsPerHeartbeat)
-	drops = slices.Clone(w.drops[:n])
+	if n > 0 {
+		out = append(out, Drop{Worker: id, Items: slices.Clone(w.drops[:n])})
+	}
 	w.drops = w.drops[n:]
 	if len(w.drops) == 0 {
 		w.drops = nil
 	}
-	return drops, false, nil
+	return out, nil
 }
 
-// Touch records that a worker is alive without a heartbeat (a registration page arrived).
-func (m *Machine) Touch(now time.Time, id base.WorkerID) {
+// touch records that a worker is alive without a heartbeat (a registration page arrived).
+func (m *Machine) touch(now time.Time, id base.WorkerID) {
 	if w := m.workers[id]; w != nil && w.State != Dead {
 		w.LastSeen = now
 	}
@@ -496,8 +520,8 @@ func (m *Machine) Placeable(id base.WorkerID) bool {
 	return w != nil && (w.State == Alive || w.State == Suspect)
 }
 
-// Reserve adds n reserved bytes to worker id (negative n releases them).
-func (m *Machine) Reserve(id base.WorkerID, n int64) {
+// reserve adds n reserved bytes to worker id (negative n releases them).
+func (m *Machine) reserve(id base.WorkerID, n int64) {
 	if w := m.workers[id]; w != nil {
 		w.Reserved += n
 	}

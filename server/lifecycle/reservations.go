@@ -88,7 +88,7 @@ func (m *Machine) PlacePut(now time.Time, req PutRequest, segs []raftmeta.Segmen
 	m.resv[req.Key] = &Reservation{Version: req.Version, Size: req.Size, Workers: ids,
 		Deadline: now.Add(m.cfg.PutTimeout), Upsert: req.Upsert}
 	for _, id := range ids {
-		m.Reserve(id, req.Size)
+		m.reserve(id, req.Size)
 	}
 	return ids, nil
 }
@@ -172,21 +172,18 @@ func (m *Machine) AbandonCommit(key string, version base.Version) {
 func (m *Machine) release(key string, r *Reservation) {
 	delete(m.resv, key)
 	for _, id := range r.Workers {
-		m.Reserve(id, -r.Size)
+		m.reserve(id, -r.Size)
 	}
 }
 
 // ExpireReservations drops the puts that did not reach PutEnd by their deadline (their
-// workers are owed drops) and returns them, by key, for the log.
-func (m *Machine) ExpireReservations(now time.Time) map[string]Reservation {
-	var out map[string]Reservation
+// workers are owed drops) and reports each (PutExpired), in key order.
+func (m *Machine) ExpireReservations(now time.Time) []Effect {
+	var out []Effect
 	for _, key := range m.sortedKeys() {
 		r := m.resv[key]
 		if now.After(r.Deadline) {
-			if out == nil {
-				out = map[string]Reservation{}
-			}
-			out[key] = *r
+			out = append(out, PutExpired{Key: key, Version: r.Version})
 			m.DropReservation(key, r.Version)
 		}
 	}
