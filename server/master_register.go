@@ -168,7 +168,7 @@ func (m *Master) commitRegistration(ctx context.Context, a RegisterArgs, recv ti
 			"away", recv.Sub(before.LeavingAt))
 	}
 	_, leaderSince = m.mu.lc.Leader()
-	return prev, m.leaderGraceLocked(recv), leaderSince, nil
+	return prev, m.mu.lc.InLeaderGrace(recv), leaderSince, nil
 }
 
 // listedReconciliation is what reconcileListed found: replicas to re-adopt, replicas the

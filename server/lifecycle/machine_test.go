@@ -48,6 +48,9 @@ var epoch = time.Unix(1_000_000, 0)
 //	place now=<d> key=<k> version=<n> size=<n> [replicas=<n>] [preferred=<w>] [upsert] [exclude=<w,...>]
 //	                            input: the active segments, <id> cap=<n>
 //	end key=<k> version=<n> | revoke key=<k> [version=<n>] | expire-puts now=<d>
+//	begin-end key=<k> version=<n> size=<n> [replicas=(<w>,...)] [issued] [now=<d>]
+//	                            (a PutEnd item; issued: this leadership issued its version)
+//	end-commit key=<k> version=<n> workers=(<w>,...) [committed] | abandon-commit key=<k> version=<n>
 //	page id=<w> now=<d> session=<n> page=<n> objects=<n> [more]   (one registration page)
 //	expire-sessions now=<d>
 //	new [max-objects=<n>] [total-bytes=<n>] [session-ttl=<d>] [put-timeout=<d>]
@@ -298,9 +301,14 @@ func TestMachine(t *testing.T) {
 			case "revoke":
 				ok := m.DropReservation(str("key"), base.Version(num("version")))
 				return fmt.Sprintf("revoked=%t\n", ok) + formatPuts(m)
-			case "begin-commit":
-				m.BeginCommit(str("key"), base.Version(num("version")))
-				return formatPuts(m)
+			case "begin-end":
+				plan, err := m.BeginEnd(nowOr(), EndItem{Key: str("key"), Version: base.Version(num("version")), Size: num("size"),
+					Replicas: workerIDs("replicas")}, d.HasArg("issued"))
+				if err != nil {
+					return "error: " + err.Error() + "\n"
+				}
+				return fmt.Sprintf("commit replicas=%v reserved=%t workers=%v upsert=%t\n", plan.Replicas, plan.Reserved, plan.Workers, plan.Upsert) +
+					formatPuts(m)
 			case "end-commit":
 				m.EndCommit(str("key"), base.Version(num("version")), workerIDs("workers"), d.HasArg("committed"))
 				return formatPuts(m) + formatWorkers(m)
