@@ -86,6 +86,8 @@ func (m *Master) execute(ctx context.Context, effs []lifecycle.Effect) (Heartbea
 		case lifecycle.WorkerLeaving:
 			m.log.Info("worker leaving to restart; keeping its replicas for the restart grace", "worker", e.ID,
 				"worker_restart_grace", m.cfg.WorkerRestartGrace, "until", e.Until.UTC().Format(time.RFC3339))
+		case lifecycle.WorkerBack:
+			m.log.Info("worker back after a graceful shutdown; its restart grace ends", "worker", e.ID, "away", e.Away)
 		case lifecycle.WorkerUnreachable:
 			m.rmet.disconnects.Add(1)
 			m.log.Warn("worker's connection to the leader closed: no new puts; marked dead unless it attaches again",

@@ -93,14 +93,14 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	for _, p := range pages {
 		ninv += len(p)
 	}
-	prev, inGrace, leaderSince, err := m.commitRegistration(ctx, a, recv)
+	reg, err := m.commitRegistration(ctx, a, recv)
 	if err != nil {
 		return nil, err
 	}
 	have, multi := m.inventoryVersions(pages, ninv)
 	settled := recv.Add(-lostGrace).UnixNano()
-	if !prev.IsZero() {
-		settled = max(settled, prev.UnixNano())
+	if !reg.Prev.IsZero() {
+		settled = max(settled, reg.Prev.UnixNano())
 	}
 	rc := m.reconcileListed(a.WorkerID, have, settled)
 	nlost := len(rc.lost)
@@ -116,21 +116,12 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 		lost = lost[n:]
 	}
 	m.mu.Lock()
-	drop, spared := m.unknownLocked(a.WorkerID, pages, have, multi, inGrace)
+	drop, spared := m.unknownLocked(a.WorkerID, pages, have, multi, reg.InGrace)
 	// The reply must fit one body: the drops past its bound are owed through heartbeats.
 	ndrop := len(drop)
-	if cut := replyDropCut(drop); cut < len(drop) {
-		for _, kv := range drop[cut:] {
-			m.mu.lc.QueueDrop(a.WorkerID, kv.Key, kv.Version)
-		}
-		drop = drop[:cut]
-	}
-	switch {
-	case rc.deferred > 0:
-		m.mu.lc.Resync(a.WorkerID, time.Time{})
-	case spared > 0:
-		m.mu.lc.Resync(a.WorkerID, leaderSince.Add(m.cfg.PutTimeout))
-	}
+	cut := replyDropCut(drop)
+	m.mu.lc.Reconciled(a.WorkerID, drop[cut:], rc.deferred, spared)
+	drop = drop[:cut]
 	m.mu.Unlock()
 	m.log.Info("worker registered", "worker", a.WorkerID, "address", a.Address,
 		"dram_capacity", base.Bytes(a.DRAMCapacity).String(), "nvme_capacity", base.Bytes(a.NVMeCapacity).String(),
@@ -143,9 +134,10 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 // commitRegistration commits the worker's segment (RegisterWorker) and moves it through the
 // lifecycle machine: registering (or returning, when dead), then alive from now on (not from
 // page 0's arrival, recv, when paged), its drops owed and resync requests cleared (the
-// reconciliation supersedes them). It returns the worker's previous registration with this
-// leader, whether recv falls in the leader's grace, and when this leadership began.
-func (m *Master) commitRegistration(ctx context.Context, a RegisterArgs, recv time.Time) (prev time.Time, inGrace bool, leaderSince time.Time, err error) {
+// reconciliation supersedes them). It returns what the machine tells the reconciliation: the
+// worker's previous registration with this leader, and whether recv falls in the leader's
+// grace.
+func (m *Master) commitRegistration(ctx context.Context, a RegisterArgs, recv time.Time) (lifecycle.Registration, error) {
 	m.mu.Lock()
 	m.mu.lc.RegisterBegin(m.now(), a.WorkerID)
 	m.mu.Unlock()
@@ -157,18 +149,17 @@ func (m *Master) commitRegistration(ctx context.Context, a RegisterArgs, recv ti
 		m.mu.Lock()
 		m.mu.lc.RegisterFailed(a.WorkerID)
 		m.mu.Unlock()
-		return prev, false, leaderSince, err
+		return lifecycle.Registration{}, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	before, _ := m.mu.lc.Worker(a.WorkerID)
-	prev = m.mu.lc.Registered(m.now(), recv, a.WorkerID, a.DRAMCapacity, a.NVMeCapacity)
-	if !before.LeavingAt.IsZero() {
-		m.log.Info("worker back after a graceful shutdown; its restart grace ends", "worker", a.WorkerID,
-			"away", recv.Sub(before.LeavingAt))
-	}
-	_, leaderSince = m.mu.lc.Leader()
-	return prev, m.mu.lc.InLeaderGrace(recv), leaderSince, nil
+	now := m.now()
+	var reg lifecycle.Registration
+	effs := m.lcEvent(func(lc *lifecycle.Machine) []lifecycle.Effect {
+		var effs []lifecycle.Effect
+		reg, effs = lc.Registered(now, recv, a.WorkerID, a.DRAMCapacity, a.NVMeCapacity)
+		return effs
+	})
+	m.execute(ctx, effs)
+	return reg, nil
 }
 
 // listedReconciliation is what reconcileListed found: replicas to re-adopt, replicas the

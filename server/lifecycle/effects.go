@@ -19,7 +19,7 @@ import (
 //     Heartbeat only).
 //  4. ScanRepairs: walk the metadata for objects to repair or drain and hand them to Plan.
 //  5. Answer: answer the call that caused the event (a leave waiting for its commit) with Err.
-//  6. WorkerLost, WorkerLeft, WorkerLeaving, WorkerUnreachable, PutExpired and
+//  6. WorkerLost, WorkerLeft, WorkerLeaving, WorkerBack, WorkerUnreachable, PutExpired and
 //     SessionExpired: reports of a decision taken, for the log and the metrics (nothing to
 //     report back).
 //
@@ -83,6 +83,13 @@ type WorkerLeaving struct {
 	Until time.Time
 }
 
+// WorkerBack reports that worker ID, which had announced a restart, registered again Away
+// after the announcement: its restart grace ends.
+type WorkerBack struct {
+	ID   base.WorkerID
+	Away time.Duration
+}
+
 // WorkerUnreachable reports that worker ID's connection to the leader broke: no placements,
 // and dead ConnGrace later unless it attaches again.
 type WorkerUnreachable struct{ ID base.WorkerID }
@@ -111,6 +118,7 @@ func (Answer) effect()            {}
 func (WorkerLost) effect()        {}
 func (WorkerLeft) effect()        {}
 func (WorkerLeaving) effect()     {}
+func (WorkerBack) effect()        {}
 func (WorkerUnreachable) effect() {}
 func (PutExpired) effect()        {}
 func (SessionExpired) effect()    {}

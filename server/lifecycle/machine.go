@@ -465,17 +465,32 @@ func (m *Machine) RegisterFailed(id base.WorkerID) {
 	}
 }
 
+// Registration is what Registered tells the driver's reconciliation of the worker's
+// inventory.
+type Registration struct {
+	// Prev is the worker's previous registration with this leader (zero: none): objects
+	// created before it are settled (the inventory must list them).
+	Prev time.Time
+	// InGrace: the registration was received within the leader's grace (InLeaderGrace), so
+	// objects the metadata does not list may be the previous leader's puts in flight.
+	InGrace bool
+}
+
 // Registered ends a registration received at recv (page 0's arrival when paged) with its
 // capacities: the worker is alive (or draining) with a full deadline from now, its restart
-// grace ends, and drops and resync requests are cleared (its reconciliation supersedes them).
-// It returns the worker's previous registration time (zero: none with this leader).
-func (m *Machine) Registered(now, recv time.Time, id base.WorkerID, dramCap, nvmeCap int64) (prev time.Time) {
+// grace ends (reported, WorkerBack, when it had announced a restart), and drops and resync
+// requests are cleared (its reconciliation supersedes them).
+func (m *Machine) Registered(now, recv time.Time, id base.WorkerID, dramCap, nvmeCap int64) (Registration, []Effect) {
 	w := m.workers[id]
 	if w == nil {
 		w = &Worker{ID: id}
 		m.workers[id] = w
 	}
-	prev = w.LastRegister
+	var out []Effect
+	if !w.LeavingAt.IsZero() {
+		out = append(out, WorkerBack{ID: id, Away: recv.Sub(w.LeavingAt)})
+	}
+	reg := Registration{Prev: w.LastRegister, InGrace: m.InLeaderGrace(recv)}
 	w.State = Alive
 	if w.Draining {
 		w.State = Draining
@@ -483,7 +498,26 @@ func (m *Machine) Registered(now, recv time.Time, id base.WorkerID, dramCap, nvm
 	w.LastSeen, w.LeavingAt, w.LastRegister, w.DisconnectedAt, w.LeftAt = now, time.Time{}, recv, time.Time{}, time.Time{}
 	w.drops, w.resync, w.resyncAfter = nil, false, time.Time{}
 	w.Usage.DRAMCapacity, w.Usage.NVMeCapacity = dramCap, nvmeCap
-	return prev
+	return reg, out
+}
+
+// Reconciled ends the reconciliation of worker id's registration: overflow are drops that
+// did not fit the registration's reply (owed through heartbeats); deferred counts replicas
+// the worker did not report that may have been created after its inventory snapshot, spared
+// the objects it reported that the metadata does not list but that may be puts in flight of
+// the previous leader (the reconciliation's grace). The worker is asked to register again:
+// at its next heartbeat when any replica was deferred (its next snapshot settles them), else
+// once the leader's grace has passed when any object was spared.
+func (m *Machine) Reconciled(id base.WorkerID, overflow []raftmeta.KeyVersion, deferred, spared int) {
+	for _, kv := range overflow {
+		m.QueueDrop(id, kv.Key, kv.Version)
+	}
+	switch {
+	case deferred > 0:
+		m.Resync(id, time.Time{})
+	case spared > 0:
+		m.Resync(id, m.leaderSince.Add(m.cfg.PutTimeout))
+	}
 }
 
 // Resync asks the worker to register again at its next heartbeat, or once after has passed

@@ -41,6 +41,7 @@ var epoch = time.Unix(1_000_000, 0)
 //	unregister id=<w>           (UnregisterWorker committed)
 //	drop id=<w> key=<k> version=<n>
 //	resync id=<w> [after=<d>]
+//	reconciled id=<w> [overflow=<k@v>] [deferred=<n>] [spared=<n>]
 //	plan [targets=<w>:<free>,...] [under=<n>] [draining=<n>]
 //	                            input: <key> version=<n> size=<n> replicas=<w,...> [lost=<w,...>]
 //	copy-done key=<k> [to=<w>] [now=<d>] [err]   (then the MoveReplicas is proposed)
@@ -177,12 +178,15 @@ func TestMachine(t *testing.T) {
 				if r := str("recv"); r != "" {
 					recv = epoch.Add(dur(t, r))
 				}
-				prev := m.Registered(now, recv, id, num("cap"), num("nvme"))
-				out := formatWorkers(m)
-				if !prev.IsZero() {
-					out = fmt.Sprintf("previous registration at %v\n", prev.Sub(epoch)) + out
+				reg, effs := m.Registered(now, recv, id, num("cap"), num("nvme"))
+				out := show(effs)
+				if !reg.Prev.IsZero() {
+					out += fmt.Sprintf("previous registration at %v\n", reg.Prev.Sub(epoch))
 				}
-				return out
+				if reg.InGrace {
+					out += "in the leader's grace\n"
+				}
+				return out + formatWorkers(m)
 			case "attach":
 				conn, err := m.Attach(at("now"), id)
 				if err != nil {
@@ -215,6 +219,14 @@ func TestMachine(t *testing.T) {
 			case "drop":
 				m.QueueDrop(id, str("key"), base.Version(num("version")))
 				return fmt.Sprintf("owed %d\n", m.DropsOwed(id))
+			case "reconciled":
+				var overflow []raftmeta.KeyVersion
+				for _, kv := range workerIDs("overflow") {
+					k, v, _ := strings.Cut(string(kv), "@")
+					overflow = append(overflow, raftmeta.KeyVersion{Key: k, Version: base.Version(atoi(t, v))})
+				}
+				m.Reconciled(id, overflow, int(num("deferred")), int(num("spared")))
+				return formatWorkers(m)
 			case "resync":
 				var after time.Time
 				if a := str("after"); a != "" {
@@ -444,6 +456,8 @@ func formatEffects(effs []Effect) string {
 			fmt.Fprintf(&b, "worker-left %s keep=%t replicas=%d removed=%d\n", e.ID, e.Keep, e.Replicas, e.Removed)
 		case WorkerLeaving:
 			fmt.Fprintf(&b, "worker-leaving %s until=%v\n", e.ID, e.Until.Sub(epoch))
+		case WorkerBack:
+			fmt.Fprintf(&b, "worker-back %s away=%v\n", e.ID, e.Away)
 		case WorkerUnreachable:
 			fmt.Fprintf(&b, "worker-unreachable %s\n", e.ID)
 		case PutExpired:

@@ -26,7 +26,8 @@ var seed = flag.Uint64("seed", 0, "TestModel's seed (0: a new one, printed)")
 // on it), never a put that ended (its bytes are the object's); a heartbeat answers only the
 // worker that sent it; a scan is asked for only while the repair queue is idle, and no more
 // often than ScanEvery unless forced; expired puts are exactly the reservations past their
-// deadline; reports (WorkerLost, WorkerLeft, WorkerLeaving, WorkerUnreachable) match the model.
+// deadline; reports (WorkerLost, WorkerLeft, WorkerLeaving, WorkerBack, WorkerUnreachable)
+// match the model.
 //
 // A run must finish tasks both ways (success and failure) for its task checks to mean
 // something; a seed whose run does not is followed by the next seed, up to 8 in all.
@@ -274,7 +275,15 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 		case p < 50:
 			if w.dead || w.left {
 				m.RegisterBegin(now, id)
-				m.Registered(now, now, id, 1000, 1000)
+				// A worker back from an announced restart is reported, and only such a one.
+				_, effs := m.Registered(now, now, id, 1000, 1000)
+				var want []Effect
+				if !w.leaving.IsZero() {
+					want = []Effect{WorkerBack{ID: id, Away: now.Sub(w.leaving)}}
+				}
+				if !slices.Equal(effs, want) {
+					t.Fatalf("step %d: registration of %s: %v, want %v", step, id, effs, want)
+				}
 				w.dead, w.left, w.seen, w.leaving, w.disc = false, false, now, time.Time{}, time.Time{}
 			}
 		case p < 55:
