@@ -297,7 +297,7 @@ func (m *Machine) Tick(now time.Time) []Effect {
 	if m.rescan {
 		m.nextScan = time.Time{}
 	}
-	if m.RepairIdle() && !now.Before(m.nextScan) {
+	if m.repairIdle() && !now.Before(m.nextScan) {
 		m.nextScan = now.Add(m.cfg.Repair.ScanEvery)
 		out = append(out, ScanRepairs{Force: m.rescan})
 		m.rescan = false
@@ -471,7 +471,7 @@ type Registration struct {
 	// Prev is the worker's previous registration with this leader (zero: none): objects
 	// created before it are settled (the inventory must list them).
 	Prev time.Time
-	// InGrace: the registration was received within the leader's grace (InLeaderGrace), so
+	// InGrace: the registration was received within the leader's grace (inLeaderGrace), so
 	// objects the metadata does not list may be the previous leader's puts in flight.
 	InGrace bool
 }
@@ -490,7 +490,7 @@ func (m *Machine) Registered(now, recv time.Time, id base.WorkerID, dramCap, nvm
 	if !w.LeavingAt.IsZero() {
 		out = append(out, WorkerBack{ID: id, Away: recv.Sub(w.LeavingAt)})
 	}
-	reg := Registration{Prev: w.LastRegister, InGrace: m.InLeaderGrace(recv)}
+	reg := Registration{Prev: w.LastRegister, InGrace: m.inLeaderGrace(recv)}
 	w.State = Alive
 	if w.Draining {
 		w.State = Draining
@@ -514,15 +514,15 @@ func (m *Machine) Reconciled(id base.WorkerID, overflow []raftmeta.KeyVersion, d
 	}
 	switch {
 	case deferred > 0:
-		m.Resync(id, time.Time{})
+		m.resync(id, time.Time{})
 	case spared > 0:
-		m.Resync(id, m.leaderSince.Add(m.cfg.PutTimeout))
+		m.resync(id, m.leaderSince.Add(m.cfg.PutTimeout))
 	}
 }
 
-// Resync asks the worker to register again at its next heartbeat, or once after has passed
+// resync asks the worker to register again at its next heartbeat, or once after has passed
 // when after is not zero.
-func (m *Machine) Resync(id base.WorkerID, after time.Time) {
+func (m *Machine) resync(id base.WorkerID, after time.Time) {
 	if w := m.workers[id]; w != nil {
 		if after.IsZero() {
 			w.resync = true

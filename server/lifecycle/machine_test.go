@@ -232,7 +232,7 @@ func TestMachine(t *testing.T) {
 				if a := str("after"); a != "" {
 					after = epoch.Add(dur(t, a))
 				}
-				m.Resync(id, after)
+				m.resync(id, after)
 				return "ok\n"
 			case "plan":
 				var targets []Target

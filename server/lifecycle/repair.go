@@ -149,7 +149,7 @@ func (m *Machine) Plan(cands []Candidate, targets []Target, addrs map[base.Worke
 		r.queue = append(r.queue, order)
 		r.queued[c.Key]++
 	}
-	return !m.RepairIdle()
+	return !m.repairIdle()
 }
 
 // Targets lists the workers of segs a copy may go to (the active ones this leadership
@@ -311,5 +311,5 @@ func (m *Machine) RepairStats() RepairStats {
 	return s
 }
 
-// RepairIdle reports whether no copy is queued or in flight (the driver scans again then).
-func (m *Machine) RepairIdle() bool { return len(m.repair.queue) == 0 && len(m.repair.inflight) == 0 }
+// repairIdle reports whether no copy is queued or in flight (Tick asks for a scan then).
+func (m *Machine) repairIdle() bool { return len(m.repair.queue) == 0 && len(m.repair.inflight) == 0 }

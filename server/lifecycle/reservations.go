@@ -131,11 +131,11 @@ func (m *Machine) DropReservation(key string, version base.Version) bool {
 	return true
 }
 
-// InLeaderGrace reports whether at is within PutTimeout of this leadership's start. The
+// inLeaderGrace reports whether at is within PutTimeout of this leadership's start. The
 // previous leader's puts in flight are unknown to this one: within the grace a PutEnd
 // without a reservation is accepted (BeginEnd), and a registration's unknown objects are
 // spared (the driver's reconciliation).
-func (m *Machine) InLeaderGrace(at time.Time) bool {
+func (m *Machine) inLeaderGrace(at time.Time) bool {
 	return m.leader && at.Sub(m.leaderSince) < m.cfg.PutTimeout
 }
 
@@ -167,7 +167,7 @@ type EndPlan struct {
 //     placed one. From here the entry decides the put's fate (it is committing): a supersede,
 //     revoke or expiry meanwhile must not send its workers a drop of a version that then
 //     commits.
-//  2. Otherwise, in a new leader's grace (InLeaderGrace), an item that names its replicas and
+//  2. Otherwise, in a new leader's grace (inLeaderGrace), an item that names its replicas and
 //     whose version this leadership did not issue (issuedThisTerm false) is a put the previous
 //     leader started: it commits as named (raftmeta checks the workers are active). One this
 //     leader issued had its reservation dropped (superseded, revoked, expired) and its
@@ -192,7 +192,7 @@ func (m *Machine) BeginEnd(now time.Time, it EndItem, issuedThisTerm bool) (EndP
 		}
 		r.committing = true
 		return EndPlan{Replicas: slices.Clone(replicas), Reserved: true, Workers: slices.Clone(r.Workers), Upsert: r.Upsert}, nil
-	case m.InLeaderGrace(now) && len(it.Replicas) > 0 && !issuedThisTerm:
+	case m.inLeaderGrace(now) && len(it.Replicas) > 0 && !issuedThisTerm:
 		return EndPlan{Replicas: it.Replicas}, nil
 	}
 	return EndPlan{}, fmt.Errorf("%w: key %q version %d: no put in progress (it timed out after %v, was revoked or superseded)",
