@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -23,11 +24,13 @@ var seed = flag.Uint64("seed", 0, "TestModel's seed (0: a new one, printed)")
 //
 // It also checks invariants over the effects every event returns: a worker is told to drop
 // only what it had (a put placed on it, a copy sent to it, an object a scan or task listed
-// on it), never a put that ended (its bytes are the object's); a heartbeat answers only the
-// worker that sent it; a scan is asked for only while the repair queue is idle, and no more
-// often than ScanEvery unless forced; expired puts are exactly the reservations past their
-// deadline; reports (WorkerLost, WorkerLeft, WorkerLeaving, WorkerBack, WorkerUnreachable)
-// match the model.
+// on it), and is never owed a drop of a put that ended (its bytes are the object's), also
+// when the put was superseded, revoked or expired while its PutEnd entry was in raft and the
+// entry then committed it; a PutEnd of a put in flight commits its placed workers; a
+// heartbeat answers only the worker that sent it; a scan is asked for only while the repair
+// queue is idle, and no more often than ScanEvery unless forced; expired puts are exactly the
+// reservations past their deadline; reports (WorkerLost, WorkerLeft, WorkerLeaving,
+// WorkerBack, WorkerUnreachable) match the model.
 //
 // A run must finish tasks both ways (success and failure) for its task checks to mean
 // something; a seed whose run does not is followed by the next seed, up to 8 in all.
@@ -82,6 +85,15 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 	}
 	had := map[holding]bool{}
 	ended := map[raftmeta.KeyVersion]bool{}
+	// committing: the puts whose PutEnd entry is in raft (BeginEnd), by key; dropped: the
+	// versions whose drop some worker was handed.
+	type entry struct {
+		raftmeta.KeyVersion
+		workers []base.WorkerID
+	}
+	committing := map[string]entry{}
+	var version base.Version // the last put's version
+	dropped := map[raftmeta.KeyVersion]bool{}
 	drops := 0
 	var lastScan time.Time
 	scans := 0
@@ -191,6 +203,7 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 						t.Fatalf("step %d: %s told to drop %s@%d, a put that ended", step, id, kv.Key, kv.Version)
 					}
 					drops++
+					dropped[kv] = true
 				}
 			default:
 				t.Fatalf("step %d: heartbeat of %s answered %#v", step, id, e)
@@ -289,28 +302,81 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 		case p < 55:
 			check(m.Applied(now, raftmeta.SetWorkerDraining{ID: id, Draining: r.IntN(2) == 0}, raftmeta.Result{}))
 		case p < 62:
-			// Reservations: place, end, revoke or expire; the machine's Reserved per worker must
-			// always equal the sizes of the puts in flight that name it.
-			key := fmt.Sprintf("p%d", r.IntN(8))
-			switch r.IntN(4) {
-			case 0, 1:
-				if ids, err := m.PlacePut(now, PutRequest{Key: key, Version: base.Version(step + 1), Size: int64(1 + r.IntN(100)),
-					Replicas: 1 + r.IntN(2), Upsert: r.IntN(2) == 0}, segs, r); err == nil {
-					placed++
-					for _, pid := range ids {
-						had[holding{pid, key, base.Version(step + 1)}] = true
-						if w, _ := m.Worker(pid); w.State != Alive && w.State != Suspect {
-							t.Fatalf("step %d: put placed on %s, which is %s", step, pid, w.State)
+			// Reservations: place, end, revoke or expire, or commit a PutEnd (begin, then
+			// committed, refused or unknown); the machine's Reserved per worker must always equal
+			// the sizes of the puts in flight that name it.
+			// Several operations a step: puts are few here (workers are often dead), and a
+			// commit needs a put in flight.
+			for range 4 {
+				key := fmt.Sprintf("p%d", r.IntN(8))
+				switch r.IntN(6) {
+				case 0, 1:
+					version++ // unique, as raftmeta's are
+					if ids, err := m.PlacePut(now, PutRequest{Key: key, Version: version, Size: int64(1 + r.IntN(100)),
+						Replicas: 1 + r.IntN(2), Upsert: r.IntN(2) == 0}, segs, r); err == nil {
+						placed++
+						for _, pid := range ids {
+							had[holding{pid, key, version}] = true
+							if w, _ := m.Worker(pid); w.State != Alive && w.State != Suspect {
+								t.Fatalf("step %d: put placed on %s, which is %s", step, pid, w.State)
+							}
 						}
 					}
+				case 2:
+					// (Not a put whose PutEnd entry is in raft: that entry decides, case 4.)
+					if res, ok := m.Reservation(key); ok && committing[key].Version != res.Version {
+						m.EndReservation(key, res.Version)
+						ended[raftmeta.KeyVersion{Key: key, Version: res.Version}] = true
+					}
+				case 3:
+					// A put's PutEnd entry goes to raft (any put in flight):
+					// from here only the entry decides its drops.
+					if keys := m.sortedKeys(); len(keys) > 0 {
+						key = keys[r.IntN(len(keys))]
+					}
+					if res, ok := m.Reservation(key); ok && committing[key].Version == 0 {
+						plan, err := m.BeginEnd(now, EndItem{Key: key, Version: res.Version, Size: res.Size}, true)
+						if err != nil || !plan.Reserved || !slices.Equal(plan.Workers, res.Workers) || !slices.Equal(plan.Replicas, res.Workers) {
+							t.Fatalf("step %d: PutEnd of %s@%d (placed on %v): %+v, %v", step, key, res.Version, res.Workers, plan, err)
+						}
+						committing[key] = entry{raftmeta.KeyVersion{Key: key, Version: res.Version}, plan.Workers}
+					}
+				case 4:
+					// The entry's outcome: committed (no drop of that version, ever), refused (its
+					// workers are owed drops) or unknown (it keeps its reservation, if any).
+					if keys := slices.Sorted(maps.Keys(committing)); len(keys) > 0 {
+						key = keys[r.IntN(len(keys))]
+					}
+					c, ok := committing[key]
+					if !ok {
+						break
+					}
+					delete(committing, key)
+					kv := raftmeta.KeyVersion{Key: key, Version: c.Version}
+					switch r.IntN(3) {
+					case 0:
+						m.EndCommit(key, c.Version, c.workers, true)
+						if dropped[kv] {
+							t.Fatalf("step %d: %s@%d committed after its drop was handed out", step, key, c.Version)
+						}
+						ended[kv] = true
+					case 1:
+						m.EndCommit(key, c.Version, c.workers, false)
+					default:
+						m.AbandonCommit(key, c.Version)
+					}
+				default:
+					m.DropReservation(key, 0)
 				}
-			case 2:
-				if res, ok := m.Reservation(key); ok {
-					m.EndReservation(key, res.Version)
-					ended[raftmeta.KeyVersion{Key: key, Version: res.Version}] = true
+			}
+			// No worker is owed (or was handed) a drop of a put that ended: the queues are read
+			// here, as drops reach a heartbeat only now and then (workers die often here).
+			for _, w := range m.workers {
+				for _, kv := range w.drops {
+					if ended[kv] {
+						t.Fatalf("step %d: %s owed a drop of %s@%d, a put that ended", step, w.ID, kv.Key, kv.Version)
+					}
 				}
-			default:
-				m.DropReservation(key, 0)
 			}
 			// The puts expired are exactly those past their deadline.
 			var due []Effect
@@ -382,7 +448,10 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 			}
 			continue
 		case p < 90:
-			for k, o := range inflight {
+			// One copy in flight ends (picked with r, so a seed replays the run).
+			if keys := slices.Sorted(maps.Keys(inflight)); len(keys) > 0 {
+				k := keys[r.IntN(len(keys))]
+				o := inflight[k]
 				var err error
 				if r.IntN(3) == 0 {
 					err = fmt.Errorf("failed")
@@ -391,7 +460,6 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 				// Its MoveReplicas or AddReplicas is committed (or not) by check, and the
 				// copies handed out next are checked as Tick's are.
 				check(m.CopyDone(now, o, err))
-				break
 			}
 			continue
 		}
