@@ -18,11 +18,11 @@
 // is never dead), reservations (puts
 // between PutStart and PutEnd) and placement, paged registration sessions, the drop lists
 // owed to workers (sent in heartbeat replies) and the repair and drain queue. The Master
-// drives it: it feeds it events under Master.mu and executes its outputs (raft proposals,
-// worker-to-worker copies). The files follow the concerns: master.go (the driver's life:
+// drives it: it feeds it events under Master.mu and executes the effects they return (raft
+// proposals, worker-to-worker copies, heartbeat answers, reports for the log and metrics). The files follow the concerns: master.go (the driver's life:
 // start, leader loop, shutdown), master_put.go and master_read.go (puts, reads, removes),
 // master_register.go (registration, reconciliation, heartbeats), master_lifecycle.go
-// (liveness outputs, repair, drain, retire), master_leave.go (LeaveWorker, AttachWorker), master_members.go (masters), master_status.go,
+// (the effects' executor, repair, drain, retire), master_leave.go (LeaveWorker, AttachWorker), master_members.go (masters), master_status.go,
 // and master_calls.go, the one table of RPC handlers that gives every call the same batch
 // limit, timeout, metrics and error mapping. Only conclusions are committed: PutEnd (one raft
 // entry per call or batch), Remove*, RegisterWorker, DropReplicas, RegisterMaster,

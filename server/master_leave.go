@@ -2,12 +2,12 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/server/lifecycle"
 )
 
 // Workers that go away (lifecycle/leave.go decides; the Master executes):
@@ -32,24 +32,10 @@ func (m *Master) leaveWorker(ctx context.Context, id base.WorkerID) error {
 	if !slices.ContainsFunc(m.node.Segments(), func(s raftmeta.Segment) bool { return s.ID == id }) {
 		return nil
 	}
-	m.mu.Lock()
-	out := m.mu.lc.Leave(m.now(), id)
-	m.mu.Unlock()
-	for _, c := range out.Propose {
-		res, err := m.commit(ctx, c)
-		if err == nil && !errors.Is(res.Err, base.ErrSegmentNotFound) {
-			err = res.Err
-		}
-		if err != nil {
-			m.log.Warn("worker leave not committed; it is placed on again until it retries or dies", "worker", id, "err", err)
-			return err
-		}
-		m.rmet.leaves.Add(1)
-		lw, _ := c.(raftmeta.LeaveWorker)
-		m.log.Info("worker left: unmounted, no new puts; objects held only there are gone from the metadata",
-			"worker", id, "kept_for_return", lw.Keep, "replicas", res.Dropped, "objects_removed", res.Removed)
-	}
-	return nil
+	now := m.now()
+	// The answer waits for the LeaveWorker's commit: its error, or the machine's answer.
+	_, err := m.execute(ctx, m.lcEvent(func(lc *lifecycle.Machine) []lifecycle.Effect { return lc.Leave(now, id) }))
+	return err
 }
 
 // attachWorker serves AttachWorker: it holds the call open while this master leads and the
@@ -72,14 +58,8 @@ func (m *Master) attachWorker(ctx context.Context, id base.WorkerID) error {
 	}
 	select {
 	case <-ctx.Done():
-		m.mu.Lock()
-		lost := m.mu.lc.Detach(m.now(), id, conn)
-		m.mu.Unlock()
-		if lost {
-			m.rmet.disconnects.Add(1)
-			m.log.Warn("worker's connection to the leader closed: no new puts; marked dead unless it attaches again",
-				"worker", id, "client_disconnect_grace", m.cfg.ClientDisconnectGrace)
-		}
+		now := m.now()
+		m.execute(context.Background(), m.lcEvent(func(lc *lifecycle.Machine) []lifecycle.Effect { return lc.Detach(now, id, conn) }))
 		return ctx.Err()
 	case <-gone:
 		return m.notLeader()

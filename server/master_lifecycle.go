@@ -5,23 +5,20 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/invariants"
 	"github.com/mooncake-go/mooncake/raftmeta"
 	"github.com/mooncake-go/mooncake/server/lifecycle"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
-// The Master drives the lifecycle machine (m.mu.lc): it feeds it events under m.mu and
-// executes its outputs outside the lock, proposing raft commands and running copies.
+// The Master drives the lifecycle machine (m.mu.lc): it feeds it events under m.mu
+// (lcEvent) and executes the effects they return outside the lock (execute), proposing raft
+// commands, running copies and answering calls. The machine decides; this file is glue.
 
 const (
-	// repairScanEvery is how often the leader looks for objects to repair or drain while
-	// the queue is idle. A scan is O(objects) (raftmeta Range), so it is also skipped while
-	// nothing that could change its result has changed (repairDriver.sig).
-	repairScanEvery = 2 * time.Second
 	// copyTimeout bounds one Replicate call (a worker-to-worker copy of one object, up to
 	// MaxValueSize; 64 MiB at 128 MiB/s is half a second).
 	copyTimeout = 2 * time.Minute
@@ -33,95 +30,132 @@ type repairDriver struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	// nextScan and sig are the leader loop's: when the next scan may run, and the segment
-	// counters at the last scan that planned nothing (a scan is repeated only when they
-	// change). Leader loop only.
-	nextScan time.Time
-	sig      string
-	// kick asks for a scan at the next tick (a drain started or was cancelled).
-	kick atomic.Bool
+	// sig is the segment counters at the last scan that planned nothing: a scan is repeated
+	// only when they change (or the machine forces one). Leader loop only (ScanRepairs comes
+	// from Tick).
+	sig string
+}
+
+// lcEvent feeds the lifecycle machine one event under m.mu and returns its effects, which
+// the caller executes (execute) once m.mu is released.
+func (m *Master) lcEvent(event func(lc *lifecycle.Machine) []lifecycle.Effect) []lifecycle.Effect {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return event(m.mu.lc)
+}
+
+// execute runs the machine's effects in order. REQUIRES: m.mu is not held (proposals are
+// committed here). Proposals are committed with ctx; it returns the answer they make for the
+// call that caused them: a heartbeat's reply, and the error of the first proposal not
+// committed or refused (Answer). Callers with no one to answer ignore it (failures are
+// logged here).
+func (m *Master) execute(ctx context.Context, effs []lifecycle.Effect) (HeartbeatReply, error) {
+	var reply HeartbeatReply
+	var answer error
+	for _, e := range effs {
+		var err error
+		switch e := e.(type) {
+		case lifecycle.Propose:
+			_, err = m.propose(ctx, e.Cmd)
+		case lifecycle.Copy:
+			m.repair.wg.Add(1)
+			go m.copyObject(e.Order)
+		case lifecycle.Drop:
+			reply.Drops = append(reply.Drops, e.Items...)
+		case lifecycle.Reregister:
+			reply.Reregister = true
+		case lifecycle.ScanRepairs:
+			m.scanRepairs(e.Force)
+		case lifecycle.Answer:
+			err = e.Err
+		case lifecycle.WorkerLost:
+			if m.cfg.onWorkerDead != nil {
+				m.cfg.onWorkerDead(e.ID)
+			}
+			why := "no heartbeat within client_ttl"
+			if e.Grace {
+				why = "not back within its restart grace after a graceful shutdown"
+			}
+			m.log.Warn("worker marked dead: "+why+"; its replicas are kept for re-adoption and repaired elsewhere",
+				"worker", e.ID, "client_ttl", m.cfg.ClientTTL, "worker_restart_grace", m.cfg.WorkerRestartGrace,
+				"replicas_lost", e.Replicas)
+		case lifecycle.WorkerLeft:
+			m.rmet.leaves.Add(1)
+			m.log.Info("worker left: unmounted, no new puts; objects held only there are gone from the metadata",
+				"worker", e.ID, "kept_for_return", e.Keep, "replicas", e.Replicas, "objects_removed", e.Removed)
+		case lifecycle.WorkerLeaving:
+			m.log.Info("worker leaving to restart; keeping its replicas for the restart grace", "worker", e.ID,
+				"worker_restart_grace", m.cfg.WorkerRestartGrace, "until", e.Until.UTC().Format(time.RFC3339))
+		case lifecycle.WorkerBack:
+			m.log.Info("worker back after a graceful shutdown; its restart grace ends", "worker", e.ID, "away", e.Away)
+		case lifecycle.WorkerUnreachable:
+			m.rmet.disconnects.Add(1)
+			m.log.Warn("worker's connection to the leader closed: no new puts; marked dead unless it attaches again",
+				"worker", e.ID, "client_disconnect_grace", m.cfg.ClientDisconnectGrace)
+		case lifecycle.PutExpired:
+			m.met.mc.putDiscards.Add(1)
+			m.log.Info("put timed out before PutEnd; workers drop it", "key", e.Key, "version", e.Version, "put_timeout", m.cfg.PutTimeout)
+		case lifecycle.SessionExpired:
+			m.log.Info("dropped a worker registration never finished", "worker", e.ID, "pages", e.Pages,
+				"objects", e.Objects, "idle", e.Idle)
+		default:
+			err = invariants.AssertionFailedf("server: unknown lifecycle effect %T", e)
+		}
+		if answer == nil {
+			answer = err
+		}
+	}
+	return reply, answer
 }
 
 // lifecycleTick is the leader loop's step: the machine moves workers along their deadlines
-// (proposing MarkWorkerLost for the silent ones) and hands out copies; when the repair queue
-// is idle the leader scans for more work.
+// (proposing MarkWorkerLost for the silent ones), hands out copies and, when the repair
+// queue is idle, asks for a scan.
 func (m *Master) lifecycleTick() {
 	now := m.now()
-	m.mu.Lock()
-	out := m.mu.lc.Tick(now)
-	idle := m.mu.lc.RepairIdle()
-	m.mu.Unlock()
-	m.execute(out)
-	if kick := m.repair.kick.Swap(false); kick {
-		m.repair.sig = ""
-		m.repair.nextScan = time.Time{}
-	}
-	if idle && !now.Before(m.repair.nextScan) {
-		m.repair.nextScan = now.Add(repairScanEvery)
-		m.scanRepairs()
-	}
+	m.execute(context.Background(), m.lcEvent(func(lc *lifecycle.Machine) []lifecycle.Effect { return lc.Tick(now) }))
 }
 
-// execute proposes the machine's commands in order and starts its copies.
-func (m *Master) execute(out lifecycle.Output) {
-	for _, c := range out.Propose {
-		m.propose(c)
-	}
-	for _, o := range out.Copies {
-		m.repair.wg.Add(1)
-		go m.copyObject(o)
-	}
-}
-
-// commit commits one command the machine asked for (bounded by ctx and applyTimeout) and
-// reports the outcome back to it.
+// commit commits one command (bounded by ctx and applyTimeout), reports the outcome to the
+// machine and executes what that returns. Its error is the commit's, else the machine's
+// answer (a refused LeaveWorker).
 func (m *Master) commit(ctx context.Context, c raftmeta.Command) (raftmeta.Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, applyTimeout)
-	res, err := m.node.Apply(ctx, c)
+	actx, cancel := context.WithTimeout(ctx, applyTimeout)
+	res, err := m.node.Apply(actx, c)
 	cancel()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err != nil {
-		m.mu.lc.Failed(c)
-	} else {
-		m.mu.lc.Applied(c, res)
+	now := m.now()
+	effs := m.lcEvent(func(lc *lifecycle.Machine) []lifecycle.Effect {
+		if err != nil {
+			return lc.Failed(now, c)
+		}
+		return lc.Applied(now, c, res)
+	})
+	if _, aerr := m.execute(ctx, effs); err == nil {
+		err = aerr
 	}
 	return res, err
 }
 
-// propose commits one command the machine asked for (commit) and logs the outcome.
-func (m *Master) propose(c raftmeta.Command) {
-	res, err := m.commit(context.Background(), c)
-	m.mu.Lock()
-	lost, isLost := c.(raftmeta.MarkWorkerLost)
-	var grace bool
-	if isLost && err == nil {
-		// (Applied released the bytes of the puts placed on it: they cannot complete.)
-		w, _ := m.mu.lc.Worker(lost.ID)
-		grace = !w.LeavingAt.IsZero()
+// propose commits one command the machine asked for (commit) and logs a failure.
+func (m *Master) propose(ctx context.Context, c raftmeta.Command) (raftmeta.Result, error) {
+	res, err := m.commit(ctx, c)
+	if err == nil {
+		return res, nil
 	}
-	m.mu.Unlock()
-	switch {
-	case isLost && err != nil:
-		m.log.Warn("mark worker dead failed; retrying next tick", "worker", lost.ID, "err", err)
-	case isLost:
-		if m.cfg.onWorkerDead != nil {
-			m.cfg.onWorkerDead(lost.ID)
-		}
-		why := "no heartbeat within client_ttl"
-		if grace {
-			why = "not back within its restart grace after a graceful shutdown"
-		}
-		m.log.Warn("worker marked dead: "+why+"; its replicas are kept for re-adoption and repaired elsewhere",
-			"worker", lost.ID, "client_ttl", m.cfg.ClientTTL, "worker_restart_grace", m.cfg.WorkerRestartGrace,
-			"replicas_lost", res.Dropped)
-	case err != nil:
+	switch c := c.(type) {
+	case raftmeta.MarkWorkerLost:
+		m.log.Warn("mark worker dead failed; retrying next tick", "worker", c.ID, "err", err)
+	case raftmeta.LeaveWorker:
+		m.log.Warn("worker leave not committed; it is placed on again until it retries or dies", "worker", c.ID, "err", err)
+	default:
 		m.log.Warn("lifecycle proposal failed", "command", fmt.Sprintf("%T", c), "err", err)
 	}
+	return res, err
 }
 
 // copyObject runs one copy order: the source worker copies the object to the target
-// (Replicate), then the machine turns the outcome into a MoveReplicas or a drop.
+// (Replicate), then the machine turns the outcome into a MoveReplicas or a drop, and hands
+// out the next copies once the copy's slot is free.
 func (m *Master) copyObject(o lifecycle.CopyOrder) {
 	defer m.repair.wg.Done()
 	persistence := base.PersistenceDefault
@@ -139,23 +173,19 @@ func (m *Master) copyObject(o lifecycle.CopyOrder) {
 	if err != nil {
 		m.log.Debug("repair copy failed; the next scan plans it again", "key", o.Key, "from", o.Src, "to", o.To, "err", err)
 	}
-	m.mu.Lock()
-	out := m.mu.lc.CopyDone(o, err)
-	m.mu.Unlock()
-	m.execute(out)
-	// The copy's slot is free once its MoveReplicas is decided: start the next one now
-	// rather than at the next tick.
-	m.mu.Lock()
-	out = m.mu.lc.Dispatch(m.now())
-	m.mu.Unlock()
-	m.execute(out)
+	now := m.now()
+	m.execute(context.Background(), m.lcEvent(func(lc *lifecycle.Machine) []lifecycle.Effect { return lc.CopyDone(now, o, err) }))
 }
 
 // scanRepairs looks for objects below their replica count (a live replica and lost ones) or
 // with a replica on a draining worker, and hands them to the machine's queue. It walks the
-// objects only when some worker has lost replicas or some draining worker holds replicas, and not again while those counters stay as they were at a scan that found
+// objects only when some worker has lost replicas or some draining worker holds replicas,
+// and, unless forced, not again while those counters stay as they were at a scan that found
 // nothing to copy.
-func (m *Master) scanRepairs() {
+func (m *Master) scanRepairs(force bool) {
+	if force {
+		m.repair.sig = ""
+	}
 	segs := m.node.Segments()
 	draining := map[base.WorkerID]bool{}
 	sig, work := "", false
@@ -169,61 +199,38 @@ func (m *Master) scanRepairs() {
 			work = true
 		}
 	}
-	if !work || sig == m.repair.sig {
-		if !work {
-			m.mu.Lock()
-			m.mu.lc.Plan(nil, nil, nil, 0, 0)
-			m.mu.Unlock()
-		}
+	if work && sig == m.repair.sig {
 		return
 	}
 	var cands []lifecycle.Candidate
 	under, onDraining := 0, 0
-	m.node.Range("", func(o raftmeta.Object) bool {
-		drain := slices.ContainsFunc(o.Replicas, func(id base.WorkerID) bool { return draining[id] })
-		if len(o.Lost) > 0 {
-			under++
-		}
-		if drain {
-			onDraining++
-		}
-		if len(o.Replicas) > 0 && (len(o.Lost) > 0 || drain) {
-			cands = append(cands, lifecycle.Candidate{Key: o.Key, Version: o.Version, Size: o.Size,
-				Replicas: o.Replicas, Lost: o.Lost})
-		}
-		return true
-	})
-	targets, addrs := m.repairTargets(segs)
-	m.mu.Lock()
-	m.mu.lc.Plan(cands, targets, addrs, under, onDraining)
-	planned := !m.mu.lc.RepairIdle()
-	m.mu.Unlock()
-	m.repair.sig = ""
-	if !planned {
-		m.repair.sig = sig
+	if work {
+		m.node.Range("", func(o raftmeta.Object) bool {
+			drain := slices.ContainsFunc(o.Replicas, func(id base.WorkerID) bool { return draining[id] })
+			if len(o.Lost) > 0 {
+				under++
+			}
+			if drain {
+				onDraining++
+			}
+			if len(o.Replicas) > 0 && (len(o.Lost) > 0 || drain) {
+				cands = append(cands, lifecycle.Candidate{Key: o.Key, Version: o.Version, Size: o.Size,
+					Replicas: o.Replicas, Lost: o.Lost})
+			}
+			return true
+		})
 	}
-}
-
-// repairTargets lists the active workers with their free bytes (DRAM and NVMe room beyond
-// their use and reservations) and every active worker's address.
-func (m *Master) repairTargets(segs []raftmeta.Segment) ([]lifecycle.Target, map[base.WorkerID]string) {
-	var targets []lifecycle.Target
-	addrs := map[base.WorkerID]string{}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, s := range segs {
-		if s.State != raftmeta.SegmentActive {
-			continue
-		}
-		addrs[s.ID] = s.Address
-		w, ok := m.mu.lc.Worker(s.ID)
-		if !ok {
-			continue
-		}
-		free := max(0, s.DRAMCapacity-w.Usage.DRAMUsed-w.Reserved) + max(0, s.NVMeCapacity-w.Usage.NVMeUsed)
-		targets = append(targets, lifecycle.Target{ID: s.ID, Address: s.Address, Free: free})
+	if !work {
+		m.mu.lc.Plan(nil, nil, nil, 0, 0) // nothing to plan: the counters go to zero
+		return
 	}
-	return targets, addrs
+	targets, addrs := m.mu.lc.Targets(segs)
+	m.repair.sig = ""
+	if !m.mu.lc.Plan(cands, targets, addrs, under, onDraining) {
+		m.repair.sig = sig
+	}
 }
 
 // drainWorker starts draining a worker (no new placements; its replicas are moved to the
@@ -239,20 +246,15 @@ func (m *Master) drainWorker(ctx context.Context, id base.WorkerID, cancel bool)
 	if !slices.ContainsFunc(m.node.Segments(), func(s raftmeta.Segment) bool { return s.ID == id }) {
 		return fmt.Errorf("%w: worker %s is not registered", base.ErrSegmentNotFound, id)
 	}
-	cmd := raftmeta.SetWorkerDraining{ID: id, Draining: !cancel}
-	actx, done := context.WithTimeout(ctx, applyTimeout)
-	defer done()
-	res, err := m.node.Apply(actx, cmd)
+	// The machine learns the outcome (commit): committed, the worker drains (or not) and the
+	// next tick plans at once.
+	res, err := m.commit(ctx, raftmeta.SetWorkerDraining{ID: id, Draining: !cancel})
 	if err != nil {
 		return err
 	}
 	if res.Err != nil {
 		return res.Err
 	}
-	m.mu.Lock()
-	m.mu.lc.Applied(cmd, res)
-	m.mu.Unlock()
-	m.repair.kick.Store(true) // plan at the next tick
 	if cancel {
 		m.log.Info("worker drain cancelled; it takes new puts again", "worker", id)
 	} else {
@@ -290,19 +292,13 @@ func (m *Master) retireWorker(ctx context.Context, id base.WorkerID) error {
 		return fmt.Errorf("%w: worker %s is %s: only a dead worker (or one that left) is retired (drain it, stop it, wait for client_ttl)",
 			base.ErrInvalidParams, id, seg.State)
 	}
-	cmd := raftmeta.UnregisterWorker{ID: id}
-	actx, done := context.WithTimeout(ctx, applyTimeout)
-	defer done()
-	res, err := m.node.Apply(actx, cmd)
+	res, err := m.commit(ctx, raftmeta.UnregisterWorker{ID: id}) // committed, the machine forgets it
 	if err == nil {
 		err = res.Err
 	}
 	if err != nil {
 		return err
 	}
-	m.mu.Lock()
-	m.mu.lc.Applied(cmd, res)
-	m.mu.Unlock()
 	m.log.Info("worker retired: the replicas kept for its return are forgotten", "worker", id,
 		"replicas_dropped", res.Dropped, "objects_removed", res.Removed)
 	return nil

@@ -2,22 +2,14 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
 	"github.com/mooncake-go/mooncake/server/lifecycle"
 )
-
-// leaderGrace is how long after winning an election the leader waits for PutEnds of puts the
-// previous leader started: it cannot know them, so it accepts a PutEnd without a reservation
-// within this window (the record names active workers and raftmeta checks them).
-func (m *Master) leaderGraceLocked(now time.Time) bool {
-	leader, since := m.mu.lc.Leader()
-	return leader && now.Sub(since) < m.cfg.PutTimeout
-}
 
 // Replica names one worker holding a replica and where to reach it.
 type Replica struct {
@@ -155,54 +147,31 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 			errs[i] = err
 			continue
 		}
-		r, ok := m.mu.lc.Reservation(it.Key)
-		replicas := it.Replicas
+		plan, err := m.mu.lc.BeginEnd(now, lifecycle.EndItem{Key: it.Key, Version: it.Version, Size: it.Size, Replicas: it.Replicas},
+			m.node.IssuedThisTerm(it.Version))
 		switch {
-		case ok && r.Version == it.Version:
-			if it.Size != r.Size {
-				errs[i] = fmt.Errorf("%w: key %q: PutEnd size %d differs from PutStart size %d", base.ErrInvalidParams, it.Key, it.Size, r.Size)
-				continue
-			}
-			if len(replicas) == 0 {
-				replicas = r.Workers
-			}
-			for _, w := range replicas {
-				if !slices.Contains(r.Workers, w) {
-					errs[i] = fmt.Errorf("%w: key %q: worker %s was not placed for this put", base.ErrInvalidParams, it.Key, w)
-					break
-				}
-			}
-			if errs[i] != nil {
-				continue
-			}
+		case errors.Is(err, base.ErrInvalidVersion) && m.alreadyCommitted(it):
+			// A retried PutEnd whose first attempt committed (the reply was lost): success.
+			continue
+		case err != nil:
+			errs[i] = err
+			continue
+		}
+		if plan.Reserved {
 			resv[i] = true
-			workers[i] = r.Workers
-			// From here the entry decides the put's fate: a supersede, revoke or expiry
-			// meanwhile must not send its workers a drop of a version that then commits.
-			m.mu.lc.BeginCommit(it.Key, it.Version)
-			if len(items) == 1 && r.Upsert {
+			workers[i] = plan.Workers
+			if len(items) == 1 && plan.Upsert {
 				// One raft entry has one Upsert flag: a single PutEnd inherits its PutStart's.
 				// In a batch each item's flag is the PutEnd's (the handler splits batches by it).
 				upsert = true
 			}
-		case m.leaderGraceLocked(now) && len(replicas) > 0 && !m.node.IssuedThisTerm(it.Version):
-			// A put the previous leader started (see leaderGraceLocked). Not one this leader
-			// placed: its reservation was dropped (superseded, revoked, expired) and its
-			// workers told to drop the bytes.
-		case m.alreadyCommitted(it):
-			// A retried PutEnd whose first attempt committed (the reply was lost): success.
-			continue
-		default:
-			errs[i] = fmt.Errorf("%w: key %q version %d: no put in progress (it timed out after %v, was revoked or superseded)",
-				base.ErrInvalidVersion, it.Key, it.Version, m.cfg.PutTimeout)
-			continue
 		}
 		var soft int64
 		if !it.SoftPinUntil.IsZero() {
 			soft = it.SoftPinUntil.UnixNano()
 		}
 		cmd.Items = append(cmd.Items, raftmeta.PutItem{Key: it.Key, Size: it.Size, Version: it.Version, Checksum: it.Checksum,
-			Replicas: replicas, SoftPinUntil: soft, HardPin: it.HardPin, Tokens: it.Tokens, Model: it.Model})
+			Replicas: plan.Replicas, SoftPinUntil: soft, HardPin: it.HardPin, Tokens: it.Tokens, Model: it.Model})
 		idx = append(idx, i)
 	}
 	m.mu.Unlock()
@@ -271,10 +240,5 @@ func (m *Master) putRevoke(key string, version base.Version) error {
 // expireReservations drops puts that did not reach PutEnd within PutTimeout.
 func (m *Master) expireReservations() {
 	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for key, r := range m.mu.lc.ExpireReservations(now) {
-		m.met.mc.putDiscards.Add(1)
-		m.log.Info("put timed out before PutEnd; workers drop it", "key", key, "version", r.Version, "put_timeout", m.cfg.PutTimeout)
-	}
+	m.execute(context.Background(), m.lcEvent(func(lc *lifecycle.Machine) []lifecycle.Effect { return lc.ExpireReservations(now) }))
 }

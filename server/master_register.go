@@ -93,14 +93,14 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 	for _, p := range pages {
 		ninv += len(p)
 	}
-	prev, inGrace, leaderSince, err := m.commitRegistration(ctx, a, recv)
+	reg, err := m.commitRegistration(ctx, a, recv)
 	if err != nil {
 		return nil, err
 	}
 	have, multi := m.inventoryVersions(pages, ninv)
 	settled := recv.Add(-lostGrace).UnixNano()
-	if !prev.IsZero() {
-		settled = max(settled, prev.UnixNano())
+	if !reg.Prev.IsZero() {
+		settled = max(settled, reg.Prev.UnixNano())
 	}
 	rc := m.reconcileListed(a.WorkerID, have, settled)
 	nlost := len(rc.lost)
@@ -116,21 +116,12 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 		lost = lost[n:]
 	}
 	m.mu.Lock()
-	drop, spared := m.unknownLocked(a.WorkerID, pages, have, multi, inGrace)
+	drop, spared := m.unknownLocked(a.WorkerID, pages, have, multi, reg.InGrace)
 	// The reply must fit one body: the drops past its bound are owed through heartbeats.
 	ndrop := len(drop)
-	if cut := replyDropCut(drop); cut < len(drop) {
-		for _, kv := range drop[cut:] {
-			m.mu.lc.QueueDrop(a.WorkerID, kv.Key, kv.Version)
-		}
-		drop = drop[:cut]
-	}
-	switch {
-	case rc.deferred > 0:
-		m.mu.lc.Resync(a.WorkerID, time.Time{})
-	case spared > 0:
-		m.mu.lc.Resync(a.WorkerID, leaderSince.Add(m.cfg.PutTimeout))
-	}
+	cut := replyDropCut(drop)
+	m.mu.lc.Reconciled(a.WorkerID, drop[cut:], rc.deferred, spared)
+	drop = drop[:cut]
 	m.mu.Unlock()
 	m.log.Info("worker registered", "worker", a.WorkerID, "address", a.Address,
 		"dram_capacity", base.Bytes(a.DRAMCapacity).String(), "nvme_capacity", base.Bytes(a.NVMeCapacity).String(),
@@ -143,9 +134,10 @@ func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta
 // commitRegistration commits the worker's segment (RegisterWorker) and moves it through the
 // lifecycle machine: registering (or returning, when dead), then alive from now on (not from
 // page 0's arrival, recv, when paged), its drops owed and resync requests cleared (the
-// reconciliation supersedes them). It returns the worker's previous registration with this
-// leader, whether recv falls in the leader's grace, and when this leadership began.
-func (m *Master) commitRegistration(ctx context.Context, a RegisterArgs, recv time.Time) (prev time.Time, inGrace bool, leaderSince time.Time, err error) {
+// reconciliation supersedes them). It returns what the machine tells the reconciliation: the
+// worker's previous registration with this leader, and whether recv falls in the leader's
+// grace.
+func (m *Master) commitRegistration(ctx context.Context, a RegisterArgs, recv time.Time) (lifecycle.Registration, error) {
 	m.mu.Lock()
 	m.mu.lc.RegisterBegin(m.now(), a.WorkerID)
 	m.mu.Unlock()
@@ -157,18 +149,17 @@ func (m *Master) commitRegistration(ctx context.Context, a RegisterArgs, recv ti
 		m.mu.Lock()
 		m.mu.lc.RegisterFailed(a.WorkerID)
 		m.mu.Unlock()
-		return prev, false, leaderSince, err
+		return lifecycle.Registration{}, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	before, _ := m.mu.lc.Worker(a.WorkerID)
-	prev = m.mu.lc.Registered(m.now(), recv, a.WorkerID, a.DRAMCapacity, a.NVMeCapacity)
-	if !before.LeavingAt.IsZero() {
-		m.log.Info("worker back after a graceful shutdown; its restart grace ends", "worker", a.WorkerID,
-			"away", recv.Sub(before.LeavingAt))
-	}
-	_, leaderSince = m.mu.lc.Leader()
-	return prev, m.leaderGraceLocked(recv), leaderSince, nil
+	now := m.now()
+	var reg lifecycle.Registration
+	effs := m.lcEvent(func(lc *lifecycle.Machine) []lifecycle.Effect {
+		var effs []lifecycle.Effect
+		reg, effs = lc.Registered(now, recv, a.WorkerID, a.DRAMCapacity, a.NVMeCapacity)
+		return effs
+	})
+	m.execute(ctx, effs)
+	return reg, nil
 }
 
 // listedReconciliation is what reconcileListed found: replicas to re-adopt, replicas the
@@ -370,13 +361,8 @@ func (m *Master) registerPage(ctx context.Context, a RegisterArgs, session uint6
 
 // expireRegSessions drops the paged registrations idle for the session TTL (leader loop).
 func (m *Master) expireRegSessions() {
-	m.mu.Lock()
-	expired := m.mu.lc.ExpireSessions(m.now())
-	m.mu.Unlock()
-	for _, e := range expired {
-		m.log.Info("dropped a worker registration never finished", "worker", e.ID, "pages", e.Pages,
-			"objects", e.Objects, "idle", e.Idle)
-	}
+	now := m.now()
+	m.execute(context.Background(), m.lcEvent(func(lc *lifecycle.Machine) []lifecycle.Effect { return lc.ExpireSessions(now) }))
 }
 
 // HeartbeatReply tells a worker what to drop and whether to re-register.
@@ -402,19 +388,19 @@ func (m *Master) heartbeat(id base.WorkerID, usage WorkerUsage, leaving bool) (H
 			active = s.State == raftmeta.SegmentActive
 		}
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if !active {
 		return HeartbeatReply{}, fmt.Errorf("%w: worker %s is not registered with this leader; register again", base.ErrSegmentNotFound, id)
 	}
 	now := m.now()
-	drops, rereg, err := m.mu.lc.Heartbeat(now, id, usage, leaving)
+	var err error
+	effs := m.lcEvent(func(lc *lifecycle.Machine) []lifecycle.Effect {
+		var effs []lifecycle.Effect
+		effs, err = lc.Heartbeat(now, id, usage, leaving)
+		return effs
+	})
 	if err != nil {
 		return HeartbeatReply{}, err
 	}
-	if leaving {
-		m.log.Info("worker leaving to restart; keeping its replicas for the restart grace", "worker", id,
-			"worker_restart_grace", m.cfg.WorkerRestartGrace, "until", m.mu.lc.Deadline(id).UTC().Format(time.RFC3339))
-	}
-	return HeartbeatReply{Drops: drops, Reregister: rereg}, nil
+	// The reply is the effects' answer (drops owed, re-register); nothing else is proposed.
+	return m.execute(context.Background(), effs)
 }

@@ -61,16 +61,12 @@ func (m *Master) createTask(r *transfer.CreateTaskRequest) (*transfer.CreateTask
 	for id == (base.TaskID{}) {
 		id = base.TaskID{Hi: m.mu.rng.Uint64(), Lo: m.mu.rng.Uint64()}
 	}
-	err := m.mu.lc.CreateTask(now, id, typ, obj, source, targets, addrs)
-	var out lifecycle.Output
-	if err == nil {
-		out = m.mu.lc.Dispatch(now)
-	}
+	effs, err := m.mu.lc.CreateTask(now, id, typ, obj, source, targets, addrs)
 	m.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	m.execute(out)
+	m.execute(context.Background(), effs)
 	m.log.Info("copy task created", "task", id, "type", typ, "key", r.Key, "source", source, "targets", targets)
 	return &transfer.CreateTaskResponse{ID: id}, nil
 }

@@ -3,10 +3,13 @@
 // placement of puts (reservations.go, placement.go), paged registration sessions
 // (sessions.go), drops owed to workers, re-registration requests, and the repair and drain
 // queue (repair.go). It does no I/O, starts no goroutines and reads no clock: every event
-// carries now (and placement its rng), and its outputs are raft commands to propose
-// (Output.Propose) and copies to order (Output.Copies); drops owed go out in heartbeat
-// replies (Heartbeat). The server's Master drives it under its own lock and executes the
-// outputs. Tested from the scripts in testdata/ (TestMachine) and a model test (TestModel).
+// carries now (and placement its rng). Every event whose outcome needs the driver to act
+// returns it as effects, values of a closed set (effects.go): raft commands to propose,
+// copies to order, a heartbeat's answer (drops owed, re-register), a repair scan to run, and
+// reports for the log and the metrics. The server's Master feeds it events under its own
+// lock and executes the effects outside it; it decides nothing the machine could. Tested
+// from the scripts in testdata/ (TestMachine), which print every event's effects, and a
+// model test (TestModel), which checks invariants over them.
 //
 // # Worker states
 //

@@ -43,61 +43,66 @@ func (m *Machine) Attach(now time.Time, id base.WorkerID) (uint64, error) {
 
 // Detach records that the connection with token conn of worker id broke at now. A live
 // worker becomes unreachable: no new placements from now, and dead at now plus ConnGrace
-// unless it attaches again. It reports whether the worker became unreachable: not when the
+// unless it attaches again; that is reported (WorkerUnreachable). Nothing happens when the
 // worker attached again since (another token), announced leaving or left (its connection
 // closes on purpose), or is not live.
-func (m *Machine) Detach(now time.Time, id base.WorkerID, conn uint64) bool {
+func (m *Machine) Detach(now time.Time, id base.WorkerID, conn uint64) []Effect {
 	w := m.workers[id]
 	if w == nil || conn == 0 || w.conn != conn {
-		return false
+		return nil
 	}
 	w.conn = 0
 	if !w.LeavingAt.IsZero() {
 		// It announced leaving (a restart): its connection closes on purpose, and the restart
 		// grace rules, also when a drain made it draining since.
-		return false
+		return nil
 	}
 	switch w.State {
 	case Alive, Suspect, Draining:
 		w.DisconnectedAt, w.State = now, Unreachable
-		return true
+		return []Effect{WorkerUnreachable{ID: id}}
 	}
-	return false
+	return nil
 }
 
 // Leave starts worker id's departure on purpose (an embedded worker's close: Mooncake's
 // UnmountSegment). From now it is not placed on and has no deadline; the driver commits the
-// LeaveWorker returned before it answers, so the worker's objects are gone from the
+// LeaveWorker proposed before it answers, so the worker's objects are gone from the
 // metadata when its close returns. Keep is decided here: a worker with an NVMe tier keeps
 // its replicas as lost ones for its return (its objects persist under root_fs_dir), one
 // without is forgotten (its bytes die with its process). A worker unknown to this
 // leadership is left with Keep, which forgets nothing. Any state may leave: a dead worker
 // that leaves is no longer dead.
-func (m *Machine) Leave(now time.Time, id base.WorkerID) Output {
+func (m *Machine) Leave(now time.Time, id base.WorkerID) []Effect {
 	keep := true
 	if w := m.workers[id]; w != nil {
 		keep = w.Usage.NVMeCapacity > 0
 		w.State, w.LeftAt, w.DisconnectedAt, w.conn = Left, now, time.Time{}, 0
 		w.drops, w.resync, w.resyncAfter = nil, false, time.Time{}
 	}
-	return Output{Propose: []raftmeta.Command{raftmeta.LeaveWorker{ID: id, Keep: keep, Now: now.UnixNano()}}}
+	return []Effect{Propose{raftmeta.LeaveWorker{ID: id, Keep: keep, Now: now.UnixNano()}}}
 }
 
 // leaveApplied ends a departure whose LeaveWorker committed: the bytes of puts placed on the
 // worker are released (they cannot complete), and a worker left without Keep is forgotten.
-func (m *Machine) leaveApplied(c raftmeta.LeaveWorker, res raftmeta.Result) {
+// The departure is reported (WorkerLeft), also when the worker had left (or was retired)
+// already; a LeaveWorker the metadata refused otherwise undoes Leave and is the answer to
+// the leave (Answer).
+func (m *Machine) leaveApplied(c raftmeta.LeaveWorker, res raftmeta.Result) []Effect {
+	left := WorkerLeft{ID: c.ID, Keep: c.Keep, Replicas: res.Dropped, Removed: res.Removed}
 	switch {
 	case errors.Is(res.Err, base.ErrSegmentNotFound):
 		delete(m.workers, c.ID) // it left (or was retired) already
-		return
+		return []Effect{left}
 	case res.Err != nil:
 		m.leaveFailed(c)
-		return
+		return []Effect{Answer{Err: res.Err}}
 	}
 	m.releaseWorkerReservations(c.ID)
 	if !c.Keep {
 		delete(m.workers, c.ID)
 	}
+	return []Effect{left}
 }
 
 // leaveFailed undoes Leave when its LeaveWorker was not committed: the worker is live again

@@ -154,18 +154,6 @@ type Worker struct {
 	conn uint64
 }
 
-// Output is what an event asks the driver to do: propose raft commands (in order), and
-// order copies (worker to worker). Drops owed wait in the machine for heartbeats.
-type Output struct {
-	Propose []raftmeta.Command
-	Copies  []CopyOrder
-}
-
-func (o *Output) merge(p Output) {
-	o.Propose = append(o.Propose, p.Propose...)
-	o.Copies = append(o.Copies, p.Copies...)
-}
-
 // Machine is the leader's worker soft state. It is not safe for concurrent use: the driver
 // serializes every call (the Master holds its mu).
 type Machine struct {
@@ -182,6 +170,11 @@ type Machine struct {
 	// lastConn numbers attached connections (Attach). It survives leaderships, so a Detach
 	// of a connection from an earlier one never matches a newer connection.
 	lastConn uint64
+	// nextScan is when Tick may ask for the next repair scan (ScanRepairs) while the repair
+	// queue is idle; rescan asks for one at the next idle tick, forced (a drain started or
+	// was cancelled). Both survive leaderships, as the driver's scan state does.
+	nextScan time.Time
+	rescan   bool
 }
 
 // New returns a machine that is not leader.
@@ -279,9 +272,11 @@ func (m *Machine) Deadline(id base.WorkerID) time.Time {
 
 // Tick moves workers along their deadlines and hands out repair copies: a worker silent past
 // two thirds of its deadline becomes suspect; past it, MarkWorkerLost is proposed (once; the
-// state becomes Dead at once, and Failed puts it back on a failed proposal).
-func (m *Machine) Tick(now time.Time) Output {
-	var out Output
+// state becomes Dead at once, and Failed puts it back on a failed proposal). When the repair
+// queue is idle it asks for a scan (ScanRepairs) every RepairConfig.ScanEvery, and at once
+// after a drain started or was cancelled.
+func (m *Machine) Tick(now time.Time) []Effect {
+	var out []Effect
 	for _, id := range m.sortedIDs() {
 		w := m.workers[id]
 		switch w.State {
@@ -293,47 +288,69 @@ func (m *Machine) Tick(now time.Time) Output {
 		case now.After(dl):
 			w.State = Dead
 			w.drops, w.resync, w.resyncAfter = nil, false, time.Time{}
-			out.Propose = append(out.Propose, raftmeta.MarkWorkerLost{ID: id, Now: now.UnixNano()})
+			out = append(out, Propose{raftmeta.MarkWorkerLost{ID: id, Now: now.UnixNano()}})
 		case w.State == Alive && now.After(dl.Add(-m.cfg.ClientTTL/3)):
 			w.State = Suspect
 		}
 	}
-	out.merge(m.repair.tick(now, m))
+	out = append(out, m.repair.tick(now, m)...)
+	if m.rescan {
+		m.nextScan = time.Time{}
+	}
+	if m.repairIdle() && !now.Before(m.nextScan) {
+		m.nextScan = now.Add(m.cfg.Repair.ScanEvery)
+		out = append(out, ScanRepairs{Force: m.rescan})
+		m.rescan = false
+	}
 	return out
 }
 
 // Failed tells the machine a proposal it asked for was not committed: a MarkWorkerLost is
-// retried on the next tick past the deadline (the worker goes back to alive meanwhile).
-func (m *Machine) Failed(c raftmeta.Command) {
-	if c, ok := c.(raftmeta.MarkWorkerLost); ok {
+// retried on the next tick past the deadline (the worker goes back to alive meanwhile); a
+// copy's MoveReplicas or AddReplicas fails the copy (its target is owed a drop) and frees its
+// slot for the next copy.
+func (m *Machine) Failed(now time.Time, c raftmeta.Command) []Effect {
+	switch c := c.(type) {
+	case raftmeta.MarkWorkerLost:
 		if w := m.workers[c.ID]; w != nil && w.State == Dead {
 			w.State = liveState(w)
 		}
-	}
-	if c, ok := c.(raftmeta.MoveReplicas); ok {
+	case raftmeta.MoveReplicas:
 		for _, it := range c.Items {
 			m.repair.moved(m, it, fmt.Errorf("lifecycle: move not committed"))
 		}
-	}
-	if c, ok := c.(raftmeta.AddReplicas); ok {
+		return m.repair.tick(now, m)
+	case raftmeta.AddReplicas:
 		for _, it := range c.Items {
 			m.repair.added(m, c.Worker, it, fmt.Errorf("lifecycle: copy not committed"))
 		}
-	}
-	if c, ok := c.(raftmeta.LeaveWorker); ok {
+		return m.repair.tick(now, m)
+	case raftmeta.LeaveWorker:
 		m.leaveFailed(c)
 	}
+	return nil
 }
 
 // Applied tells the machine a command it cares about committed (and its per-item result).
-func (m *Machine) Applied(c raftmeta.Command, res raftmeta.Result) {
+// A committed MarkWorkerLost is reported (WorkerLost), a LeaveWorker too (WorkerLeft); the
+// end of a copy's MoveReplicas or AddReplicas frees its slot for the next copy.
+func (m *Machine) Applied(now time.Time, c raftmeta.Command, res raftmeta.Result) []Effect {
 	switch c := c.(type) {
 	case raftmeta.MarkWorkerLost:
 		if res.Err == nil {
 			m.releaseWorkerReservations(c.ID)
 		}
+		var grace bool
+		if w := m.workers[c.ID]; w != nil {
+			grace = !w.LeavingAt.IsZero()
+		}
+		return []Effect{WorkerLost{ID: c.ID, Grace: grace, Replicas: res.Dropped}}
 	case raftmeta.SetWorkerDraining:
-		if w := m.workers[c.ID]; w != nil && res.Err == nil {
+		if res.Err != nil {
+			return nil
+		}
+		m.rescan = true // plan the drain (or stop planning it) at the next tick
+		if w := m.workers[c.ID]; w != nil {
 			w.Draining = c.Draining
 			switch {
 			case c.Draining && (w.State == Alive || w.State == Suspect):
@@ -347,7 +364,7 @@ func (m *Machine) Applied(c raftmeta.Command, res raftmeta.Result) {
 			delete(m.workers, c.ID)
 		}
 	case raftmeta.LeaveWorker:
-		m.leaveApplied(c, res)
+		return m.leaveApplied(c, res)
 	case raftmeta.MoveReplicas:
 		for i, it := range c.Items {
 			var err error
@@ -356,6 +373,7 @@ func (m *Machine) Applied(c raftmeta.Command, res raftmeta.Result) {
 			}
 			m.repair.moved(m, it, err)
 		}
+		return m.repair.tick(now, m)
 	case raftmeta.AddReplicas:
 		for i, it := range c.Items {
 			var err error
@@ -364,23 +382,27 @@ func (m *Machine) Applied(c raftmeta.Command, res raftmeta.Result) {
 			}
 			m.repair.added(m, c.Worker, it, err)
 		}
+		return m.repair.tick(now, m)
 	}
+	return nil
 }
 
-// Heartbeat records a worker's liveness and usage and returns the drops it is owed, or asks
-// it to re-register. A worker unknown to this leadership, or dead, gets ErrSegmentNotFound:
-// it must register again. leaving announces a graceful shutdown (restart grace, no
-// placements).
-func (m *Machine) Heartbeat(now time.Time, id base.WorkerID, u Usage, leaving bool) (drops []raftmeta.KeyVersion, reregister bool, err error) {
+// Heartbeat records a worker's liveness and usage and answers it: the drops it is owed
+// (Drop), or a request to re-register (Reregister). A worker unknown to this leadership, or
+// dead, gets ErrSegmentNotFound: it must register again. leaving announces a graceful
+// shutdown (restart grace, no placements), reported first (WorkerLeaving).
+func (m *Machine) Heartbeat(now time.Time, id base.WorkerID, u Usage, leaving bool) ([]Effect, error) {
 	w := m.workers[id]
 	if !m.leader || w == nil || w.State == Dead || w.State == Registering || w.State == Returning || w.State == Left {
-		return nil, false, fmt.Errorf("%w: worker %s is not registered with this leader; register again", base.ErrSegmentNotFound, id)
+		return nil, fmt.Errorf("%w: worker %s is not registered with this leader; register again", base.ErrSegmentNotFound, id)
 	}
 	w.LastSeen = now
+	var out []Effect
 	switch {
 	case leaving:
 		// Its connection closes next, on purpose: the restart grace rules, not ConnGrace.
 		w.LeavingAt, w.State, w.DisconnectedAt = now, Leaving, time.Time{}
+		out = append(out, WorkerLeaving{ID: id, Until: m.deadline(w)})
 	case w.State == Suspect:
 		w.State = Alive
 	}
@@ -392,21 +414,23 @@ func (m *Machine) Heartbeat(now time.Time, id base.WorkerID, u Usage, leaving bo
 	}
 	if w.resync {
 		w.resync = false
-		return nil, true, nil
+		return append(out, Reregister{Worker: id}), nil
 	}
 	// NB: drops handed out here are forgotten; if the reply is lost the worker keeps those
 	// bytes until its next registration reconciles them (orphans, never wrong answers).
 	n := min(len(w.drops), m.cfg.MaxDropsPerHeartbeat)
-	drops = slices.Clone(w.drops[:n])
+	if n > 0 {
+		out = append(out, Drop{Worker: id, Items: slices.Clone(w.drops[:n])})
+	}
 	w.drops = w.drops[n:]
 	if len(w.drops) == 0 {
 		w.drops = nil
 	}
-	return drops, false, nil
+	return out, nil
 }
 
-// Touch records that a worker is alive without a heartbeat (a registration page arrived).
-func (m *Machine) Touch(now time.Time, id base.WorkerID) {
+// touch records that a worker is alive without a heartbeat (a registration page arrived).
+func (m *Machine) touch(now time.Time, id base.WorkerID) {
 	if w := m.workers[id]; w != nil && w.State != Dead {
 		w.LastSeen = now
 	}
@@ -441,17 +465,32 @@ func (m *Machine) RegisterFailed(id base.WorkerID) {
 	}
 }
 
+// Registration is what Registered tells the driver's reconciliation of the worker's
+// inventory.
+type Registration struct {
+	// Prev is the worker's previous registration with this leader (zero: none): objects
+	// created before it are settled (the inventory must list them).
+	Prev time.Time
+	// InGrace: the registration was received within the leader's grace (inLeaderGrace), so
+	// objects the metadata does not list may be the previous leader's puts in flight.
+	InGrace bool
+}
+
 // Registered ends a registration received at recv (page 0's arrival when paged) with its
 // capacities: the worker is alive (or draining) with a full deadline from now, its restart
-// grace ends, and drops and resync requests are cleared (its reconciliation supersedes them).
-// It returns the worker's previous registration time (zero: none with this leader).
-func (m *Machine) Registered(now, recv time.Time, id base.WorkerID, dramCap, nvmeCap int64) (prev time.Time) {
+// grace ends (reported, WorkerBack, when it had announced a restart), and drops and resync
+// requests are cleared (its reconciliation supersedes them).
+func (m *Machine) Registered(now, recv time.Time, id base.WorkerID, dramCap, nvmeCap int64) (Registration, []Effect) {
 	w := m.workers[id]
 	if w == nil {
 		w = &Worker{ID: id}
 		m.workers[id] = w
 	}
-	prev = w.LastRegister
+	var out []Effect
+	if !w.LeavingAt.IsZero() {
+		out = append(out, WorkerBack{ID: id, Away: recv.Sub(w.LeavingAt)})
+	}
+	reg := Registration{Prev: w.LastRegister, InGrace: m.inLeaderGrace(recv)}
 	w.State = Alive
 	if w.Draining {
 		w.State = Draining
@@ -459,12 +498,31 @@ func (m *Machine) Registered(now, recv time.Time, id base.WorkerID, dramCap, nvm
 	w.LastSeen, w.LeavingAt, w.LastRegister, w.DisconnectedAt, w.LeftAt = now, time.Time{}, recv, time.Time{}, time.Time{}
 	w.drops, w.resync, w.resyncAfter = nil, false, time.Time{}
 	w.Usage.DRAMCapacity, w.Usage.NVMeCapacity = dramCap, nvmeCap
-	return prev
+	return reg, out
 }
 
-// Resync asks the worker to register again at its next heartbeat, or once after has passed
+// Reconciled ends the reconciliation of worker id's registration: overflow are drops that
+// did not fit the registration's reply (owed through heartbeats); deferred counts replicas
+// the worker did not report that may have been created after its inventory snapshot, spared
+// the objects it reported that the metadata does not list but that may be puts in flight of
+// the previous leader (the reconciliation's grace). The worker is asked to register again:
+// at its next heartbeat when any replica was deferred (its next snapshot settles them), else
+// once the leader's grace has passed when any object was spared.
+func (m *Machine) Reconciled(id base.WorkerID, overflow []raftmeta.KeyVersion, deferred, spared int) {
+	for _, kv := range overflow {
+		m.QueueDrop(id, kv.Key, kv.Version)
+	}
+	switch {
+	case deferred > 0:
+		m.resync(id, time.Time{})
+	case spared > 0:
+		m.resync(id, m.leaderSince.Add(m.cfg.PutTimeout))
+	}
+}
+
+// resync asks the worker to register again at its next heartbeat, or once after has passed
 // when after is not zero.
-func (m *Machine) Resync(id base.WorkerID, after time.Time) {
+func (m *Machine) resync(id base.WorkerID, after time.Time) {
 	if w := m.workers[id]; w != nil {
 		if after.IsZero() {
 			w.resync = true
@@ -496,8 +554,8 @@ func (m *Machine) Placeable(id base.WorkerID) bool {
 	return w != nil && (w.State == Alive || w.State == Suspect)
 }
 
-// Reserve adds n reserved bytes to worker id (negative n releases them).
-func (m *Machine) Reserve(id base.WorkerID, n int64) {
+// reserve adds n reserved bytes to worker id (negative n releases them).
+func (m *Machine) reserve(id base.WorkerID, n int64) {
 	if w := m.workers[id]; w != nil {
 		w.Reserved += n
 	}

@@ -33,7 +33,7 @@ var epoch = time.Unix(1_000_000, 0)
 //	attach id=<w> now=<d>       (prints the connection's token)
 //	detach id=<w> now=<d> conn=<n>
 //	leave id=<w> now=<d>        (prints the LeaveWorker to propose)
-//	leave-committed id=<w> [keep] [err] | leave-failed id=<w> [keep]
+//	leave-committed id=<w> [keep] [err|refused] | leave-failed id=<w> [keep]
 //	register-failed id=<w>      (the RegisterWorker commit failed)
 //	failed-lost id=<w>          (the MarkWorkerLost proposal was not committed)
 //	lost-committed id=<w>       (it committed)
@@ -41,29 +41,44 @@ var epoch = time.Unix(1_000_000, 0)
 //	unregister id=<w>           (UnregisterWorker committed)
 //	drop id=<w> key=<k> version=<n>
 //	resync id=<w> [after=<d>]
+//	reconciled id=<w> [overflow=<k@v>] [deferred=<n>] [spared=<n>]
 //	plan [targets=<w>:<free>,...] [under=<n>] [draining=<n>]
 //	                            input: <key> version=<n> size=<n> replicas=<w,...> [lost=<w,...>]
-//	copy-done key=<k> [err]     (then the MoveReplicas is proposed)
+//	copy-done key=<k> [to=<w>] [now=<d>] [err]   (then the MoveReplicas is proposed)
 //	move-applied key=<k> [err]  (the MoveReplicas of the copy of key committed, or failed)
 //	place now=<d> key=<k> version=<n> size=<n> [replicas=<n>] [preferred=<w>] [upsert] [exclude=<w,...>]
 //	                            input: the active segments, <id> cap=<n>
 //	end key=<k> version=<n> | revoke key=<k> [version=<n>] | expire-puts now=<d>
+//	begin-end key=<k> version=<n> size=<n> [replicas=(<w>,...)] [issued] [now=<d>]
+//	                            (a PutEnd item; issued: this leadership issued its version)
+//	end-commit key=<k> version=<n> workers=(<w>,...) [committed] | abandon-commit key=<k> version=<n>
 //	page id=<w> now=<d> session=<n> page=<n> objects=<n> [more]   (one registration page)
 //	expire-sessions now=<d>
 //	new [max-objects=<n>] [total-bytes=<n>] [session-ttl=<d>] [put-timeout=<d>]
 //	workers | repair | puts | sessions
 //
-// Every event prints the proposals and copy orders it produced.
+// Every event prints the effects it returned (formatEffects; "ok" for none), then, for most,
+// the state it changed. An event without now= happens at the latest time the script named.
 func TestMachine(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		var m *Machine
 		var rng *rand.Rand
 		orders := map[string]CopyOrder{}
+		// clock is the latest time the script named (now=), for events that take none.
+		clock := epoch
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			at := func(key string) time.Time {
 				var s string
 				d.ScanArgs(t, key, &s)
-				return epoch.Add(dur(t, s))
+				clock = epoch.Add(dur(t, s))
+				return clock
+			}
+			// nowOr is now= when given, else the clock.
+			nowOr := func() time.Time {
+				if d.HasArg("now") {
+					return at("now")
+				}
+				return clock
 			}
 			str := func(key string) string {
 				var s string
@@ -86,12 +101,14 @@ func TestMachine(t *testing.T) {
 				}
 				return out
 			}
-			show := func(out Output) string {
-				for _, o := range out.Copies {
-					orders[o.Key] = o
-					orders[o.Key+">"+string(o.To)] = o
+			show := func(effs []Effect) string {
+				for _, e := range effs {
+					if c, ok := e.(Copy); ok {
+						orders[c.Order.Key] = c.Order
+						orders[c.Order.Key+">"+string(c.Order.To)] = c.Order
+					}
 				}
-				return formatOutput(out)
+				return formatEffects(effs)
 			}
 			switch d.Cmd {
 			case "new":
@@ -142,20 +159,11 @@ func TestMachine(t *testing.T) {
 				m.StepDown()
 				return formatWorkers(m)
 			case "heartbeat":
-				drops, rereg, err := m.Heartbeat(at("now"), id, Usage{DRAMUsed: num("used")}, d.HasArg("leaving"))
-				switch {
-				case err != nil:
+				effs, err := m.Heartbeat(at("now"), id, Usage{DRAMUsed: num("used")}, d.HasArg("leaving"))
+				if err != nil {
 					return "error: " + err.Error() + "\n"
-				case rereg:
-					return "reregister\n"
-				case len(drops) > 0:
-					var b strings.Builder
-					for _, kv := range drops {
-						fmt.Fprintf(&b, "drop %s@%d\n", kv.Key, kv.Version)
-					}
-					return b.String()
 				}
-				return "ok\n"
+				return show(effs)
 			case "tick":
 				return show(m.Tick(at("now"))) + formatWorkers(m)
 			case "register-begin":
@@ -170,12 +178,15 @@ func TestMachine(t *testing.T) {
 				if r := str("recv"); r != "" {
 					recv = epoch.Add(dur(t, r))
 				}
-				prev := m.Registered(now, recv, id, num("cap"), num("nvme"))
-				out := formatWorkers(m)
-				if !prev.IsZero() {
-					out = fmt.Sprintf("previous registration at %v\n", prev.Sub(epoch)) + out
+				reg, effs := m.Registered(now, recv, id, num("cap"), num("nvme"))
+				out := show(effs)
+				if !reg.Prev.IsZero() {
+					out += fmt.Sprintf("previous registration at %v\n", reg.Prev.Sub(epoch))
 				}
-				return out
+				if reg.InGrace {
+					out += "in the leader's grace\n"
+				}
+				return out + formatWorkers(m)
 			case "attach":
 				conn, err := m.Attach(at("now"), id)
 				if err != nil {
@@ -183,41 +194,45 @@ func TestMachine(t *testing.T) {
 				}
 				return fmt.Sprintf("conn=%d\n", conn) + formatWorkers(m)
 			case "detach":
-				became := m.Detach(at("now"), id, uint64(num("conn")))
-				return fmt.Sprintf("unreachable=%t\n", became) + formatWorkers(m)
+				return show(m.Detach(at("now"), id, uint64(num("conn")))) + formatWorkers(m)
 			case "leave":
 				return show(m.Leave(at("now"), id)) + formatWorkers(m)
 			case "leave-committed":
 				var res raftmeta.Result
-				if d.HasArg("err") {
+				switch {
+				case d.HasArg("err"):
 					res.Err = fmt.Errorf("leave: %w", base.ErrSegmentNotFound)
+				case d.HasArg("refused"):
+					res.Err = fmt.Errorf("leave: %w", base.ErrInvalidParams)
 				}
-				m.Applied(raftmeta.LeaveWorker{ID: id, Keep: d.HasArg("keep")}, res)
-				return formatPuts(m) + formatWorkers(m)
+				return show(m.Applied(clock, raftmeta.LeaveWorker{ID: id, Keep: d.HasArg("keep")}, res)) + formatPuts(m) + formatWorkers(m)
 			case "leave-failed":
-				m.Failed(raftmeta.LeaveWorker{ID: id, Keep: d.HasArg("keep")})
-				return formatWorkers(m)
+				return show(m.Failed(clock, raftmeta.LeaveWorker{ID: id, Keep: d.HasArg("keep")})) + formatWorkers(m)
 			case "lost-committed":
-				m.Applied(raftmeta.MarkWorkerLost{ID: id}, raftmeta.Result{})
-				return formatPuts(m)
+				return show(m.Applied(clock, raftmeta.MarkWorkerLost{ID: id}, raftmeta.Result{})) + formatPuts(m)
 			case "failed-lost":
-				m.Failed(raftmeta.MarkWorkerLost{ID: id})
-				return formatWorkers(m)
+				return show(m.Failed(clock, raftmeta.MarkWorkerLost{ID: id})) + formatWorkers(m)
 			case "drain":
-				m.Applied(raftmeta.SetWorkerDraining{ID: id, Draining: !d.HasArg("cancel")}, raftmeta.Result{})
-				return formatWorkers(m)
+				return show(m.Applied(clock, raftmeta.SetWorkerDraining{ID: id, Draining: !d.HasArg("cancel")}, raftmeta.Result{})) + formatWorkers(m)
 			case "unregister":
-				m.Applied(raftmeta.UnregisterWorker{ID: id}, raftmeta.Result{})
-				return formatWorkers(m)
+				return show(m.Applied(clock, raftmeta.UnregisterWorker{ID: id}, raftmeta.Result{})) + formatWorkers(m)
 			case "drop":
 				m.QueueDrop(id, str("key"), base.Version(num("version")))
 				return fmt.Sprintf("owed %d\n", m.DropsOwed(id))
+			case "reconciled":
+				var overflow []raftmeta.KeyVersion
+				for _, kv := range workerIDs("overflow") {
+					k, v, _ := strings.Cut(string(kv), "@")
+					overflow = append(overflow, raftmeta.KeyVersion{Key: k, Version: base.Version(atoi(t, v))})
+				}
+				m.Reconciled(id, overflow, int(num("deferred")), int(num("spared")))
+				return formatWorkers(m)
 			case "resync":
 				var after time.Time
 				if a := str("after"); a != "" {
 					after = epoch.Add(dur(t, a))
 				}
-				m.Resync(id, after)
+				m.resync(id, after)
 				return "ok\n"
 			case "plan":
 				var targets []Target
@@ -237,8 +252,8 @@ func TestMachine(t *testing.T) {
 				for _, line := range lines(d.Input) {
 					cands = append(cands, parseCandidate(t, line))
 				}
-				m.Plan(cands, targets, addrs, int(num("under")), int(num("draining")))
-				return formatRepair(m)
+				planned := m.Plan(cands, targets, addrs, int(num("under")), int(num("draining")))
+				return fmt.Sprintf("planned=%t\n", planned) + formatRepair(m)
 			case "copy-done":
 				o, ok := orders[orderName(str("key"), str("to"))]
 				if !ok {
@@ -248,9 +263,13 @@ func TestMachine(t *testing.T) {
 				if d.HasArg("err") {
 					err = errors.New("copy failed")
 				}
-				return show(m.CopyDone(o, err))
+				return show(m.CopyDone(nowOr(), o, err))
 			case "task":
-				return createTask(t, m, d, epoch.Add(dur(t, str("now"))), str, workerIDs)
+				effs, err := createTask(t, m, d, at("now"), str, workerIDs)
+				if err != nil {
+					return fmt.Sprintf("error: %v\n", err)
+				}
+				return show(effs) + formatRepair(m)
 			case "query":
 				return formatTask(m, base.TaskID{Lo: uint64(num("id"))})
 			case "add-applied":
@@ -260,8 +279,8 @@ func TestMachine(t *testing.T) {
 				if d.HasArg("err") {
 					res.Items[0] = fmt.Errorf("add: %w", base.ErrObjectNotFound)
 				}
-				m.Applied(c, res)
-				return formatRepair(m) + fmt.Sprintf("drops owed: to %d\n", m.DropsOwed(o.To))
+				effs := m.Applied(nowOr(), c, res)
+				return show(effs) + formatRepair(m) + fmt.Sprintf("drops owed: to %d\n", m.DropsOwed(o.To))
 			case "move-applied":
 				o := orders[orderName(str("key"), str("to"))]
 				c := raftmeta.MoveReplicas{Items: []raftmeta.ReplicaMove{{Key: o.Key, Version: o.Version, From: o.From, To: o.To}}}
@@ -269,8 +288,8 @@ func TestMachine(t *testing.T) {
 				if d.HasArg("err") {
 					res.Items[0] = fmt.Errorf("move: %w", base.ErrObjectNotFound)
 				}
-				m.Applied(c, res)
-				return formatRepair(m) + fmt.Sprintf("drops owed: from %d, to %d\n", m.DropsOwed(o.From), m.DropsOwed(o.To))
+				effs := m.Applied(nowOr(), c, res)
+				return show(effs) + formatRepair(m) + fmt.Sprintf("drops owed: from %d, to %d\n", m.DropsOwed(o.From), m.DropsOwed(o.To))
 			case "place":
 				var segs []raftmeta.Segment
 				for _, line := range lines(d.Input) {
@@ -294,9 +313,14 @@ func TestMachine(t *testing.T) {
 			case "revoke":
 				ok := m.DropReservation(str("key"), base.Version(num("version")))
 				return fmt.Sprintf("revoked=%t\n", ok) + formatPuts(m)
-			case "begin-commit":
-				m.BeginCommit(str("key"), base.Version(num("version")))
-				return formatPuts(m)
+			case "begin-end":
+				plan, err := m.BeginEnd(nowOr(), EndItem{Key: str("key"), Version: base.Version(num("version")), Size: num("size"),
+					Replicas: workerIDs("replicas")}, d.HasArg("issued"))
+				if err != nil {
+					return "error: " + err.Error() + "\n"
+				}
+				return fmt.Sprintf("commit replicas=%v reserved=%t workers=%v upsert=%t\n", plan.Replicas, plan.Reserved, plan.Workers, plan.Upsert) +
+					formatPuts(m)
 			case "end-commit":
 				m.EndCommit(str("key"), base.Version(num("version")), workerIDs("workers"), d.HasArg("committed"))
 				return formatPuts(m) + formatWorkers(m)
@@ -304,8 +328,7 @@ func TestMachine(t *testing.T) {
 				m.AbandonCommit(str("key"), base.Version(num("version")))
 				return formatPuts(m)
 			case "expire-puts":
-				exp := m.ExpireReservations(at("now"))
-				return fmt.Sprintf("expired %d\n", len(exp)) + formatPuts(m)
+				return show(m.ExpireReservations(at("now"))) + formatPuts(m)
 			case "page":
 				inv := make([]base.ObjectMeta, num("objects"))
 				for i := range inv {
@@ -325,11 +348,7 @@ func TestMachine(t *testing.T) {
 				}
 				return "accepted\n" + formatSessions(m)
 			case "expire-sessions":
-				var b strings.Builder
-				for _, e := range m.ExpireSessions(at("now")) {
-					fmt.Fprintf(&b, "expired %s pages=%d objects=%d idle=%v\n", e.ID, e.Pages, e.Objects, e.Idle)
-				}
-				return b.String() + formatSessions(m)
+				return show(m.ExpireSessions(at("now"))) + formatSessions(m)
 			case "puts":
 				return formatPuts(m)
 			case "sessions":
@@ -405,37 +424,73 @@ func parseCandidate(t *testing.T, line string) Candidate {
 	return c
 }
 
-func formatOutput(out Output) string {
+// formatEffects prints effects one a line, in order ("ok" for none).
+func formatEffects(effs []Effect) string {
 	var b strings.Builder
-	for _, c := range out.Propose {
-		switch c := c.(type) {
-		case raftmeta.MarkWorkerLost:
-			fmt.Fprintf(&b, "propose MarkWorkerLost %s now=%v\n", c.ID, time.Unix(0, c.Now).Sub(epoch))
-		case raftmeta.LeaveWorker:
-			fmt.Fprintf(&b, "propose LeaveWorker %s keep=%t now=%v\n", c.ID, c.Keep, time.Unix(0, c.Now).Sub(epoch))
-		case raftmeta.MoveReplicas:
-			for _, it := range c.Items {
-				fmt.Fprintf(&b, "propose MoveReplicas %s@%d %s->%s\n", it.Key, it.Version, it.From, it.To)
+	for _, e := range effs {
+		switch e := e.(type) {
+		case Propose:
+			formatPropose(&b, e.Cmd)
+		case Copy:
+			o := e.Order
+			fmt.Fprintf(&b, "copy %s@%d size=%d src=%s to=%s from=%s drain=%t", o.Key, o.Version, o.Size, o.Src, o.To, o.From, o.Drain)
+			if o.Task != (base.TaskID{}) {
+				fmt.Fprintf(&b, " task=%d add=%t", o.Task.Lo, o.Add)
 			}
-		case raftmeta.AddReplicas:
-			for _, it := range c.Items {
-				fmt.Fprintf(&b, "propose AddReplicas %s@%d ->%s\n", it.Key, it.Version, c.Worker)
+			b.WriteString("\n")
+		case Drop:
+			fmt.Fprintf(&b, "drop %s:", e.Worker)
+			for _, kv := range e.Items {
+				fmt.Fprintf(&b, " %s@%d", kv.Key, kv.Version)
 			}
+			b.WriteString("\n")
+		case Reregister:
+			fmt.Fprintf(&b, "reregister %s\n", e.Worker)
+		case ScanRepairs:
+			fmt.Fprintf(&b, "scan-repairs force=%t\n", e.Force)
+		case Answer:
+			fmt.Fprintf(&b, "answer err=%v\n", e.Err)
+		case WorkerLost:
+			fmt.Fprintf(&b, "worker-lost %s grace=%t replicas=%d\n", e.ID, e.Grace, e.Replicas)
+		case WorkerLeft:
+			fmt.Fprintf(&b, "worker-left %s keep=%t replicas=%d removed=%d\n", e.ID, e.Keep, e.Replicas, e.Removed)
+		case WorkerLeaving:
+			fmt.Fprintf(&b, "worker-leaving %s until=%v\n", e.ID, e.Until.Sub(epoch))
+		case WorkerBack:
+			fmt.Fprintf(&b, "worker-back %s away=%v\n", e.ID, e.Away)
+		case WorkerUnreachable:
+			fmt.Fprintf(&b, "worker-unreachable %s\n", e.ID)
+		case PutExpired:
+			fmt.Fprintf(&b, "put-expired %s@%d\n", e.Key, e.Version)
+		case SessionExpired:
+			fmt.Fprintf(&b, "session-expired %s pages=%d objects=%d idle=%v\n", e.ID, e.Pages, e.Objects, e.Idle)
 		default:
-			fmt.Fprintf(&b, "propose %T\n", c)
+			panic(fmt.Sprintf("unknown effect %T", e))
 		}
-	}
-	for _, o := range out.Copies {
-		fmt.Fprintf(&b, "copy %s@%d size=%d src=%s to=%s from=%s drain=%t", o.Key, o.Version, o.Size, o.Src, o.To, o.From, o.Drain)
-		if o.Task != (base.TaskID{}) {
-			fmt.Fprintf(&b, " task=%d add=%t", o.Task.Lo, o.Add)
-		}
-		b.WriteString("\n")
 	}
 	if b.Len() == 0 {
 		return "ok\n"
 	}
 	return b.String()
+}
+
+func formatPropose(b *strings.Builder, c raftmeta.Command) {
+	switch c := c.(type) {
+	case raftmeta.MarkWorkerLost:
+		fmt.Fprintf(b, "propose MarkWorkerLost %s now=%v\n", c.ID, time.Unix(0, c.Now).Sub(epoch))
+	case raftmeta.LeaveWorker:
+		fmt.Fprintf(b, "propose LeaveWorker %s keep=%t now=%v\n", c.ID, c.Keep, time.Unix(0, c.Now).Sub(epoch))
+	case raftmeta.MoveReplicas:
+		for _, it := range c.Items {
+			fmt.Fprintf(b, "propose MoveReplicas %s@%d %s->%s\n", it.Key, it.Version, it.From, it.To)
+		}
+	case raftmeta.AddReplicas:
+		for _, it := range c.Items {
+			fmt.Fprintf(b, "propose AddReplicas %s@%d ->%s\n", it.Key, it.Version, c.Worker)
+		}
+	default:
+		fmt.Fprintf(b, "propose %T\n", c)
+	}
 }
 
 func formatWorkers(m *Machine) string {
@@ -508,7 +563,7 @@ func orderName(key, to string) string {
 // createTask runs a script's task command: task id=N type=copy|move now=D key=K version=V
 // size=S replicas=(..) [source=W] targets=(..).
 func createTask(t *testing.T, m *Machine, d *datadriven.TestData, now time.Time, str func(string) string,
-	workerIDs func(string) []base.WorkerID) string {
+	workerIDs func(string) []base.WorkerID) ([]Effect, error) {
 	ids := func(key string) []base.WorkerID {
 		return slices.DeleteFunc(workerIDs(key), func(id base.WorkerID) bool { return id == "" })
 	}
@@ -525,10 +580,7 @@ func createTask(t *testing.T, m *Machine, d *datadriven.TestData, now time.Time,
 		}
 	}
 	id := base.TaskID{Lo: uint64(atoi(t, str("id")))}
-	if err := m.CreateTask(now, id, typ, obj, base.WorkerID(str("source")), ids("targets"), addrs); err != nil {
-		return fmt.Sprintf("error: %v\n", err)
-	}
-	return formatRepair(m)
+	return m.CreateTask(now, id, typ, obj, base.WorkerID(str("source")), ids("targets"), addrs)
 }
 
 func formatTask(m *Machine, id base.TaskID) string {

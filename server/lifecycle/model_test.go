@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -20,6 +21,16 @@ var seed = flag.Uint64("seed", 0, "TestModel's seed (0: a new one, printed)")
 // plus RestartGrace, or, when sooner, its connection's loss plus ConnGrace; a worker that
 // left is never dead) and of repair (copies in flight are bounded, one per key, never to a
 // worker that holds the object, never to a dead, leaving or draining worker).
+//
+// It also checks invariants over the effects every event returns: a worker is told to drop
+// only what it had (a put placed on it, a copy sent to it, an object a scan or task listed
+// on it), and is never owed a drop of a put that ended (its bytes are the object's), also
+// when the put was superseded, revoked or expired while its PutEnd entry was in raft and the
+// entry then committed it; a PutEnd of a put in flight commits its placed workers; a
+// heartbeat answers only the worker that sent it; a scan is asked for only while the repair
+// queue is idle, and no more often than ScanEvery unless forced; expired puts are exactly the
+// reservations past their deadline; reports (WorkerLost, WorkerLeft, WorkerLeaving,
+// WorkerBack, WorkerUnreachable) match the model.
 //
 // A run must finish tasks both ways (success and failure) for its task checks to mean
 // something; a seed whose run does not is followed by the next seed, up to 8 in all.
@@ -65,40 +76,97 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 	m.BecomeLeader(now, segs)
 	inflight := map[string]CopyOrder{}
 	placed := 0
+	// had names what each worker was given or listed with (key@version); ended the puts that
+	// ended (their bytes are the object's). drops counts the drops handed out.
+	type holding struct {
+		w   base.WorkerID
+		key string
+		v   base.Version
+	}
+	had := map[holding]bool{}
+	ended := map[raftmeta.KeyVersion]bool{}
+	// committing: the puts whose PutEnd entry is in raft (BeginEnd), by key; dropped: the
+	// versions whose drop some worker was handed.
+	type entry struct {
+		raftmeta.KeyVersion
+		workers []base.WorkerID
+	}
+	committing := map[string]entry{}
+	var version base.Version // the last put's version
+	dropped := map[raftmeta.KeyVersion]bool{}
+	drops := 0
+	var lastScan time.Time
+	scans := 0
 	// tasks: the status each task had last; a status only moves forward.
 	tasks := map[base.TaskID]base.TaskStatus{}
 	var nextTask uint64
-	check := func(out Output) {
+	var check func(effs []Effect)
+	check = func(effs []Effect) {
 		t.Helper()
-		for _, c := range out.Propose {
-			switch c := c.(type) {
-			case raftmeta.MarkWorkerLost:
-				w := mw[c.ID]
-				dl := w.seen.Add(ttl)
-				if !w.leaving.IsZero() && w.leaving.Add(grace).After(dl) {
-					dl = w.leaving.Add(grace)
+		for _, e := range effs {
+			switch e := e.(type) {
+			case Propose:
+				switch c := e.Cmd.(type) {
+				case raftmeta.MarkWorkerLost:
+					w := mw[c.ID]
+					dl := w.seen.Add(ttl)
+					if !w.leaving.IsZero() && w.leaving.Add(grace).After(dl) {
+						dl = w.leaving.Add(grace)
+					}
+					if !w.disc.IsZero() && w.disc.Add(connGrace).Before(dl) {
+						dl = w.disc.Add(connGrace)
+					}
+					if w.dead || w.left || !now.After(dl) {
+						t.Fatalf("%v: MarkWorkerLost %s proposed (dead %t, deadline %v)", now.Sub(epoch), c.ID, w.dead, dl.Sub(epoch))
+					}
+					w.dead = true
+					if r.IntN(4) == 0 { // the proposal fails
+						if out := m.Failed(now, c); len(out) > 0 {
+							t.Fatalf("%v: a failed MarkWorkerLost returned %v", now.Sub(epoch), out)
+						}
+						w.dead = false
+						break
+					}
+					out := m.Applied(now, c, raftmeta.Result{})
+					if want := (WorkerLost{ID: c.ID, Grace: !w.leaving.IsZero()}); len(out) != 1 || out[0] != Effect(want) {
+						t.Fatalf("%v: MarkWorkerLost %s committed: %v, want %v", now.Sub(epoch), c.ID, out, want)
+					}
+				case raftmeta.MoveReplicas, raftmeta.AddReplicas:
+					// A finished copy's commit: refused now and then, or not committed at all.
+					res := raftmeta.Result{Items: []error{nil}}
+					switch r.IntN(6) {
+					case 0, 1:
+						res.Items[0] = fmt.Errorf("refused")
+					case 2:
+						check(m.Failed(now, c))
+						continue
+					}
+					check(m.Applied(now, c, res))
+				default:
+					t.Fatalf("%v: unexpected proposal %T", now.Sub(epoch), c)
 				}
-				if !w.disc.IsZero() && w.disc.Add(connGrace).Before(dl) {
-					dl = w.disc.Add(connGrace)
+			case Copy:
+				o := e.Order
+				if _, dup := inflight[o.Key]; dup {
+					t.Fatalf("two copies of %s in flight", o.Key)
 				}
-				if w.dead || w.left || !now.After(dl) {
-					t.Fatalf("%v: MarkWorkerLost %s proposed (dead %t, deadline %v)", now.Sub(epoch), c.ID, w.dead, dl.Sub(epoch))
+				if o.To == o.Src || !m.Placeable(o.To) {
+					t.Fatalf("copy %+v to a holder or an unplaceable worker", o)
 				}
-				w.dead = true
-				if r.IntN(4) == 0 { // the proposal fails
-					m.Failed(c)
-					w.dead = false
+				inflight[o.Key] = o
+				had[holding{o.To, o.Key, o.Version}] = true
+			case ScanRepairs:
+				if st := m.RepairStats(); st.Queued+st.InFlight > 0 {
+					t.Fatalf("%v: scan asked for with %d copies queued, %d in flight", now.Sub(epoch), st.Queued, st.InFlight)
 				}
+				if !e.Force && scans > 0 && now.Sub(lastScan) < m.cfg.Repair.ScanEvery {
+					t.Fatalf("%v: scan asked for %v after the last one", now.Sub(epoch), now.Sub(lastScan))
+				}
+				lastScan = now
+				scans++
+			default:
+				t.Fatalf("%v: unexpected effect %#v", now.Sub(epoch), e)
 			}
-		}
-		for _, o := range out.Copies {
-			if _, dup := inflight[o.Key]; dup {
-				t.Fatalf("two copies of %s in flight", o.Key)
-			}
-			if o.To == o.Src || !m.Placeable(o.To) {
-				t.Fatalf("copy %+v to a holder or an unplaceable worker", o)
-			}
-			inflight[o.Key] = o
 		}
 		if len(inflight) > 3 {
 			t.Fatalf("%d copies in flight, the bound is 3", len(inflight))
@@ -110,17 +178,55 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 			}
 		}
 	}
-	for step := range 5000 {
+	// answered checks a heartbeat's answer to worker id.
+	answered := func(step int, id base.WorkerID, effs []Effect, leaving bool) {
+		t.Helper()
+		for i, e := range effs {
+			switch e := e.(type) {
+			case WorkerLeaving:
+				if !leaving || i != 0 || e.ID != id || !e.Until.Equal(m.Deadline(id)) {
+					t.Fatalf("step %d: heartbeat of %s (leaving %t): %#v at %d", step, id, leaving, e, i)
+				}
+			case Reregister:
+				if e.Worker != id {
+					t.Fatalf("step %d: heartbeat of %s answered %#v", step, id, e)
+				}
+			case Drop:
+				if e.Worker != id {
+					t.Fatalf("step %d: heartbeat of %s answered %#v", step, id, e)
+				}
+				for _, kv := range e.Items {
+					if !had[holding{id, kv.Key, kv.Version}] {
+						t.Fatalf("step %d: %s told to drop %s@%d, which it never had", step, id, kv.Key, kv.Version)
+					}
+					if ended[kv] {
+						t.Fatalf("step %d: %s told to drop %s@%d, a put that ended", step, id, kv.Key, kv.Version)
+					}
+					drops++
+					dropped[kv] = true
+				}
+			default:
+				t.Fatalf("step %d: heartbeat of %s answered %#v", step, id, e)
+			}
+		}
+		if leaving && (len(effs) == 0 || effs[0] != Effect(WorkerLeaving{ID: id, Until: m.Deadline(id)})) {
+			t.Fatalf("step %d: heartbeat of %s leaving: %v", step, id, effs)
+		}
+	}
+	// 20000 steps: workers die often here, so drops reach a heartbeat rarely; with 5000 a
+	// drop owed to the wrong worker went unnoticed in most runs.
+	for step := range 20000 {
 		now = now.Add(time.Duration(r.IntN(3000)) * time.Millisecond)
 		id := ids[r.IntN(len(ids))]
 		w := mw[id]
 		switch p := r.IntN(100); {
 		case p < 36:
 			leaving := r.IntN(30) == 0
-			_, _, err := m.Heartbeat(now, id, Usage{}, leaving)
+			effs, err := m.Heartbeat(now, id, Usage{}, leaving)
 			if (err == nil) == (w.dead || w.left) {
 				t.Fatalf("step %d: heartbeat of %s: %v, model dead=%t left=%t", step, id, err, w.dead, w.left)
 			}
+			answered(step, id, effs, leaving && err == nil)
 			if err == nil {
 				w.seen = now
 				if got, _ := m.Worker(id); got.State == Leaving {
@@ -147,10 +253,11 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 			if r.IntN(4) == 0 && conn > 1 {
 				conn-- // a stale token: some other connection
 			}
-			got := m.Detach(now, id, conn)
+			effs := m.Detach(now, id, conn)
+			got := len(effs) == 1 && effs[0] == Effect(WorkerUnreachable{ID: id})
 			want := conn != 0 && conn == w.conn && !w.dead && !w.left && w.leaving.IsZero()
-			if got != want {
-				t.Fatalf("step %d: detach of %s conn %d: unreachable=%t, model %t", step, id, conn, got, want)
+			if got != want || (!got && len(effs) > 0) {
+				t.Fatalf("step %d: detach of %s conn %d: %v, model unreachable=%t", step, id, conn, effs, want)
 			}
 			if conn != 0 && conn == w.conn {
 				w.conn = 0
@@ -166,43 +273,121 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 			}
 			// Left at once, whatever it was: never dead, no connection.
 			w.left, w.dead, w.conn, w.disc = true, false, 0, time.Time{}
-			if c := out.Propose[0]; r.IntN(3) == 0 {
-				m.Failed(c) // live again, with the deadline of its last message
+			want := raftmeta.LeaveWorker{ID: id, Keep: true, Now: now.UnixNano()} // every worker has an NVMe tier
+			if len(out) != 1 || out[0] != Effect(Propose{want}) {
+				t.Fatalf("step %d: Leave of %s: %v, want a LeaveWorker proposed", step, id, out)
+			}
+			if r.IntN(3) == 0 {
+				if effs := m.Failed(now, want); len(effs) > 0 { // live again, with the deadline of its last message
+					t.Fatalf("step %d: a failed LeaveWorker returned %v", step, effs)
+				}
 				w.left = false
-			} else {
-				m.Applied(c, raftmeta.Result{})
+			} else if effs := m.Applied(now, want, raftmeta.Result{}); len(effs) != 1 || effs[0] != Effect(WorkerLeft{ID: id, Keep: true}) {
+				t.Fatalf("step %d: LeaveWorker of %s committed: %v", step, id, effs)
 			}
 		case p < 50:
 			if w.dead || w.left {
 				m.RegisterBegin(now, id)
-				m.Registered(now, now, id, 1000, 1000)
+				// A worker back from an announced restart is reported, and only such a one.
+				_, effs := m.Registered(now, now, id, 1000, 1000)
+				var want []Effect
+				if !w.leaving.IsZero() {
+					want = []Effect{WorkerBack{ID: id, Away: now.Sub(w.leaving)}}
+				}
+				if !slices.Equal(effs, want) {
+					t.Fatalf("step %d: registration of %s: %v, want %v", step, id, effs, want)
+				}
 				w.dead, w.left, w.seen, w.leaving, w.disc = false, false, now, time.Time{}, time.Time{}
 			}
 		case p < 55:
-			m.Applied(raftmeta.SetWorkerDraining{ID: id, Draining: r.IntN(2) == 0}, raftmeta.Result{})
+			check(m.Applied(now, raftmeta.SetWorkerDraining{ID: id, Draining: r.IntN(2) == 0}, raftmeta.Result{}))
 		case p < 62:
-			// Reservations: place, end, revoke or expire; the machine's Reserved per worker must
-			// always equal the sizes of the puts in flight that name it.
-			key := fmt.Sprintf("p%d", r.IntN(8))
-			switch r.IntN(4) {
-			case 0, 1:
-				if ids, err := m.PlacePut(now, PutRequest{Key: key, Version: base.Version(step + 1), Size: int64(1 + r.IntN(100)),
-					Replicas: 1 + r.IntN(2), Upsert: r.IntN(2) == 0}, segs, r); err == nil {
-					placed++
-					for _, pid := range ids {
-						if w, _ := m.Worker(pid); w.State != Alive && w.State != Suspect {
-							t.Fatalf("step %d: put placed on %s, which is %s", step, pid, w.State)
+			// Reservations: place, end, revoke or expire, or commit a PutEnd (begin, then
+			// committed, refused or unknown); the machine's Reserved per worker must always equal
+			// the sizes of the puts in flight that name it.
+			// Several operations a step: puts are few here (workers are often dead), and a
+			// commit needs a put in flight.
+			for range 4 {
+				key := fmt.Sprintf("p%d", r.IntN(8))
+				switch r.IntN(6) {
+				case 0, 1:
+					version++ // unique, as raftmeta's are
+					if ids, err := m.PlacePut(now, PutRequest{Key: key, Version: version, Size: int64(1 + r.IntN(100)),
+						Replicas: 1 + r.IntN(2), Upsert: r.IntN(2) == 0}, segs, r); err == nil {
+						placed++
+						for _, pid := range ids {
+							had[holding{pid, key, version}] = true
+							if w, _ := m.Worker(pid); w.State != Alive && w.State != Suspect {
+								t.Fatalf("step %d: put placed on %s, which is %s", step, pid, w.State)
+							}
 						}
 					}
+				case 2:
+					// (Not a put whose PutEnd entry is in raft: that entry decides, case 4.)
+					if res, ok := m.Reservation(key); ok && committing[key].Version != res.Version {
+						m.EndReservation(key, res.Version)
+						ended[raftmeta.KeyVersion{Key: key, Version: res.Version}] = true
+					}
+				case 3:
+					// A put's PutEnd entry goes to raft (any put in flight):
+					// from here only the entry decides its drops.
+					if keys := m.sortedKeys(); len(keys) > 0 {
+						key = keys[r.IntN(len(keys))]
+					}
+					if res, ok := m.Reservation(key); ok && committing[key].Version == 0 {
+						plan, err := m.BeginEnd(now, EndItem{Key: key, Version: res.Version, Size: res.Size}, true)
+						if err != nil || !plan.Reserved || !slices.Equal(plan.Workers, res.Workers) || !slices.Equal(plan.Replicas, res.Workers) {
+							t.Fatalf("step %d: PutEnd of %s@%d (placed on %v): %+v, %v", step, key, res.Version, res.Workers, plan, err)
+						}
+						committing[key] = entry{raftmeta.KeyVersion{Key: key, Version: res.Version}, plan.Workers}
+					}
+				case 4:
+					// The entry's outcome: committed (no drop of that version, ever), refused (its
+					// workers are owed drops) or unknown (it keeps its reservation, if any).
+					if keys := slices.Sorted(maps.Keys(committing)); len(keys) > 0 {
+						key = keys[r.IntN(len(keys))]
+					}
+					c, ok := committing[key]
+					if !ok {
+						break
+					}
+					delete(committing, key)
+					kv := raftmeta.KeyVersion{Key: key, Version: c.Version}
+					switch r.IntN(3) {
+					case 0:
+						m.EndCommit(key, c.Version, c.workers, true)
+						if dropped[kv] {
+							t.Fatalf("step %d: %s@%d committed after its drop was handed out", step, key, c.Version)
+						}
+						ended[kv] = true
+					case 1:
+						m.EndCommit(key, c.Version, c.workers, false)
+					default:
+						m.AbandonCommit(key, c.Version)
+					}
+				default:
+					m.DropReservation(key, 0)
 				}
-			case 2:
-				if res, ok := m.Reservation(key); ok {
-					m.EndReservation(key, res.Version)
-				}
-			default:
-				m.DropReservation(key, 0)
 			}
-			m.ExpireReservations(now)
+			// No worker is owed (or was handed) a drop of a put that ended: the queues are read
+			// here, as drops reach a heartbeat only now and then (workers die often here).
+			for _, w := range m.workers {
+				for _, kv := range w.drops {
+					if ended[kv] {
+						t.Fatalf("step %d: %s owed a drop of %s@%d, a put that ended", step, w.ID, kv.Key, kv.Version)
+					}
+				}
+			}
+			// The puts expired are exactly those past their deadline.
+			var due []Effect
+			for _, k := range m.sortedKeys() {
+				if res, _ := m.Reservation(k); now.After(res.Deadline) {
+					due = append(due, PutExpired{Key: k, Version: res.Version})
+				}
+			}
+			if got := m.ExpireReservations(now); !slices.Equal(got, due) {
+				t.Fatalf("step %d: expired %v, want %v", step, got, due)
+			}
 			for _, w := range m.Workers() {
 				var want int64
 				for _, k := range m.sortedKeys() {
@@ -222,6 +407,9 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 					Replicas: reps, Lost: []base.WorkerID{ids[r.IntN(4)]}})
 				if cands[k].Lost[0] == reps[0] {
 					cands[k].Lost = nil
+				}
+				for _, h := range append(slices.Clone(cands[k].Replicas), cands[k].Lost...) {
+					had[holding{h, cands[k].Key, 1}] = true
 				}
 			}
 			var targets []Target
@@ -251,29 +439,27 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 				}
 				nextTask++
 				tid := base.TaskID{Lo: nextTask}
-				err := m.CreateTask(now, tid, typ, TaskObject{Key: c.Key, Version: c.Version, Size: c.Size, Replicas: c.Replicas},
+				effs, err := m.CreateTask(now, tid, typ, TaskObject{Key: c.Key, Version: c.Version, Size: c.Size, Replicas: c.Replicas},
 					c.Replicas[0], tgts, addrs)
 				if err == nil {
 					tasks[tid] = base.TaskPending
 				}
+				check(effs)
 			}
 			continue
 		case p < 90:
-			for k, o := range inflight {
+			// One copy in flight ends (picked with r, so a seed replays the run).
+			if keys := slices.Sorted(maps.Keys(inflight)); len(keys) > 0 {
+				k := keys[r.IntN(len(keys))]
+				o := inflight[k]
 				var err error
 				if r.IntN(3) == 0 {
 					err = fmt.Errorf("failed")
 				}
-				out := m.CopyDone(o, err)
-				for _, c := range out.Propose {
-					res := raftmeta.Result{Items: []error{nil}}
-					if r.IntN(3) == 0 {
-						res.Items[0] = fmt.Errorf("refused")
-					}
-					m.Applied(c, res)
-				}
 				delete(inflight, k)
-				break
+				// Its MoveReplicas or AddReplicas is committed (or not) by check, and the
+				// copies handed out next are checked as Tick's are.
+				check(m.CopyDone(now, o, err))
 			}
 			continue
 		}
@@ -294,6 +480,10 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 	}
 	if placed == 0 {
 		t.Fatal("no put was ever placed: the model checked nothing about reservations")
+	}
+	t.Logf("%d puts placed, %d drops handed out, %d scans asked for", placed, drops, scans)
+	if drops == 0 || scans == 0 {
+		t.Fatalf("%d drops handed out, %d scans asked for: the model checked nothing about them", drops, scans)
 	}
 	done := map[base.TaskStatus]int{}
 	for _, st := range tasks {

@@ -23,6 +23,10 @@ type RepairConfig struct {
 	// MaxTasks bounds the copy and move tasks kept for query_task (tasks.go); past it the
 	// oldest finished one is forgotten. Default 4096.
 	MaxTasks int
+	// ScanEvery is how often Tick asks for a repair scan (ScanRepairs) while the queue is
+	// idle. A scan is O(objects) (the driver walks the metadata), so the driver also skips
+	// one whose inputs have not changed. Default 2 s.
+	ScanEvery time.Duration
 }
 
 func (c *RepairConfig) ensureDefaults() {
@@ -37,6 +41,9 @@ func (c *RepairConfig) ensureDefaults() {
 	}
 	if c.MaxTasks == 0 {
 		c.MaxTasks = 4096
+	}
+	if c.ScanEvery == 0 {
+		c.ScanEvery = 2 * time.Second
 	}
 }
 
@@ -111,8 +118,9 @@ func newRepairState() repairState {
 // the draining worker itself for a drain) and the target (the placeable worker with the most
 // free bytes holding no copy, live or lost). targets are the workers copies may go to, with
 // their addresses; addrs names every active worker's address (sources). underReplicated and
-// draining are the scan's counts for status.
-func (m *Machine) Plan(cands []Candidate, targets []Target, addrs map[base.WorkerID]string, underReplicated, draining int) {
+// draining are the scan's counts for status. It reports whether any copy is queued or in
+// flight afterwards (false: the scan found nothing to do).
+func (m *Machine) Plan(cands []Candidate, targets []Target, addrs map[base.WorkerID]string, underReplicated, draining int) bool {
 	r := &m.repair
 	r.stats.UnderReplicated, r.stats.Draining = underReplicated, draining
 	r.targets = map[base.WorkerID]*Target{}
@@ -141,6 +149,28 @@ func (m *Machine) Plan(cands []Candidate, targets []Target, addrs map[base.Worke
 		r.queue = append(r.queue, order)
 		r.queued[c.Key]++
 	}
+	return !m.repairIdle()
+}
+
+// Targets lists the workers of segs a copy may go to (the active ones this leadership
+// knows) with their free bytes: DRAM and NVMe room beyond their use and reservations, and
+// every active worker's address (copy sources), for Plan.
+func (m *Machine) Targets(segs []raftmeta.Segment) ([]Target, map[base.WorkerID]string) {
+	var targets []Target
+	addrs := map[base.WorkerID]string{}
+	for _, s := range segs {
+		if s.State != raftmeta.SegmentActive {
+			continue
+		}
+		addrs[s.ID] = s.Address
+		w := m.workers[s.ID]
+		if w == nil {
+			continue
+		}
+		free := max(0, s.DRAMCapacity-w.Usage.DRAMUsed-w.Reserved) + max(0, s.NVMeCapacity-w.Usage.NVMeUsed)
+		targets = append(targets, Target{ID: s.ID, Address: s.Address, Free: free})
+	}
+	return targets, addrs
 }
 
 // order builds the copy order of one candidate; ok is false when no source or target fits.
@@ -202,8 +232,8 @@ func sortedTargets(ts map[base.WorkerID]*Target) []base.WorkerID {
 // tick refills the token bucket and hands out queued orders while a slot and tokens remain,
 // holding back an order whose key has one in flight. An order whose target is no longer
 // placeable is dropped (the next scan plans a repair again; a task's copy fails).
-func (r *repairState) tick(now time.Time, m *Machine) Output {
-	var out Output
+func (r *repairState) tick(now time.Time, m *Machine) []Effect {
+	var out []Effect
 	rate := float64(m.cfg.Repair.BytesPerSec)
 	if !r.last.IsZero() && now.After(r.last) {
 		r.tokens = min(rate, r.tokens+rate*now.Sub(r.last).Seconds())
@@ -234,7 +264,7 @@ func (r *repairState) tick(now time.Time, m *Machine) Output {
 		r.tokens -= float64(o.Size)
 		r.inflight[orderKey{o.Key, o.To}] = &o
 		r.taskStarted(&o, now)
-		out.Copies = append(out.Copies, o)
+		out = append(out, Copy{Order: o})
 	}
 	clear(r.queue[len(kept):])
 	r.queue = kept
@@ -244,23 +274,24 @@ func (r *repairState) tick(now time.Time, m *Machine) Output {
 	return out
 }
 
-// CopyDone reports the end of a copy order. A copy that succeeded is committed by the
-// MoveReplicas (AddReplicas for a copy task) it returns (the driver proposes it and reports
-// with Applied or Failed); one that failed is forgotten (the next scan plans a repair
-// again; a task's copy fails) and the target is owed a drop of whatever it received.
-func (m *Machine) CopyDone(o CopyOrder, err error) Output {
+// CopyDone reports the end of a copy order at now. A copy that succeeded is committed by the
+// MoveReplicas (AddReplicas for a copy task) it proposes (the driver reports the outcome with
+// Applied or Failed, which frees the copy's slot); one that failed is forgotten (the next
+// scan plans a repair again; a task's copy fails), the target is owed a drop of whatever it
+// received, and the queue hands out the next copies at once.
+func (m *Machine) CopyDone(now time.Time, o CopyOrder, err error) []Effect {
 	r := &m.repair
 	if err != nil {
 		if p := r.inflight[orderKey{o.Key, o.To}]; p != nil {
 			r.finish(m, p, err)
 		}
-		return Output{}
+		return r.tick(now, m)
 	}
 	if o.Add {
-		return Output{Propose: []raftmeta.Command{raftmeta.AddReplicas{Worker: o.To,
+		return []Effect{Propose{raftmeta.AddReplicas{Worker: o.To,
 			Items: []raftmeta.KeyVersion{{Key: o.Key, Version: o.Version}}}}}
 	}
-	return Output{Propose: []raftmeta.Command{raftmeta.MoveReplicas{Items: []raftmeta.ReplicaMove{
+	return []Effect{Propose{raftmeta.MoveReplicas{Items: []raftmeta.ReplicaMove{
 		{Key: o.Key, Version: o.Version, From: o.From, To: o.To}}}}}
 }
 
@@ -280,9 +311,5 @@ func (m *Machine) RepairStats() RepairStats {
 	return s
 }
 
-// Dispatch hands out queued copies as Tick does, without moving workers along their
-// deadlines: the driver calls it when a copy ends, so the next one starts at once.
-func (m *Machine) Dispatch(now time.Time) Output { return m.repair.tick(now, m) }
-
-// RepairIdle reports whether no copy is queued or in flight (the driver scans again then).
-func (m *Machine) RepairIdle() bool { return len(m.repair.queue) == 0 && len(m.repair.inflight) == 0 }
+// repairIdle reports whether no copy is queued or in flight (Tick asks for a scan then).
+func (m *Machine) repairIdle() bool { return len(m.repair.queue) == 0 && len(m.repair.inflight) == 0 }

@@ -19,7 +19,7 @@ type Reservation struct {
 	Workers  []base.WorkerID
 	Deadline time.Time
 	Upsert   bool
-	// committing: its PutEnd's raft entry is being applied (BeginCommit), so the entry
+	// committing: its PutEnd's raft entry is being applied (BeginEnd), so the entry
 	// decides whether its workers are owed drops (EndCommit), not a supersede, revoke or
 	// expiry meanwhile: a drop sent for a version that then commits would lose it.
 	committing bool
@@ -88,7 +88,7 @@ func (m *Machine) PlacePut(now time.Time, req PutRequest, segs []raftmeta.Segmen
 	m.resv[req.Key] = &Reservation{Version: req.Version, Size: req.Size, Workers: ids,
 		Deadline: now.Add(m.cfg.PutTimeout), Upsert: req.Upsert}
 	for _, id := range ids {
-		m.Reserve(id, req.Size)
+		m.reserve(id, req.Size)
 	}
 	return ids, nil
 }
@@ -131,15 +131,75 @@ func (m *Machine) DropReservation(key string, version base.Version) bool {
 	return true
 }
 
-// BeginCommit marks the put of key at version as committing: its PutEnd's raft entry is being
-// applied. Dropping its reservation meanwhile releases the bytes but owes no drops.
-func (m *Machine) BeginCommit(key string, version base.Version) {
-	if r, ok := m.resv[key]; ok && r.Version == version {
-		r.committing = true
-	}
+// inLeaderGrace reports whether at is within PutTimeout of this leadership's start. The
+// previous leader's puts in flight are unknown to this one: within the grace a PutEnd
+// without a reservation is accepted (BeginEnd), and a registration's unknown objects are
+// spared (the driver's reconciliation).
+func (m *Machine) inLeaderGrace(at time.Time) bool {
+	return m.leader && at.Sub(m.leaderSince) < m.cfg.PutTimeout
 }
 
-// EndCommit ends a commit BeginCommit started. committed: the entry made the object visible
+// EndItem is one object of a PutEnd, as the client sent it.
+type EndItem struct {
+	Key     string
+	Version base.Version
+	Size    int64
+	// Replicas the client wrote; empty means every placed replica.
+	Replicas []base.WorkerID
+}
+
+// EndPlan is how one PutEnd item commits (BeginEnd).
+type EndPlan struct {
+	// Replicas is the item's replica list in the raft entry.
+	Replicas []base.WorkerID
+	// Reserved: the item ends a reservation of this leader, now committing: the driver
+	// reports the entry's outcome with EndCommit, or AbandonCommit when it is
+	// unknown. Workers are its placed workers (owed drops if the entry refuses the item) and
+	// Upsert its PutStart's flag.
+	Reserved bool
+	Workers  []base.WorkerID
+	Upsert   bool
+}
+
+// BeginEnd decides how one PutEnd item commits. The rules, in order:
+//  1. A reservation of the key at the item's version: the size must be PutStart's and the
+//     replicas among the placed workers (INVALID_PARAMS otherwise); no replicas means every
+//     placed one. From here the entry decides the put's fate (it is committing): a supersede,
+//     revoke or expiry meanwhile must not send its workers a drop of a version that then
+//     commits.
+//  2. Otherwise, in a new leader's grace (inLeaderGrace), an item that names its replicas and
+//     whose version this leadership did not issue (issuedThisTerm false) is a put the previous
+//     leader started: it commits as named (raftmeta checks the workers are active). One this
+//     leader issued had its reservation dropped (superseded, revoked, expired) and its
+//     workers told to drop the bytes.
+//  3. Otherwise the put is not in progress: INVALID_VERSION (the driver first checks that a
+//     retried PutEnd did not commit already: then it is a success).
+func (m *Machine) BeginEnd(now time.Time, it EndItem, issuedThisTerm bool) (EndPlan, error) {
+	r, ok := m.resv[it.Key]
+	switch {
+	case ok && r.Version == it.Version:
+		if it.Size != r.Size {
+			return EndPlan{}, fmt.Errorf("%w: key %q: PutEnd size %d differs from PutStart size %d", base.ErrInvalidParams, it.Key, it.Size, r.Size)
+		}
+		replicas := it.Replicas
+		if len(replicas) == 0 {
+			replicas = r.Workers
+		}
+		for _, w := range replicas {
+			if !slices.Contains(r.Workers, w) {
+				return EndPlan{}, fmt.Errorf("%w: key %q: worker %s was not placed for this put", base.ErrInvalidParams, it.Key, w)
+			}
+		}
+		r.committing = true
+		return EndPlan{Replicas: slices.Clone(replicas), Reserved: true, Workers: slices.Clone(r.Workers), Upsert: r.Upsert}, nil
+	case m.inLeaderGrace(now) && len(it.Replicas) > 0 && !issuedThisTerm:
+		return EndPlan{Replicas: it.Replicas}, nil
+	}
+	return EndPlan{}, fmt.Errorf("%w: key %q version %d: no put in progress (it timed out after %v, was revoked or superseded)",
+		base.ErrInvalidVersion, it.Key, it.Version, m.cfg.PutTimeout)
+}
+
+// EndCommit ends a commit BeginEnd started. committed: the entry made the object visible
 // (the bytes are the object's); else the put failed for good and its workers (the caller's
 // copy: the reservation may be gone) are owed drops.
 func (m *Machine) EndCommit(key string, version base.Version, workers []base.WorkerID, committed bool) {
@@ -159,7 +219,7 @@ func (m *Machine) EndCommit(key string, version base.Version, workers []base.Wor
 	}
 }
 
-// AbandonCommit ends a commit BeginCommit started whose entry's outcome is unknown (not
+// AbandonCommit ends a commit BeginEnd started whose entry's outcome is unknown (not
 // proposed, leadership lost): the put keeps its reservation, if it still has one, and the
 // client may retry. One dropped meanwhile owes no drops: its workers keep the bytes until
 // their registration with a leader reconciles them.
@@ -172,21 +232,18 @@ func (m *Machine) AbandonCommit(key string, version base.Version) {
 func (m *Machine) release(key string, r *Reservation) {
 	delete(m.resv, key)
 	for _, id := range r.Workers {
-		m.Reserve(id, -r.Size)
+		m.reserve(id, -r.Size)
 	}
 }
 
 // ExpireReservations drops the puts that did not reach PutEnd by their deadline (their
-// workers are owed drops) and returns them, by key, for the log.
-func (m *Machine) ExpireReservations(now time.Time) map[string]Reservation {
-	var out map[string]Reservation
+// workers are owed drops) and reports each (PutExpired), in key order.
+func (m *Machine) ExpireReservations(now time.Time) []Effect {
+	var out []Effect
 	for _, key := range m.sortedKeys() {
 		r := m.resv[key]
 		if now.After(r.Deadline) {
-			if out == nil {
-				out = map[string]Reservation{}
-			}
-			out[key] = *r
+			out = append(out, PutExpired{Key: key, Version: r.Version})
 			m.DropReservation(key, r.Version)
 		}
 	}

@@ -2,6 +2,8 @@ package lifecycle
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -81,7 +83,7 @@ func (s *sessionState) drop(id base.WorkerID) {
 //  4. A page that would take the session, or all sessions, past SessionLimits is refused with
 //     UNAVAILABLE (too large) and the session dropped.
 //
-// An accepted page also counts as a sign of life (Touch): the worker does not heartbeat while
+// An accepted page also counts as a sign of life (touch): the worker does not heartbeat while
 // it sends pages.
 func (m *Machine) RegisterPage(now time.Time, id base.WorkerID, sessionID uint64, page uint32, more bool,
 	inv []base.ObjectMeta, size int64) (earlier [][]base.ObjectMeta, began time.Time, done bool, err error) {
@@ -121,7 +123,7 @@ func (m *Machine) RegisterPage(now time.Time, id base.WorkerID, sessionID uint64
 		return nil, time.Time{}, false, fmt.Errorf("%w: worker %s registration session %016x page %d refused: %s; register again from page 0",
 			base.ErrUnavailable, id, sessionID, page, refuse)
 	}
-	m.Touch(now, id)
+	m.touch(now, id)
 	if more {
 		s.pages = append(s.pages, inv)
 		s.next++
@@ -138,23 +140,19 @@ func (m *Machine) RegisterPage(now time.Time, id base.WorkerID, sessionID uint64
 	return s.pages, s.began, true, nil
 }
 
-// ExpiredSession is a registration ExpireSessions dropped, for the log.
-type ExpiredSession struct {
-	ID      base.WorkerID
-	Pages   int
-	Objects int
-	Idle    time.Duration
-}
-
-// ExpireSessions drops the registrations idle for the session TTL.
-func (m *Machine) ExpireSessions(now time.Time) []ExpiredSession {
-	var out []ExpiredSession
+// ExpireSessions drops the registrations idle for the session TTL and reports each
+// (SessionExpired), in worker order.
+func (m *Machine) ExpireSessions(now time.Time) []Effect {
+	var out []Effect
 	for id, s := range m.sessions.byWorker {
 		if idle := now.Sub(s.last); idle > m.cfg.Sessions.TTL {
-			out = append(out, ExpiredSession{ID: id, Pages: len(s.pages), Objects: s.objects, Idle: idle})
+			out = append(out, SessionExpired{ID: id, Pages: len(s.pages), Objects: s.objects, Idle: idle})
 			m.sessions.drop(id)
 		}
 	}
+	slices.SortFunc(out, func(a, b Effect) int {
+		return strings.Compare(string(a.(SessionExpired).ID), string(b.(SessionExpired).ID))
+	})
 	return out
 }
 

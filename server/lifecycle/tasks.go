@@ -29,7 +29,7 @@ type Task struct {
 	Targets  []base.WorkerID // a copy's targets; a move's one target
 	Status   base.TaskStatus
 	// Created is when it was created; Updated when its status last changed (the time of the
-	// event, or of the last Tick or Dispatch for a commit, which carries no clock).
+	// event; for a commit, of the last event that handed out copies).
 	Created, Updated time.Time
 	// Message is the first failure's error (Failed), else "".
 	Message string
@@ -57,15 +57,16 @@ type orderKey struct {
 // named twice or equal to the source), base.ErrObjectNotFound (no live replica, or the
 // source holds none), base.ErrSegmentNotFound (a target not placeable),
 // base.ErrObjectAlreadyExists (a target holds it), base.ErrUnavailable (the queue or the
-// task table is full of unfinished work).
+// task table is full of unfinished work). A task created hands out the queue's copies at
+// once (Copy), as Tick does.
 func (m *Machine) CreateTask(now time.Time, id base.TaskID, typ base.TaskType, obj TaskObject, source base.WorkerID,
-	targets []base.WorkerID, addrs map[base.WorkerID]string) error {
+	targets []base.WorkerID, addrs map[base.WorkerID]string) ([]Effect, error) {
 	r := &m.repair
 	if err := m.checkTask(id, typ, obj, source, targets); err != nil {
-		return err
+		return nil, err
 	}
 	if len(r.queue)+len(targets) > m.cfg.Repair.MaxQueued || !r.roomForTask(m.cfg.Repair.MaxTasks) {
-		return fmt.Errorf("%w: too many copies or tasks queued; try again later", base.ErrUnavailable)
+		return nil, fmt.Errorf("%w: too many copies or tasks queued; try again later", base.ErrUnavailable)
 	}
 	orders := make([]CopyOrder, 0, len(targets))
 	for _, to := range targets {
@@ -83,7 +84,7 @@ func (m *Machine) CreateTask(now time.Time, id base.TaskID, typ base.TaskType, o
 		}
 		o.SrcAddr = addrs[o.Src]
 		if o.Src == "" || o.SrcAddr == "" || o.ToAddr == "" {
-			return fmt.Errorf("%w: %q has no reachable replica to copy from, or %s has no address", base.ErrObjectNotFound, obj.Key, to)
+			return nil, fmt.Errorf("%w: %q has no reachable replica to copy from, or %s has no address", base.ErrObjectNotFound, obj.Key, to)
 		}
 		orders = append(orders, o)
 	}
@@ -92,7 +93,7 @@ func (m *Machine) CreateTask(now time.Time, id base.TaskID, typ base.TaskType, o
 	r.tasks[id] = &Task{ID: id, Type: typ, Key: obj.Key, Version: obj.Version, Source: source,
 		Targets: slices.Clone(targets), Assigned: orders[0].Src, Status: base.TaskPending, Created: now, Updated: now, open: len(orders)}
 	r.taskOrder = append(r.taskOrder, id)
-	return nil
+	return r.tick(now, m), nil
 }
 
 func (m *Machine) checkTask(id base.TaskID, typ base.TaskType, obj TaskObject, source base.WorkerID, targets []base.WorkerID) error {
