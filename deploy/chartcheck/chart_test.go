@@ -62,9 +62,10 @@ var valueSets = map[string]map[string]any{
 // TestChart renders each value set and validates what it renders.
 func TestChart(t *testing.T) {
 	help := binaryHelp(t)
+	kube := newKubeSchemas(t)
 	for name, vals := range valueSets {
 		t.Run(name, func(t *testing.T) {
-			objs := render(t, vals)
+			objs := render(t, kube, vals)
 			kinds := map[string]int{}
 			for _, o := range objs {
 				kinds[o.GetObjectKind().GroupVersionKind().Kind]++
@@ -93,9 +94,12 @@ func wantKind(set, kind string) bool {
 	return true
 }
 
-// render runs helm's engine as `helm template` does and decodes every object strictly into its
-// Kubernetes API type: an unknown field, a wrong type or a bad quantity fails the test.
-func render(t *testing.T, vals map[string]any) []runtime.Object {
+// render runs helm's engine as `helm template` does, validates every object with kubeconform
+// against the Kubernetes JSON schemas (and the ServiceMonitor against its CRD's schema), and
+// decodes every core object strictly into its Kubernetes API type, which also parses the
+// quantities the schemas take as any string or number: an unknown field, a wrong type, a
+// missing required field or a bad quantity fails the test.
+func render(t *testing.T, kube *kubeSchemas, vals map[string]any) []runtime.Object {
 	t.Helper()
 	ch, err := loader.Load(chartDir)
 	if err != nil {
@@ -137,6 +141,9 @@ func render(t *testing.T, vals map[string]any) []runtime.Object {
 			if err := u.UnmarshalJSON(j); err != nil {
 				t.Fatalf("%s #%d: %v", fn, i, err)
 			}
+			if err := kube.validate(fn, []byte(doc)); err != nil {
+				t.Fatalf("%s #%d (%s %s): %v\n%s", fn, i, u.GetKind(), u.GetName(), err, doc)
+			}
 			if u.GetAPIVersion() == "monitoring.coreos.com/v1" {
 				checkServiceMonitor(t, &u)
 				objs = append(objs, &u)
@@ -165,7 +172,8 @@ func stripComments(doc string) string {
 	return b.String()
 }
 
-// checkServiceMonitor checks the one object outside the core API types by hand.
+// checkServiceMonitor: the one object outside the core API types (kubeconform has checked it
+// against the Prometheus Operator's schema) scrapes the metrics port.
 func checkServiceMonitor(t *testing.T, u *unstructured.Unstructured) {
 	t.Helper()
 	eps, _, _ := unstructured.NestedSlice(u.Object, "spec", "endpoints")
