@@ -41,8 +41,9 @@ image:
 	  -tag $(IMAGE_TAG) -arch $$($(GO) env GOARCH)
 
 # chart-check renders the Helm chart (deploy/helm/mooncake) with helm's Go engine for its
-# defaults and two value sets, decodes every object strictly into its Kubernetes API type, and
-# checks the masters' peers, the workers' volumes and huge pages, and every flag against the
+# defaults and two value sets, validates every object with kubeconform (strict) against the
+# schemas of Kubernetes' own OpenAPI spec and the Prometheus Operator's CRD, decodes it strictly
+# into its Kubernetes API type, and checks the masters' peers, the workers' volumes and huge pages, and every flag against the
 # binary (deploy/chartcheck, a module of its own: helm and client-go compile for about two
 # minutes on two cores, so it is not part of the default test run).
 chart-check:
