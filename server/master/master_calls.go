@@ -366,7 +366,7 @@ func serveHeartbeat(_ context.Context, m *Master, req transfer.Message) (transfe
 	m.noteWorkerStats(r) // counters and per-model tallies (worker_stats.go)
 	resp := &transfer.HeartbeatResponse{Drop: toWireKV(rep.Drops), Reregister: rep.Reregister}
 	if r.AskClientTTL {
-		resp.ClientTTL = m.cfg.ClientTTL // bounds the worker's heartbeat calls (worker_loop.go)
+		resp.ClientTTL = m.cfg.ClientTTL // bounds the worker's heartbeat calls (server/worker/worker_loop.go)
 	}
 	return resp, nil, nil
 }

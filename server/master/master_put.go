@@ -132,7 +132,7 @@ type PutEndItem struct {
 	Replicas     []base.WorkerID
 	SoftPinUntil time.Time
 	HardPin      bool
-	// Tokens and Model: the KV-cache tokens the object holds (memory.go).
+	// Tokens and Model: the KV-cache tokens the object holds (server/memory).
 	Tokens int64
 	Model  string
 }

@@ -59,7 +59,7 @@ type Status struct {
 	RaftState    string               `json:"raft_state"`
 	RaftTerm     uint64               `json:"raft_term"`
 	AppliedIndex uint64               `json:"applied_index"`
-	// RootFSDir is handed to workers that set none of their own (Config.RootFSDir).
+	// RootFSDir is handed to workers that set none of their own (worker.Config.RootFSDir).
 	RootFSDir string `json:"root_fs_dir,omitempty"`
 }
 

@@ -66,7 +66,7 @@ type masterStats struct {
 	Workers        int   // alive workers
 	MetadataBytes  int64 // estimate of the FSM's bytes (0 if unknown)
 	Segments       []segmentStat
-	Models         []raftmeta.ModelUsage // the model registry and token counts (memory.go)
+	Models         []raftmeta.ModelUsage // the model registry and token counts (server/memory)
 }
 
 type segmentStat struct {

@@ -88,7 +88,7 @@ var workerOpNames = [numWorkerOps]string{
 type workerMetrics struct {
 	reg *prometheus.Registry
 	ops [numWorkerOps]admin.OpCounter
-	// mc holds the Mooncake-named hit counters and the latency histograms (metrics_compat.go).
+	// mc holds the Mooncake-named hit counters and the latency histograms (mooncakeWorkerMetrics, below).
 	mc *mooncakeWorkerMetrics
 }
 

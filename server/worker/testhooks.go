@@ -59,7 +59,7 @@ func (h TestHooks) Drop(key string, v base.Version) error { return h.w.drop(key,
 func (h TestHooks) Dropped(key string, v base.Version) bool {
 	h.w.pend.Lock()
 	defer h.w.pend.Unlock()
-	return h.w.droppedLocked(pendKey{key, v})
+	return h.w.pend.droppedLocked(pendKey{key, v})
 }
 
 // SetBeforeCommit sets (nil: clears) a hook run just before each tier commit.

@@ -69,14 +69,8 @@ type Worker struct {
 	// hook: a drop landing in that window; nil in production).
 	testBeforeCommit atomic.Pointer[func(key string, v base.Version)]
 
-	pend struct {
-		sync.Mutex // protects m, dropped and every pending's fields
-		m          map[pendKey]*pending
-		// dropped remembers, until the time given, drops of versions that had no pending
-		// write here (worker_drop.go): a write of one arriving later is refused. At most
-		// maxDropTombstones entries.
-		dropped map[pendKey]time.Time
-	}
+	// pend is the write assembly: objects being written and drops remembered (writes.go).
+	pend writes
 	// shm holds the pins of ShmPin calls (worker_shm.go).
 	shm shmLeases
 	// pf holds the prefetches accepted and not yet done (worker_prefetch.go).
@@ -100,28 +94,6 @@ type Worker struct {
 	shutErr  error
 }
 
-type pendKey struct {
-	key string
-	v   base.Version
-}
-
-// pending is an object being written: Writes landed (or landing) in w.Bytes(), no Commit yet.
-// All fields are guarded by Worker.pend.
-type pending struct {
-	w        *tier.Writer
-	size     int64
-	received int64     // payload bytes landed (a resent chunk counts twice)
-	inflight int       // Write payloads being read into w.Bytes() right now
-	deadline time.Time // dropped by the sweeper after this, unless inflight > 0
-	// failed: a chunk failed, or the write was dropped/expired, while others were in flight;
-	// the last one to finish aborts w. Invariant: failed entries are no longer in pend.m.
-	failed bool
-	// committing: every byte landed and w.Commit runs (commitPending); the entry stays in
-	// pend.m until it returns, so a drop meanwhile is not lost: it sets dropped, and the
-	// committer removes the version it just committed (worker_drop.go).
-	committing, dropped bool
-}
-
 // NewWorker starts a worker: it maps the arena, opens the NVMe tier (with RootFSDir), indexes
 // what it holds, listens, registers with the masters (with its inventory) and heartbeats.
 // Registration is retried in the background; NewWorker does not wait for a master.
@@ -139,8 +111,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("server: worker listen on %s: %w", cfg.Address, err)
 	}
 	w := &Worker{cfg: cfg, now: time.Now, stop: make(chan struct{}), regCh: make(chan struct{}, 1), dropKick: make(chan struct{}, 1)}
-	w.pend.m = map[pendKey]*pending{}
-	w.pend.dropped = map[pendKey]time.Time{}
+	w.pend = newWrites()
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	ok := false
 	defer func() {
@@ -187,7 +158,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		Arena: w.arena, Lower: lower, Persistence: cfg.Persistence, Logger: cfg.Logger,
 		HighWatermark: cfg.HighWatermark, LowWatermark: cfg.LowWatermark,
 		// The master may list a replaced version until it commits the new one: keep it
-		// until the master's drop says so (tier/supersede.go, worker_drop.go).
+		// until the master's drop says so (tier/supersede.go, writes.go).
 		KeepSuperseded: true,
 		// A put that finds DRAM full of superseded versions waits this long for their drops
 		// (fetched at once: SupersededHeld) before it fails with "no space": a twentieth of
@@ -388,19 +359,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("rpc: %w", err))
 		}
 		w.pf.stop()
-		w.pend.Lock()
-		for k, p := range w.pend.m {
-			if p.committing {
-				continue // its commit, still running (a drain cut short), ends it
-			}
-			delete(w.pend.m, k)
-			if p.inflight == 0 {
-				p.w.Abort()
-			} else {
-				p.failed = true // NB: cannot happen after the drain; kept for safety
-			}
-		}
-		w.pend.Unlock()
+		w.pend.abortAll()
 		// The transfer server is shut down: its connections' ends already ended their leases;
 		// this ends any left (and refuses new ones) before SpillAll and the engine's Close.
 		w.shm.closeAll()

@@ -379,18 +379,7 @@ func (w *Worker) sweepLoop() {
 		case <-t.C:
 		}
 		now := w.now()
-		var abort []*pending
-		var keys []pendKey
-		w.pend.Lock()
-		w.pruneDroppedLocked(now)
-		for k, p := range w.pend.m {
-			if p.inflight == 0 && !p.committing && now.After(p.deadline) {
-				delete(w.pend.m, k)
-				abort = append(abort, p)
-				keys = append(keys, k)
-			}
-		}
-		w.pend.Unlock()
+		abort, keys := w.pend.expire(now)
 		for _, p := range abort {
 			p.w.Abort()
 		}
