@@ -52,7 +52,7 @@ type connCollector struct {
 
 // NewConnCollector returns the collector of a server's connection counters (stats is the
 // transfer server's Stats).
-func NewConnCollector(prefix string, stats func() transfer.ServerStats) *connCollector {
+func NewConnCollector(prefix string, stats func() transfer.ServerStats) prometheus.Collector {
 	c := &connCollector{
 		stats: stats,
 		open:  prometheus.NewDesc(prefix+"_connections_open", "Client connections open on the RPC server.", nil, nil),
