@@ -65,11 +65,11 @@ func startMastersPeers(t testing.TB, n int, mut func(*master.Config), withRPC bo
 		if mut != nil {
 			mut(&cfg)
 		}
-		m, err := master.NewMaster(cfg)
+		srv, err := Start(Config{Master: &cfg})
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.masters = append(c.masters, m)
+		c.masters = append(c.masters, srv.Master)
 		c.mcfgs = append(c.mcfgs, cfg)
 	}
 	var peers []raftmeta.Peer
@@ -100,7 +100,8 @@ func (c *testCluster) masterAddrs() []string {
 	return out
 }
 
-// addWorker starts a worker registered with every master and waits for its registration.
+// addWorker starts a worker registered with every master (Start) and waits for its
+// registration (WaitReady).
 func (c *testCluster) addWorker(rootFS string, mut func(*worker.Config)) *worker.Worker {
 	c.t.Helper()
 	cfg := worker.Config{
@@ -111,13 +112,14 @@ func (c *testCluster) addWorker(rootFS string, mut func(*worker.Config)) *worker
 	if mut != nil {
 		mut(&cfg)
 	}
-	w, err := worker.NewWorker(cfg)
+	srv, err := Start(Config{Worker: &cfg})
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	select {
-	case <-w.Registered():
-	case <-time.After(testWait):
+	w := srv.Worker
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := srv.WaitReady(ctx); err != nil {
 		c.t.Fatal("worker did not register")
 	}
 	c.workers = append(c.workers, w)
