@@ -10,18 +10,19 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/client"
-	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/master"
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
 // startStandalone runs one master and one DRAM-only worker in this process.
 func startStandalone(tb testing.TB, segment int64) *client.Client {
 	tb.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m, err := server.NewMaster(server.MasterConfig{DataDir: tb.TempDir(), RPCAddress: "127.0.0.1:0", Logger: log})
+	m, err := master.NewMaster(master.Config{DataDir: tb.TempDir(), RPCAddress: "127.0.0.1:0", Logger: log})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	w, err := server.NewWorker(server.WorkerConfig{WorkerID: "w1", MasterAddresses: []string{m.Addr()},
+	w, err := worker.NewWorker(worker.Config{WorkerID: "w1", MasterAddresses: []string{m.Addr()},
 		Address: "127.0.0.1:0", GlobalSegmentSize: segment, Logger: log})
 	if err != nil {
 		m.Shutdown(context.Background())

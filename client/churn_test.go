@@ -18,7 +18,7 @@ import (
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/internal/testutil"
-	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
 // churnHelperEnv set to 1 makes this test binary a client process of TestChurnGo (TestMain).
@@ -53,7 +53,7 @@ func TestChurnGo(t *testing.T) {
 // contributes memory would.
 type churnStore struct {
 	cl   *Client
-	w    *server.Worker
+	w    *worker.Worker
 	size int
 	out  sync.Mutex // serializes lines on stdout
 }
@@ -103,7 +103,7 @@ func openChurnStore(master, name string, size int, seg int64) (*churnStore, erro
 	if err != nil {
 		return nil, err
 	}
-	w, err := server.NewWorker(server.WorkerConfig{WorkerID: base.WorkerID(fmt.Sprintf("churn-%s-%d", name, os.Getpid())),
+	w, err := worker.NewWorker(worker.Config{WorkerID: base.WorkerID(fmt.Sprintf("churn-%s-%d", name, os.Getpid())),
 		MasterAddresses: []string{master}, GlobalSegmentSize: seg, Ephemeral: true})
 	if err != nil {
 		return nil, err

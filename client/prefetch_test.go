@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/client"
-	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
 // startSpilling starts one worker with a DRAM arena of arena bytes and an NVMe tier, puts
@@ -17,7 +17,7 @@ import (
 func startSpilling(t *testing.T, arena, size int64, n, spilled int, budget int64) (*inproc, *client.Client, [][]byte) {
 	t.Helper()
 	root := t.TempDir()
-	ip := startInprocWith(t, 1, arena, func(cfg *server.WorkerConfig) {
+	ip := startInprocWith(t, 1, arena, func(cfg *worker.Config) {
 		cfg.MetricsAddress, cfg.RootFSDir, cfg.PrefetchBudget = "127.0.0.1:0", root, budget
 	})
 	// Over TCP, so every read goes through the worker's read path and its hit counters.

@@ -15,18 +15,19 @@ import (
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
-	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/master"
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
-// These tests run the client against real in-process servers (server.NewMaster and
-// server.NewWorker on 127.0.0.1:0): the wire, the master's placement and commits, the
+// These tests run the client against real in-process servers (master.NewMaster and
+// worker.NewWorker on 127.0.0.1:0): the wire, the master's placement and commits, the
 // workers' arenas.
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 type inproc struct {
-	master  *server.Master
-	workers []*server.Worker
+	master  *master.Master
+	workers []*worker.Worker
 }
 
 // startInproc starts one master (a single raft voter) and n DRAM-only workers of segment bytes.
@@ -36,9 +37,9 @@ func startInproc(t testing.TB, n int, segment int64) *inproc {
 }
 
 // startInprocWith is startInproc with mut applied to each worker's configuration.
-func startInprocWith(t testing.TB, n int, segment int64, mut func(*server.WorkerConfig)) *inproc {
+func startInprocWith(t testing.TB, n int, segment int64, mut func(*worker.Config)) *inproc {
 	t.Helper()
-	m, err := server.NewMaster(server.MasterConfig{DataDir: t.TempDir(), RPCAddress: "127.0.0.1:0", Logger: quietLogger()})
+	m, err := master.NewMaster(master.Config{DataDir: t.TempDir(), RPCAddress: "127.0.0.1:0", Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,12 +53,12 @@ func startInprocWith(t testing.TB, n int, segment int64, mut func(*server.Worker
 		m.Shutdown(ctx)
 	})
 	for i := range n {
-		cfg := server.WorkerConfig{WorkerID: base.WorkerID(fmt.Sprintf("w%d", i+1)),
+		cfg := worker.Config{WorkerID: base.WorkerID(fmt.Sprintf("w%d", i+1)),
 			MasterAddresses: []string{m.Addr()}, Address: "127.0.0.1:0", GlobalSegmentSize: segment, Logger: quietLogger()}
 		if mut != nil {
 			mut(&cfg)
 		}
-		w, err := server.NewWorker(cfg)
+		w, err := worker.NewWorker(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -379,7 +380,7 @@ func TestServerStaleLookupCacheOtherWorker(t *testing.T) {
 // stripes that the worker hashes as they land (tier.Writer.Landed); they commit and read
 // back intact, on both replicas. The workers pre-fault their arenas (--prefault_arena).
 func TestServerStripedPut(t *testing.T) {
-	ip := startInprocWith(t, 2, 64<<20, func(c *server.WorkerConfig) { c.PrefaultArena = true })
+	ip := startInprocWith(t, 2, 64<<20, func(c *worker.Config) { c.PrefaultArena = true })
 	c := connectWith(t, ip, client.Config{StripeSize: 64 << 10, DisableSharedMemory: true, LookupCacheTTL: -1})
 	ctx := context.Background()
 	for i, size := range []int{64<<10 + 1, 1 << 20, 3<<20 + 12345} {

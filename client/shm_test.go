@@ -12,7 +12,7 @@ import (
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
-	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
 // TestSharedMemoryGet: a client on the worker's host reads through the shared arena by
@@ -63,7 +63,7 @@ func TestSharedMemoryGet(t *testing.T) {
 }
 
 func TestSharedMemoryPrivateArena(t *testing.T) {
-	ip := startInprocWith(t, 1, 16<<20, func(cfg *server.WorkerConfig) { cfg.PrivateArena = true })
+	ip := startInprocWith(t, 1, 16<<20, func(cfg *worker.Config) { cfg.PrivateArena = true })
 	c := connect(t, ip)
 	ctx := context.Background()
 	v := val(100_000, 7)
@@ -85,7 +85,7 @@ func TestSharedMemoryPrivateArena(t *testing.T) {
 // over TCP once, maps the new arena, and never returns bytes of the old mapping.
 func TestSharedMemoryWorkerRestart(t *testing.T) {
 	root := t.TempDir()
-	ip := startInprocWith(t, 1, 16<<20, func(cfg *server.WorkerConfig) { cfg.RootFSDir = root })
+	ip := startInprocWith(t, 1, 16<<20, func(cfg *worker.Config) { cfg.RootFSDir = root })
 	c := connect(t, ip)
 	ctx := context.Background()
 	vals := map[string][]byte{"a": val(300_000, 1), "b": val(70_000, 2)}
@@ -109,7 +109,7 @@ func TestSharedMemoryWorkerRestart(t *testing.T) {
 	if err := old.Shutdown(sctx); err != nil { // spills both objects to NVMe
 		t.Fatal(err)
 	}
-	w, err := server.NewWorker(server.WorkerConfig{WorkerID: "w1", MasterAddresses: []string{ip.master.Addr()},
+	w, err := worker.NewWorker(worker.Config{WorkerID: "w1", MasterAddresses: []string{ip.master.Addr()},
 		Address: addr, GlobalSegmentSize: 16 << 20, RootFSDir: root, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +232,7 @@ func TestSharedMemoryDeadWorkerUnmapped(t *testing.T) {
 // the worker (another client's upsert: the next get returns the new bytes), and the worker
 // hears of the unpinned reads (ShmTouch).
 func TestSharedMemoryUnpinned(t *testing.T) {
-	ip := startInprocWith(t, 1, 16<<20, func(cfg *server.WorkerConfig) { cfg.MetricsAddress = "127.0.0.1:0" })
+	ip := startInprocWith(t, 1, 16<<20, func(cfg *worker.Config) { cfg.MetricsAddress = "127.0.0.1:0" })
 	reader, writer := connect(t, ip), connect(t, ip)
 	ctx := context.Background()
 	v1, v2 := val(70_000, 1), val(70_000, 2)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
-	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
 // shmPutSizes cover one byte, a page, a value in one slot, exactly one 4 MiB slot, and a value
@@ -173,7 +173,7 @@ func TestSharedMemoryPutRefused(t *testing.T) {
 // TestSharedMemoryPutPrivate: a worker started with its memory private (--shared_memory=false)
 // opens no staging area; puts go over TCP.
 func TestSharedMemoryPutPrivate(t *testing.T) {
-	ip := startInprocWith(t, 1, 16<<20, func(cfg *server.WorkerConfig) { cfg.PrivateArena = true })
+	ip := startInprocWith(t, 1, 16<<20, func(cfg *worker.Config) { cfg.PrivateArena = true })
 	c := connect(t, ip)
 	ctx := context.Background()
 	for i := range 3 {

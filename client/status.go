@@ -15,7 +15,7 @@ import (
 
 // Status is the cluster status a master reports (the JSON of its /api/v1/status page and of
 // the Status call). Raw keeps the document as sent, so fields a newer master adds are not
-// lost; the CLI prints Raw for --json. The master declares the same document as server.Status;
+// lost; the CLI prints Raw for --json. The master declares the same document as master.Status (server/master);
 // TestStatusMirrorsServer fails when a field is added there and not here (or listed as not
 // mirrored: the per-model report, which MemoryJSON returns in full).
 type Status struct {

@@ -7,21 +7,21 @@ import (
 	"testing"
 
 	"github.com/mooncake-go/mooncake/client"
-	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/master"
 )
 
-// notMirrored lists the server.Status JSON keys the client deliberately does not decode, and
+// notMirrored lists the master.Status JSON keys the client deliberately does not decode, and
 // why (they stay in Status.Raw).
 var notMirrored = map[string]string{
 	"models": "the per-model memory report; Client.MemoryJSON returns it in full",
 }
 
-// TestStatusMirrorsServer: the status document is declared twice (server.Status, which the
+// TestStatusMirrorsServer: the status document is declared twice (master.Status, which the
 // master encodes, and client.Status, which the client decodes). Every key the master sends,
 // at every nesting level, must be a field of the client's type with the same JSON kind, or be
 // listed in notMirrored; every client key must still be sent.
 func TestStatusMirrorsServer(t *testing.T) {
-	srv := jsonKeys(reflect.TypeOf(server.Status{}), "")
+	srv := jsonKeys(reflect.TypeOf(master.Status{}), "")
 	cli := jsonKeys(reflect.TypeOf(client.Status{}), "")
 	for key, kind := range srv {
 		top := strings.SplitN(key, ".", 2)[0]
@@ -30,20 +30,20 @@ func TestStatusMirrorsServer(t *testing.T) {
 		}
 		ck, ok := cli[key]
 		if !ok {
-			t.Errorf("server.Status sends %q (%s); client.Status does not decode it (add it, or list it in notMirrored)", key, kind)
+			t.Errorf("master.Status sends %q (%s); client.Status does not decode it (add it, or list it in notMirrored)", key, kind)
 			continue
 		}
 		if ck != kind {
-			t.Errorf("%q is %s in server.Status but %s in client.Status", key, kind, ck)
+			t.Errorf("%q is %s in master.Status but %s in client.Status", key, kind, ck)
 		}
 	}
 	for key := range cli {
 		if _, ok := srv[key]; !ok {
-			t.Errorf("client.Status decodes %q, which server.Status no longer sends", key)
+			t.Errorf("client.Status decodes %q, which master.Status no longer sends", key)
 		}
 	}
 	if len(srv) < 30 {
-		t.Fatalf("found only %d keys in server.Status: the walk is broken", len(srv))
+		t.Fatalf("found only %d keys in master.Status: the walk is broken", len(srv))
 	}
 }
 

@@ -12,7 +12,8 @@ import (
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
-	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/memory"
+	"github.com/mooncake-go/mooncake/server/worker"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -79,7 +80,7 @@ func workerHeldBytes(ctx context.Context, t *testing.T, raw *transfer.Client, wo
 	if err := raw.Call(ctx, worker, transfer.NewEmpty(transfer.OpWorkerMemory), resp); err != nil {
 		t.Fatal(err)
 	}
-	var wm server.WorkerMemory
+	var wm memory.WorkerMemory
 	if err := json.Unmarshal(resp.JSON, &wm); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func workerHeldBytes(ctx context.Context, t *testing.T, raw *transfer.Client, wo
 // master's drop settles the key, and freed then.
 func TestUpsertPutEndFailsKeepsCommittedVersion(t *testing.T) {
 	// Drops reach the worker with its heartbeats: beat often, so the test waits less.
-	ip := startInprocWith(t, 1, 64<<20, func(cfg *server.WorkerConfig) { cfg.HeartbeatInterval = 50 * time.Millisecond })
+	ip := startInprocWith(t, 1, 64<<20, func(cfg *worker.Config) { cfg.HeartbeatInterval = 50 * time.Millisecond })
 	c := connectWith(t, ip, client.Config{LookupCacheTTL: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

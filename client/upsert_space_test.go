@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/client"
-	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
 // TestUpsertHotKeysSmallArena: a few clients upsert the same few keys over and over into a
@@ -42,7 +42,7 @@ func TestUpsertHotKeysSmallArena(t *testing.T) {
 			if tc.nvme {
 				root = t.TempDir()
 			}
-			ip := startInprocWith(t, 1, arena, func(cfg *server.WorkerConfig) {
+			ip := startInprocWith(t, 1, arena, func(cfg *worker.Config) {
 				cfg.MetricsAddress, cfg.RootFSDir = "127.0.0.1:0", root
 			})
 			clients := []*client.Client{connect(t, ip), connectWith(t, ip, client.Config{DisableSharedMemory: true})}

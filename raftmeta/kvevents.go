@@ -10,7 +10,7 @@ import (
 )
 
 // KV events: what committed entries did to objects, for the leader's event publisher
-// (server/kvevents.go). Apply derives them from the command and the state, so every node
+// (server/master/kvevents.go). Apply derives them from the command and the state, so every node
 // computes the same events for the same entry, and numbers each entry that has at least one
 // with the next value of a replicated counter (state.evSeq). That number is the cluster's
 // event sequence: it has no gap between entries that have events, survives snapshots (the

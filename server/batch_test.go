@@ -75,8 +75,10 @@ func TestBatchCalls(t *testing.T) {
 	}
 	d.mustGet("b", vals[2], 1)
 	// The counters saw the batches.
-	m := c.masters[0].met
-	if m.ops[opBatchPutEnd].requests.Load() != 1 || m.ops[opBatchPutEnd].failures.Load() != 1 || m.ops[opBatchLookup].requests.Load() != 1 {
-		t.Fatalf("batch counters: put_end %d/%d lookup %d", m.ops[opBatchPutEnd].requests.Load(), m.ops[opBatchPutEnd].failures.Load(), m.ops[opBatchLookup].requests.Load())
+	h := c.masters[0].TestHooks()
+	putEnds, putEndFails := h.Calls("batch_put_end")
+	lookups, _ := h.Calls("batch_get_replica_list")
+	if putEnds != 1 || putEndFails != 1 || lookups != 1 {
+		t.Fatalf("batch counters: put_end %d/%d lookup %d", putEnds, putEndFails, lookups)
 	}
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
 	"github.com/mooncake-go/mooncake/raftmeta/raftmetatest"
+	"github.com/mooncake-go/mooncake/server/master"
+	"github.com/mooncake-go/mooncake/server/worker"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -36,43 +38,43 @@ const testWait = 30 * time.Second
 
 type testCluster struct {
 	t       testing.TB
-	masters []*Master
-	mcfgs   []MasterConfig
-	workers []*Worker
-	wcfgs   []WorkerConfig
+	masters []*master.Master
+	mcfgs   []master.Config
+	workers []*worker.Worker
+	wcfgs   []worker.Config
 }
 
 // startMasters starts n masters on port 0 and bootstraps them as one cluster (the bootstrap
 // peers carry their RPC addresses, as --peer_rpc_addresses gives them).
-func startMasters(t testing.TB, n int, mut func(*MasterConfig)) *testCluster {
+func startMasters(t testing.TB, n int, mut func(*master.Config)) *testCluster {
 	t.Helper()
 	return startMastersPeers(t, n, mut, true)
 }
 
 // startMastersPeers is startMasters; withRPC false bootstraps peers with raft addresses only
 // (no --peer_rpc_addresses), so each master's RPC address is known only to itself.
-func startMastersPeers(t testing.TB, n int, mut func(*MasterConfig), withRPC bool) *testCluster {
+func startMastersPeers(t testing.TB, n int, mut func(*master.Config), withRPC bool) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t}
 	t.Cleanup(c.shutdown) // before anything can fail: a half-started cluster is stopped too
 	for i := range n {
-		cfg := MasterConfig{
+		cfg := master.Config{
 			ID: fmt.Sprintf("m%d", i+1), DataDir: t.TempDir(), RPCAddress: "127.0.0.1:0", RaftAddress: "127.0.0.1:0",
-			MetricsAddress: "127.0.0.1:0", Logger: testLogger(), testRaft: raftmetatest.FastTimeouts, noBootstrap: true,
+			MetricsAddress: "127.0.0.1:0", Logger: testLogger(), Test: master.TestKnobs{Raft: raftmetatest.FastTimeouts, NoBootstrap: true},
 		}
 		if mut != nil {
 			mut(&cfg)
 		}
-		m, err := NewMaster(cfg)
+		srv, err := Start(Config{Master: &cfg})
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.masters = append(c.masters, m)
+		c.masters = append(c.masters, srv.Master)
 		c.mcfgs = append(c.mcfgs, cfg)
 	}
 	var peers []raftmeta.Peer
 	for _, m := range c.masters {
-		p := raftmeta.Peer{ID: m.cfg.ID, RaftAddr: m.node.RaftAddr()}
+		p := raftmeta.Peer{ID: m.ID(), RaftAddr: m.TestHooks().Node().RaftAddr()}
 		if withRPC {
 			p.RPCAddr = m.Addr()
 		}
@@ -81,7 +83,7 @@ func startMastersPeers(t testing.TB, n int, mut func(*MasterConfig), withRPC boo
 	for _, m := range c.masters {
 		// A node that already heard from a bootstrapped peer (a vote request) has raft state
 		// and refuses; it joins through the peers' configuration anyway.
-		if err := m.node.Bootstrap(peers); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		if err := m.TestHooks().Node().Bootstrap(peers); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			t.Fatal(err)
 		}
 	}
@@ -98,10 +100,11 @@ func (c *testCluster) masterAddrs() []string {
 	return out
 }
 
-// addWorker starts a worker registered with every master and waits for its registration.
-func (c *testCluster) addWorker(rootFS string, mut func(*WorkerConfig)) *Worker {
+// addWorker starts a worker registered with every master (Start) and waits for its
+// registration (WaitReady).
+func (c *testCluster) addWorker(rootFS string, mut func(*worker.Config)) *worker.Worker {
 	c.t.Helper()
-	cfg := WorkerConfig{
+	cfg := worker.Config{
 		ClusterID: base.DefaultClusterID, MasterAddresses: c.masterAddrs(), Address: "127.0.0.1:0",
 		MetricsAddress: "127.0.0.1:0", GlobalSegmentSize: 32 << 20, RootFSDir: rootFS, HugePages: dram.HugePagesOff,
 		HeartbeatInterval: 50 * time.Millisecond, Logger: testLogger(),
@@ -109,13 +112,14 @@ func (c *testCluster) addWorker(rootFS string, mut func(*WorkerConfig)) *Worker 
 	if mut != nil {
 		mut(&cfg)
 	}
-	w, err := NewWorker(cfg)
+	srv, err := Start(Config{Worker: &cfg})
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	select {
-	case <-w.regCh:
-	case <-time.After(testWait):
+	w := srv.Worker
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := srv.WaitReady(ctx); err != nil {
 		c.t.Fatal("worker did not register")
 	}
 	c.workers = append(c.workers, w)
@@ -268,13 +272,13 @@ func (d *driver) mustGet(key string, want []byte, replicas int) {
 	}
 }
 
-func (d *driver) status() Status {
+func (d *driver) status() master.Status {
 	d.t.Helper()
 	sr := &transfer.StatusResponse{}
 	if err := d.call(transfer.NewEmpty(transfer.OpStatus), sr); err != nil {
 		d.t.Fatal(err)
 	}
-	var s Status
+	var s master.Status
 	if err := json.Unmarshal(sr.JSON, &s); err != nil {
 		d.t.Fatal(err)
 	}
@@ -325,7 +329,7 @@ func (c *testCluster) transferLeadership(ctx context.Context) int {
 	old := leader()
 	deadline := time.Now().Add(testWait)
 	for {
-		err := c.masters[old].node.LeadershipTransfer(ctx)
+		err := c.masters[old].TestHooks().Node().LeadershipTransfer(ctx)
 		if leader() != old {
 			return old
 		}
@@ -341,7 +345,7 @@ func TestCluster(t *testing.T) {
 	// A short PutTimeout bounds a new leader's grace, during which it spares objects it does
 	// not know (they may be puts the previous leader started): under load the test may see a
 	// spurious election, and drops owed by the old leader then wait for the grace to end.
-	c := startMasters(t, 3, func(cfg *MasterConfig) { cfg.PutTimeout = 10 * time.Second })
+	c := startMasters(t, 3, func(cfg *master.Config) { cfg.PutTimeout = 10 * time.Second })
 	w1 := c.addWorker(t.TempDir(), nil)
 	w2 := c.addWorker("", nil)
 	d := newDriver(t, c.masterAddrs())
@@ -383,7 +387,7 @@ func TestCluster(t *testing.T) {
 	if lr00.Replicas[0].WorkerID == w1.ID() {
 		other = w2
 	}
-	eventually(t, "the replaced version is dropped", func() bool { return !other.eng.Exists("obj/00") })
+	eventually(t, "the replaced version is dropped", func() bool { return !other.TestHooks().Engine().Exists("obj/00") })
 
 	// Bad input: replicas > workers, value over every segment, bad key.
 	if err := d.put("x", []byte("v"), 3, false); !errors.Is(err, base.ErrNoSpace) {

@@ -12,6 +12,9 @@ import (
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
 	"github.com/mooncake-go/mooncake/raftmeta/raftmetatest"
+	"github.com/mooncake-go/mooncake/server/master"
+	"github.com/mooncake-go/mooncake/server/rpcsrv"
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
 // BenchmarkFailover measures what issue 5 asks of a leader crash: the time from the leader's
@@ -123,7 +126,7 @@ func benchFailover(b *testing.B, setup failoverSetup) {
 	b.ReportMetric(pick(func(s failoverSample) time.Duration { return s.put - s.served }, 0.5), "put-s")
 	b.ReportMetric(pick(func(s failoverSample) time.Duration { return s.workers }, 0.5), "workers-s")
 	b.Logf("baseline: raft HeartbeatTimeout=%v ElectionTimeout=%v LeaderLeaseTimeout=%v; worker heartbeat %v; client MaxBackoff %v",
-		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout, DefaultHeartbeatInterval, cc.MaxBackoff)
+		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout, rpcsrv.DefaultHeartbeatInterval, cc.MaxBackoff)
 	b.Logf("failover over %d iterations: p50 %.2fs, max %.2fs (issue target 5s)", len(samples), pick(total, 0.5), pick(total, 1))
 	for i, s := range samples {
 		b.Logf("  #%d: detect %.3fs, elected %.3fs, PutStart served %.3fs, put ok %.3fs, workers re-registered %.3fs",
@@ -138,10 +141,10 @@ func failoverOnce(b testing.TB, iter int, setup failoverSetup) failoverSample {
 		StartTimer()
 		StopTimer()
 	})
-	c := startMasters(b, 3, func(cfg *MasterConfig) { cfg.testRaft = setup.raft })
+	c := startMasters(b, 3, func(cfg *master.Config) { cfg.Test.Raft = setup.raft })
 	for range 2 {
 		// The binary's heartbeat interval (the test helper's default is 50 ms).
-		c.addWorker("", func(cfg *WorkerConfig) { cfg.HeartbeatInterval = DefaultHeartbeatInterval })
+		c.addWorker("", func(cfg *worker.Config) { cfg.HeartbeatInterval = rpcsrv.DefaultHeartbeatInterval })
 	}
 	defer c.shutdown() // idempotent: the cleanup registered by startMasters runs it again
 	// The lookup cache is off so that the reads at the end ask the new leader; puts never use
@@ -230,10 +233,8 @@ func failoverOnce(b testing.TB, iter int, setup failoverSetup) failoverSample {
 // the loss only by missing heartbeats, as after a SIGKILL. The leader loop and the admin
 // server keep running, answering no one, until the cluster's shutdown (Master.Shutdown is
 // idempotent over what crash closed).
-func crash(m *Master) error {
-	_ = m.rpc.srv.Close()
-	<-m.rpc.done
-	return m.node.Close()
+func crash(m *master.Master) error {
+	return m.TestHooks().Crash()
 }
 
 // failoverWatch polls a cluster every millisecond from outside the server code and records
@@ -257,9 +258,9 @@ func startFailoverWatch(c *testCluster, old int) *failoverWatch {
 	return w
 }
 
-func putStartOK(m *Master) uint64 {
-	op := &m.met.ops[opPutStart]
-	return op.requests.Load() - op.failures.Load()
+func putStartOK(m *master.Master) uint64 {
+	requests, failures := m.TestHooks().Calls("put_start")
+	return requests - failures
 }
 
 func (w *failoverWatch) crashed(t time.Time) {
@@ -300,7 +301,7 @@ func (w *failoverWatch) run(base0 map[int]uint64) {
 			if i == w.old {
 				continue
 			}
-			if id, _ := m.node.Leader(); id != oldID && s.detect == failoverUnseen {
+			if id, _ := m.TestHooks().Node().Leader(); id != oldID && s.detect == failoverUnseen {
 				s.detect = now.Sub(t0)
 			}
 			if newLeader < 0 && m.IsLeader() {
@@ -311,7 +312,7 @@ func (w *failoverWatch) run(base0 map[int]uint64) {
 			addr := w.c.masters[newLeader].Addr()
 			back := true
 			for _, wk := range w.c.workers {
-				if l, _ := wk.leader.Load().(string); l != addr {
+				if l, _ := wk.TestHooks().Leader(), true; l != addr {
 					back = false
 				}
 			}

@@ -122,3 +122,11 @@ func TestMooncakeAdminEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// bufferDescriptor is Mooncake's replica descriptor as /query_key and /batch_query_keys
+// answer it (the fields this test reads).
+type bufferDescriptor struct {
+	Size              int64  `json:"size_"`
+	Protocol          string `json:"protocol_"`
+	TransportEndpoint string `json:"transport_endpoint_"`
+}

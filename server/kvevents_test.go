@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	mctest "github.com/mooncake-go/mooncake/internal/testutil"
+	"github.com/mooncake-go/mooncake/server/master"
 
 	"github.com/go-zeromq/zmq4"
 
@@ -16,8 +18,8 @@ import (
 )
 
 // kvEventsOn is the test publisher configuration: every master binds a free port.
-func kvEventsOn(cfg *MasterConfig) {
-	cfg.KVEvents = KVEventsConfig{Enabled: true, BindEndpoint: "tcp://127.0.0.1:0", BackendID: "test",
+func kvEventsOn(cfg *master.Config) {
+	cfg.KVEvents = master.KVEventsConfig{Enabled: true, BindEndpoint: "tcp://127.0.0.1:0", BackendID: "test",
 		ModelName: "m", EmitObjectKey: true, EmitLegacyCompat: true}
 }
 
@@ -42,13 +44,13 @@ func newKVSub(t *testing.T, c *testCluster) *kvSub {
 		t.Fatal(err)
 	}
 	for _, m := range c.masters {
-		if err := s.sock.Dial(m.kv.addr); err != nil {
+		if err := s.sock.Dial(m.TestHooks().KVAddr()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Wait for every publisher to have the subscription: a PUB drops what no one asked for.
 	for _, m := range c.masters {
-		eventually(t, "subscription reaches "+m.cfg.ID, func() bool { return len(m.kv.sock.(zmq4.Topics).Topics()) > 0 })
+		eventually(t, "subscription reaches "+m.ID(), func() bool { return m.TestHooks().KVSubscribed() })
 	}
 	done := make(chan struct{})
 	go func() {
@@ -80,7 +82,7 @@ func (s *kvSub) take(frames [][]byte) {
 		s.mu.gap = fmt.Sprintf("sequence %d after %d", seq, s.mu.last)
 	}
 	s.mu.last = seq
-	v, rest, err := mpDecode(frames[2])
+	v, rest, err := mctest.MsgpackDecode(frames[2])
 	if err != nil || len(rest) != 0 {
 		s.mu.gap = fmt.Sprintf("payload of %d: %v", seq, err)
 		return
@@ -107,7 +109,7 @@ func (s *kvSub) snapshot() (uint64, []string, string) {
 // and remove once, in commit order, with no gap in the sequence, across a crash of the leader
 // that had committed (and acknowledged) operations it never sent: the new leader sends them.
 func TestKVEventsLeaderKill(t *testing.T) {
-	c := startMasters(t, 3, func(cfg *MasterConfig) { kvEventsOn(cfg); cfg.PutTimeout = 10 * time.Second })
+	c := startMasters(t, 3, func(cfg *master.Config) { kvEventsOn(cfg); cfg.PutTimeout = 10 * time.Second })
 	c.addWorker("", nil)
 	c.addWorker("", nil)
 	sub := newKVSub(t, c)
@@ -139,7 +141,7 @@ func TestKVEventsLeaderKill(t *testing.T) {
 	if old < 0 {
 		t.Fatal("no leader")
 	}
-	c.masters[old].kv.testMute.Store(true)
+	c.masters[old].TestHooks().MuteKV(true)
 	for i := 20; i < 26; i++ {
 		op(i)
 	}
@@ -164,103 +166,10 @@ func TestKVEventsLeaderKill(t *testing.T) {
 		if i == old {
 			continue
 		}
-		eventually(t, m.cfg.ID+" applies every batch", func() bool { return m.kv.status()["committed_sequence"] == last })
-		st := m.kv.status()
+		eventually(t, m.ID()+" applies every batch", func() bool { return m.TestHooks().KVStatus()["committed_sequence"] == last })
+		st := m.TestHooks().KVStatus()
 		if m.IsLeader() && (st["last_sequence"] != last || st["subscribed"] != true) {
 			t.Errorf("leader status %v, want last_sequence %d and subscribed", st, last)
 		}
 	}
-}
-
-// mpDecode decodes one MessagePack value (the subset the publisher writes) for the tests.
-func mpDecode(b []byte) (any, []byte, error) {
-	if len(b) == 0 {
-		return nil, nil, fmt.Errorf("short")
-	}
-	t, b := b[0], b[1:]
-	need := func(n int) ([]byte, []byte, error) {
-		if len(b) < n {
-			return nil, nil, fmt.Errorf("short")
-		}
-		return b[:n], b[n:], nil
-	}
-	items := func(n int, pairs bool) (any, []byte, error) {
-		if pairs {
-			m := map[string]any{}
-			for range n {
-				k, rest, err := mpDecode(b)
-				if err != nil {
-					return nil, nil, err
-				}
-				v, rest, err := mpDecode(rest)
-				if err != nil {
-					return nil, nil, err
-				}
-				m[fmt.Sprint(k)], b = v, rest
-			}
-			return m, b, nil
-		}
-		a := []any{}
-		for range n {
-			v, rest, err := mpDecode(b)
-			if err != nil {
-				return nil, nil, err
-			}
-			a, b = append(a, v), rest
-		}
-		return a, b, nil
-	}
-	var err error
-	var p []byte
-	switch {
-	case t < 0x80:
-		return uint64(t), b, nil
-	case t&0xf0 == 0x80:
-		return items(int(t&0x0f), true)
-	case t&0xf0 == 0x90:
-		return items(int(t&0x0f), false)
-	case t&0xe0 == 0xa0:
-		p, b, err = need(int(t & 0x1f))
-		return string(p), b, err
-	case t == 0xc0:
-		return nil, b, nil
-	case t == 0xcc, t == 0xcd, t == 0xce, t == 0xcf, t == 0xd3:
-		n := map[byte]int{0xcc: 1, 0xcd: 2, 0xce: 4, 0xcf: 8, 0xd3: 8}[t]
-		if p, b, err = need(n); err != nil {
-			return nil, nil, err
-		}
-		var v uint64
-		for _, c := range p {
-			v = v<<8 | uint64(c)
-		}
-		if t == 0xd3 {
-			return int64(v), b, nil
-		}
-		return v, b, nil
-	case t == 0xd9, t == 0xda, t == 0xdb:
-		n := map[byte]int{0xd9: 1, 0xda: 2, 0xdb: 4}[t]
-		if p, b, err = need(n); err != nil {
-			return nil, nil, err
-		}
-		l := 0
-		for _, c := range p {
-			l = l<<8 | int(c)
-		}
-		p, b, err = need(l)
-		return string(p), b, err
-	case t == 0xdc, t == 0xdd, t == 0xde, t == 0xdf:
-		n := map[byte]int{0xdc: 2, 0xdd: 4, 0xde: 2, 0xdf: 4}[t]
-		if p, b, err = need(n); err != nil {
-			return nil, nil, err
-		}
-		l := 0
-		for _, c := range p {
-			l = l<<8 | int(c)
-		}
-		if l > math.MaxInt32 {
-			return nil, nil, fmt.Errorf("too long")
-		}
-		return items(l, t >= 0xde)
-	}
-	return nil, nil, fmt.Errorf("type %#x", t)
 }

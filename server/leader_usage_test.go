@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
 // TestNewLeaderEstimatesWorkerUse: a master that becomes leader does not take the workers for
@@ -12,7 +14,7 @@ import (
 // FSM lists on them.
 func TestNewLeaderEstimatesWorkerUse(t *testing.T) {
 	c := startMasters(t, 1, nil)
-	w := c.addWorker("", func(cfg *WorkerConfig) {
+	w := c.addWorker("", func(cfg *worker.Config) {
 		cfg.GlobalSegmentSize = 16 << 20
 		cfg.HeartbeatInterval = time.Hour // no heartbeat overwrites the estimate during the test
 	})
@@ -23,11 +25,9 @@ func TestNewLeaderEstimatesWorkerUse(t *testing.T) {
 		}
 	}
 	m := c.masters[0]
-	m.setLeader(false)
-	m.setLeader(true) // as after an election: worker soft state rebuilt from the FSM
-	m.mu.Lock()
-	ws, ok := m.mu.lc.Worker(w.ID())
-	m.mu.Unlock()
+	m.TestHooks().SetLeader(false)
+	m.TestHooks().SetLeader(true) // as after an election: worker soft state rebuilt from the FSM
+	ws, ok := m.TestHooks().LifecycleWorker(w.ID())
 	if !ok || ws.Usage.DRAMUsed != 3<<20 || ws.Usage.DRAMCapacity != 16<<20 {
 		t.Fatalf("new leader's view of %s: %+v, want 3 MiB used of 16 MiB", w.ID(), ws)
 	}

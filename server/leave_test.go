@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/master"
+	"github.com/mooncake-go/mooncake/server/worker"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -20,7 +22,7 @@ func lifecycleOf(c *testCluster, id base.WorkerID) string {
 		if m == nil || !m.IsLeader() {
 			continue
 		}
-		for _, w := range m.status().Workers {
+		for _, w := range m.TestHooks().Status().Workers {
 			if w.ID == string(id) {
 				return w.Lifecycle
 			}
@@ -54,8 +56,8 @@ func (d *driver) placements(prefix string, n int) map[base.WorkerID]int {
 // failover knows all of it.
 func TestLeaveUnmountsAtOnce(t *testing.T) {
 	dead := make(chan base.WorkerID, 4)
-	c := startMasters(t, 3, func(cfg *MasterConfig) { cfg.onWorkerDead = func(id base.WorkerID) { dead <- id } })
-	wa := c.addWorker("", func(cfg *WorkerConfig) { cfg.WorkerID = "embedded-a"; cfg.Ephemeral = true })
+	c := startMasters(t, 3, func(cfg *master.Config) { cfg.Test.OnWorkerDead = func(id base.WorkerID) { dead <- id } })
+	wa := c.addWorker("", func(cfg *worker.Config) { cfg.WorkerID = "embedded-a"; cfg.Ephemeral = true })
 	wb := c.addWorker("", nil)
 	d := newDriver(t, c.masterAddrs())
 	rng := rand.New(rand.NewPCG(18, 1))
@@ -113,7 +115,7 @@ func TestLeaveUnmountsAtOnce(t *testing.T) {
 func TestLeaveKeepsPersistedForReturn(t *testing.T) {
 	c := startMasters(t, 3, nil)
 	root := t.TempDir()
-	mut := func(cfg *WorkerConfig) { cfg.WorkerID = "wa"; cfg.Ephemeral = true }
+	mut := func(cfg *worker.Config) { cfg.WorkerID = "wa"; cfg.Ephemeral = true }
 	wa := c.addWorker(root, mut)
 	c.addWorker("", nil)
 	d := newDriver(t, c.masterAddrs())
@@ -134,7 +136,7 @@ func TestLeaveKeepsPersistedForReturn(t *testing.T) {
 	if state != "left" || lc != "left" {
 		t.Fatalf("after the leave: state %q lifecycle %q, want left, left", state, lc)
 	}
-	c.addWorker(root, func(cfg *WorkerConfig) { cfg.WorkerID = "wa" })
+	c.addWorker(root, func(cfg *worker.Config) { cfg.WorkerID = "wa" })
 	eventually(t, "the returning worker's object re-adopted", func() bool {
 		_, err := d.lookup("kept")
 		return err == nil
@@ -147,12 +149,12 @@ func TestLeaveKeepsPersistedForReturn(t *testing.T) {
 // the close, and is dead after client_disconnect_grace, long before client_ttl.
 func TestWorkerCrashUnreachableAtOnce(t *testing.T) {
 	dead := make(chan base.WorkerID, 4)
-	c := startMasters(t, 3, func(cfg *MasterConfig) {
+	c := startMasters(t, 3, func(cfg *master.Config) {
 		cfg.ClientTTL = time.Hour // only the connection's close can make it dead within the test
 		cfg.ClientDisconnectGrace = 300 * time.Millisecond
-		cfg.onWorkerDead = func(id base.WorkerID) { dead <- id }
+		cfg.Test.OnWorkerDead = func(id base.WorkerID) { dead <- id }
 	})
-	wa := c.addWorker("", func(cfg *WorkerConfig) { cfg.testNoLeavingBeat = true })
+	wa := c.addWorker("", func(cfg *worker.Config) { cfg.Test.NoLeavingBeat = true })
 	wb := c.addWorker("", nil)
 	d := newDriver(t, c.masterAddrs())
 	eventually(t, "the worker attached", func() bool { return attached(c, wa.ID()) })
@@ -183,10 +185,10 @@ func TestWorkerCrashUnreachableAtOnce(t *testing.T) {
 func TestWorkerReconnectWithinGrace(t *testing.T) {
 	dead := make(chan base.WorkerID, 4)
 	const grace = 500 * time.Millisecond
-	c := startMasters(t, 3, func(cfg *MasterConfig) {
+	c := startMasters(t, 3, func(cfg *master.Config) {
 		cfg.ClientTTL = time.Hour
 		cfg.ClientDisconnectGrace = grace
-		cfg.onWorkerDead = func(id base.WorkerID) { dead <- id }
+		cfg.Test.OnWorkerDead = func(id base.WorkerID) { dead <- id }
 	})
 	// While hold is set the worker's attach loop, about to attach again, hands the test a
 	// channel and waits until the test closes it (or the test ends: done).
@@ -194,8 +196,8 @@ func TestWorkerReconnectWithinGrace(t *testing.T) {
 	waiting := make(chan chan struct{}, 1)
 	done := make(chan struct{})
 	defer close(done) // before the cluster's cleanup, which waits for the attach loop
-	wa := c.addWorker("", func(cfg *WorkerConfig) {
-		cfg.testBeforeAttach = func() {
+	wa := c.addWorker("", func(cfg *worker.Config) {
+		cfg.Test.BeforeAttach = func() {
 			if hold.Load() {
 				ch := make(chan struct{})
 				waiting <- ch
@@ -211,8 +213,7 @@ func TestWorkerReconnectWithinGrace(t *testing.T) {
 	eventually(t, "the worker attached", func() bool { return attached(c, wa.ID()) })
 
 	hold.Store(true)
-	leader, _ := wa.leader.Load().(string)
-	wa.attach.cli.ClosePeer(leader) // the connection breaks; the process lives
+	wa.TestHooks().BreakAttachment() // the connection breaks; the process lives
 	eventually(t, "the worker unreachable", func() bool { return lifecycleOf(c, wa.ID()) == "unreachable" })
 	broke := time.Now()
 	if got := d.placements("away", 10); got[wa.ID()] > 0 {
@@ -256,9 +257,7 @@ func attached(c *testCluster, id base.WorkerID) bool {
 		if m == nil || !m.IsLeader() {
 			continue
 		}
-		m.mu.Lock()
-		w, ok := m.mu.lc.Worker(id)
-		m.mu.Unlock()
+		w, ok := m.TestHooks().LifecycleWorker(id)
 		return ok && w.Attached()
 	}
 	return false

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/master"
+	"github.com/mooncake-go/mooncake/server/worker"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -35,12 +37,12 @@ func (d *driver) putOn(key string, val []byte, w base.WorkerID) error {
 // the removed key stays removed and the overwritten one keeps its new value.
 func TestReadoptAcrossFailoverAndSnapshot(t *testing.T) {
 	dead := make(chan base.WorkerID, 4)
-	c := startMasters(t, 3, func(cfg *MasterConfig) {
+	c := startMasters(t, 3, func(cfg *master.Config) {
 		cfg.ClientTTL = 400 * time.Millisecond
-		cfg.onWorkerDead = func(id base.WorkerID) { dead <- id }
+		cfg.Test.OnWorkerDead = func(id base.WorkerID) { dead <- id }
 	})
 	root := t.TempDir()
-	crash := func(cfg *WorkerConfig) { cfg.WorkerID = "wa"; cfg.testNoLeavingBeat = true }
+	crash := func(cfg *worker.Config) { cfg.WorkerID = "wa"; cfg.Test.NoLeavingBeat = true }
 	wa := c.addWorker(root, crash)
 	c.addWorker("", nil)
 	d := newDriver(t, c.masterAddrs())
@@ -87,7 +89,7 @@ func TestReadoptAcrossFailoverAndSnapshot(t *testing.T) {
 
 	// Failover, with every FSM snapshotted (a restore from it must keep the lost replicas).
 	for _, m := range c.masters {
-		if err := m.node.Snapshot(); err != nil {
+		if err := m.TestHooks().Node().Snapshot(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -113,9 +115,9 @@ func TestReadoptAcrossFailoverAndSnapshot(t *testing.T) {
 // copies are dropped (two replicas each, none on it); draining a survivor moves its replicas
 // to the others and cancelling the drain makes it placeable again.
 func TestRepairAndDrainInProcess(t *testing.T) {
-	c := startMasters(t, 1, func(cfg *MasterConfig) { cfg.ClientTTL = 400 * time.Millisecond })
+	c := startMasters(t, 1, func(cfg *master.Config) { cfg.ClientTTL = 400 * time.Millisecond })
 	root := t.TempDir()
-	crash := func(cfg *WorkerConfig) { cfg.WorkerID = "wa"; cfg.testNoLeavingBeat = true }
+	crash := func(cfg *worker.Config) { cfg.WorkerID = "wa"; cfg.Test.NoLeavingBeat = true }
 	wa := c.addWorker(root, crash)
 	wb := c.addWorker(t.TempDir(), nil)
 	c.addWorker(t.TempDir(), nil)
@@ -202,8 +204,8 @@ func TestRepairAndDrainInProcess(t *testing.T) {
 // the other replica lives (nothing is forgotten that repair can restore), and repair copies
 // every object back onto it, two replicas each again.
 func TestRepairAfterEmptyReturn(t *testing.T) {
-	c := startMasters(t, 1, func(cfg *MasterConfig) { cfg.ClientTTL = 400 * time.Millisecond })
-	crash := func(cfg *WorkerConfig) { cfg.WorkerID = "wa"; cfg.testNoLeavingBeat = true }
+	c := startMasters(t, 1, func(cfg *master.Config) { cfg.ClientTTL = 400 * time.Millisecond })
+	crash := func(cfg *worker.Config) { cfg.WorkerID = "wa"; cfg.Test.NoLeavingBeat = true }
 	wa := c.addWorker(t.TempDir(), crash)
 	c.addWorker(t.TempDir(), nil)
 	d := newDriver(t, c.masterAddrs())

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/master"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -22,7 +23,7 @@ func TestFollowersRegisterThemselves(t *testing.T) {
 	c := startMastersPeers(t, 3, nil, false)
 	want := map[string]string{}
 	for _, m := range c.masters {
-		want[m.cfg.ID] = m.Addr()
+		want[m.ID()] = m.Addr()
 	}
 	cli, err := transfer.NewClient(transfer.ClientOptions{Logger: testLogger()})
 	if err != nil {
@@ -38,7 +39,7 @@ func TestFollowersRegisterThemselves(t *testing.T) {
 		if err := cli.Call(ctx, addr, transfer.NewEmpty(transfer.OpStatus), sr); err != nil {
 			return nil, err
 		}
-		var st Status
+		var st master.Status
 		if err := json.Unmarshal(sr.JSON, &st); err != nil {
 			return nil, err
 		}
@@ -55,11 +56,11 @@ func TestFollowersRegisterThemselves(t *testing.T) {
 		for _, m := range c.masters {
 			got, err := statusMasters(m.Addr())
 			if err != nil {
-				diffs = append(diffs, fmt.Sprintf("%s: %v", m.cfg.ID, err))
+				diffs = append(diffs, fmt.Sprintf("%s: %v", m.ID(), err))
 				continue
 			}
 			if !maps.Equal(got, want) {
-				diffs = append(diffs, fmt.Sprintf("%s lists %v", m.cfg.ID, got))
+				diffs = append(diffs, fmt.Sprintf("%s lists %v", m.ID(), got))
 			}
 		}
 		if len(diffs) == 0 {
@@ -73,7 +74,7 @@ func TestFollowersRegisterThemselves(t *testing.T) {
 
 	// The call itself: a follower refuses it with NOT_LEADER; the leader refuses an id outside
 	// the raft configuration and an empty address, and accepts a re-registration (no change).
-	var leader, follower *Master
+	var leader, follower *master.Master
 	for _, m := range c.masters {
 		if m.IsLeader() {
 			leader = m
@@ -87,7 +88,7 @@ func TestFollowersRegisterThemselves(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var nl *transfer.NotLeaderError
-	err = cli.Call(ctx, follower.Addr(), &transfer.RegisterMasterRequest{MasterID: follower.cfg.ID, RPCAddr: follower.Addr()}, nil)
+	err = cli.Call(ctx, follower.Addr(), &transfer.RegisterMasterRequest{MasterID: follower.ID(), RPCAddr: follower.Addr()}, nil)
 	if !errors.As(err, &nl) {
 		t.Fatalf("RegisterMaster on a follower: %v, want NOT_LEADER", err)
 	}
@@ -95,16 +96,16 @@ func TestFollowersRegisterThemselves(t *testing.T) {
 	if !errors.Is(err, base.ErrInvalidParams) {
 		t.Fatalf("RegisterMaster of a non-member: %v, want INVALID_PARAMS", err)
 	}
-	err = cli.Call(ctx, leader.Addr(), &transfer.RegisterMasterRequest{MasterID: follower.cfg.ID}, nil)
+	err = cli.Call(ctx, leader.Addr(), &transfer.RegisterMasterRequest{MasterID: follower.ID()}, nil)
 	if !errors.Is(err, base.ErrInvalidParams) {
 		t.Fatalf("RegisterMaster with no address: %v, want INVALID_PARAMS", err)
 	}
-	before := leader.node.AppliedIndex()
-	err = cli.Call(ctx, leader.Addr(), &transfer.RegisterMasterRequest{MasterID: follower.cfg.ID, RPCAddr: follower.Addr()}, nil)
+	before := leader.TestHooks().Node().AppliedIndex()
+	err = cli.Call(ctx, leader.Addr(), &transfer.RegisterMasterRequest{MasterID: follower.ID(), RPCAddr: follower.Addr()}, nil)
 	if err != nil {
 		t.Fatalf("re-registration: %v", err)
 	}
-	if after := leader.node.AppliedIndex(); after != before {
+	if after := leader.TestHooks().Node().AppliedIndex(); after != before {
 		t.Fatalf("re-registering an unchanged address committed entries (applied %d -> %d)", before, after)
 	}
 	if got, err := statusMasters(leader.Addr()); err != nil || !maps.Equal(got, want) {

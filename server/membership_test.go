@@ -12,6 +12,7 @@ import (
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
 	"github.com/mooncake-go/mooncake/raftmeta/raftmetatest"
+	"github.com/mooncake-go/mooncake/server/master"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -26,7 +27,7 @@ func (c *testCluster) leaderIndex() int {
 }
 
 // leaderOf returns the master of c that leads now (nil while none does).
-func (c *testCluster) leaderOf() *Master {
+func (c *testCluster) leaderOf() *master.Master {
 	for _, m := range c.masters {
 		if m != nil && m.IsLeader() {
 			return m
@@ -35,10 +36,10 @@ func (c *testCluster) leaderOf() *Master {
 	return nil
 }
 
-// statusMembers returns id -> MasterStatus from the leader's Status.
-func statusMembers(d *driver) map[string]MasterStatus {
+// statusMembers returns id -> master.MasterStatus from the leader's Status.
+func statusMembers(d *driver) map[string]master.MasterStatus {
 	d.t.Helper()
-	out := map[string]MasterStatus{}
+	out := map[string]master.MasterStatus{}
 	for _, ms := range d.status().Masters {
 		out[ms.ID] = ms
 	}
@@ -63,14 +64,14 @@ func TestReplaceMaster(t *testing.T) {
 	}
 
 	// A master started with Join bootstraps nothing: its configuration is empty.
-	m4cfg := MasterConfig{ID: "m4", DataDir: t.TempDir(), RPCAddress: "127.0.0.1:0", RaftAddress: "127.0.0.1:0",
-		Join: true, Logger: testLogger(), testRaft: raftmetatest.FastTimeouts}
-	m4, err := NewMaster(m4cfg)
+	m4cfg := master.Config{ID: "m4", DataDir: t.TempDir(), RPCAddress: "127.0.0.1:0", RaftAddress: "127.0.0.1:0",
+		Join: true, Logger: testLogger(), Test: master.TestKnobs{Raft: raftmetatest.FastTimeouts}}
+	m4, err := master.NewMaster(m4cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.masters, c.mcfgs = append(c.masters, m4), append(c.mcfgs, m4cfg)
-	if servers, err := m4.node.Servers(); err != nil || len(servers) != 0 {
+	if servers, err := m4.TestHooks().Node().Servers(); err != nil || len(servers) != 0 {
 		t.Fatalf("a joining master has configuration %v (%v), want none", servers, err)
 	}
 	bad := m4cfg
@@ -79,7 +80,7 @@ func TestReplaceMaster(t *testing.T) {
 		t.Fatalf("Join with Peers: %v, want INVALID_PARAMS", err)
 	}
 
-	add := &transfer.AddMasterRequest{MasterID: "m4", RaftAddr: m4.node.RaftAddr(), RPCAddr: m4.Addr()}
+	add := &transfer.AddMasterRequest{MasterID: "m4", RaftAddr: m4.TestHooks().Node().RaftAddr(), RPCAddr: m4.Addr()}
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
 	defer cancel()
 
@@ -91,7 +92,7 @@ func TestReplaceMaster(t *testing.T) {
 		}
 		eventually(t, "a leader", func() bool { leader = c.leaderOf(); return leader != nil })
 	}
-	var follower *Master
+	var follower *master.Master
 	for _, m := range c.masters[:3] {
 		if m != leader {
 			follower = m
@@ -111,7 +112,7 @@ func TestReplaceMaster(t *testing.T) {
 	}
 	deadAddr := ln.Addr().String()
 	ln.Close()
-	m1Raft := c.masters[0].node.RaftAddr()
+	m1Raft := c.masters[0].TestHooks().Node().RaftAddr()
 	for _, tc := range []struct {
 		req  transfer.Message
 		want error
@@ -138,14 +139,14 @@ func TestReplaceMaster(t *testing.T) {
 		!strings.Contains(err.Error(), `is "m4", not "m9"`) {
 		t.Fatalf("AddMaster naming another master's RPC address: %v", err)
 	}
-	m5cfg := MasterConfig{ID: "m5", DataDir: t.TempDir(), RPCAddress: "127.0.0.1:0", RaftAddress: "127.0.0.1:0",
-		Logger: testLogger(), testRaft: raftmetatest.FastTimeouts}
-	m5, err := NewMaster(m5cfg) // no Join, no Peers: a single-voter cluster of its own
+	m5cfg := master.Config{ID: "m5", DataDir: t.TempDir(), RPCAddress: "127.0.0.1:0", RaftAddress: "127.0.0.1:0",
+		Logger: testLogger(), Test: master.TestKnobs{Raft: raftmetatest.FastTimeouts}}
+	m5, err := master.NewMaster(m5cfg) // no Join, no Peers: a single-voter cluster of its own
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.masters, c.mcfgs = append(c.masters, m5), append(c.mcfgs, m5cfg)
-	err = d.call(&transfer.AddMasterRequest{MasterID: "m5", RaftAddr: m5.node.RaftAddr(), RPCAddr: m5.Addr()}, nil)
+	err = d.call(&transfer.AddMasterRequest{MasterID: "m5", RaftAddr: m5.TestHooks().Node().RaftAddr(), RPCAddr: m5.Addr()}, nil)
 	if !errors.Is(err, base.ErrInvalidParams) || !strings.Contains(err.Error(), "already has raft state") {
 		t.Fatalf("AddMaster of a master with a cluster of its own: %v", err)
 	}
@@ -160,15 +161,15 @@ func TestReplaceMaster(t *testing.T) {
 	}
 	eventually(t, "m4 catches up", func() bool {
 		l := c.leaderOf()
-		return l != nil && m4.node.AppliedIndex() == l.node.AppliedIndex() && m4.node.Stats().Keys == 20
+		return l != nil && m4.TestHooks().Node().AppliedIndex() == l.TestHooks().Node().AppliedIndex() && m4.TestHooks().Node().Stats().Keys == 20
 	})
 	// Adding it again changes nothing and commits nothing.
 	if l := c.leaderOf(); l != nil {
-		before := l.node.AppliedIndex()
+		before := l.TestHooks().Node().AppliedIndex()
 		if err := d.call(add, nil); err != nil {
 			t.Fatalf("add m4 again: %v", err)
 		}
-		if after := l.node.AppliedIndex(); l.IsLeader() && after != before {
+		if after := l.TestHooks().Node().AppliedIndex(); l.IsLeader() && after != before {
 			t.Fatalf("repeating AddMaster committed entries (applied %d -> %d)", before, after)
 		}
 	}
@@ -232,7 +233,7 @@ func TestReplaceMaster(t *testing.T) {
 	}
 
 	// Down to one voter; the last one is never removed.
-	var last, other *Master
+	var last, other *master.Master
 	for _, m := range c.masters {
 		switch {
 		case m == nil:

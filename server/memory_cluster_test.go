@@ -11,17 +11,18 @@ import (
 	"testing"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/memory"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
 // memoryReportOf asks the leader for the memory report through the Memory call.
-func memoryReportOf(t *testing.T, d *driver) MemoryReport {
+func memoryReportOf(t *testing.T, d *driver) memory.MemoryReport {
 	t.Helper()
 	resp := &transfer.JSONResponse{Call: transfer.OpMemory}
 	if err := d.call(transfer.NewEmpty(transfer.OpMemory), resp); err != nil {
 		t.Fatal(err)
 	}
-	var r MemoryReport
+	var r memory.MemoryReport
 	if err := json.Unmarshal(resp.JSON, &r); err != nil {
 		t.Fatal(err)
 	}
@@ -77,10 +78,10 @@ func TestMemoryCluster(t *testing.T) {
 	const tokens = 8 + 4 + 16
 	check := func(what string) {
 		t.Helper()
-		var r MemoryReport
+		var r memory.MemoryReport
 		eventually(t, what, func() bool {
 			r = memoryReportOf(t, d)
-			return r.Verdict == VerdictExpected && r.Tokens == tokens && len(r.Workers) == 2 && r.Workers[0].Error == "" && r.Workers[1].Error == ""
+			return r.Verdict == memory.VerdictExpected && r.Tokens == tokens && len(r.Workers) == 2 && r.Workers[0].Error == "" && r.Workers[1].Error == ""
 		})
 		if r.ExpectedBytes != 2*tokens*bpt || r.Cluster.CommittedLogical != 2*tokens*bpt {
 			t.Fatalf("%s: expected %d, workers hold %d; want %d", what, r.ExpectedBytes, r.Cluster.CommittedLogical, 2*tokens*bpt)
@@ -135,7 +136,7 @@ func TestWorkerMemoryMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp2.Body.Close()
-	var wm WorkerMemory
+	var wm memory.WorkerMemory
 	if err := json.NewDecoder(resp2.Body).Decode(&wm); err != nil || wm.ID != string(w.ID()) || wm.ArenaCapacity != 32<<20 || wm.RSS <= 0 {
 		t.Fatalf("worker /api/v1/memory: %+v %v", wm, err)
 	}

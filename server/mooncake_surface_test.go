@@ -332,7 +332,7 @@ func TestMooncakeMetricsAndEndpoints(t *testing.T) {
 		}
 	}
 	// The no-series ones are declared with Mooncake's labels.
-	for _, dsc := range []string{descNoFSegAllocated.String(), descNoFSegCapacity.String(), descTenantRejects.String()} {
+	for _, dsc := range s.Master().TestHooks().NoSeriesDescs() {
 		if !strings.Contains(dsc, "variableLabels: {segment}") && !strings.Contains(dsc, "variableLabels: {tenant_id,reason}") {
 			t.Errorf("declared as %s", dsc)
 		}

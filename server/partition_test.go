@@ -11,18 +11,21 @@ import (
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
 	"github.com/mooncake-go/mooncake/raftmeta/raftmetatest"
+	"github.com/mooncake-go/mooncake/server/master"
+	"github.com/mooncake-go/mooncake/server/rpcsrv"
+	"github.com/mooncake-go/mooncake/server/worker"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
 // startPartitionable starts three masters whose raft links can be cut (links[i] is master
 // i's view of its peers); mut (may be nil) adjusts each master's config.
-func startPartitionable(t *testing.T, mut func(*MasterConfig)) (*testCluster, []*raftmetatest.Links) {
+func startPartitionable(t *testing.T, mut func(*master.Config)) (*testCluster, []*raftmetatest.Links) {
 	t.Helper()
 	var links []*raftmetatest.Links
-	c := startMasters(t, 3, func(cfg *MasterConfig) {
+	c := startMasters(t, 3, func(cfg *master.Config) {
 		l := raftmetatest.NewLinks()
 		links = append(links, l)
-		cfg.testRaft = func(rc *raftmeta.Config) {
+		cfg.Test.Raft = func(rc *raftmeta.Config) {
 			raftmetatest.FastTimeouts(rc)
 			rc.WrapTransport = l.Wrap
 		}
@@ -38,14 +41,14 @@ func startPartitionable(t *testing.T, mut func(*MasterConfig)) (*testCluster, []
 func cutOff(c *testCluster, links []*raftmetatest.Links, i int) {
 	for j, m := range c.masters {
 		if j != i {
-			links[i].Cut(m.node.RaftAddr())
-			links[j].Cut(c.masters[i].node.RaftAddr())
+			links[i].Cut(m.TestHooks().Node().RaftAddr())
+			links[j].Cut(c.masters[i].TestHooks().Node().RaftAddr())
 		}
 	}
 }
 
 // waitLeaderAmong waits until one of the masters idx is leader and returns it.
-func waitLeaderAmong(t *testing.T, c *testCluster, idx ...int) *Master {
+func waitLeaderAmong(t *testing.T, c *testCluster, idx ...int) *master.Master {
 	t.Helper()
 	deadline := time.Now().Add(testWait)
 	for time.Now().Before(deadline) {
@@ -74,7 +77,7 @@ func TestStatusFirstMasterPartitioned(t *testing.T) {
 	// The cut-off master stops naming a leader (it steps down, or its leader's heartbeats stop).
 	deadline := time.Now().Add(testWait)
 	for {
-		if id, _ := c.masters[0].node.Leader(); id == "" {
+		if id, _ := c.masters[0].TestHooks().Node().Leader(); id == "" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -97,8 +100,8 @@ func TestStatusFirstMasterPartitioned(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status with the first master cut off: %v", err)
 	}
-	if st.Self != leader.cfg.ID || st.Leader != leader.cfg.ID {
-		t.Fatalf("status answered by %q (leader %q), want the leader %s's view", st.Self, st.Leader, leader.cfg.ID)
+	if st.Self != leader.ID() || st.Leader != leader.ID() {
+		t.Fatalf("status answered by %q (leader %q), want the leader %s's view", st.Self, st.Leader, leader.ID())
 	}
 
 	cli = connect()
@@ -124,12 +127,12 @@ func TestWorkersSurviveSilentLeader(t *testing.T) {
 	done := make(chan struct{})
 	defer close(done) // before the cluster's cleanup, which waits for the calls held below
 	n := 0
-	c, links := startPartitionable(t, func(cfg *MasterConfig) {
+	c, links := startPartitionable(t, func(cfg *master.Config) {
 		i := n
 		n++
 		cfg.ClientTTL = ttl
-		cfg.onWorkerDead = func(id base.WorkerID) { dead <- id }
-		cfg.testBeforeCall = func(ctx context.Context, _ transfer.Message) {
+		cfg.Test.OnWorkerDead = func(id base.WorkerID) { dead <- id }
+		cfg.Test.BeforeCall = func(ctx context.Context, _ transfer.Message) {
 			if silent[i].Load() {
 				select { // no answer, as from a host that went silent
 				case <-ctx.Done():
@@ -138,12 +141,12 @@ func TestWorkersSurviveSilentLeader(t *testing.T) {
 			}
 		}
 	})
-	var workers []*Worker
+	var workers []*worker.Worker
 	for range 2 {
-		workers = append(workers, c.addWorker("", func(cfg *WorkerConfig) { cfg.HeartbeatInterval = DefaultHeartbeatInterval }))
+		workers = append(workers, c.addWorker("", func(cfg *worker.Config) { cfg.HeartbeatInterval = rpcsrv.DefaultHeartbeatInterval }))
 	}
 	for _, w := range workers {
-		eventually(t, "the worker learned client_ttl", func() bool { return w.heartbeatTimeout() == ttl/4 })
+		eventually(t, "the worker learned client_ttl", func() bool { return w.TestHooks().HeartbeatTimeout() == ttl/4 })
 	}
 	old := c.leaderIndex()
 	if old < 0 {
@@ -161,7 +164,7 @@ func TestWorkersSurviveSilentLeader(t *testing.T) {
 	elected := time.Now()
 	for _, w := range workers {
 		eventually(t, "the worker registered with the new leader", func() bool {
-			l, _ := w.leader.Load().(string)
+			l, _ := w.TestHooks().Leader(), true
 			return l == leader.Addr()
 		})
 	}
@@ -172,7 +175,7 @@ func TestWorkersSurviveSilentLeader(t *testing.T) {
 		t.Fatalf("worker %s marked dead after the failover", id)
 	default:
 	}
-	for _, w := range leader.status().Workers {
+	for _, w := range leader.TestHooks().Status().Workers {
 		if w.Lifecycle != "alive" {
 			t.Fatalf("worker %s is %s on the new leader, want alive", w.ID, w.Lifecycle)
 		}

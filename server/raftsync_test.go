@@ -7,16 +7,17 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/server/master"
 )
 
 // TestRaftNoSync: a master with RaftNoSync (--raft_fsync=false) commits puts, and keeps them
 // across a clean restart on the same directory: its entries skip fsync, not the disk.
 func TestRaftNoSync(t *testing.T) {
 	var noSync atomic.Bool // what the master asked raftmeta for
-	c := startMasters(t, 1, func(cfg *MasterConfig) {
+	c := startMasters(t, 1, func(cfg *master.Config) {
 		cfg.RaftNoSync = true
-		fast := cfg.testRaft
-		cfg.testRaft = func(rc *raftmeta.Config) {
+		fast := cfg.Test.Raft
+		cfg.Test.Raft = func(rc *raftmeta.Config) {
 			fast(rc)
 			noSync.Store(rc.NoSync)
 		}
@@ -35,12 +36,12 @@ func TestRaftNoSync(t *testing.T) {
 	defer cancel()
 	m := c.masters[0]
 	cfg := c.mcfgs[0]
-	cfg.RPCAddress, cfg.RaftAddress = m.Addr(), m.node.RaftAddr() // as recorded in its raft state
+	cfg.RPCAddress, cfg.RaftAddress = m.Addr(), m.TestHooks().Node().RaftAddr() // as recorded in its raft state
 	if err := m.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
 	c.masters[0] = nil
-	m, err := NewMaster(cfg)
+	m, err := master.NewMaster(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/server/rpcsrv"
+	"github.com/mooncake-go/mooncake/server/worker"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -49,7 +51,7 @@ func BenchmarkRegisterPages(b *testing.B) {
 	defer cli.Close()
 	ctx := context.Background()
 	register := func(id base.WorkerID, inv []base.ObjectMeta, session uint64, page uint32, more bool) error {
-		cctx, cancel := context.WithTimeout(ctx, registerTimeout)
+		cctx, cancel := context.WithTimeout(ctx, rpcsrv.RegisterTimeout)
 		defer cancel()
 		req := &transfer.RegisterWorkerRequest{WorkerID: id, Address: "127.0.0.1:1", DRAMCapacity: 1 << 30,
 			NVMeCapacity: 1 << 40, Inventory: inv, Session: session, Page: page, More: more}
@@ -76,7 +78,7 @@ func BenchmarkRegisterPages(b *testing.B) {
 		for start := 0; start < n; start += raftmeta.MaxBatch {
 			items := make([]raftmeta.PutItem, min(raftmeta.MaxBatch, n-start))
 			for i := range items {
-				v, err := m.node.NewVersion()
+				v, err := m.TestHooks().Node().NewVersion()
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -84,7 +86,7 @@ func BenchmarkRegisterPages(b *testing.B) {
 				items[i] = raftmeta.PutItem{Key: key, Size: 1 << 20, Version: v, Checksum: uint64(start + i), Replicas: []base.WorkerID{id}}
 				inv[start+i] = base.ObjectMeta{Key: key, Version: v, Size: 1 << 20, Checksum: uint64(start + i)}
 			}
-			res, err := m.node.Apply(ctx, raftmeta.PutEnd{Items: items, Upsert: true})
+			res, err := m.TestHooks().Node().Apply(ctx, raftmeta.PutEnd{Items: items, Upsert: true})
 			if err == nil {
 				err = res.Err
 			}
@@ -99,7 +101,7 @@ func BenchmarkRegisterPages(b *testing.B) {
 	if err := register("w-paged", pagedInv, 0, 0, false); !errors.Is(err, base.ErrInvalidParams) && !errors.Is(err, base.ErrTooLarge) {
 		b.Fatalf("an unpaged registration of %d objects: got %v, want refused as too large", pagedObjects, err)
 	}
-	pages := inventoryPages(pagedInv, registerPageObjects, registerPageBytes)
+	pages := (worker.TestHooks{}).InventoryPages(pagedInv)
 	b.Logf("one message holds at most %d entries with %d-byte keys (64 MiB body limit); %d objects go in %d pages",
 		singleLimit, keyLen, pagedObjects, len(pages))
 

@@ -12,6 +12,8 @@ import (
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/server/lifecycle"
+	"github.com/mooncake-go/mooncake/server/master"
+	"github.com/mooncake-go/mooncake/server/worker"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -75,13 +77,13 @@ func keysOf(inv []base.ObjectMeta) []string {
 // UNAVAILABLE and the worker's retry from page 0 succeeds; the leader's bounds refuse what
 // exceeds them.
 func TestRegisterPages(t *testing.T) {
-	const objectBytes = 3 + registerObjectOverhead // inventoryBytes of one fakeInventory entry
-	c := startMasters(t, 1, func(cfg *MasterConfig) {
+	objectBytes := int64(3 + (master.TestHooks{}).RegisterObjectOverhead()) // inventoryBytes of one fakeInventory entry
+	c := startMasters(t, 1, func(cfg *master.Config) {
 		// A short leader grace (in it unknown objects are spared, not dropped). NB: not
 		// shorter: PutTimeout sets the leader loop's tick, and a 10 ms tick makes the race
 		// detector report a race in raftmeta's test-only Bootstrap path (Node.cfg.Peers).
 		cfg.PutTimeout = 200 * time.Millisecond
-		cfg.testRegisterLimits = func(l *lifecycle.SessionLimits) {
+		cfg.Test.RegisterLimits = func(l *lifecycle.SessionLimits) {
 			l.PerWorkerObjects = 30
 			l.TotalBytes = 45 * objectBytes
 		}
@@ -176,9 +178,7 @@ func TestRegisterPages(t *testing.T) {
 	if _, err := r.page(addr, "w-c", big, 0x12, 0, true); err != nil {
 		t.Fatalf("w-c after w-b finished: %v", err)
 	}
-	m.mu.Lock()
-	n, b := m.mu.lc.Sessions()
-	m.mu.Unlock()
+	n, b := m.TestHooks().RegisterSessions()
 	if n != 1 || b != 25*objectBytes {
 		t.Fatalf("leader holds %d sessions, %d bytes; want 1 and %d", n, b, 25*objectBytes)
 	}
@@ -236,7 +236,7 @@ func TestRegisterPagesLeaderChange(t *testing.T) {
 	if _, err := r.page(addr, "w-a", inv[5:], 0xc, 1, false); err != nil {
 		t.Fatalf("registration from page 0 at the new leader: %v", err)
 	}
-	if pages := c.masters[leader].regPages.Load(); pages != 2 {
+	if pages := c.masters[leader].TestHooks().RegisterPages(); pages != 2 {
 		t.Fatalf("the new leader accepted %d pages, want 2", pages)
 	}
 }
@@ -248,8 +248,8 @@ func TestWorkerRegisterPagesRetry(t *testing.T) {
 	var mu sync.Mutex
 	var armed, cut bool
 	var sessions []uint64 // the sessions of page 0, in order
-	c := startMasters(t, 1, func(cfg *MasterConfig) {
-		cfg.testBeforeRegisterPage = func(m *Master, _ base.WorkerID, session uint64, page uint32) {
+	c := startMasters(t, 1, func(cfg *master.Config) {
+		cfg.Test.BeforeRegisterPage = func(m *master.Master, _ base.WorkerID, session uint64, page uint32) {
 			mu.Lock()
 			defer mu.Unlock()
 			if !armed {
@@ -260,13 +260,13 @@ func TestWorkerRegisterPagesRetry(t *testing.T) {
 			}
 			if page == 1 && !cut {
 				cut = true
-				m.setLeader(false) // what losing leadership does to the soft state...
-				m.setLeader(true)  // ...and winning it again: no session is known
+				m.TestHooks().SetLeader(false) // what losing leadership does to the soft state...
+				m.TestHooks().SetLeader(true)  // ...and winning it again: no session is known
 			}
 		}
 	})
 	root := t.TempDir()
-	paged := func(cfg *WorkerConfig) { cfg.testRegisterPageObjects = 2 }
+	paged := func(cfg *worker.Config) { cfg.Test.RegisterPageObjects = 2 }
 	w := c.addWorker(root, paged)
 	d := newDriver(t, c.masterAddrs())
 	rng := rand.New(rand.NewPCG(9, 9))

@@ -1,13 +1,11 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -16,6 +14,8 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/master"
+	"github.com/mooncake-go/mooncake/server/worker"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -26,13 +26,13 @@ import (
 // alone are gone.
 func TestWorkerDeadAfterTTL(t *testing.T) {
 	dead := make(chan base.WorkerID, 4)
-	c := startMasters(t, 1, func(cfg *MasterConfig) {
+	c := startMasters(t, 1, func(cfg *master.Config) {
 		cfg.ClientTTL = 300 * time.Millisecond
 		cfg.WorkerRestartGrace = time.Hour // never reached: the test fails at testWait instead
-		cfg.onWorkerDead = func(id base.WorkerID) { dead <- id }
+		cfg.Test.OnWorkerDead = func(id base.WorkerID) { dead <- id }
 	})
 	w1 := c.addWorker("", nil)
-	w2 := c.addWorker("", func(cfg *WorkerConfig) { cfg.testNoLeavingBeat = true })
+	w2 := c.addWorker("", func(cfg *worker.Config) { cfg.Test.NoLeavingBeat = true })
 	d := newDriver(t, c.masterAddrs())
 	if err := d.put("both", []byte("on two workers"), 2, false); err != nil {
 		t.Fatal(err)
@@ -92,8 +92,8 @@ func TestWorkerDeadAfterTTL(t *testing.T) {
 // TestPutTimeout: a put that never reaches PutEnd is forgotten by the leader after
 // PutTimeout; its workers drop the bytes; a late PutEnd is refused and nothing is visible.
 func TestPutTimeout(t *testing.T) {
-	c := startMasters(t, 1, func(cfg *MasterConfig) { cfg.PutTimeout = 200 * time.Millisecond })
-	w := c.addWorker("", func(cfg *WorkerConfig) { cfg.PendingWriteTimeout = time.Hour })
+	c := startMasters(t, 1, func(cfg *master.Config) { cfg.PutTimeout = 200 * time.Millisecond })
+	w := c.addWorker("", func(cfg *worker.Config) { cfg.PendingWriteTimeout = time.Hour })
 	d := newDriver(t, c.masterAddrs())
 	ps := &transfer.PutStartResponse{}
 	if err := d.call(&transfer.PutStartRequest{Key: "slow", Size: 4}, ps); err != nil {
@@ -102,7 +102,7 @@ func TestPutTimeout(t *testing.T) {
 	if err := d.cli.Write(context.Background(), ps.Replicas[0].Address, transfer.WriteRequest{Key: "slow", Version: ps.Version}, []byte("slow")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the worker drops the expired put", func() bool { return !w.eng.Exists("slow") })
+	eventually(t, "the worker drops the expired put", func() bool { return !w.TestHooks().Engine().Exists("slow") })
 	err := d.call(&transfer.PutEndRequest{Key: "slow", Version: ps.Version, Size: 4, Checksum: base.Checksum([]byte("slow"))}, nil)
 	if !errors.Is(err, base.ErrInvalidVersion) {
 		t.Fatalf("late PutEnd: %v", err)
@@ -120,7 +120,7 @@ func TestPutTimeout(t *testing.T) {
 	if err := d.call(&transfer.PutRevokeRequest{Key: "revoked", Version: ps.Version}, nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the worker drops the revoked put", func() bool { return !w.eng.Exists("revoked") })
+	eventually(t, "the worker drops the revoked put", func() bool { return !w.TestHooks().Engine().Exists("revoked") })
 }
 
 // TestWorkerDropPending: a drop at one version aborts only that version's pending write; a
@@ -128,8 +128,9 @@ func TestPutTimeout(t *testing.T) {
 func TestWorkerDropPending(t *testing.T) {
 	c := startMasters(t, 1, nil)
 	w := c.addWorker("", nil)
-	for _, k := range []pendKey{{"k", 7}, {"k", 8}, {"k", 9}, {"other", 7}} {
-		sink, err := w.beginWrite(&transfer.WriteRequest{Key: k.key, Version: k.v, TotalSize: 10}, 5)
+	type pendKey = worker.PendingWrite
+	for _, k := range []pendKey{{Key: "k", Version: 7}, {Key: "k", Version: 8}, {Key: "k", Version: 9}, {Key: "other", Version: 7}} {
+		sink, err := w.TestHooks().BeginWrite(&transfer.WriteRequest{Key: k.Key, Version: k.Version, TotalSize: 10}, 5)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,26 +138,18 @@ func TestWorkerDropPending(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pendingKeys := func() []pendKey {
-		w.pend.Lock()
-		defer w.pend.Unlock()
-		keys := slices.Collect(maps.Keys(w.pend.m))
-		slices.SortFunc(keys, func(a, b pendKey) int {
-			return cmp.Or(strings.Compare(a.key, b.key), cmp.Compare(a.v, b.v))
-		})
-		return keys
-	}
-	if err := w.drop("k", 8); err != nil {
+	pendingKeys := w.TestHooks().PendingWrites // sorted by key, then version
+	if err := w.TestHooks().Drop("k", 8); err != nil {
 		t.Fatalf("drop of a pending version: %v", err)
 	}
-	if got, want := pendingKeys(), []pendKey{{"k", 7}, {"k", 9}, {"other", 7}}; !slices.Equal(got, want) {
+	if got, want := pendingKeys(), []pendKey{{Key: "k", Version: 7}, {Key: "k", Version: 9}, {Key: "other", Version: 7}}; !slices.Equal(got, want) {
 		t.Fatalf("pending after dropping k at 8: %v, want %v", got, want)
 	}
-	_ = w.drop("other", 3) // no such version: nothing pending changes
-	if err := w.drop("k", 0); err != nil {
+	_ = w.TestHooks().Drop("other", 3) // no such version: nothing pending changes
+	if err := w.TestHooks().Drop("k", 0); err != nil {
 		t.Fatalf("drop of every version: %v", err)
 	}
-	if got, want := pendingKeys(), []pendKey{{"other", 7}}; !slices.Equal(got, want) {
+	if got, want := pendingKeys(), []pendKey{{Key: "other", Version: 7}}; !slices.Equal(got, want) {
 		t.Fatalf("pending after dropping k: %v, want %v", got, want)
 	}
 }
@@ -164,14 +157,14 @@ func TestWorkerDropPending(t *testing.T) {
 // TestWorkerPendingTimeout: bytes written without a Commit are dropped by the worker itself.
 func TestWorkerPendingTimeout(t *testing.T) {
 	c := startMasters(t, 1, nil)
-	w := c.addWorker("", func(cfg *WorkerConfig) { cfg.PendingWriteTimeout = 100 * time.Millisecond })
+	w := c.addWorker("", func(cfg *worker.Config) { cfg.PendingWriteTimeout = 100 * time.Millisecond })
 	d := newDriver(t, c.masterAddrs())
 	// A striped write whose Commit never comes: only the first chunk.
 	ctx := context.Background()
 	if err := d.cli.Call(ctx, w.Addr(), &transfer.CommitRequest{Key: "k", Version: 1}, nil); !errors.Is(err, base.ErrObjectNotFound) {
 		t.Fatalf("commit of nothing: %v", err)
 	}
-	sink, err := w.beginWrite(&transfer.WriteRequest{Key: "k", Version: 7, TotalSize: 10}, 5)
+	sink, err := w.TestHooks().BeginWrite(&transfer.WriteRequest{Key: "k", Version: 7, TotalSize: 10}, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,10 +176,8 @@ func TestWorkerPendingTimeout(t *testing.T) {
 		t.Fatalf("commit of half an object: %v", err)
 	}
 	eventually(t, "pending write dropped", func() bool {
-		w.pend.Lock()
-		n := len(w.pend.m)
-		w.pend.Unlock()
-		return n == 0 && w.eng.Metrics().PendingWrites.Objects == 0
+		n := len(w.TestHooks().PendingWrites())
+		return n == 0 && w.TestHooks().Engine().Metrics().PendingWrites.Objects == 0
 	})
 }
 
@@ -199,7 +190,7 @@ func TestWorkerRestartReconciles(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		objects     int
-		pageObjects int // WorkerConfig.testRegisterPageObjects; 0: the default (one page here)
+		pageObjects int // worker.Config.Test.RegisterPageObjects; 0: the default (one page here)
 	}{
 		{"unpaged", 10, 0},
 		{"pages-of-7", 100, 7},
@@ -211,7 +202,7 @@ func TestWorkerRestartReconciles(t *testing.T) {
 func testWorkerRestartReconciles(t *testing.T, objects, pageObjects int) {
 	c := startMasters(t, 1, nil)
 	root := t.TempDir()
-	paged := func(cfg *WorkerConfig) { cfg.testRegisterPageObjects = pageObjects }
+	paged := func(cfg *worker.Config) { cfg.Test.RegisterPageObjects = pageObjects }
 	w := c.addWorker(root, paged)
 	d := newDriver(t, c.masterAddrs())
 	rng := rand.New(rand.NewPCG(3, 3))
@@ -244,18 +235,18 @@ func testWorkerRestartReconciles(t *testing.T, objects, pageObjects int) {
 		}
 		delete(vals, k)
 	}
-	pagesBefore := c.masters[0].regPages.Load()
+	pagesBefore := c.masters[0].TestHooks().RegisterPages()
 
-	w = c.addWorker(root, func(cfg *WorkerConfig) { paged(cfg); cfg.WarmUp = true }) // same root and configured address: same id
+	w = c.addWorker(root, func(cfg *worker.Config) { paged(cfg); cfg.WarmUp = true }) // same root and configured address: same id
 	if w.ID() != id {
 		t.Fatalf("restarted worker id %s, want %s", w.ID(), id)
 	}
-	eventually(t, "warm-up loads DRAM", func() bool { return w.eng.Metrics().DRAM.Objects > 0 })
+	eventually(t, "warm-up loads DRAM", func() bool { return w.TestHooks().Engine().Metrics().DRAM.Objects > 0 })
 	for k, v := range vals {
 		d.mustGet(k, v, 1)
 	}
 	for _, k := range removed {
-		if w.eng.Exists(k) {
+		if w.TestHooks().Engine().Exists(k) {
 			t.Fatalf("object %s removed while the worker was down is still held", k)
 		}
 	}
@@ -266,10 +257,10 @@ func testWorkerRestartReconciles(t *testing.T, objects, pageObjects int) {
 	if pageObjects > 0 {
 		wantPages = int64((objects - len(removed) + pageObjects - 1) / pageObjects)
 	}
-	if got := c.masters[0].regPages.Load() - pagesBefore; (wantPages == 0) != (got == 0) || got < wantPages {
+	if got := c.masters[0].TestHooks().RegisterPages() - pagesBefore; (wantPages == 0) != (got == 0) || got < wantPages {
 		t.Fatalf("the master accepted %d registration pages, want %d or more (0 when unpaged)", got, wantPages)
 	}
-	if st := w.status(); st.NVMeObjects < int64(len(vals)) {
+	if st := w.TestHooks().Status(); st.NVMeObjects < int64(len(vals)) {
 		t.Fatalf("worker status: %+v", st)
 	}
 
@@ -278,7 +269,7 @@ func testWorkerRestartReconciles(t *testing.T, objects, pageObjects int) {
 		t.Fatal(err)
 	}
 	c.workers[1] = nil
-	c.addWorker(t.TempDir(), func(cfg *WorkerConfig) { paged(cfg); cfg.WorkerID = id })
+	c.addWorker(t.TempDir(), func(cfg *worker.Config) { paged(cfg); cfg.WorkerID = id })
 	// The objects are younger than lostGrace: the first registration defers them, the second
 	// (asked for at once) settles them.
 	for k := range vals {
@@ -364,10 +355,10 @@ func TestCacheEvictionDropsReplicas(t *testing.T) {
 
 func testCacheEvictionDropsReplicas(t *testing.T, pageObjects int) {
 	c := startMasters(t, 1, nil)
-	w := c.addWorker("", func(cfg *WorkerConfig) {
+	w := c.addWorker("", func(cfg *worker.Config) {
 		cfg.GlobalSegmentSize = 4 << 20
-		cfg.testResyncInterval = 50 * time.Millisecond
-		cfg.testRegisterPageObjects = pageObjects
+		cfg.Test.ResyncInterval = 50 * time.Millisecond
+		cfg.Test.RegisterPageObjects = pageObjects
 	})
 	d := newDriver(t, c.masterAddrs())
 	rng := rand.New(rand.NewPCG(5, 5))
@@ -381,7 +372,7 @@ func testCacheEvictionDropsReplicas(t *testing.T, pageObjects int) {
 	}
 	eventually(t, "the master drops evicted replicas", func() bool {
 		for k := range vals {
-			if _, err := d.lookup(k); err == nil && !w.eng.Exists(k) {
+			if _, err := d.lookup(k); err == nil && !w.TestHooks().Engine().Exists(k) {
 				return false
 			}
 		}
@@ -397,7 +388,7 @@ func testCacheEvictionDropsReplicas(t *testing.T, pageObjects int) {
 	if held == 0 || held == len(vals) {
 		t.Fatalf("%d of %d objects held: want some evicted and some kept", held, len(vals))
 	}
-	if got := c.masters[0].regPages.Load(); (pageObjects > 0 && held > 1) != (got > 0) {
+	if got := c.masters[0].TestHooks().RegisterPages(); (pageObjects > 0 && held > 1) != (got > 0) {
 		t.Fatalf("the master accepted %d registration pages with %d objects per page (0: unpaged) and %d held", got, pageObjects, held)
 	}
 }
@@ -408,7 +399,7 @@ func testCacheEvictionDropsReplicas(t *testing.T, pageObjects int) {
 // (spill mode, nothing read), dram_objects + nvme_objects is the number of objects.
 func TestStatusReportsTiers(t *testing.T) {
 	c := startMasters(t, 1, nil)
-	w := c.addWorker(t.TempDir(), func(cfg *WorkerConfig) { cfg.GlobalSegmentSize = 4 << 20 })
+	w := c.addWorker(t.TempDir(), func(cfg *worker.Config) { cfg.GlobalSegmentSize = 4 << 20 })
 	d := newDriver(t, c.masterAddrs())
 	rng := rand.New(rand.NewPCG(7, 7))
 	const n = 16 // 16 x 512 KiB: twice the arena
@@ -420,12 +411,12 @@ func TestStatusReportsTiers(t *testing.T) {
 	// Wait for the spills to finish, then for a heartbeat that reports the worker's own
 	// figures: after that nothing moves between the tiers (no reads, no puts).
 	eventually(t, "spills finish", func() bool {
-		m := w.eng.Metrics()
+		m := w.TestHooks().Engine().Metrics()
 		return m.Spilling.Objects == 0 && m.SpillQueueBytes == 0 && m.NVMe.Objects > 0
 	})
-	var ws WorkerStatus
+	var ws master.WorkerStatus
 	for deadline := time.Now().Add(testWait); ; time.Sleep(10 * time.Millisecond) {
-		m := w.eng.Metrics()
+		m := w.TestHooks().Engine().Metrics()
 		st := d.status()
 		if len(st.Workers) != 1 {
 			t.Fatalf("workers in status: %+v", st.Workers)
@@ -457,7 +448,7 @@ func TestStatusReportsTiers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var page Status
+	var page master.Status
 	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
 		t.Fatal(err)
 	}
@@ -473,13 +464,13 @@ func TestStatusReportsTiers(t *testing.T) {
 func TestWorkerRestartGrace(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	dead := make(chan base.WorkerID, 4)
-	c := startMasters(t, 1, func(cfg *MasterConfig) {
+	c := startMasters(t, 1, func(cfg *master.Config) {
 		cfg.ClientTTL = ttl
 		cfg.WorkerRestartGrace = 30 * time.Second
-		cfg.onWorkerDead = func(id base.WorkerID) { dead <- id }
+		cfg.Test.OnWorkerDead = func(id base.WorkerID) { dead <- id }
 	})
 	root := t.TempDir()
-	w := c.addWorker(root, func(cfg *WorkerConfig) { cfg.GlobalSegmentSize = 4 << 20 })
+	w := c.addWorker(root, func(cfg *worker.Config) { cfg.GlobalSegmentSize = 4 << 20 })
 	id := w.ID()
 	d := newDriver(t, c.masterAddrs())
 	rng := rand.New(rand.NewPCG(9, 9))
@@ -520,7 +511,7 @@ func TestWorkerRestartGrace(t *testing.T) {
 		}
 	}
 
-	w = c.addWorker(root, func(cfg *WorkerConfig) { cfg.GlobalSegmentSize = 4 << 20 })
+	w = c.addWorker(root, func(cfg *worker.Config) { cfg.GlobalSegmentSize = 4 << 20 })
 	if w.ID() != id {
 		t.Fatalf("restarted worker id %s, want %s", w.ID(), id)
 	}
@@ -539,12 +530,12 @@ func TestWorkerRestartGrace(t *testing.T) {
 // and while it is away no new put is placed on it.
 func TestWorkerRestartGraceExpires(t *testing.T) {
 	dead := make(chan base.WorkerID, 4)
-	c := startMasters(t, 1, func(cfg *MasterConfig) {
+	c := startMasters(t, 1, func(cfg *master.Config) {
 		// 300 ms, as in TestWorkerDeadAfterTTL: at 100 ms (two 50 ms heartbeats) a loaded
 		// machine under -race let the worker that stays up be marked dead now and then.
 		cfg.ClientTTL = 300 * time.Millisecond
 		cfg.WorkerRestartGrace = time.Second
-		cfg.onWorkerDead = func(id base.WorkerID) { dead <- id }
+		cfg.Test.OnWorkerDead = func(id base.WorkerID) { dead <- id }
 	})
 	c.addWorker("", nil)
 	w2 := c.addWorker(t.TempDir(), nil)

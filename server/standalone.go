@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"time"
 
 	"github.com/mooncake-go/mooncake/dram"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/master"
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
 // StandaloneConfig configures one master (a single-voter raft cluster) and one worker in one
@@ -30,7 +31,7 @@ type StandaloneConfig struct {
 	GlobalSegmentSize int64
 	// RootFSDir holds the worker's NVMe tier. Default "": DRAM only.
 	RootFSDir string
-	// Persistence is the worker's default mode (see WorkerConfig). Default spill with
+	// Persistence is the worker's default mode (see worker.Config). Default spill with
 	// RootFSDir, else cache.
 	Persistence base.Persistence
 	// SSDCapacity bounds the NVMe tier. Default nvme's.
@@ -39,7 +40,7 @@ type StandaloneConfig struct {
 	ClusterID string
 	// HugePages chooses the arena's page mode. Default dram.HugePagesAuto.
 	HugePages dram.HugePages
-	// PrivateArena keeps the worker's arena private (WorkerConfig.PrivateArena): clients on
+	// PrivateArena keeps the worker's arena private (worker.Config.PrivateArena): clients on
 	// this host then read over TCP instead of shared memory.
 	PrivateArena bool
 	// WorkerID names the worker. Default "standalone-worker": the same across restarts, so the
@@ -51,12 +52,12 @@ type StandaloneConfig struct {
 
 // Standalone is a master and a worker in one process.
 type Standalone struct {
-	master *Master
-	worker *Worker
+	master *master.Master
+	worker *worker.Worker
 }
 
-// NewStandalone starts the master, then the worker registered with it, and waits until the
-// worker is registered (an error wrapping base.ErrTimeout after 30 s).
+// NewStandalone starts the master, then the worker registered with it (Start), and waits until
+// the worker is registered (WaitReady) (an error wrapping base.ErrTimeout after 30 s).
 func NewStandalone(cfg StandaloneConfig) (*Standalone, error) {
 	if cfg.DataDir == "" {
 		cfg.DataDir = "./mooncake-data"
@@ -67,25 +68,20 @@ func NewStandalone(cfg StandaloneConfig) (*Standalone, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	mc := MasterConfig{ID: DefaultMasterID, DataDir: filepath.Join(cfg.DataDir, "master"), RPCAddress: cfg.RPCAddress,
+	mc := master.Config{ID: master.DefaultMasterID, DataDir: filepath.Join(cfg.DataDir, "master"), RPCAddress: cfg.RPCAddress,
 		RaftAddress: "127.0.0.1:0", MetricsAddress: cfg.MetricsAddress, ClusterID: cfg.ClusterID, Logger: cfg.Logger}
-	m, err := NewMaster(mc)
-	if err != nil {
-		return nil, err
-	}
-	wc := WorkerConfig{WorkerID: cfg.WorkerID, ClusterID: cfg.ClusterID, MasterAddresses: []string{m.Addr()},
+	wc := worker.Config{WorkerID: cfg.WorkerID, ClusterID: cfg.ClusterID,
 		Address: cfg.WorkerAddress, MetricsAddress: cfg.WorkerMetricsAddress, GlobalSegmentSize: cfg.GlobalSegmentSize,
 		RootFSDir: cfg.RootFSDir, Persistence: cfg.Persistence, SSDCapacity: cfg.SSDCapacity, HugePages: cfg.HugePages,
 		PrivateArena: cfg.PrivateArena, Logger: cfg.Logger}
-	w, err := NewWorker(wc)
+	srv, err := Start(Config{Master: &mc, Worker: &wc})
 	if err != nil {
-		_ = m.Shutdown(context.Background())
 		return nil, err
 	}
-	s := &Standalone{master: m, worker: w}
-	select {
-	case <-w.regCh:
-	case <-time.After(30 * time.Second):
+	s := &Standalone{master: srv.Master, worker: srv.Worker}
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultReadyTimeout)
+	defer cancel()
+	if err := srv.WaitReady(ctx); err != nil {
 		_ = s.Shutdown(context.Background())
 		return nil, fmt.Errorf("%w: standalone worker did not register with its master within 30s", base.ErrTimeout)
 	}
@@ -93,10 +89,10 @@ func NewStandalone(cfg StandaloneConfig) (*Standalone, error) {
 }
 
 // Master returns the master.
-func (s *Standalone) Master() *Master { return s.master }
+func (s *Standalone) Master() *master.Master { return s.master }
 
 // Worker returns the worker.
-func (s *Standalone) Worker() *Worker { return s.worker }
+func (s *Standalone) Worker() *worker.Worker { return s.worker }
 
 // Addr returns the master's client address (what clients connect to).
 func (s *Standalone) Addr() string { return s.master.Addr() }

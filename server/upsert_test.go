@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/master"
+	"github.com/mooncake-go/mooncake/server/rpcsrv"
+	"github.com/mooncake-go/mooncake/server/worker"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -30,7 +33,7 @@ func TestUpsertNeverCommittedKeepsOldVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the worker restores v1 once the revoke's drop arrives", func() bool {
-		m := w.eng.Metrics()
+		m := w.TestHooks().Engine().Metrics()
 		return m.Restored == 1 && m.Superseded.Objects == 0
 	})
 	d.mustGet("k", v1, 1)
@@ -41,7 +44,7 @@ func TestUpsertNeverCommittedKeepsOldVersion(t *testing.T) {
 	}
 	d.mustGet("k", v3, 1)
 	eventually(t, "the master's drop of v1 frees it", func() bool {
-		m := w.eng.Metrics()
+		m := w.TestHooks().Engine().Metrics()
 		return m.SupersededTotal == 2 && m.Superseded.Objects == 0 && m.ReservedBytes == 0
 	})
 }
@@ -57,19 +60,19 @@ func TestUpsertDropRacesCommit(t *testing.T) {
 	v1, v2 := []byte("version one"), []byte("version two, dropped while committing")
 	ps, _ := startUpsertOver(t, d, v1, v2)
 	hook := func(key string, v base.Version) {
-		if err := w.drop(key, v); err != nil && !errors.Is(err, base.ErrInvalidVersion) {
+		if err := w.TestHooks().Drop(key, v); err != nil && !errors.Is(err, base.ErrInvalidVersion) {
 			t.Errorf("drop in the commit window: %v", err)
 		}
 	}
-	w.testBeforeCommit.Store(&hook)
+	w.TestHooks().SetBeforeCommit(&hook)
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
 	defer cancel()
 	err := d.cli.Write(ctx, ps.Replicas[0].Address, transfer.WriteRequest{Key: "k", Version: ps.Version, Checksum: base.Checksum(v2)}, v2)
-	w.testBeforeCommit.Store(nil)
+	w.TestHooks().SetBeforeCommit(nil)
 	if !errors.Is(err, base.ErrObjectNotFound) {
 		t.Fatalf("write dropped while committing: %v, want ErrObjectNotFound", err)
 	}
-	if m := w.eng.Metrics(); m.Restored != 1 || m.Superseded.Objects != 0 {
+	if m := w.TestHooks().Engine().Metrics(); m.Restored != 1 || m.Superseded.Objects != 0 {
 		t.Fatalf("restored %d, superseded %+v: want v1 current again", m.Restored, m.Superseded)
 	}
 	d.mustGet("k", v1, 1)
@@ -88,9 +91,7 @@ func TestLateWriteOfDroppedPut(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the worker receives the drop of the revoked put", func() bool {
-		w.pend.Lock()
-		defer w.pend.Unlock()
-		return w.droppedLocked(pendKey{"k", ps.Version})
+		return w.TestHooks().Dropped("k", ps.Version)
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
 	defer cancel()
@@ -98,7 +99,7 @@ func TestLateWriteOfDroppedPut(t *testing.T) {
 	if !errors.Is(err, base.ErrObjectNotFound) {
 		t.Fatalf("late write of a dropped put: %v, want ErrObjectNotFound", err)
 	}
-	if m := w.eng.Metrics(); m.SupersededTotal != 0 || m.PendingWrites.Objects != 0 {
+	if m := w.TestHooks().Engine().Metrics(); m.SupersededTotal != 0 || m.PendingWrites.Objects != 0 {
 		t.Fatalf("the late write left state behind: %+v", m)
 	}
 	d.mustGet("k", v1, 1)
@@ -115,9 +116,9 @@ func TestRegistrationWhileUpsertUnsettled(t *testing.T) {
 	v1, v2 := []byte("version one"), []byte("version two, in flight")
 	ps, _ := writeUnsettledUpsert(t, d, v1, v2)
 	for range 2 {
-		w.reregister.Store(true)
+		w.TestHooks().Reregister()
 		select {
-		case <-w.regCh:
+		case <-w.Registered():
 		case <-time.After(testWait):
 			t.Fatal("worker did not register again")
 		}
@@ -127,7 +128,7 @@ func TestRegistrationWhileUpsertUnsettled(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the revoke's drop makes v1 current again", func() bool {
-		return w.eng.Metrics().Restored == 1
+		return w.TestHooks().Engine().Metrics().Restored == 1
 	})
 	d.mustGet("k", v1, 1)
 }
@@ -147,12 +148,12 @@ func TestUpsertAcrossLeaderChange(t *testing.T) {
 		// The leader goes; the same node comes back on the same addresses and data.
 		upsertAcrossLeaderChange(t, 1, func(ctx context.Context, c *testCluster) {
 			mcfg := c.mcfgs[0]
-			mcfg.RPCAddress, mcfg.RaftAddress = c.masters[0].Addr(), c.masters[0].node.RaftAddr()
+			mcfg.RPCAddress, mcfg.RaftAddress = c.masters[0].Addr(), c.masters[0].TestHooks().Node().RaftAddr()
 			if err := c.masters[0].Shutdown(ctx); err != nil {
 				t.Fatal(err)
 			}
 			c.masters[0] = nil
-			m, err := NewMaster(mcfg)
+			m, err := master.NewMaster(mcfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,20 +165,20 @@ func TestUpsertAcrossLeaderChange(t *testing.T) {
 // upsertAcrossLeaderChange is TestUpsertAcrossLeaderChange on n masters, whose leader change
 // is made by change.
 func upsertAcrossLeaderChange(t *testing.T, n int, change func(context.Context, *testCluster)) {
-	c := startMasters(t, n, func(cfg *MasterConfig) { cfg.PutTimeout = 500 * time.Millisecond })
+	c := startMasters(t, n, func(cfg *master.Config) { cfg.PutTimeout = 500 * time.Millisecond })
 	w := c.addWorker("", nil)
 	d := newDriver(t, c.masterAddrs())
 	v1, v2 := []byte("version one"), []byte("version two, placed by the old leader")
 	ps, cfg := writeUnsettledUpsert(t, d, v1, v2)
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
 	defer cancel()
-	regs := w.registered.Load()
+	regs := w.TestHooks().Registrations()
 	change(ctx, c)
-	eventually(t, "the worker registered with the new leader", func() bool { return w.registered.Load() > regs })
+	eventually(t, "the worker registered with the new leader", func() bool { return w.TestHooks().Registrations() > regs })
 	d.leader = ""
 	d.mustGet("k", v1, 1)
 	eventually(t, "the new leader drops v2 once its grace has passed", func() bool {
-		return w.eng.Metrics().Restored == 1
+		return w.TestHooks().Engine().Metrics().Restored == 1
 	})
 	d.mustGet("k", v1, 1)
 	err := d.call(&transfer.PutEndRequest{Key: "k", Version: ps.Version, Size: int64(len(v2)),
@@ -186,7 +187,7 @@ func upsertAcrossLeaderChange(t *testing.T, n int, change func(context.Context, 
 		t.Fatalf("PutEnd of the old leader's put after the grace: %v, want ErrInvalidVersion", err)
 	}
 	d.mustGet("k", v1, 1)
-	if m := w.eng.Metrics(); m.Superseded.Objects != 0 || m.ReservedBytes != 0 {
+	if m := w.TestHooks().Engine().Metrics(); m.Superseded.Objects != 0 || m.ReservedBytes != 0 {
 		t.Fatalf("after the drop: superseded %+v, reserved %d", m.Superseded, m.ReservedBytes)
 	}
 }
@@ -230,11 +231,11 @@ func writeUnsettledUpsert(t *testing.T, d *driver, v1, v2 []byte) (*transfer.Put
 func TestUpsertHotKeysDropsFromLeader(t *testing.T) {
 	const size = 2 << 20
 	c := startMasters(t, 3, nil)
-	w := c.addWorker("", func(cfg *WorkerConfig) { cfg.HeartbeatInterval = DefaultHeartbeatInterval })
+	w := c.addWorker("", func(cfg *worker.Config) { cfg.HeartbeatInterval = rpcsrv.DefaultHeartbeatInterval })
 	d := newDriver(t, c.masterAddrs())
 	round := func(phase int) {
 		t.Helper()
-		before := w.dropFetch.drops.Load()
+		before := w.TestHooks().DropsFetchedEarly()
 		var last [4][]byte
 		for i := range 40 { // 40 x 2 MiB = 80 MiB, 2.5 arenas
 			k := i % len(last)
@@ -247,23 +248,23 @@ func TestUpsertHotKeysDropsFromLeader(t *testing.T) {
 		for k, v := range last {
 			d.mustGet(fmt.Sprint("hot-", k), v, 1)
 		}
-		if w.dropFetch.drops.Load() == before {
+		if w.TestHooks().DropsFetchedEarly() == before {
 			t.Fatalf("phase %d: no drop fetched early from the leader", phase)
 		}
 	}
 	round(0)
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
 	defer cancel()
-	regs := w.registered.Load()
+	regs := w.TestHooks().Registrations()
 	c.transferLeadership(ctx)
-	eventually(t, "the worker registered with the new leader", func() bool { return w.registered.Load() > regs })
+	eventually(t, "the worker registered with the new leader", func() bool { return w.TestHooks().Registrations() > regs })
 	d.leader = ""
 	round(1)
-	eventually(t, "every superseded version dropped", func() bool { return w.eng.Metrics().Superseded.Objects == 0 })
+	eventually(t, "every superseded version dropped", func() bool { return w.TestHooks().Engine().Metrics().Superseded.Objects == 0 })
 	// The early heartbeats carry no stats: the leader sums the increments of the periodic
 	// ones, and an older snapshot arriving after a newer one would be counted again.
 	eventually(t, "the leader's summed hits equal the worker's", func() bool {
 		m := c.leaderOf()
-		return m != nil && m.met.mc.workers.totals().HitsDRAM == w.eng.Metrics().HitsDRAM
+		return m != nil && m.TestHooks().WorkerStatsTotals().HitsDRAM == w.TestHooks().Engine().Metrics().HitsDRAM
 	})
 }

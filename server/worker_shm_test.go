@@ -9,22 +9,23 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/worker"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
 // startShm runs one master and one worker (its arena shared unless private) and returns
 // them with a transfer client for calls straight to the worker.
 type shmSetup struct {
-	worker *Worker
+	worker *worker.Worker
 	addr   string // the master's
 }
 
 func (s *shmSetup) Addr() string { return s.addr }
 
-func startShm(t *testing.T, private bool, ttl time.Duration, opts ...func(*WorkerConfig)) (*shmSetup, *transfer.Client) {
+func startShm(t *testing.T, private bool, ttl time.Duration, opts ...func(*worker.Config)) (*shmSetup, *transfer.Client) {
 	t.Helper()
 	c := startMasters(t, 1, nil)
-	w := c.addWorker("", func(cfg *WorkerConfig) {
+	w := c.addWorker("", func(cfg *worker.Config) {
 		cfg.GlobalSegmentSize = 16 << 20
 		cfg.PrivateArena = private
 		cfg.ShmLeaseTTL = ttl
@@ -55,7 +56,7 @@ func TestShmPinRelease(t *testing.T) {
 	if err := cli.Call(ctx, waddr, transfer.NewEmpty(transfer.OpShmOpen), &info); err != nil {
 		t.Fatal(err)
 	}
-	if info.BootID != transfer.BootID() || info.ArenaID == 0 || info.LeaseTTL != DefaultShmLeaseTTL {
+	if info.BootID != transfer.BootID() || info.ArenaID == 0 || info.LeaseTTL != worker.DefaultShmLeaseTTL {
 		t.Fatalf("ShmOpen: %+v", info)
 	}
 	a, err := transfer.MapSharedArena(&info)
@@ -94,7 +95,7 @@ func TestShmPinRelease(t *testing.T) {
 	if b, _ := a.Bytes(r.ArenaOffset, r.Length); !bytes.Equal(b, val[1000:1024]) || r.ArenaOffset != p.ArenaOffset+1000 {
 		t.Fatalf("range: %+v", r)
 	}
-	if got := s.worker.shm.count(); got != 2 {
+	if got := s.worker.TestHooks().ShmLeases(); got != 2 {
 		t.Fatalf("%d leases held, want 2", got)
 	}
 	// Released once: counted; twice, or unknown: not.
@@ -124,7 +125,7 @@ func TestShmPinRelease(t *testing.T) {
 	// A lease ends with the connection that made it: the client died or gave up.
 	p = pin(&transfer.ShmPinRequest{Key: "k"})
 	cli.ClosePeer(waddr)
-	eventually(t, "lease ended with its connection", func() bool { return s.worker.shm.count() == 0 })
+	eventually(t, "lease ended with its connection", func() bool { return s.worker.TestHooks().ShmLeases() == 0 })
 	if n := release(p.Lease); n != 0 {
 		t.Fatalf("release after the connection ended counted %d", n)
 	}
@@ -136,7 +137,7 @@ func TestShmPinRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "worker dropped the removed object", func() bool {
-		r, err := s.worker.eng.Get("k", 0)
+		r, err := s.worker.TestHooks().Engine().Get("k", 0)
 		if err == nil {
 			r.Release()
 		}
@@ -169,7 +170,7 @@ func TestShmLeaseTTL(t *testing.T) {
 	if err := cli.Call(ctx, s.worker.Addr(), &transfer.ShmPinRequest{Key: "k"}, &p); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "lease expired", func() bool { return s.worker.shm.count() == 0 })
+	eventually(t, "lease expired", func() bool { return s.worker.TestHooks().ShmLeases() == 0 })
 	resp := transfer.NewCountResponse(transfer.OpShmRelease, 0)
 	if err := cli.Call(ctx, s.worker.Addr(), &transfer.ShmReleaseRequest{Leases: []uint64{p.Lease}}, resp); err != nil || resp.Count != 0 {
 		t.Fatalf("late release: %d %v", resp.Count, err)
@@ -232,7 +233,7 @@ func TestShmTouchAndGenerations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hits := s.worker.eng.Metrics().HitsDRAM
+	hits := s.worker.TestHooks().Engine().Metrics().HitsDRAM
 	resp := transfer.NewBatchResponse(transfer.OpShmTouch, nil)
 	req := &transfer.ShmTouchRequest{Items: []transfer.KeyVersion{
 		{Key: "k", Version: lr.Version}, {Key: "missing", Version: 1}, {Key: "k", Version: lr.Version + 99}, {Key: "k"}}}
@@ -245,7 +246,7 @@ func TestShmTouchAndGenerations(t *testing.T) {
 			t.Fatalf("touch answers %+v, want codes %v", resp.Items, want)
 		}
 	}
-	if got := s.worker.eng.Metrics().HitsDRAM; got != hits+2 {
+	if got := s.worker.TestHooks().Engine().Metrics().HitsDRAM; got != hits+2 {
 		t.Fatalf("DRAM hits %d after two touches from %d", got, hits)
 	}
 	if g, _ := a.Gen("k"); g != g0 {
@@ -271,14 +272,14 @@ func TestShmTouchAndGenerations(t *testing.T) {
 func TestReadByReferenceOverTCP(t *testing.T) {
 	for _, tc := range []struct{ private, sendfile bool }{{false, true}, {true, true}, {false, false}} {
 		private := tc.private
-		s, cli := startShm(t, private, 0, func(cfg *WorkerConfig) { cfg.TCPSendfile = tc.sendfile })
+		s, cli := startShm(t, private, 0, func(cfg *worker.Config) { cfg.TCPSendfile = tc.sendfile })
 		d := newDriver(t, []string{s.Addr()})
 		val := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
 		if err := d.put("k", val, 1, false); err != nil {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		sends := func() int64 { return s.worker.rpc.srv.Stats().SendfileSends }
+		sends := func() int64 { return s.worker.TestHooks().RPCStats().SendfileSends }
 		read := func(verifies bool) int64 {
 			t.Helper()
 			before := sends()
@@ -299,7 +300,7 @@ func TestReadByReferenceOverTCP(t *testing.T) {
 		if got := read(false); got != 0 {
 			t.Fatalf("private %v: an unverified read went by reference", private)
 		}
-		if st := s.worker.rpc.srv.Stats(); st.SendfileRefused != 0 {
+		if st := s.worker.TestHooks().RPCStats(); st.SendfileRefused != 0 {
 			t.Fatalf("refused sends: %+v", st)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/worker"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -24,7 +25,7 @@ func TestShmPutStaged(t *testing.T) {
 	if err := cli.Call(ctx, waddr, &transfer.ShmPutOpenRequest{BootID: "another-host"}, &info); !errors.Is(err, base.ErrNotSupported) {
 		t.Fatalf("ShmPutOpen from another host: %v", err)
 	}
-	if n := s.worker.stages.count(); n != 0 {
+	if n := s.worker.TestHooks().ShmPutStages(); n != 0 {
 		t.Fatalf("%d staging areas after a refusal", n)
 	}
 	if err := cli.Call(ctx, waddr, &transfer.ShmPutOpenRequest{BootID: transfer.BootID()}, &info); err != nil {
@@ -35,8 +36,8 @@ func TestShmPutStaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	if info.Stage == 0 || a.Size() != shmPutStageSize || s.worker.stages.count() != 1 {
-		t.Fatalf("ShmPutOpen: %+v, %d areas", info, s.worker.stages.count())
+	if info.Stage == 0 || a.Size() != worker.ShmPutStageSize || s.worker.TestHooks().ShmPutStages() != 1 {
+		t.Fatalf("ShmPutOpen: %+v, %d areas", info, s.worker.TestHooks().ShmPutStages())
 	}
 
 	start := func(key string, size int64) *transfer.PutStartResponse {
@@ -89,7 +90,7 @@ func TestShmPutStaged(t *testing.T) {
 	if err := write(info.Stage, 0, w, int64(len(small))); !errors.Is(err, base.ErrCorruption) {
 		t.Fatalf("staged write of a changed byte: %v", err)
 	}
-	if r, err := s.worker.eng.Get("bad", 0); !errors.Is(err, base.ErrObjectNotFound) {
+	if r, err := s.worker.TestHooks().Engine().Get("bad", 0); !errors.Is(err, base.ErrObjectNotFound) {
 		if err == nil {
 			r.Release()
 		}
@@ -109,7 +110,7 @@ func TestShmPutStaged(t *testing.T) {
 		want     error
 	}{
 		{info.Stage + 1, 0, 10, transfer.WriteRequest{Key: "x", Version: 1, TotalSize: 10, Commit: true}, base.ErrNotSupported},
-		{info.Stage, shmPutStageSize - 5, 10, transfer.WriteRequest{Key: "x", Version: 1, TotalSize: 10, Commit: true}, base.ErrInvalidParams},
+		{info.Stage, worker.ShmPutStageSize - 5, 10, transfer.WriteRequest{Key: "x", Version: 1, TotalSize: 10, Commit: true}, base.ErrInvalidParams},
 		{info.Stage, 0, 10, transfer.WriteRequest{Key: "x", Version: 1, TotalSize: 5, Commit: true}, base.ErrInvalidParams},
 	} {
 		if err := write(c.stage, c.stageOff, c.w, c.n); !errors.Is(err, c.want) {
@@ -125,7 +126,7 @@ func TestShmPutStaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	cli.ClosePeer(waddr)
-	eventually(t, "staging area ended with its connection", func() bool { return s.worker.stages.count() == 0 })
+	eventually(t, "staging area ended with its connection", func() bool { return s.worker.TestHooks().ShmPutStages() == 0 })
 	if err := write(info.Stage, 0, transfer.WriteRequest{Key: "dies", Version: ps.Version, TotalSize: 2 << 20, Offset: 1 << 20}, 1<<20); !errors.Is(err, base.ErrNotSupported) {
 		t.Fatalf("write through an ended area: %v", err)
 	}
@@ -134,14 +135,14 @@ func TestShmPutStaged(t *testing.T) {
 	}
 }
 
-// TestShmPutLimits: a worker holds at most shmPutMaxStages areas (later clients put over
+// TestShmPutLimits: a worker holds at most worker.ShmPutMaxStages areas (later clients put over
 // TCP), ShmPutClose frees one, and a worker with private memory opens none.
 func TestShmPutLimits(t *testing.T) {
 	s, cli := startShm(t, false, 0)
 	ctx := context.Background()
 	waddr := s.worker.Addr()
 	var first transfer.ShmPutOpenResponse
-	for i := range shmPutMaxStages {
+	for i := range worker.ShmPutMaxStages {
 		var info transfer.ShmPutOpenResponse
 		if err := cli.Call(ctx, waddr, &transfer.ShmPutOpenRequest{BootID: transfer.BootID()}, &info); err != nil {
 			t.Fatalf("area %d: %v", i, err)

@@ -234,7 +234,7 @@ type EventListener struct {
 	// SupersededHeld is called with the bytes superseded versions hold when a commit leaves
 	// at least Options.SupersededFetchBytes of them, and when a Put starts waiting for them
 	// to be released (Options.SupersededWait): the worker then fetches the drops the master
-	// owes it (server/worker_drop.go) rather than waiting for its next heartbeat. It runs on
+	// owes it (server/worker/worker_drop.go) rather than waiting for its next heartbeat. It runs on
 	// the committing or waiting goroutine; it must not block.
 	SupersededHeld func(heldBytes int64)
 }

@@ -15,7 +15,8 @@ import (
 	"github.com/mooncake-go/mooncake/client/mooncakestore"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/internal/testutil"
-	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/master"
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
 func TestMain(m *testing.M) { testutil.VerifyNoLeaks(m) }
@@ -24,13 +25,13 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 
 // startCluster starts one master and two workers in-process and returns the master's address
 // and the workers.
-func startCluster(t *testing.T) (string, []*server.Worker) {
+func startCluster(t *testing.T) (string, []*worker.Worker) {
 	t.Helper()
-	m, err := server.NewMaster(server.MasterConfig{DataDir: t.TempDir(), RPCAddress: "127.0.0.1:0", Logger: quiet()})
+	m, err := master.NewMaster(master.Config{DataDir: t.TempDir(), RPCAddress: "127.0.0.1:0", Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ws []*server.Worker
+	var ws []*worker.Worker
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -40,7 +41,7 @@ func startCluster(t *testing.T) (string, []*server.Worker) {
 		m.Shutdown(ctx)
 	})
 	for i := range 2 {
-		w, err := server.NewWorker(server.WorkerConfig{WorkerID: base.WorkerID("w" + strconv.Itoa(i+1)), MasterAddresses: []string{m.Addr()},
+		w, err := worker.NewWorker(worker.Config{WorkerID: base.WorkerID("w" + strconv.Itoa(i+1)), MasterAddresses: []string{m.Addr()},
 			Address: "127.0.0.1:0", GlobalSegmentSize: 16 << 20, Logger: quiet()})
 		if err != nil {
 			t.Fatal(err)

@@ -11,9 +11,10 @@ import (
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
-// The embedded worker (setup with global_segment_size > 0): a server.Worker in the calling
+// The embedded worker (setup with global_segment_size > 0): a worker.Worker in the calling
 // process, as Mooncake's client mounts a segment. Its life:
 //
 //  1. setup starts it with an id of its own (embeddedPrefix, host, pid, random: never reused,
@@ -52,9 +53,10 @@ func embeddedID() base.WorkerID {
 	return base.WorkerID(fmt.Sprintf("%s%s-%d-%08x", embeddedPrefix, host, os.Getpid(), rand.Uint32()))
 }
 
-// startEmbedded starts the worker and waits until the leader lists it active and attached (bounded by ctx).
-func startEmbedded(ctx context.Context, cl *client.Client, clusterID string, masters []string, addr string, size int64) (*server.Worker, error) {
-	w, err := server.NewWorker(server.WorkerConfig{
+// startEmbedded starts the worker (server.Start), waits until it registered with the leader
+// (the composer's readiness), then until the leader lists it attached (bounded by ctx).
+func startEmbedded(ctx context.Context, cl *client.Client, clusterID string, masters []string, addr string, size int64) (*worker.Worker, error) {
+	srv, err := server.Start(server.Config{Worker: &worker.Config{
 		WorkerID:          embeddedID(),
 		ClusterID:         clusterID,
 		MasterAddresses:   masters,
@@ -62,21 +64,26 @@ func startEmbedded(ctx context.Context, cl *client.Client, clusterID string, mas
 		GlobalSegmentSize: size,
 		Ephemeral:         true,
 		Logger:            stderrLogger,
-	})
+	}})
 	if err != nil {
 		return nil, err
 	}
-	if err := waitReady(ctx, cl, w.ID()); err != nil {
+	w := srv.Worker
+	if err := srv.WaitReady(ctx); err != nil {
+		shutdownWorker(w, 0)
+		return nil, fmt.Errorf("%w: the embedded worker %s did not register in %v: %w", base.ErrUnavailable, w.ID(), workerReadyTimeout, err)
+	}
+	if err := waitAttached(ctx, cl, w.ID()); err != nil {
 		shutdownWorker(w, 0)
 		return nil, fmt.Errorf("%w: the embedded worker %s did not register in %v: %w", base.ErrUnavailable, w.ID(), workerReadyTimeout, err)
 	}
 	return w, nil
 }
 
-// waitReady polls the leader's status until worker id is active and attached (bounded by
-// ctx). Attached matters: until the worker holds its connection to the leader, a crash of
+// waitAttached polls the leader's status until worker id is active and attached (bounded by
+// ctx): the C library's one condition beyond the composer's readiness. Attached matters: until the worker holds its connection to the leader, a crash of
 // this process would be found only by client_ttl, and puts would go on being placed on it.
-func waitReady(ctx context.Context, cl *client.Client, id base.WorkerID) error {
+func waitAttached(ctx context.Context, cl *client.Client, id base.WorkerID) error {
 	for {
 		st, err := cl.Status(ctx)
 		if err == nil {
@@ -101,7 +108,7 @@ func waitReady(ctx context.Context, cl *client.Client, id base.WorkerID) error {
 
 // shutdownWorker unmounts and stops w within 10 s plus grace: the leave comes first, then
 // reads in flight finish their sends until that bound (Mooncake's grace_period_seconds).
-func shutdownWorker(w *server.Worker, grace time.Duration) {
+func shutdownWorker(w *worker.Worker, grace time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second+grace)
 	defer cancel()
 	if err := w.Shutdown(ctx); err != nil {
@@ -112,7 +119,7 @@ func shutdownWorker(w *server.Worker, grace time.Duration) {
 // stopEmbedded unmounts and stops ws (each Shutdown tells the leader it leaves before it
 // returns: see the life above; nil entries are skipped), then closes cl (which it takes
 // over; nil: none).
-func stopEmbedded(cl *client.Client, ws ...*server.Worker) {
+func stopEmbedded(cl *client.Client, ws ...*worker.Worker) {
 	for _, w := range ws {
 		if w != nil {
 			shutdownWorker(w, 0)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
-	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
 // Segment management (Mooncake's mount_segment, allocate_and_mount_segment, unmount_segment,
@@ -60,7 +60,7 @@ func (s *store) mountSegment(size uint64, path string, offset uint64, location s
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), workerReadyTimeout)
 	defer cancel()
-	var w *server.Worker
+	var w *worker.Worker
 	for try := 0; ; try++ {
 		addr, _, err := localAddress(host, pickHostPort)
 		if err != nil {
@@ -89,7 +89,7 @@ func (s *store) mountSegment(size uint64, path string, offset uint64, location s
 		return "", 0, errNotSetUp
 	}
 	if s.mounted == nil {
-		s.mounted = map[base.WorkerID]*server.Worker{}
+		s.mounted = map[base.WorkerID]*worker.Worker{}
 	}
 	s.mounted[w.ID()] = w
 	s.mu.Unlock()
@@ -130,7 +130,7 @@ func (s *store) unmountSegments(ids []string, grace time.Duration) error {
 		s.mu.Unlock()
 		return errNotSetUp
 	}
-	ws := make([]*server.Worker, 0, len(ids))
+	ws := make([]*worker.Worker, 0, len(ids))
 	for _, id := range ids {
 		w, ok := s.mounted[base.WorkerID(id)]
 		if !ok {
@@ -153,8 +153,8 @@ func (s *store) unmountSegments(ids []string, grace time.Duration) error {
 }
 
 // takeMountedLocked empties the mounted set and returns what it held (close stops them).
-func (s *store) takeMountedLocked() []*server.Worker {
-	ws := make([]*server.Worker, 0, len(s.mounted))
+func (s *store) takeMountedLocked() []*worker.Worker {
+	ws := make([]*worker.Worker, 0, len(s.mounted))
 	for _, w := range s.mounted {
 		ws = append(ws, w)
 	}

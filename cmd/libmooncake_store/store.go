@@ -18,7 +18,7 @@ import (
 	"github.com/mooncake-go/mooncake/client/mooncakestore"
 	"github.com/mooncake-go/mooncake/cmd/internal/mcconfig"
 	"github.com/mooncake-go/mooncake/internal/base"
-	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
 // This file is the library's Go side with no cgo in it: the store a handle names, its setup
@@ -53,7 +53,7 @@ type store struct {
 	// without: a close in between makes their calls fail with ErrClosed.
 	cl *client.Client
 	// worker is the embedded worker (setup with global_segment_size > 0), else nil.
-	worker   *server.Worker
+	worker   *worker.Worker
 	hostname string
 	// bufs records registered buffers: start address -> length (see register).
 	bufs map[uintptr]uintptr
@@ -61,7 +61,7 @@ type store struct {
 	segments map[string]base.WorkerID
 	// mounted are the segments mount_segment added (segments.go), by id; masters and
 	// clusterID are setup's, for starting them.
-	mounted   map[base.WorkerID]*server.Worker
+	mounted   map[base.WorkerID]*worker.Worker
 	masters   []string
 	clusterID string
 }

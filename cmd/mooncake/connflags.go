@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/mooncake-go/mooncake/internal/base"
-	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/rpcsrv"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -27,8 +27,8 @@ func (f *connFlags) register(fs *pflag.FlagSet) {
 
 // resolve validates the flags; 0 is refused because it would read as "the default" below
 // (negative turns a limit off).
-func (f *connFlags) resolve() (server.ConnLimits, error) {
-	l := server.ConnLimits{IdleTimeout: f.idle, FrameTimeout: f.frame, MaxConnsPerPeer: f.perPeer}
+func (f *connFlags) resolve() (rpcsrv.ConnLimits, error) {
+	l := rpcsrv.ConnLimits{IdleTimeout: f.idle, FrameTimeout: f.frame, MaxConnsPerPeer: f.perPeer}
 	if l.IdleTimeout == 0 || l.FrameTimeout == 0 || l.MaxConnsPerPeer == 0 {
 		return l, fmt.Errorf("%w: --conn_idle_timeout, --conn_frame_timeout and --max_conns_per_peer must not be 0 (negative: no limit)", base.ErrInvalidParams)
 	}

@@ -3,7 +3,7 @@
 // `mooncake master add|remove|list` (membership of the masters' raft group).
 //
 // It is the only package that parses flags, environment variables and config files; it turns
-// them into server.MasterConfig / server.WorkerConfig and client.Config, and handles signals
+// them into master.Config / worker.Config (built through server.Start) and client.Config, and handles signals
 // (SIGTERM and SIGINT cancel the command's context: servers shut down gracefully, a worker
 // spilling its DRAM objects to NVMe first).
 //

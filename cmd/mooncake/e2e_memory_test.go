@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
-	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/memory"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -43,9 +43,9 @@ func TestMemoryEndToEnd(t *testing.T) {
 		}
 		return r.stdout
 	}
-	report := func() server.MemoryReport {
+	report := func() memory.MemoryReport {
 		t.Helper()
-		var r server.MemoryReport
+		var r memory.MemoryReport
 		if err := json.Unmarshal([]byte(cli("memory", "--json")), &r); err != nil {
 			t.Fatal(err)
 		}
@@ -53,9 +53,9 @@ func TestMemoryEndToEnd(t *testing.T) {
 	}
 	// waitVerdict polls the report until its verdict and reason match (workers learn of
 	// removals with their next heartbeat, about a second).
-	waitVerdict := func(what, verdict, reasonSub string) server.MemoryReport {
+	waitVerdict := func(what, verdict, reasonSub string) memory.MemoryReport {
 		t.Helper()
-		var r server.MemoryReport
+		var r memory.MemoryReport
 		waitFor(t, what, 20*time.Second, func() error {
 			r = report()
 			if r.Verdict != verdict || !strings.Contains(r.Reason, reasonSub) {
@@ -88,7 +88,7 @@ func TestMemoryEndToEnd(t *testing.T) {
 		put(fmt.Sprintf("exact-%d", i), n, n*qwenBPT)
 		tokens += n
 	}
-	r := waitVerdict("exact objects", server.VerdictExpected, "within 5.0%")
+	r := waitVerdict("exact objects", memory.VerdictExpected, "within 5.0%")
 	if math.Abs(r.DifferencePct) > 1 || r.Tokens != tokens || r.ExpectedBytes != tokens*qwenBPT {
 		t.Fatalf("exact objects: %+.3f%%, %d tokens, expected %d bytes; want within 1%%, %d tokens, %d bytes",
 			r.DifferencePct, r.Tokens, r.ExpectedBytes, tokens, tokens*qwenBPT)
@@ -103,7 +103,7 @@ func TestMemoryEndToEnd(t *testing.T) {
 	// pending or held), and alignment is all that separates it from the logical bytes.
 	q := modelOf(t, r, "qwen2-7b")
 	if q.DRAMAllocated != r.Cluster.ArenaAllocated || q.DRAMObjects != 6 || q.NVMeAllocated != 0 ||
-		q.AllocatedBytes-q.ActualBytes != r.Cluster.AlignmentWaste || causeOf(q.AllocatedCauses, server.CauseAlignment) != r.Cluster.AlignmentWaste {
+		q.AllocatedBytes-q.ActualBytes != r.Cluster.AlignmentWaste || causeOf(q.AllocatedCauses, memory.CauseAlignment) != r.Cluster.AlignmentWaste {
 		t.Fatalf("qwen2-7b allocated: %+v; cluster %+v", q, r.Cluster)
 	}
 
@@ -131,14 +131,14 @@ func TestMemoryEndToEnd(t *testing.T) {
 	// 2. Objects carrying fewer tokens than their size implies.
 	put("short-0", 10, 40*qwenBPT)
 	put("short-1", 10, 40*qwenBPT)
-	r = waitVerdict("fewer tokens", server.VerdictUnexpected, "largest cause: token_mismatch")
+	r = waitVerdict("fewer tokens", memory.VerdictUnexpected, "largest cause: token_mismatch")
 	// A wide threshold accepts the same report.
 	if text := cli("memory", "--threshold", "500"); !strings.Contains(text, "verdict: expected") {
 		t.Fatalf("memory --threshold 500:\n%s", text)
 	}
 	cli("rm", "short-0")
 	cli("rm", "short-1")
-	waitVerdict("short objects removed", server.VerdictExpected, "within")
+	waitVerdict("short objects removed", memory.VerdictExpected, "within")
 
 	// 3. An object held by a reader (a shared-memory lease) after its removal.
 	var st struct {
@@ -167,7 +167,7 @@ func TestMemoryEndToEnd(t *testing.T) {
 	}
 	cli("rm", "exact-4")
 	tokens -= 256
-	r = waitVerdict("held after removal", server.VerdictUnexpected, "largest cause: held")
+	r = waitVerdict("held after removal", memory.VerdictUnexpected, "largest cause: held")
 	if r.Cluster.HeldBytes != 256*qwenBPT {
 		t.Fatalf("held %d bytes, want %d", r.Cluster.HeldBytes, 256*qwenBPT)
 	}
@@ -175,7 +175,7 @@ func TestMemoryEndToEnd(t *testing.T) {
 	if err := tc.Call(ctx, worker, &transfer.ShmReleaseRequest{Leases: []uint64{pin.Lease}}, &released); err != nil {
 		t.Fatal(err)
 	}
-	waitVerdict("lease released", server.VerdictExpected, "within")
+	waitVerdict("lease released", memory.VerdictExpected, "within")
 
 	// 4. A put left unfinished: placed and written, never ended (a client that died).
 	var ps transfer.PutStartResponse
@@ -187,18 +187,18 @@ func TestMemoryEndToEnd(t *testing.T) {
 	if err := tc.Write(ctx, ps.Replicas[0].Address, transfer.WriteRequest{Key: "unfinished", Version: ps.Version, Checksum: base.Checksum(val)}, val); err != nil {
 		t.Fatal(err)
 	}
-	waitVerdict("unfinished put", server.VerdictUnexpected, "largest cause: pending")
+	waitVerdict("unfinished put", memory.VerdictUnexpected, "largest cause: pending")
 	if err := tc.Call(ctx, master, &transfer.PutRevokeRequest{Key: "unfinished", Version: ps.Version}, transfer.NewEmpty(transfer.OpPutRevoke)); err != nil {
 		t.Fatal(err)
 	}
-	r = waitVerdict("unfinished put revoked", server.VerdictExpected, "within")
+	r = waitVerdict("unfinished put revoked", memory.VerdictExpected, "within")
 	if r.Tokens != tokens {
 		t.Fatalf("%d tokens retained, want %d", r.Tokens, tokens)
 	}
 
 	// 5. Remove everything: zero, with nothing unaccounted.
 	cli("rm", "--all")
-	r = waitVerdict("everything removed", server.VerdictExpected, "nothing is stored")
+	r = waitVerdict("everything removed", memory.VerdictExpected, "nothing is stored")
 	if r.ActualBytes != 0 || r.ExpectedBytes != 0 || r.Tokens != 0 || len(r.Causes) != 0 || r.Cluster.ArenaAllocated != 0 {
 		t.Fatalf("after removing everything: %+v", r)
 	}
@@ -206,7 +206,7 @@ func TestMemoryEndToEnd(t *testing.T) {
 }
 
 // modelOf returns the report's entry of model name.
-func modelOf(t *testing.T, r server.MemoryReport, name string) server.ModelMemory {
+func modelOf(t *testing.T, r memory.MemoryReport, name string) memory.ModelMemory {
 	t.Helper()
 	for _, m := range r.Models {
 		if m.Name == name {
@@ -214,10 +214,10 @@ func modelOf(t *testing.T, r server.MemoryReport, name string) server.ModelMemor
 		}
 	}
 	t.Fatalf("the report has no model %q: %+v", name, r.Models)
-	return server.ModelMemory{}
+	return memory.ModelMemory{}
 }
 
-func causeOf(cs []server.Cause, name string) int64 {
+func causeOf(cs []memory.Cause, name string) int64 {
 	for _, c := range cs {
 		if c.Name == name {
 			return c.Bytes
@@ -269,11 +269,11 @@ func TestMemorySaturatedEndToEnd(t *testing.T) {
 	}
 	want := fmt.Sprintf("saturated, as expected for %d retained tokens", n*64)
 	waitFor(t, "saturated as expected", 20*time.Second, func() error {
-		var r server.MemoryReport
+		var r memory.MemoryReport
 		if err := json.Unmarshal([]byte(cli("memory", "--json")), &r); err != nil {
 			return err
 		}
-		if r.Verdict != server.VerdictExpected || len(r.Saturation) != 1 || !strings.Contains(r.Saturation[0], want) {
+		if r.Verdict != memory.VerdictExpected || len(r.Saturation) != 1 || !strings.Contains(r.Saturation[0], want) {
 			return fmt.Errorf("verdict %s (%s), saturation %q", r.Verdict, r.Reason, r.Saturation)
 		}
 		if r.Cluster.NVMeUsed == 0 {
@@ -288,7 +288,7 @@ func TestMemorySaturatedEndToEnd(t *testing.T) {
 	// allocated bytes, its NVMe bytes the store's live bytes (records with headers and
 	// padding), and the headers explain the NVMe side's excess over the logical bytes.
 	waitFor(t, "per-model bytes after the spill", 20*time.Second, func() error {
-		var r server.MemoryReport
+		var r memory.MemoryReport
 		if err := json.Unmarshal([]byte(cli("memory", "--json")), &r); err != nil {
 			return err
 		}
@@ -296,7 +296,7 @@ func TestMemorySaturatedEndToEnd(t *testing.T) {
 		c := r.Cluster
 		live := c.NVMeUsed - c.NVMeReclaimable
 		if q.DRAMAllocated != c.ArenaAllocated-c.PendingBytes-c.HeldBytes || q.NVMeAllocated != live || q.NVMeObjects == 0 ||
-			causeOf(q.AllocatedCauses, server.CauseNVMeHeaders) != c.NVMeHeaders || q.DRAMObjects+q.NVMeObjects < n {
+			causeOf(q.AllocatedCauses, memory.CauseNVMeHeaders) != c.NVMeHeaders || q.DRAMObjects+q.NVMeObjects < n {
 			return fmt.Errorf("qwen2-7b %+v; cluster %+v", q, c)
 		}
 		return nil

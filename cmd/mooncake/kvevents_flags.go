@@ -1,9 +1,8 @@
 package main
 
 import (
+	"github.com/mooncake-go/mooncake/server/master"
 	"github.com/spf13/pflag"
-
-	"github.com/mooncake-go/mooncake/server"
 )
 
 // kvEventFlags are Mooncake's master --enable_kv_events and kv_events_* flags (the ones with
@@ -30,8 +29,8 @@ func (f *kvEventFlags) register(fs *pflag.FlagSet) {
 }
 
 // config checks the flags and returns the server's configuration.
-func (f *kvEventFlags) config() (server.KVEventsConfig, error) {
-	c := server.KVEventsConfig{Enabled: f.enabled, BindEndpoint: f.endpoint, BackendID: f.backend, ModelName: f.model,
+func (f *kvEventFlags) config() (master.KVEventsConfig, error) {
+	c := master.KVEventsConfig{Enabled: f.enabled, BindEndpoint: f.endpoint, BackendID: f.backend, ModelName: f.model,
 		BlockSize: f.blockSize, LoraName: f.lora, AdditionalSalt: f.salt, DPRank: f.dpRank,
 		EmitObjectKey: f.emitKey, EmitLegacyCompat: f.emitLegacy}
 	if err := c.Validate(); err != nil {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/internal/testutil"
-	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/master"
 )
 
 func TestMain(m *testing.M) {
@@ -201,11 +201,11 @@ func TestMasterSettings(t *testing.T) {
 		s.WorkerRestartGrace != defaultRestartGrace {
 		t.Fatalf("%+v", s)
 	}
-	if defaultRestartGrace != server.DefaultWorkerRestartGrace {
-		t.Fatalf("--worker_restart_grace default %v, the server's %v", defaultRestartGrace, server.DefaultWorkerRestartGrace)
+	if defaultRestartGrace != master.DefaultWorkerRestartGrace {
+		t.Fatalf("--worker_restart_grace default %v, the server's %v", defaultRestartGrace, master.DefaultWorkerRestartGrace)
 	}
-	if s.ClientDisconnectGrace != server.DefaultClientDisconnectGrace {
-		t.Fatalf("--client_disconnect_grace default %v, the server's %v", s.ClientDisconnectGrace, server.DefaultClientDisconnectGrace)
+	if s.ClientDisconnectGrace != master.DefaultClientDisconnectGrace {
+		t.Fatalf("--client_disconnect_grace default %v, the server's %v", s.ClientDisconnectGrace, master.DefaultClientDisconnectGrace)
 	}
 	// --worker_restart_grace 0 gives no grace: the master gets a grace of client_ttl (a zero
 	// would take the server's default); a negative one is refused.

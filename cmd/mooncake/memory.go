@@ -14,7 +14,7 @@ import (
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/internal/kvmodel"
-	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/memory"
 )
 
 // tokenFlags are put's --tokens and --model.
@@ -72,7 +72,7 @@ of expected, else "unexpected", naming the largest cause. docs/memory.md explain
 			if err != nil {
 				return err
 			}
-			var r server.MemoryReport
+			var r memory.MemoryReport
 			if err := json.Unmarshal(raw, &r); err != nil {
 				return fmt.Errorf("%w: memory: the master sent bad JSON: %v", base.ErrInternal, err)
 			}
@@ -88,15 +88,15 @@ of expected, else "unexpected", naming the largest cause. docs/memory.md explain
 	}
 	f.register(cmd.Flags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
-	cmd.Flags().Float64Var(&threshold, "threshold", server.DefaultMemoryThresholdPct, "percent within which actual bytes count as expected")
+	cmd.Flags().Float64Var(&threshold, "threshold", memory.DefaultMemoryThresholdPct, "percent within which actual bytes count as expected")
 	return cmd
 }
 
-func printMemory(out io.Writer, r *server.MemoryReport) {
+func printMemory(out io.Writer, r *memory.MemoryReport) {
 	fmt.Fprintf(out, "memory of cluster %s (leader %s)\n\n", r.ClusterID, r.Master)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "WORKER\tARENA\tALLOCATED\tOBJECTS\tLOGICAL\tWASTE\tPENDING\tHELD\tFREE\tLARGEST FREE\tFRAG\tNVME USED\tRECLAIMABLE\tRSS\tTOUCHED\tGO HEAP\tREST\t")
-	row := func(w *server.WorkerMemory) {
+	row := func(w *memory.WorkerMemory) {
 		if w.Error != "" {
 			fmt.Fprintf(tw, "%s\tdid not answer: %s\t\n", w.ID, w.Error)
 			return
@@ -226,7 +226,7 @@ func newModelCmd(e *env) *cobra.Command {
 				return err
 			}
 			var doc struct {
-				Models []server.ModelMemory `json:"models"`
+				Models []memory.ModelMemory `json:"models"`
 			}
 			if err := json.NewDecoder(bytes.NewReader(st.Raw)).Decode(&doc); err != nil {
 				return fmt.Errorf("%w: status: bad JSON: %v", base.ErrInternal, err)

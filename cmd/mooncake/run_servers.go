@@ -6,15 +6,16 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
 	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/master"
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
-func (e *env) masterConfig(s masterSettings) server.MasterConfig {
+func (e *env) masterConfig(s masterSettings) master.Config {
 	peers := make([]raftmeta.Peer, len(s.Peers))
 	for i, p := range s.Peers {
 		peers[i] = raftmeta.Peer{ID: p.ID, RaftAddr: p.RaftAddr, RPCAddr: p.RPCAddr}
@@ -28,7 +29,7 @@ func (e *env) masterConfig(s masterSettings) server.MasterConfig {
 		// gives none.
 		grace = s.ClientTTL
 	}
-	return server.MasterConfig{
+	return master.Config{
 		ID: s.ID, DataDir: s.DataDir, RPCAddress: s.RPCAddress, RaftAddress: s.RaftAddress,
 		MetricsAddress: s.MetricsAddress, Peers: peers, ClusterID: s.ClusterID, ClientTTL: s.ClientTTL,
 		EvictionHighWatermarkRatio: s.EvictionHighWatermarkRatio, EvictionRatio: s.EvictionRatio,
@@ -38,8 +39,8 @@ func (e *env) masterConfig(s masterSettings) server.MasterConfig {
 	}
 }
 
-func (e *env) workerConfig(s workerSettings) server.WorkerConfig {
-	return server.WorkerConfig{
+func (e *env) workerConfig(s workerSettings) worker.Config {
+	return worker.Config{
 		WorkerID: s.WorkerID, ClusterID: s.ClusterID, MasterAddresses: s.MasterAddresses, Address: s.Address,
 		MetricsAddress: s.MetricsAddress, GlobalSegmentSize: s.GlobalSegmentSize, RootFSDir: s.RootFSDir,
 		Persistence: s.Persistence, SSDCapacity: s.SSDCapacity, Protocol: s.Protocol, HugePages: s.HugePages,
@@ -51,10 +52,12 @@ func (e *env) workerConfig(s workerSettings) server.WorkerConfig {
 // runMaster serves until ctx ends (SIGTERM or SIGINT), then shuts down gracefully. The
 // server logs its effective configuration once at start.
 func runMaster(ctx context.Context, e *env, s masterSettings) error {
-	m, err := server.NewMaster(e.masterConfig(s))
+	mc := e.masterConfig(s)
+	srv, err := server.Start(server.Config{Master: &mc})
 	if err != nil {
 		return fmt.Errorf("master %s: %w", s.ID, err)
 	}
+	m := srv.Master
 	fmt.Fprintf(e.stdout, "mooncake master %s ready: rpc %s, metrics %s\n", s.ID, m.Addr(), metricsURL(m.MetricsAddr()))
 	if e.mooncakeLines {
 		printMooncakeMasterLines(e, m)
@@ -73,10 +76,12 @@ func runMaster(ctx context.Context, e *env, s masterSettings) error {
 // runWorker serves until ctx ends; on SIGTERM the worker spills its DRAM objects to the NVMe
 // tier within --shutdown_timeout before it exits.
 func runWorker(ctx context.Context, e *env, s workerSettings) error {
-	w, err := server.NewWorker(e.workerConfig(s))
+	wc := e.workerConfig(s)
+	srv, err := server.Start(server.Config{Worker: &wc})
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
+	w := srv.Worker
 	fmt.Fprintf(e.stdout, "mooncake worker %s ready: data %s, metrics %s, DRAM %s, NVMe %s\n", w.ID(), w.Addr(),
 		metricsURL(w.MetricsAddr()), base.Bytes(s.GlobalSegmentSize), nvmeDesc(s))
 	if e.mooncakeLines {
@@ -92,27 +97,23 @@ func runWorker(ctx context.Context, e *env, s workerSettings) error {
 // runStandalone runs one master (a single raft voter) and one worker in this process.
 func runStandalone(ctx context.Context, e *env, ms masterSettings, ws workerSettings) error {
 	ms.DataDir = filepath.Join(ms.DataDir, "master")
-	m, err := server.NewMaster(e.masterConfig(ms))
+	mc, wc := e.masterConfig(ms), e.workerConfig(ws)
+	wc.MasterAddresses = nil // the composer registers the worker with this process's master
+	srv, err := server.Start(server.Config{Master: &mc, Worker: &wc, ExportWorkerMetrics: true})
 	if err != nil {
-		return fmt.Errorf("standalone master: %w", err)
-	}
-	ws.MasterAddresses = []string{m.Addr()}
-	w, err := server.NewWorker(e.workerConfig(ws))
-	if err != nil {
-		sctx, cancel := shutdownCtx(defaultShutdownTimeout)
-		defer cancel()
-		_ = m.Shutdown(sctx)
-		return fmt.Errorf("standalone worker: %w", err)
-	}
-	if err := waitRegistered(ctx, m.Addr(), ms.ClusterID, w.ID(), w.Addr()); err != nil {
-		sctx, cancel := shutdownCtx(defaultShutdownTimeout)
-		defer cancel()
-		_ = w.Shutdown(sctx)
-		_ = m.Shutdown(sctx)
 		return fmt.Errorf("standalone: %w", err)
 	}
-	if err := m.ExportWorkerMetrics(w); err != nil {
-		e.logger().Warn("standalone: the worker's metrics are not exported", "err", err)
+	m, w := srv.Master, srv.Worker
+	rctx, rcancel := context.WithTimeout(ctx, registerTimeout)
+	defer rcancel()
+	if err := srv.WaitReady(rctx); err != nil {
+		sctx, cancel := shutdownCtx(defaultShutdownTimeout)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		return fmt.Errorf("standalone: %w", err)
+	}
+	if srv.ExportErr != nil {
+		e.logger().Warn("standalone: the worker's metrics are not exported", "err", srv.ExportErr)
 	}
 	printStandaloneHelp(e.stdout, e.argv0, m.Addr(), m.MetricsAddr(), w.Addr(), ws)
 	<-ctx.Done()
@@ -131,37 +132,7 @@ func runStandalone(ctx context.Context, e *env, ms masterSettings, ws workerSett
 
 // registerTimeout bounds how long standalone waits for its worker to register (the master
 // elects itself first, about a second).
-const registerTimeout = 30 * time.Second
-
-// waitRegistered waits until the master lists the worker as active at its address, so that
-// "ready" means a put works. (After a restart the metadata restored from raft already lists
-// the worker as active, at the address of its previous run.)
-func waitRegistered(ctx context.Context, masterAddr, clusterID string, id base.WorkerID, addr string) error {
-	ctx, cancel := context.WithTimeout(ctx, registerTimeout)
-	defer cancel()
-	c, err := client.Connect(ctx, client.Config{MasterAddresses: []string{masterAddr}, ClusterID: clusterID})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		st, err := c.Status(ctx)
-		if err == nil {
-			for _, w := range st.Workers {
-				if w.ID == string(id) && w.State == "active" && w.Address == addr {
-					return nil
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: worker %s did not register with the master within %v (last error: %v)", base.ErrTimeout, id, registerTimeout, err)
-		case <-tick.C:
-		}
-	}
-}
+const registerTimeout = server.DefaultReadyTimeout
 
 func metricsURL(addr string) string {
 	if addr == "" {

@@ -17,7 +17,9 @@ import (
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/dram"
 	"github.com/mooncake-go/mooncake/internal/base"
-	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/master"
+	"github.com/mooncake-go/mooncake/server/rpcsrv"
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
 // Defaults of the server flags (Mooncake's where it has one).
@@ -27,8 +29,8 @@ const (
 	defaultWorkerPort       = 12300
 	defaultSegmentSize      = base.Bytes(1 << 30)
 	defaultClientTTL        = 10 * time.Second
-	defaultRestartGrace     = 2 * time.Minute // server.DefaultWorkerRestartGrace
-	defaultDisconnectGrace  = 2 * time.Second // server.DefaultClientDisconnectGrace
+	defaultRestartGrace     = 2 * time.Minute // master.DefaultWorkerRestartGrace
+	defaultDisconnectGrace  = 2 * time.Second // master.DefaultClientDisconnectGrace
 	defaultEvictHigh        = 0.95            // Mooncake's eviction_high_watermark_ratio
 	defaultEvictRatio       = 0.05            // Mooncake's eviction_ratio
 	defaultShutdownTimeout  = 30 * time.Second
@@ -40,7 +42,7 @@ const (
 type peer struct{ ID, RaftAddr, RPCAddr string }
 
 // masterSettings is the effective configuration of a master, after flags, file and defaults.
-// Its fields map one to one onto server.MasterConfig.
+// Its fields map one to one onto master.Config.
 type masterSettings struct {
 	ID, DataDir, RPCAddress, RaftAddress, MetricsAddress, ClusterID string
 	Peers                                                           []peer
@@ -51,23 +53,23 @@ type masterSettings struct {
 	// WorkerRestartGrace: 0 means none (a worker that announced leaving gets ClientTTL).
 	WorkerRestartGrace time.Duration
 	// ClientDisconnectGrace: a worker whose connection to the leader broke is dead this long
-	// after, unless it attaches again (server.MasterConfig.ClientDisconnectGrace).
+	// after, unless it attaches again (master.Config.ClientDisconnectGrace).
 	ClientDisconnectGrace                     time.Duration
 	EvictionHighWatermarkRatio, EvictionRatio float64
 	MaxValueSize                              int64
-	// RaftNoSync: --raft_fsync=false (server.MasterConfig.RaftNoSync).
+	// RaftNoSync: --raft_fsync=false (master.Config.RaftNoSync).
 	RaftNoSync bool
 	// RootFSDir is handed to workers without their own (Mooncake's master --root_fs_dir).
 	RootFSDir string
 	// NoSummary turns the "Master Metrics:" line off (--enable_metric_reporting=false).
 	NoSummary bool
 	// Conns bounds the master's idle and stalled client connections.
-	Conns server.ConnLimits
+	Conns rpcsrv.ConnLimits
 	// KVEvents is the KV event publisher (--enable_kv_events, kv_events_*).
-	KVEvents server.KVEventsConfig
+	KVEvents master.KVEventsConfig
 }
 
-// workerSettings is the effective configuration of a worker; it maps onto server.WorkerConfig.
+// workerSettings is the effective configuration of a worker; it maps onto worker.Config.
 type workerSettings struct {
 	WorkerID                base.WorkerID
 	ClusterID               string
@@ -83,7 +85,7 @@ type workerSettings struct {
 	PopulateArena           bool
 	ShutdownTimeout         time.Duration
 	WarmUp                  bool
-	// PrefetchBudget: server.WorkerConfig.PrefetchBudget (0 from the flag: off, -1 here).
+	// PrefetchBudget: worker.Config.PrefetchBudget (0 from the flag: off, -1 here).
 	PrefetchBudget int64
 	PrivateArena   bool
 	TCPSendfile    bool
@@ -94,7 +96,7 @@ type workerSettings struct {
 	// master's is not taken.
 	rootFromUser bool
 	// Conns bounds the worker's idle and stalled connections.
-	Conns server.ConnLimits
+	Conns rpcsrv.ConnLimits
 }
 
 // masterFlags are the flags of `mooncake master` (and the master half of standalone).
@@ -333,7 +335,7 @@ func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
 	fs.BoolVar(&f.populateArena, "populate_arena", true, "fault in the DRAM arena in the background after start, at low priority and ahead of the allocator, so puts seldom wait for first-touch page faults while start stays fast (RSS grows to global_segment_size within seconds per GiB); --prefault_arena does it before start instead")
 	fs.BoolVar(&f.tcpSendfile, "tcp_sendfile", false, "send the DRAM bytes of TCP reads to checksum-verifying clients with sendfile from the shared arena (by reference) instead of copying them; off by default: it cost more worker CPU than the copy where measured (docs/benchmarks.md)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown_timeout", defaultShutdownTimeout, "on SIGTERM, time allowed to spill DRAM to the NVMe tier before exit")
-	f.prefetchBudget = server.DefaultPrefetchBudget
+	f.prefetchBudget = worker.DefaultPrefetchBudget
 	fs.Var(&f.prefetchBudget, "prefetch_budget", "bytes of prefetches (is_exist with prefetch_to_memory: promote NVMe objects to DRAM) in flight at once; more are dropped and counted; 0 turns prefetch off")
 	fs.BoolVar(&f.warmUp, "warm_up", false, "with --root_fs_dir: at start, copy objects found on NVMe back into DRAM (in the background)")
 	f.conns.register(fs)

@@ -17,6 +17,7 @@ const module = "github.com/mooncake-go/mooncake"
 type pkg struct {
 	ImportPath string
 	Dir        string
+	Imports    []string
 	Deps       []string
 	CgoFiles   []string
 }
@@ -24,7 +25,7 @@ type pkg struct {
 // listPackages runs `go list -deps`-style listing of every package of the module.
 func listPackages(t *testing.T) []pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-json=ImportPath,Dir,Deps,CgoFiles", module+"/...")
+	cmd := exec.Command("go", "list", "-json=ImportPath,Dir,Imports,Deps,CgoFiles", module+"/...")
 	cmd.Dir = repoRoot(t)
 	out, err := cmd.Output()
 	if err != nil {

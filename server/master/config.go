@@ -1,0 +1,278 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/server/lifecycle"
+	"github.com/mooncake-go/mooncake/server/rpcsrv"
+	"github.com/mooncake-go/mooncake/transfer"
+)
+
+// Defaults. Each names the Mooncake flag it mirrors where there is one.
+const (
+	// DefaultClientTTL is how long a worker may stay silent before the leader marks it dead
+	// (Mooncake --client_ttl, 10 s there too). Ten missed heartbeats at rpcsrv.DefaultHeartbeatInterval.
+	DefaultClientTTL = 10 * time.Second
+	// DefaultWorkerRestartGrace is how long the leader keeps a worker that announced a graceful
+	// shutdown (its final heartbeat says it is leaving to restart) before marking it dead. Two
+	// minutes covers a spill of a large DRAM arena, the process restart and the reopening of a
+	// large NVMe index (about 10 s for a million objects), with room to spare; it is short
+	// enough that the replicas of a worker that was decommissioned rather than restarted are
+	// dropped soon. During the grace lookups still list the worker: clients fail over to other
+	// replicas, or get an error for objects held only there, until it is back.
+	DefaultWorkerRestartGrace = 2 * time.Minute
+	// DefaultClientDisconnectGrace is how long the leader waits for a worker whose connection
+	// to it broke (its process killed, its host gone) to attach again before it marks the
+	// worker dead. The worker stops getting puts at once; 2 s covers a reconnect after a
+	// transient reset (the worker redials within 500 ms) and is five times shorter than
+	// client_ttl, which still bounds a worker that hangs with its connection open.
+	DefaultClientDisconnectGrace = 2 * time.Second
+	// DefaultEvictionHighWatermarkRatio is Mooncake's --eviction_high_watermark_ratio default.
+	DefaultEvictionHighWatermarkRatio = 0.95
+	// DefaultEvictionRatio is Mooncake's --eviction_ratio default.
+	DefaultEvictionRatio = 0.05
+	// DefaultMaxValueSize bounds one value: 64 GiB, far above a KV-cache block and still a
+	// bound every length check can use.
+	DefaultMaxValueSize = 64 << 30
+	// DefaultSummaryInterval is how often the leader logs its "Master Metrics:" line.
+	DefaultSummaryInterval = 10 * time.Second
+	// DefaultMasterID names a master when Config.ID is empty (a standalone master).
+	DefaultMasterID = "m1"
+)
+
+// Config configures one master. A zero field takes the default its comment names.
+// Call EnsureDefaults, then Validate (NewMaster does both).
+type Config struct {
+	// ID is this master's raft server id. Default "m1".
+	ID string
+	// DataDir holds the raft log, stable store and snapshots. Required.
+	DataDir string
+	// RPCAddress is where clients and workers reach this master (host:port; port 0 picks a
+	// free one, read it back with Master.Addr). Default "127.0.0.1:50051".
+	RPCAddress string
+	// RaftAddress is the raft transport address. Default: the RPCAddress host, port 7001
+	// (or port 0 when RPCAddress uses port 0). It must match this master's entry in Peers.
+	RaftAddress string
+	// MetricsAddress serves /metrics, /health, /api/v1/status and the dashboard.
+	// Default "" means no metrics server (cmd/ passes ":9003", Mooncake's --metrics_port).
+	MetricsAddress string
+	// Peers are the initial voters, this master included, used only to bootstrap a new
+	// DataDir. Default: this master alone (a single-voter cluster, as in standalone).
+	Peers []raftmeta.Peer
+	// Join starts the master without bootstrapping anything: with an empty DataDir it waits,
+	// with no leader, until the leader of an existing cluster adds it (the AddMaster call,
+	// `mooncake master add`); with raft state it resumes like any restart. It must not be
+	// combined with Peers. Default false: an empty DataDir bootstraps Peers (or this master
+	// alone), which for a replacement master would start a second, separate cluster.
+	Join bool
+	// ClusterID must match the workers'. Default base.DefaultClusterID ("mooncake_cluster").
+	ClusterID string
+	// ClientTTL: a worker silent this long is marked dead and its replicas dropped. Default 10 s.
+	ClientTTL time.Duration
+	// WorkerRestartGrace: a worker whose last heartbeat announced a graceful shutdown (leaving
+	// to restart) is marked dead only once this long has passed since that heartbeat (or
+	// ClientTTL, whichever ends later); its re-registration ends the grace. Leader soft state:
+	// a new leader gives every worker a fresh ClientTTL from its election instead. A value at
+	// or under ClientTTL gives no grace. Default DefaultWorkerRestartGrace (2 min); see there
+	// why.
+	WorkerRestartGrace time.Duration
+	// ClientDisconnectGrace: a worker whose connection to the leader broke (the AttachWorker
+	// call it holds open ended with the connection) gets no new puts from then on and is
+	// marked dead this long after, unless it attaches again; at or over ClientTTL it changes
+	// nothing but the placements. Leader soft state. Default DefaultClientDisconnectGrace
+	// (2 s).
+	ClientDisconnectGrace time.Duration
+	// Repair bounds the copies repair and drain make, worker to worker (copies in flight,
+	// bytes per second, tasks queued). Zero fields take lifecycle's defaults (4 in flight,
+	// 128 MiB/s).
+	Repair lifecycle.RepairConfig
+	// EvictionHighWatermarkRatio: a worker whose DRAM is fuller than this ratio gets no new
+	// replicas while another worker has free room under it (the worker's own tier engine
+	// evicts). Default 0.95. Range (0, 1].
+	EvictionHighWatermarkRatio float64
+	// EvictionRatio is the share of DRAM a worker frees when it evicts. Default 0.05.
+	// Range (0, 1). Reported in status; the worker's tier engine applies its own watermarks.
+	EvictionRatio float64
+	// PutTimeout: a reservation not ended by PutEnd this long after PutStart is dropped, and
+	// the workers told to drop the pending bytes. Default 60 s.
+	PutTimeout time.Duration
+	// MaxValueSize bounds one value in bytes. Default 64 GiB.
+	MaxValueSize int64
+	// RaftNoSync skips the fsync of the raft log (raftmeta.Config.NoSync): a put is
+	// acknowledged once its PutEnd entry is written to a quorum's page cache, not its disk.
+	// Such a put survives a crash of any number of master processes, but not an operating
+	// system crash or power loss of a quorum of master hosts at once. Default false: every
+	// acknowledged put's metadata is fsynced on a quorum.
+	RaftNoSync bool
+	// SummaryInterval is the period of the leader's "Master Metrics:" log line. Default 10 s.
+	SummaryInterval time.Duration
+	// NoSummary turns the "Master Metrics:" line off (Mooncake's
+	// --enable_metric_reporting=false). Default false.
+	NoSummary bool
+	// RootFSDir is the NVMe directory this master hands to workers that set none of their own
+	// (Mooncake's master --root_fs_dir): it is in Status, which a worker reads at start.
+	// Default "": workers without one are DRAM only.
+	RootFSDir string
+	// Conns bound the client connections kept open and doing nothing, as on the worker.
+	// Defaults: see rpcsrv.ConnLimits.
+	Conns rpcsrv.ConnLimits
+	// KVEvents is Mooncake's KV event publisher (kvevents.go). Default off.
+	KVEvents KVEventsConfig
+	// Logger receives every log line. Default slog.Default().
+	Logger *slog.Logger
+
+	// Test holds the cluster tests' hooks (package server builds masters and workers
+	// together, so they cannot be this package's tests); zero in production.
+	Test TestKnobs
+}
+
+// TestKnobs are hooks for tests, nil/false in production.
+type TestKnobs struct {
+	Raft         func(*raftmeta.Config) // adjusts raft timing for loopback tests
+	NoBootstrap  bool                   // the test bootstraps the cluster itself (port-0 peers)
+	OnWorkerDead func(base.WorkerID)    // called after MarkWorkerLost committed
+	// RegisterLimits adjusts the bounds of paged registrations.
+	RegisterLimits func(*lifecycle.SessionLimits)
+	// BeforeRegisterPage is called as each page of a paged registration arrives, before
+	// the master looks at it.
+	BeforeRegisterPage func(m *Master, id base.WorkerID, session uint64, page uint32)
+	// BeforeCall is called as each RPC call arrives, before it is served (a test makes
+	// the master silent by blocking in it).
+	BeforeCall func(ctx context.Context, req transfer.Message)
+}
+
+// EnsureDefaults fills every zero field with its documented default.
+func (c *Config) EnsureDefaults() {
+	if c.ID == "" {
+		c.ID = DefaultMasterID
+	}
+	if c.RPCAddress == "" {
+		c.RPCAddress = "127.0.0.1:50051"
+	}
+	if c.RaftAddress == "" {
+		host, port, err := net.SplitHostPort(c.RPCAddress)
+		if err == nil {
+			if port == "0" {
+				c.RaftAddress = net.JoinHostPort(host, "0")
+			} else {
+				c.RaftAddress = net.JoinHostPort(host, "7001")
+			}
+		}
+	}
+	if c.ClusterID == "" {
+		c.ClusterID = base.DefaultClusterID
+	}
+	if c.ClientTTL == 0 {
+		c.ClientTTL = DefaultClientTTL
+	}
+	if c.WorkerRestartGrace == 0 {
+		c.WorkerRestartGrace = DefaultWorkerRestartGrace
+	}
+	if c.ClientDisconnectGrace == 0 {
+		c.ClientDisconnectGrace = DefaultClientDisconnectGrace
+	}
+	if c.EvictionHighWatermarkRatio == 0 {
+		c.EvictionHighWatermarkRatio = DefaultEvictionHighWatermarkRatio
+	}
+	if c.EvictionRatio == 0 {
+		c.EvictionRatio = DefaultEvictionRatio
+	}
+	if c.PutTimeout == 0 {
+		c.PutTimeout = rpcsrv.DefaultPutTimeout
+	}
+	if c.MaxValueSize == 0 {
+		c.MaxValueSize = DefaultMaxValueSize
+	}
+	if c.SummaryInterval == 0 {
+		c.SummaryInterval = DefaultSummaryInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first invalid field as an error wrapping base.ErrInvalidParams.
+// It presumes EnsureDefaults has been called.
+func (c *Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: master config: "+format, append([]any{base.ErrInvalidParams}, args...)...)
+	}
+	switch {
+	case c.DataDir == "":
+		return bad("data_dir is required")
+	case !rpcsrv.ValidHostPort(c.RPCAddress):
+		return bad("rpc_address %q is not host:port", c.RPCAddress)
+	case !rpcsrv.ValidHostPort(c.RaftAddress):
+		return bad("raft_address %q is not host:port", c.RaftAddress)
+	case c.MetricsAddress != "" && !rpcsrv.ValidHostPort(c.MetricsAddress):
+		return bad("metrics address %q is not host:port", c.MetricsAddress)
+	case c.ClientTTL < 0:
+		return bad("client_ttl %v is negative", c.ClientTTL)
+	case c.WorkerRestartGrace < 0:
+		return bad("worker_restart_grace %v is negative", c.WorkerRestartGrace)
+	case c.ClientDisconnectGrace < 0:
+		return bad("client_disconnect_grace %v is negative", c.ClientDisconnectGrace)
+	case c.EvictionHighWatermarkRatio <= 0 || c.EvictionHighWatermarkRatio > 1:
+		return bad("eviction_high_watermark_ratio %v is not in (0, 1]", c.EvictionHighWatermarkRatio)
+	case c.EvictionRatio <= 0 || c.EvictionRatio >= 1:
+		return bad("eviction_ratio %v is not in (0, 1)", c.EvictionRatio)
+	case c.PutTimeout < 0:
+		return bad("put timeout %v is negative", c.PutTimeout)
+	case c.MaxValueSize < 0:
+		return bad("max value size %d is negative", c.MaxValueSize)
+	case c.SummaryInterval < 0:
+		return bad("summary interval %v is negative", c.SummaryInterval)
+	}
+	if err := c.Conns.Validate(); err != nil {
+		return err
+	}
+	if err := c.KVEvents.Validate(); err != nil {
+		return fmt.Errorf("%w: master config: %w", base.ErrInvalidParams, err)
+	}
+	if c.Join && len(c.Peers) > 0 {
+		return bad("join and peers exclude each other: a joining master is added by the leader, it bootstraps nothing")
+	}
+	if peers := c.Peers; len(peers) > 0 {
+		self := false
+		seen := map[string]bool{}
+		for _, p := range peers {
+			if p.ID == "" || !rpcsrv.ValidHostPort(p.RaftAddr) {
+				return bad("peer %q=%q: want id=host:port", p.ID, p.RaftAddr)
+			}
+			if seen[p.ID] {
+				return bad("peer %q listed twice", p.ID)
+			}
+			seen[p.ID] = true
+			if p.ID == c.ID {
+				self = true
+			}
+		}
+		if !self {
+			return bad("peers do not include this master's id %q", c.ID)
+		}
+	}
+	return nil
+}
+
+// logAttrs is the effective config as logged once at start; the id is on the logger itself.
+func (c *Config) logAttrs() []any {
+	peers := make([]string, len(c.Peers))
+	for i, p := range c.Peers {
+		peers[i] = p.ID + "=" + p.RaftAddr
+	}
+	return []any{
+		"data_dir", c.DataDir, "rpc_address", c.RPCAddress, "raft_address", c.RaftAddress,
+		"metrics_address", c.MetricsAddress, "peers", strings.Join(peers, ","), "join", c.Join, "cluster_id", c.ClusterID,
+		"client_ttl", c.ClientTTL, "worker_restart_grace", c.WorkerRestartGrace, "client_disconnect_grace", c.ClientDisconnectGrace, "eviction_high_watermark_ratio", c.EvictionHighWatermarkRatio,
+		"eviction_ratio", c.EvictionRatio, "put_timeout", c.PutTimeout, "max_value_size", base.Bytes(c.MaxValueSize).String(),
+		"summary_interval", c.SummaryInterval, "raft_fsync", !c.RaftNoSync, "size_units", base.SizeUnits,
+		"enable_kv_events", c.KVEvents.Enabled,
+	}
+}

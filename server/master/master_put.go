@@ -1,0 +1,244 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/server/lifecycle"
+)
+
+// Replica names one worker holding a replica and where to reach it.
+type Replica struct {
+	WorkerID base.WorkerID
+	Address  string
+}
+
+// PutStartArgs is one PutStart request.
+type PutStartArgs struct {
+	Key             string
+	Size            int64
+	Replicas        int // default 1
+	PreferredWorker base.WorkerID
+	Upsert          bool
+	// Exclude: workers not to place on (a re-placed put: lifecycle.PutRequest.Exclude).
+	Exclude []base.WorkerID
+}
+
+// PutStartReply is the placement of one put.
+type PutStartReply struct {
+	Version  base.Version
+	Replicas []Replica
+}
+
+func (m *Master) validateObject(key string, size int64) error {
+	if err := base.ValidateKey(key); err != nil {
+		return err
+	}
+	if size <= 0 {
+		return fmt.Errorf("%w: size %d: a value must be at least 1 byte", base.ErrInvalidParams, size)
+	}
+	if size > m.cfg.MaxValueSize {
+		return fmt.Errorf("%w: value of %s is over the limit of %s", base.ErrTooLarge, base.Bytes(size), base.Bytes(m.cfg.MaxValueSize))
+	}
+	return nil
+}
+
+// putStart validates and places one put and reserves its bytes. Leader only.
+func (m *Master) putStart(a PutStartArgs) (PutStartReply, error) {
+	if err := m.validateObject(a.Key, a.Size); err != nil {
+		return PutStartReply{}, err
+	}
+	if a.Replicas == 0 {
+		a.Replicas = 1
+	}
+	if a.Replicas < 0 || a.Replicas > raftmeta.MaxReplicas {
+		return PutStartReply{}, fmt.Errorf("%w: replica count %d: want 1 to %d", base.ErrInvalidParams, a.Replicas, raftmeta.MaxReplicas)
+	}
+	if !m.ensureLeader() {
+		return PutStartReply{}, m.notLeader()
+	}
+	if !a.Upsert {
+		if _, ok := m.node.Lookup(a.Key); ok {
+			return PutStartReply{}, fmt.Errorf("%w: key %q", base.ErrObjectAlreadyExists, a.Key)
+		}
+	}
+	version, err := m.node.NewVersion()
+	if err != nil {
+		return PutStartReply{}, err
+	}
+	segs := m.activeSegments()
+	now := m.now()
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids, err := m.mu.lc.PlacePut(now, lifecycle.PutRequest{Key: a.Key, Version: version, Size: a.Size,
+		Replicas: a.Replicas, Preferred: a.PreferredWorker, Upsert: a.Upsert, Exclude: a.Exclude}, segs, m.mu.rng)
+	if err != nil {
+		return PutStartReply{}, err
+	}
+	addr := map[base.WorkerID]string{}
+	for _, s := range segs {
+		addr[s.ID] = s.Address
+	}
+	reply := PutStartReply{Version: version, Replicas: make([]Replica, len(ids))}
+	for i, id := range ids {
+		reply.Replicas[i] = Replica{WorkerID: id, Address: addr[id]}
+	}
+	return reply, nil
+}
+
+// queueDrops owes each worker holding o a drop of o's version.
+func (m *Master) queueDrops(objs []raftmeta.Object) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, o := range objs {
+		for _, id := range o.Replicas {
+			m.mu.lc.QueueDrop(id, o.Key, o.Version)
+		}
+	}
+}
+
+// activeSegments returns the registered workers in SegmentActive.
+func (m *Master) activeSegments() []raftmeta.Segment {
+	segs := m.node.Segments()
+	out := segs[:0]
+	for _, s := range segs {
+		if s.State == raftmeta.SegmentActive {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// PutEndItem is one object of a PutEnd: the placement's version and the replicas written.
+type PutEndItem struct {
+	Key      string
+	Version  base.Version
+	Size     int64
+	Checksum uint64
+	// Replicas the client wrote; empty means every placed replica.
+	Replicas     []base.WorkerID
+	SoftPinUntil time.Time
+	HardPin      bool
+	// Tokens and Model: the KV-cache tokens the object holds (server/memory).
+	Tokens int64
+	Model  string
+}
+
+// putEnd commits the objects of items in ONE raft entry. It returns one error per item.
+func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([]error, error) {
+	if !m.ensureLeader() {
+		return nil, m.notLeader()
+	}
+	errs := make([]error, len(items))
+	cmd := raftmeta.PutEnd{Upsert: upsert, Items: make([]raftmeta.PutItem, 0, len(items))}
+	idx := make([]int, 0, len(items)) // cmd item -> items index
+	resv := make([]bool, len(items))  // the item ends a reservation of this leader
+	// workers[i]: the reservation's workers (owed drops if the entry refuses the item).
+	workers := make([][]base.WorkerID, len(items))
+	now := m.now()
+	m.mu.Lock()
+	for i, it := range items {
+		if err := m.validateObject(it.Key, it.Size); err != nil {
+			errs[i] = err
+			continue
+		}
+		plan, err := m.mu.lc.BeginEnd(now, lifecycle.EndItem{Key: it.Key, Version: it.Version, Size: it.Size, Replicas: it.Replicas},
+			m.node.IssuedThisTerm(it.Version))
+		switch {
+		case errors.Is(err, base.ErrInvalidVersion) && m.alreadyCommitted(it):
+			// A retried PutEnd whose first attempt committed (the reply was lost): success.
+			continue
+		case err != nil:
+			errs[i] = err
+			continue
+		}
+		if plan.Reserved {
+			resv[i] = true
+			workers[i] = plan.Workers
+			if len(items) == 1 && plan.Upsert {
+				// One raft entry has one Upsert flag: a single PutEnd inherits its PutStart's.
+				// In a batch each item's flag is the PutEnd's (the handler splits batches by it).
+				upsert = true
+			}
+		}
+		var soft int64
+		if !it.SoftPinUntil.IsZero() {
+			soft = it.SoftPinUntil.UnixNano()
+		}
+		cmd.Items = append(cmd.Items, raftmeta.PutItem{Key: it.Key, Size: it.Size, Version: it.Version, Checksum: it.Checksum,
+			Replicas: plan.Replicas, SoftPinUntil: soft, HardPin: it.HardPin, Tokens: it.Tokens, Model: it.Model})
+		idx = append(idx, i)
+	}
+	m.mu.Unlock()
+	cmd.Upsert = upsert
+	if len(cmd.Items) == 0 {
+		return errs, nil // nothing began committing: every resv item is in cmd.Items
+	}
+	res, err := m.node.Apply(ctx, cmd)
+	if err != nil {
+		// Outcome unknown or not proposed: keep the reservations; the client may retry.
+		m.mu.Lock()
+		for i, it := range items {
+			if resv[i] {
+				m.mu.lc.AbandonCommit(it.Key, it.Version)
+			}
+		}
+		m.mu.Unlock()
+		return nil, err
+	}
+	// An upsert replaces the stored version: its replicas are owed a drop (a worker keeps a
+	// version it replaced locally until then: tier/supersede.go). What the entry replaced,
+	// not a lookup before it: another upsert of the key may commit in between.
+	if len(res.Replaced) > 0 {
+		m.queueDropsCommitted(res.Replaced)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for j, i := range idx {
+		var itemErr error
+		if res.Items != nil {
+			itemErr = res.Items[j]
+		} else if len(idx) == 1 {
+			itemErr = res.Err
+		}
+		errs[i] = itemErr
+		if !resv[i] {
+			continue
+		}
+		// Refused for good (duplicate, workers gone): the bytes are nobody's, drops owed.
+		m.mu.lc.EndCommit(items[i].Key, items[i].Version, workers[i], itemErr == nil)
+	}
+	return errs, nil
+}
+
+// alreadyCommitted reports whether the metadata holds the item's key at its version and checksum.
+func (m *Master) alreadyCommitted(it PutEndItem) bool {
+	o, ok := m.node.Lookup(it.Key)
+	return ok && o.Version == it.Version && o.Checksum == it.Checksum && o.Size == it.Size
+}
+
+// putRevoke drops the reservation of key at version (all workers drop the pending bytes).
+// Revoking a put that is not in flight is not an error: the worker timeout cleans up anyway.
+func (m *Master) putRevoke(key string, version base.Version) error {
+	if err := base.ValidateKey(key); err != nil {
+		return err
+	}
+	if !m.ensureLeader() {
+		return m.notLeader()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mu.lc.DropReservation(key, version)
+	return nil
+}
+
+// expireReservations drops puts that did not reach PutEnd within PutTimeout.
+func (m *Master) expireReservations() {
+	now := m.now()
+	m.execute(context.Background(), m.lcEvent(func(lc *lifecycle.Machine) []lifecycle.Effect { return lc.ExpireReservations(now) }))
+}

@@ -1,0 +1,89 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/transfer"
+)
+
+// masterHandler serves the master calls over transfer. It translates wire messages to the
+// Master's methods and errors back: a raftmeta.NotLeaderError becomes transfer's NOT_LEADER
+// carrying the leader's id and RPC address.
+type masterHandler struct {
+	transfer.UnimplementedHandler
+	m *Master
+}
+
+// wireErr converts errors for the wire.
+func wireErr(err error) error {
+	var nl *raftmeta.NotLeaderError
+	if errors.As(err, &nl) {
+		return &transfer.NotLeaderError{LeaderID: nl.LeaderID, LeaderAddr: nl.LeaderRPCAddr, Msg: "mooncake: not leader"}
+	}
+	return err
+}
+
+func itemErrs(errs []error) []transfer.ItemError {
+	out := make([]transfer.ItemError, len(errs))
+	for i, e := range errs {
+		out[i] = transfer.ItemErrorOf(wireErr(e))
+	}
+	return out
+}
+
+// firstErr returns the first non-nil error of errs (nil when every item succeeded): the error
+// of a single-item call, or what a batch call's failure counter counts.
+func firstErr(errs []error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func softPinUntil(now time.Time, ttl time.Duration) time.Time {
+	if ttl <= 0 {
+		return time.Time{}
+	}
+	return now.Add(ttl)
+}
+
+func putStartArgs(r *transfer.PutStartRequest) PutStartArgs {
+	return PutStartArgs{Key: r.Key, Size: r.Size, Replicas: int(r.Config.Replicas), PreferredWorker: r.Config.PreferredWorker,
+		Upsert: r.Config.Upsert, Exclude: r.Exclude}
+}
+
+func toReplicas(rs []Replica) []transfer.Replica {
+	out := make([]transfer.Replica, len(rs))
+	for i, r := range rs {
+		out[i] = transfer.Replica{WorkerID: r.WorkerID, Address: r.Address}
+	}
+	return out
+}
+
+func lookupResponse(l LookupReply) transfer.LookupResponse {
+	return transfer.LookupResponse{Version: l.Version, Size: l.Size, Checksum: l.Checksum, Replicas: toReplicas(l.Replicas)}
+}
+
+func (m *Master) putEndItem(r *transfer.PutEndRequest) PutEndItem {
+	return PutEndItem{Key: r.Key, Version: r.Version, Size: r.Size, Checksum: r.Checksum, Replicas: r.Replicas,
+		SoftPinUntil: softPinUntil(m.now(), r.Config.SoftPinTTL), HardPin: r.Config.HardPin, Tokens: r.Tokens, Model: r.Model}
+}
+
+func toWireKV(kvs []raftmeta.KeyVersion) []transfer.KeyVersion {
+	out := make([]transfer.KeyVersion, len(kvs))
+	for i, kv := range kvs {
+		out[i] = transfer.KeyVersion{Key: kv.Key, Version: kv.Version}
+	}
+	return out
+}
+
+// applyCtx bounds a call that commits through raft (the memory and model calls; the table's
+// calls get theirs from masterCall.timeout).
+func (h *masterHandler) applyCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, applyTimeout)
+}
