@@ -169,8 +169,21 @@ func newServer(tb testing.TB, h Handler, opts ServerOptions) *Server {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	closes := make(chan struct{}, 1)
+	s.testHookConnClosed = func() {
+		select {
+		case closes <- struct{}{}:
+		default: // a close not yet seen is pending: the waiter reads Stats afresh anyway
+		}
+	}
+	connCloses.Store(s, closes)
+	tb.Cleanup(func() { connCloses.Delete(s) })
 	return s
 }
+
+// connCloses maps each test server (newServer) to the channel its testHookConnClosed
+// signals, for awaitStat.
+var connCloses sync.Map // *Server -> chan struct{}
 
 // startServer serves h on 127.0.0.1:0 and closes it at the end of the test or benchmark.
 func startServer(tb testing.TB, h Handler, opts ServerOptions) *Server {
