@@ -291,3 +291,15 @@ func readResponse(t *testing.T, r io.Reader) (wire.Header, []byte, []byte) {
 	}
 	return h, body, payload
 }
+
+// Ping checks that addr answers.
+func (c *Client) Ping(ctx context.Context, addr string) error {
+	return c.Call(ctx, addr, NewEmpty(wire.OpPing), nil)
+}
+
+// WithIdempotent marks ctx so that calls made with it are retried after a broken connection
+// even if their op is not idempotent by itself (e.g. a Write the caller knows is safe to
+// resend, because the object is not committed until Commit).
+func WithIdempotent(ctx context.Context) context.Context {
+	return context.WithValue(ctx, idempotentKey{}, true)
+}
