@@ -12,6 +12,7 @@ import (
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/server/master"
 	"github.com/mooncake-go/mooncake/server/worker"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // startStandalone runs one master and one DRAM-only worker in this process.
@@ -39,17 +40,14 @@ func startStandalone(tb testing.TB, segment int64) *client.Client {
 		w.Shutdown(ctx)
 		m.Shutdown(ctx)
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.WaitFor(tb, "the worker registered", 30*time.Second, func() error {
 		st, err := c.Status(context.Background())
-		if err == nil && len(st.Workers) == 1 && st.Workers[0].State == "active" {
-			return c
+		if err == nil && (len(st.Workers) != 1 || st.Workers[0].State != "active") {
+			err = fmt.Errorf("workers %+v", st.Workers)
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("worker did not register: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
+	return c
 }
 
 // BenchmarkStandalone measures put and get through the client against an in-process

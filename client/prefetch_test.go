@@ -9,6 +9,7 @@ import (
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/server/worker"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // startSpilling starts one worker with a DRAM arena of arena bytes and an NVMe tier, puts
@@ -37,17 +38,12 @@ func startSpilling(t *testing.T, arena, size int64, n, spilled int, budget int64
 // waitMetric waits until the worker's metric name reaches at least want (20 s at most).
 func waitMetric(t *testing.T, ip *inproc, name string, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got := workerMetric(t, ip.workers[0].MetricsAddr(), name)
-		if got >= want {
-			return
+	testutil.WaitFor(t, name, 20*time.Second, func() error {
+		if got := workerMetric(t, ip.workers[0].MetricsAddr(), name); got < want {
+			return fmt.Errorf("%s is %v, want >= %v", name, got, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s is %v, want >= %v", name, got, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // An NVMe-only object read after ExistsWith(PrefetchToMemory) is served from DRAM; without

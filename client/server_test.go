@@ -17,6 +17,7 @@ import (
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/server/master"
 	"github.com/mooncake-go/mooncake/server/worker"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // These tests run the client against real in-process servers (master.NewMaster and
@@ -88,25 +89,22 @@ func connectWith(t testing.TB, ip *inproc, cfg client.Config) *client.Client {
 // waitActive waits until n workers are active (bounded: registration is asynchronous).
 func waitActive(t testing.TB, c *client.Client, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.WaitFor(t, fmt.Sprintf("%d workers active", n), 30*time.Second, func() error {
 		st, err := c.Status(context.Background())
-		if err == nil {
-			active := 0
-			for _, w := range st.Workers {
-				if w.State == "active" {
-					active++
-				}
-			}
-			if active == n {
-				return
+		if err != nil {
+			return err
+		}
+		active := 0
+		for _, w := range st.Workers {
+			if w.State == "active" {
+				active++
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("workers did not register: %v %+v", err, st.Workers)
+		if active != n {
+			return fmt.Errorf("workers %+v", st.Workers)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // inParallel runs fn(g) for g in [0, n), each in its own goroutine, and fails the test with
@@ -307,9 +305,8 @@ func TestServerStaleLookupCache(t *testing.T) {
 		// Within the TTL the cached lookup may still read v1, which the worker keeps until
 		// the master's drop of it arrives with a heartbeat (docs/tier.md, "Upserts"): never a
 		// mix, and v2 once the worker has let v1 go or the entry expired.
-		deadline := time.Now().Add(30 * time.Second)
 		buf := make([]byte, 5<<20)
-		for {
+		testutil.WaitFor(t, key+": v2 read after the upsert", 30*time.Second, func() error {
 			got, err := reader.Get(ctx, key)
 			if err != nil || !(bytes.Equal(got, v1) || bytes.Equal(got, v2)) {
 				t.Fatalf("%s: get after upsert through a cached lookup: %v (%d bytes)", key, err, len(got))
@@ -318,14 +315,11 @@ func TestServerStaleLookupCache(t *testing.T) {
 			if err != nil || !(bytes.Equal(buf[:n], v1) || bytes.Equal(buf[:n], v2)) {
 				t.Fatalf("%s: GetInto after upsert: %d %v", key, n, err)
 			}
-			if bytes.Equal(got, v2) && bytes.Equal(buf[:n], v2) {
-				break
+			if !bytes.Equal(got, v2) || !bytes.Equal(buf[:n], v2) {
+				return errors.New("still reading v1")
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: still reading v1 after the upsert", key)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	// A client reads its own writes and removes at once, whatever it cached.
 	if err := reader.Put(ctx, "k0", val(10, 3), client.ReplicateConfig{Upsert: true}); err != nil {

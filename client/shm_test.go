@@ -13,6 +13,7 @@ import (
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/server/worker"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // TestSharedMemoryGet: a client on the worker's host reads through the shared arena by
@@ -160,13 +161,13 @@ func TestSharedMemoryReleasesPins(t *testing.T) {
 			if skip && w.ShmLeases() != 0 {
 				t.Fatalf("%d leases held after confirmed releases", w.ShmLeases())
 			}
-			deadline := time.Now().Add(10 * time.Second) // releases are batched in the background
-			for w.ShmLeases() != 0 {
-				if time.Now().After(deadline) {
-					t.Fatalf("%d leases still held (never released?)", w.ShmLeases())
+			// Releases are batched in the background.
+			testutil.WaitFor(t, "every lease released", 10*time.Second, func() error {
+				if n := w.ShmLeases(); n != 0 {
+					return fmt.Errorf("%d leases still held (never released?)", n)
 				}
-				time.Sleep(5 * time.Millisecond)
-			}
+				return nil
+			})
 		})
 	}
 }
@@ -272,29 +273,24 @@ func TestSharedMemoryUnpinned(t *testing.T) {
 	}
 	// The reader's cached lookup still names the removed version; the worker dropped it, so
 	// the get misses rather than copying the old bytes.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.WaitFor(t, "the removed object missed", 10*time.Second, func() error {
 		_, err := reader.Get(ctx, "k")
-		if errors.Is(err, base.ErrObjectNotFound) {
-			break
-		}
-		if err != nil {
+		switch {
+		case errors.Is(err, base.ErrObjectNotFound):
+			return nil
+		case err != nil:
 			t.Fatalf("get after remove: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the removed object is still read")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return errors.New("the removed object is still read")
+	})
 
 	// The unpinned reads reached the worker as touches.
-	deadline = time.Now().Add(10 * time.Second)
-	for workerOpCount(t, ip.workers[0].MetricsAddr(), "shm_touch") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no ShmTouch reached the worker")
+	testutil.WaitFor(t, "a ShmTouch at the worker", 10*time.Second, func() error {
+		if workerOpCount(t, ip.workers[0].MetricsAddr(), "shm_touch") == 0 {
+			return errors.New("no ShmTouch reached the worker")
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // workerOpCount reads worker_requests_total{op=op} from a worker's metrics endpoint.
@@ -396,17 +392,14 @@ func TestBatchGetNoWait(t *testing.T) {
 // version may be read until its worker lets it go) or after a bounded wait.
 func awaitV2(t *testing.T, c *client.Client, key string, v1, v2 []byte) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.WaitFor(t, "get "+key+" reads the upsert", 30*time.Second, func() error {
 		got, err := c.Get(context.Background(), key)
-		switch {
-		case err != nil || !(bytes.Equal(got, v1) || bytes.Equal(got, v2)):
+		if err != nil || !(bytes.Equal(got, v1) || bytes.Equal(got, v2)) {
 			t.Fatalf("get %s after the upsert: %v (%d bytes)", key, err, len(got))
-		case bytes.Equal(got, v2):
-			return
-		case time.Now().After(deadline):
-			t.Fatalf("get %s: still the old version after the upsert", key)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		if !bytes.Equal(got, v2) {
+			return errors.New("still the old version")
+		}
+		return nil
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/server/worker"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // shmPutSizes cover one byte, a page, a value in one slot, exactly one 4 MiB slot, and a value
@@ -125,13 +126,12 @@ func TestSharedMemoryPutClientDies(t *testing.T) {
 		t.Fatal("a put whose client closed in the middle succeeded")
 	}
 	w := ip.workers[0]
-	deadline := time.Now().Add(30 * time.Second)
-	for w.ShmPutStages() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d staging areas still open after their client closed", w.ShmPutStages())
+	testutil.WaitFor(t, "the closed client's staging areas closed", 30*time.Second, func() error {
+		if n := w.ShmPutStages(); n != 0 {
+			return fmt.Errorf("%d staging areas still open after their client closed", n)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if _, err := other.Get(ctx, "k"); !errors.Is(err, base.ErrObjectNotFound) {
 		t.Fatalf("get of a put whose client died: %v", err)
 	}

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // TestCopyAndMoveTasks: the client's task calls against a master and three workers: a copy
@@ -37,23 +39,22 @@ func TestCopyAndMoveTasks(t *testing.T) {
 	}
 	wait := func(id base.TaskID, typ base.TaskType) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testutil.WaitFor(t, fmt.Sprintf("task %v to succeed", id), 30*time.Second, func() error {
 			ti, err := c.QueryTask(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ti.Status == base.TaskSuccess {
+			switch ti.Status {
+			case base.TaskSuccess:
 				if ti.Type != typ || ti.Key != "k" || ti.ID != id || ti.AssignedClient == "" || ti.Created.IsZero() {
 					t.Fatalf("task ended as %+v", ti)
 				}
-				return
-			}
-			if ti.Status == base.TaskFailed || time.Now().After(deadline) {
+				return nil
+			case base.TaskFailed:
 				t.Fatalf("task %+v did not succeed", ti)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return fmt.Errorf("task %+v", ti)
+		})
 	}
 	id, err := c.CreateCopyTask(ctx, "k", []string{"w2"})
 	if err != nil {

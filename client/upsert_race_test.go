@@ -14,6 +14,7 @@ import (
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/server/memory"
 	"github.com/mooncake-go/mooncake/server/worker"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -49,13 +50,12 @@ func TestConcurrentUpsertKeepsCommittedVersion(t *testing.T) {
 	// Every version but the listed one is owed a drop: once they arrive the worker holds no
 	// replaced version (a missed drop would hold one for good).
 	raw := rawClient(t)
-	deadline := time.Now().Add(30 * time.Second)
-	for h := workerHeldBytes(ctx, t, raw, ip.workers[0].Addr()); h != 0; h = workerHeldBytes(ctx, t, raw, ip.workers[0].Addr()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the worker still holds %d bytes of replaced versions", h)
+	testutil.WaitFor(t, "every replaced version dropped", 30*time.Second, func() error {
+		if h := workerHeldBytes(ctx, t, raw, ip.workers[0].Addr()); h != 0 {
+			return fmt.Errorf("the worker still holds %d bytes of replaced versions", h)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if _, err := c.Get(ctx, key); err != nil {
 		t.Fatalf("get once settled: %v", err)
 	}
@@ -131,14 +131,13 @@ func TestUpsertPutEndFailsKeepsCommittedVersion(t *testing.T) {
 	}
 	settled := func(when string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for held() != 0 {
+		testutil.WaitFor(t, when, 30*time.Second, func() error {
 			mustRead(when)
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the worker still holds %d bytes", when, held())
+			if h := held(); h != 0 {
+				return fmt.Errorf("the worker still holds %d bytes", h)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 		mustRead(when)
 	}
 
@@ -178,11 +177,10 @@ func TestUpsertPutEndFailsKeepsCommittedVersion(t *testing.T) {
 	if got, err := c.Get(ctx, key); err != nil || !bytes.Equal(got, v4) {
 		t.Fatalf("get after a committed upsert: %v %q", err, got)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for held() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("v1 still held after v4 committed: %d bytes", held())
+	testutil.WaitFor(t, "v1 dropped after v4 committed", 30*time.Second, func() error {
+		if h := held(); h != 0 {
+			return fmt.Errorf("v1 still held: %d bytes", h)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -106,9 +106,9 @@ func TestCrash(t *testing.T) {
 				acked[f[1]] = base.Version(v)
 				n++
 				if n == killAfter {
-					// A random point: now, or after the child got some way into the next put.
-					time.Sleep(time.Duration(r.IntN(3000)) * time.Microsecond)
-					_ = cmd.Process.Kill()
+					// A random point: now, or after the child got some way into the next put
+					// (its acks are read on meanwhile).
+					time.AfterFunc(time.Duration(r.IntN(3000))*time.Microsecond, func() { _ = cmd.Process.Kill() })
 				}
 				continue
 			}

@@ -277,6 +277,9 @@ func (s *Store) gcLoop() {
 				s.opts.Events.BackgroundError(err)
 			}
 		}
+		if s.opts.testHookBackgroundPass != nil {
+			s.opts.testHookBackgroundPass()
+		}
 	}
 }
 

@@ -129,6 +129,10 @@ type Options struct {
 	DirectIO DirectIO
 	// Events receives callbacks for background work and failures (nil fields are skipped).
 	Events EventListener
+	// testHookBackgroundPass, when set, runs after each pass of the background loop (restore
+	// the ballast, reclaim, GC), so a test waits on the pass instead of sleeping. Nil in
+	// production.
+	testHookBackgroundPass func()
 	// DisableHolePunch turns off reclaiming dead records by punching holes in their extent
 	// (fallocate PUNCH_HOLE). By default Open probes the filesystem (ext4, xfs, btrfs and
 	// tmpfs support it; a non-OS vfs.FS does not) and, when it works, every deleted or

@@ -139,6 +139,36 @@ func TestDeleteFreesRoomAtOnce(t *testing.T) {
 	checkAccounting(t, s)
 }
 
+// backgroundPasses makes the store opened with o signal each pass of its background loop on
+// the returned channel (a pass that finds the channel full is folded into the one there).
+func backgroundPasses(o *Options) <-chan struct{} {
+	passes := make(chan struct{}, 1)
+	o.testHookBackgroundPass = func() {
+		select {
+		case passes <- struct{}{}:
+		default:
+		}
+	}
+	return passes
+}
+
+// putWhenRoom puts key durably, retrying after each background pass while the store is full
+// (a refused Put kicks a pass, whose reclaim, GC or restored ballast makes room), until
+// deadline fires; it returns the last error.
+func putWhenRoom(s *Store, passes <-chan struct{}, deadline <-chan time.Time, key string, data []byte) error {
+	for {
+		err := s.Put(key, 1, data, true)
+		if !errors.Is(err, base.ErrNoSpace) {
+			return err
+		}
+		select {
+		case <-passes:
+		case <-deadline:
+			return err
+		}
+	}
+}
+
 // TestSmallCapacityRecovers is the issue's --ssd_capacity 16MiB case, with and without hole
 // punching: fill, delete everything, and durable Puts work again within seconds (without
 // punching, the background GC deletes the emptied extents, the mostly dead active one
@@ -148,6 +178,7 @@ func TestSmallCapacityRecovers(t *testing.T) {
 		t.Run(fmt.Sprintf("punch=%v", punch), func(t *testing.T) {
 			dir := t.TempDir()
 			o := Options{Dir: dir, Logger: quietLogger, Capacity: 16 << 20, DisableLZ4: true, DisableHolePunch: !punch}
+			passes := backgroundPasses(&o)
 			s := mustOpen(t, o)
 			defer s.Close()
 			stored := fillUntilFull(t, s, "k", 1<<20)
@@ -158,17 +189,11 @@ func TestSmallCapacityRecovers(t *testing.T) {
 			}
 			data := payload(42, 1<<20, false)
 			start := time.Now()
-			deadline := start.Add(5 * time.Second)
-			var err error
-			for n := 0; n < len(stored); {
-				if err = s.Put(fmt.Sprint("again", n), 1, data, true); err == nil {
-					n++
-					continue
-				}
-				if !errors.Is(err, base.ErrNoSpace) || time.Now().After(deadline) {
+			deadline := time.After(5 * time.Second)
+			for n := range len(stored) {
+				if err := putWhenRoom(s, passes, deadline, fmt.Sprint("again", n), data); err != nil {
 					t.Fatalf("Put %d after deleting everything: %v (metrics %+v)", n, err, s.Metrics())
 				}
-				time.Sleep(20 * time.Millisecond)
 			}
 			t.Logf("%d objects of 1 MiB fit again %v after deleting all; metrics %+v", len(stored), time.Since(start), s.Metrics())
 			checkAccounting(t, s)
@@ -242,6 +267,7 @@ func TestFullTmpfs(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(mountTmpfs(t, "32m"), "store")
 			o := Options{Dir: dir, Logger: quietLogger, Capacity: c.capacity, DisableLZ4: true}
+			passes := backgroundPasses(&o)
 			s := mustOpen(t, o)
 			stored := fillUntilFull(t, s, "k", 512<<10)
 			m := s.Metrics()
@@ -250,20 +276,14 @@ func TestFullTmpfs(t *testing.T) {
 				t.Fatalf("default capacity exceeded: %+v", m)
 			}
 			freed := deleteHalf(t, s, stored)
-			deadline := time.Now().Add(5 * time.Second)
-			for n := 0; int64(n+1)*(512<<10) <= freed*7/10; {
+			deadline := time.After(5 * time.Second)
+			for n := 0; int64(n+1)*(512<<10) <= freed*7/10; n++ {
 				key := fmt.Sprint("again", n)
 				data := payload(uint64(5000+n), 512<<10, false)
-				err := s.Put(key, 1, data, true)
-				if err == nil {
-					stored[key] = data
-					n++
-					continue
-				}
-				if !errors.Is(err, base.ErrNoSpace) || time.Now().After(deadline) {
+				if err := putWhenRoom(s, passes, deadline, key, data); err != nil {
 					t.Fatalf("Put %d after deleting %s: %v (metrics %+v)", n, base.Bytes(freed), err, s.Metrics())
 				}
-				time.Sleep(20 * time.Millisecond)
+				stored[key] = data
 			}
 			for k, v := range stored {
 				mustRead(t, s, k, 1, v)
@@ -314,6 +334,7 @@ func mountTmpfs(t *testing.T, size string) string {
 func TestIndexDiskFull(t *testing.T) {
 	mnt := mountTmpfs(t, "24m")
 	o := Options{Dir: filepath.Join(mnt, "store"), Logger: quietLogger, DisableLZ4: true}
+	passes := backgroundPasses(&o)
 	s := mustOpen(t, o)
 	defer func() { s.Close() }()
 	hog := filepath.Join(mnt, "hog")
@@ -364,18 +385,10 @@ func TestIndexDiskFull(t *testing.T) {
 	if err := os.Remove(hog); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := s.Put("after", 1, payload(9, 300<<10, false), true)
-		if err == nil {
-			stored["after"] = payload(9, 300<<10, false)
-			break
-		}
-		if !errors.Is(err, base.ErrNoSpace) || time.Now().After(deadline) {
-			t.Fatalf("Put once the disk has room: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := putWhenRoom(s, passes, time.After(5*time.Second), "after", payload(9, 300<<10, false)); err != nil {
+		t.Fatalf("Put once the disk has room: %v", err)
 	}
+	stored["after"] = payload(9, 300<<10, false)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -87,15 +87,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns a Config with every tunable at its default (ID, addresses, DataDir and
-// Peers left empty). The defaults build on raft.DefaultConfig(); each change has its reason on
-// the field.
-func DefaultConfig() Config {
-	var c Config
-	c.EnsureDefaults()
-	return c
-}
-
 // EnsureDefaults fills in zero fields with their defaults.
 func (c *Config) EnsureDefaults() {
 	rc := raft.DefaultConfig()

@@ -19,9 +19,10 @@ import (
 // silentPeer accepts TCP connections and never reads or answers: a raft peer whose RPCs hang
 // until the connection closes (or the transport's 10s I/O timeout passes).
 type silentPeer struct {
-	ln    net.Listener
-	mu    sync.Mutex // protects conns
-	conns []net.Conn
+	ln     net.Listener
+	joined chan struct{} // closed at the first accepted connection
+	mu     sync.Mutex    // protects conns
+	conns  []net.Conn
 }
 
 func newSilentPeer(t *testing.T) *silentPeer {
@@ -30,7 +31,7 @@ func newSilentPeer(t *testing.T) *silentPeer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &silentPeer{ln: ln}
+	p := &silentPeer{ln: ln, joined: make(chan struct{})}
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -38,17 +39,13 @@ func newSilentPeer(t *testing.T) *silentPeer {
 				return
 			}
 			p.mu.Lock()
-			p.conns = append(p.conns, c)
+			if p.conns = append(p.conns, c); len(p.conns) == 1 {
+				close(p.joined)
+			}
 			p.mu.Unlock()
 		}
 	}()
 	return p
-}
-
-func (p *silentPeer) accepted() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.conns)
 }
 
 // close ends every connection, which fails the RPCs parked on them at once.
@@ -98,12 +95,10 @@ func TestCloseStuckRaftFailsLoudly(t *testing.T) {
 	addCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	_ = n.AddVoter(addCtx, "m2", peer.ln.Addr().String())
 	cancel()
-	deadline := time.Now().Add(10 * time.Second)
-	for peer.accepted() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("raft never connected to the new voter")
-		}
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-peer.joined:
+	case <-time.After(10 * time.Second):
+		t.Fatal("raft never connected to the new voter")
 	}
 
 	err = n.Close()

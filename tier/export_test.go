@@ -2,6 +2,7 @@ package tier
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 )
@@ -26,3 +27,19 @@ func (w *Writer) CommitTrusted(checksum uint64) error {
 
 // WaitForSuperseded is waitForSuperseded, the decision of a Put that found nothing to evict.
 var WaitForSuperseded = waitForSuperseded
+
+// Pin replaces key's pins: softTTL > 0 soft-pins it until now+softTTL, hard pins it until
+// Unpin. Pins matter for DRAM eviction only.
+func (e *Engine) Pin(key string, softTTL time.Duration, hard bool) error {
+	if softTTL < 0 {
+		return fmt.Errorf("%w: tier: negative soft pin TTL %v", base.ErrInvalidParams, softTTL)
+	}
+	var until time.Time
+	if softTTL > 0 {
+		until = e.opts.Now().Add(softTTL)
+	}
+	return e.setPins(key, until, hard)
+}
+
+// Unpin lifts both pins of key.
+func (e *Engine) Unpin(key string) error { return e.setPins(key, time.Time{}, false) }

@@ -422,13 +422,6 @@ func clusterIDOrDefault(id string) (string, error) {
 // idempotentKey marks a context whose calls may be retried.
 type idempotentKey struct{}
 
-// WithIdempotent marks ctx so that calls made with it are retried after a broken connection
-// even if their op is not idempotent by itself (e.g. a Write the caller knows is safe to
-// resend, because the object is not committed until Commit).
-func WithIdempotent(ctx context.Context) context.Context {
-	return context.WithValue(ctx, idempotentKey{}, true)
-}
-
 func isIdempotent(ctx context.Context, op Op) bool {
 	if op.Idempotent() {
 		return true

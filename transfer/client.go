@@ -133,11 +133,6 @@ func (c *Client) Call(ctx context.Context, addr string, req, resp Message) error
 	return c.do(ctx, addr, &call{op: op, req: req, resp: resp})
 }
 
-// Ping checks that addr answers.
-func (c *Client) Ping(ctx context.Context, addr string) error {
-	return c.Call(ctx, addr, NewEmpty(wire.OpPing), nil)
-}
-
 // Write sends src as the object described by req to the worker at addr and commits it there.
 // req.TotalSize and req.Offset are set from src. Objects up to StripeThreshold go in one
 // Write frame with Commit set; larger ones are cut into StripeChunk chunks written in parallel

@@ -169,8 +169,21 @@ func newServer(tb testing.TB, h Handler, opts ServerOptions) *Server {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	closes := make(chan struct{}, 1)
+	s.testHookConnClosed = func() {
+		select {
+		case closes <- struct{}{}:
+		default: // a close not yet seen is pending: the waiter reads Stats afresh anyway
+		}
+	}
+	connCloses.Store(s, closes)
+	tb.Cleanup(func() { connCloses.Delete(s) })
 	return s
 }
+
+// connCloses maps each test server (newServer) to the channel its testHookConnClosed
+// signals, for awaitStat.
+var connCloses sync.Map // *Server -> chan struct{}
 
 // startServer serves h on 127.0.0.1:0 and closes it at the end of the test or benchmark.
 func startServer(tb testing.TB, h Handler, opts ServerOptions) *Server {
@@ -277,4 +290,16 @@ func readResponse(t *testing.T, r io.Reader) (wire.Header, []byte, []byte) {
 		t.Fatal(err)
 	}
 	return h, body, payload
+}
+
+// Ping checks that addr answers.
+func (c *Client) Ping(ctx context.Context, addr string) error {
+	return c.Call(ctx, addr, NewEmpty(wire.OpPing), nil)
+}
+
+// WithIdempotent marks ctx so that calls made with it are retried after a broken connection
+// even if their op is not idempotent by itself (e.g. a Write the caller knows is safe to
+// resend, because the object is not committed until Commit).
+func WithIdempotent(ctx context.Context) context.Context {
+	return context.WithValue(ctx, idempotentKey{}, true)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 	"github.com/mooncake-go/mooncake/transfer/internal/wire"
 )
 
@@ -34,19 +35,26 @@ func awaitClosed(t *testing.T, c net.Conn, limit time.Duration) time.Duration {
 	}
 }
 
-// awaitStat polls the server's stats until cond holds (bounded).
+// awaitStat waits until the server's stats satisfy cond, reading them again after each
+// connection close the server counts (s comes from newServer); it fails after 10 s.
 func awaitStat(t *testing.T, s *Server, what string, cond func(ServerStats) bool) ServerStats {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	v, ok := connCloses.Load(s)
+	if !ok {
+		t.Fatal("awaitStat: a server not made by newServer")
+	}
+	closes := v.(chan struct{})
+	limit := time.After(10 * time.Second)
 	for {
 		st := s.Stats()
 		if cond(st) {
 			return st
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-closes:
+		case <-limit:
 			t.Fatalf("%s: stats %+v", what, st)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -73,14 +81,7 @@ func TestTrickledFrameClosed(t *testing.T) {
 	aborted := make(chan error, 1)
 	h.onAbort = func(err error) { aborted <- err }
 	s := startServer(t, h, ServerOptions{IdleTimeout: time.Hour, FrameTimeout: frameTimeout})
-	trickle := func(c net.Conn, b []byte) {
-		for _, x := range b {
-			if _, err := c.Write([]byte{x}); err != nil {
-				return // closed by the server
-			}
-			time.Sleep(frameTimeout / 8)
-		}
-	}
+	trickle := func(c net.Conn, b []byte) { testutil.Trickle(c, b, frameTimeout/8) }
 	// A header, one byte per frameTimeout/8: 40 bytes need 5 timeouts.
 	c := rawConn(t, s.Addr().String(), base.DefaultClusterID)
 	go trickle(c, frame(1, &LookupRequest{Key: "k"}, nil))
@@ -187,6 +188,16 @@ func startProxy(t *testing.T, target string, forward func(n int, c, up net.Conn)
 	return p
 }
 
+// paceTo returns when n bytes are due at rate bytes per second since start: the pace of a
+// slow link, which is the stimulus of a timeout test (the server measures it on its real
+// clock, over real TCP, so no synctest bubble can stand in for it); nothing waits on it.
+func paceTo(start time.Time, n, rate int64) {
+	if d := time.Until(start.Add(time.Duration(n * int64(time.Second) / rate))); d > 0 {
+		t := time.NewTimer(d)
+		<-t.C
+	}
+}
+
 // pacedForward copies c to up at most rate bytes per second (in 16 KiB steps): a slow link.
 func pacedForward(rate int64) func(int, net.Conn, net.Conn) {
 	return func(_ int, c, up net.Conn) {
@@ -200,8 +211,7 @@ func pacedForward(rate int64) func(int, net.Conn, net.Conn) {
 					return
 				}
 				sent += int64(n)
-				// Sleep until the bytes sent are due at rate.
-				time.Sleep(time.Until(start.Add(time.Duration(sent * int64(time.Second) / rate))))
+				paceTo(start, sent, rate)
 			}
 			if err != nil {
 				return
@@ -285,13 +295,23 @@ func TestClientRedialsAfterIdleClose(t *testing.T) {
 	// The race: the server side closes an idle connection exactly when a call arrives. A
 	// proxy plays the server closing: on the first bytes after an idle pause, it closes
 	// both sides without forwarding them.
+	var armed atomic.Bool
 	var cut atomic.Int32
-	rp := startProxy(t, s.Addr().String(), racyForward(100*time.Millisecond, &cut))
+	rp := startProxy(t, s.Addr().String(), racyForward(&armed, &cut))
 	c2 := newClient(t, ClientOptions{ConnsPerPeer: 1, Retries: -1, IdleTimeout: -1})
 	if err := c2.Write(ctx, rp.addr(), WriteRequest{Key: "r", Version: 1}, pattern(10, 1)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(150 * time.Millisecond) // the pause the proxy waits for; no assertion on time
+	// The client resends a call the server closed its connection under only when the call went
+	// into a connection idle for idleResendMin (on its own clock), as the server's idle close
+	// implies: once it has been, the proxy cuts the next bytes.
+	testutil.WaitFor(t, "the client's connection idle", 10*time.Second, func() error {
+		if !idleFor(c2, rp.addr(), idleResendMin) {
+			return errors.New("in use too recently")
+		}
+		return nil
+	})
+	armed.Store(true)
 	if err := c2.Write(ctx, rp.addr(), WriteRequest{Key: "r", Version: 2}, pattern(10, 2)); err != nil {
 		t.Fatalf("write into a connection closed as it arrived: %v", err)
 	}
@@ -301,23 +321,40 @@ func TestClientRedialsAfterIdleClose(t *testing.T) {
 	// A call on a fresh connection is not resent: TestRetryOnlyIdempotent.
 }
 
+// idleFor reports whether every pooled connection of c to addr has had no call for longer
+// than d.
+func idleFor(c *Client, addr string, d time.Duration) bool {
+	p, err := c.peer(addr)
+	if err != nil {
+		return false
+	}
+	for i := range p.slots {
+		s := &p.slots[i]
+		s.mu.Lock()
+		cc := s.cc
+		s.mu.Unlock()
+		if cc != nil && !cc.idleLongerThan(d) {
+			return false
+		}
+	}
+	return true
+}
+
 // racyForward forwards c to up; on the first connection, the first bytes from the client
-// after a pause of at least pause are dropped and both sides closed (counted in cut).
-func racyForward(pause time.Duration, cut *atomic.Int32) func(int, net.Conn, net.Conn) {
+// read once armed is set are dropped and both sides closed (counted in cut).
+func racyForward(armed *atomic.Bool, cut *atomic.Int32) func(int, net.Conn, net.Conn) {
 	return func(n int, c, up net.Conn) {
 		buf := make([]byte, 64<<10)
-		last := time.Now()
 		for {
 			k, err := c.Read(buf)
 			if k > 0 {
-				if n == 0 && cut.Load() == 0 && time.Since(last) >= pause {
+				if n == 0 && cut.Load() == 0 && armed.Load() {
 					cut.Add(1)
 					return // drop the bytes; the deferred closes cut both sides
 				}
 				if _, werr := up.Write(buf[:k]); werr != nil {
 					return
 				}
-				last = time.Now()
 			}
 			if err != nil {
 				return
@@ -366,7 +403,7 @@ func TestSlowReaderServed(t *testing.T) {
 	slow := readerFunc(func(p []byte) (int, error) {
 		n, err := c.Read(p[:min(len(p), 16<<10)])
 		got += int64(n)
-		time.Sleep(time.Until(start.Add(time.Duration(got * int64(time.Second) / rate))))
+		paceTo(start, got, rate)
 		return n, err
 	})
 	h, _, payload := readResponse(t, slow)

@@ -209,13 +209,7 @@ func TestReadByReferenceStalledPeer(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("a stalled by-reference send was never given up")
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for s.Stats().Closed["frame_timeout"] != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("stats %+v, want one frame_timeout close", s.Stats())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	awaitStat(t, s, "one frame_timeout close", func(st ServerStats) bool { return st.Closed["frame_timeout"] == 1 })
 	// The connection is closed: reading it ends (after whatever was sent).
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	var buf [64 << 10]byte

@@ -50,6 +50,10 @@ type Server struct {
 
 	// testHookBodyWait is called when a read loop waits for body bytes. Nil in production.
 	testHookBodyWait func()
+	// testHookConnClosed is called after a connection's close is counted in Stats (its
+	// reason, and Open without it), so tests wait on the close instead of sleeping. Set before
+	// Serve or Start; nil in production.
+	testHookConnClosed func()
 }
 
 // NewServer returns a server of h. It serves nothing until Serve or Start.
@@ -173,6 +177,9 @@ func (s *Server) serve(l net.Listener) error {
 		backoff = 0
 		sc := s.newConn(c)
 		if sc == nil {
+			if s.testHookConnClosed != nil {
+				s.testHookConnClosed()
+			}
 			continue
 		}
 		go sc.serve()
@@ -328,6 +335,9 @@ func (sc *serverConn) serve() {
 			delete(s.mu.perPeer, sc.peer)
 		}
 		s.mu.Unlock()
+		if s.testHookConnClosed != nil {
+			s.testHookConnClosed()
+		}
 		s.connWG.Done()
 	}()
 	tuneConn(sc.c, s.opts.SocketBuffer)

@@ -213,7 +213,7 @@ func testEmbeddedWorker(t *testing.T, prog, master, how string) {
 			t.Fatalf("exists right after close: %v %v", ok, err)
 		}
 	}
-	waitFor(t, "the closed worker's object to go", func() error {
+	testutil.WaitFor(t, "the closed worker's object to go", 60*time.Second, func() error {
 		if _, err := cl.Get(ctx, "served"); !errors.Is(err, base.ErrObjectNotFound) {
 			return fmt.Errorf("get: %v", err)
 		}
@@ -225,7 +225,7 @@ func testEmbeddedWorker(t *testing.T, prog, master, how string) {
 	if how == "exit" {
 		startServe(ctx, t, prog, master) // its setup retires the dead embedded worker
 	}
-	waitFor(t, "the worker to be retired", func() error {
+	testutil.WaitFor(t, "the worker to be retired", 60*time.Second, func() error {
 		st, err := cl.Status(ctx)
 		if err != nil {
 			return err
@@ -237,22 +237,6 @@ func testEmbeddedWorker(t *testing.T, prog, master, how string) {
 		}
 		return nil
 	})
-}
-
-// waitFor polls cond every 100 ms until it holds, for at most 60 s.
-func waitFor(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // checkExports fails when a function the header declares is not exported by lib.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // testCluster is three masters and some workers, each its own process.
@@ -109,7 +110,7 @@ func (c *testCluster) startWorker(i int, flags ...string) {
 func (c *testCluster) leader(cl *client.Client) int {
 	c.t.Helper()
 	var idx int
-	waitFor(c.t, "a leader", 30*time.Second, func() error {
+	testutil.WaitFor(c.t, "a leader", 30*time.Second, func() error {
 		st, err := cl.Status(context.Background())
 		if err != nil {
 			return err
@@ -128,7 +129,7 @@ func (c *testCluster) leader(cl *client.Client) int {
 // waitWorkers waits until the leader reports n active workers.
 func waitWorkers(t *testing.T, cl *client.Client, n int) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d active workers", n), 60*time.Second, func() error {
+	testutil.WaitFor(t, fmt.Sprintf("%d active workers", n), 60*time.Second, func() error {
 		st, err := cl.Status(context.Background())
 		if err != nil {
 			return err
@@ -232,7 +233,7 @@ func TestClusterFailover(t *testing.T) {
 	c := startCluster(t, bin, []string{"--client_ttl", "5s"}, 2, "--global_segment_size", "768MiB")
 	cl := connectClient(t, c.masterRPC...)
 	waitWorkers(t, cl, 2)
-	waitFor(t, "three masters in the status", 30*time.Second, func() error {
+	testutil.WaitFor(t, "three masters in the status", 30*time.Second, func() error {
 		st, err := cl.Status(context.Background())
 		if err != nil || len(st.Masters) != 3 {
 			return fmt.Errorf("%v %+v", err, st.Masters)
@@ -290,7 +291,7 @@ func TestClusterFailover(t *testing.T) {
 	// Restart the killed master: it catches up with the leader.
 	c.masters[old].restart()
 	c.masters[old].mustReady()
-	waitFor(t, "the restarted master to catch up", 60*time.Second, func() error {
+	testutil.WaitFor(t, "the restarted master to catch up", 60*time.Second, func() error {
 		lst, err := cl.Status(context.Background())
 		if err != nil {
 			return err

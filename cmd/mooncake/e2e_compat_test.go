@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // httpBody GETs url and returns the status code and body (0 and the error text when the
@@ -137,7 +139,7 @@ func TestMooncakeUsersDay(t *testing.T) {
 	if json.Unmarshal([]byte(body), &batch) != nil || !batch.Data["k1"].OK || batch.Data["nope"].Error != "OBJECT_NOT_FOUND" {
 		t.Fatalf("/batch_query_keys: %s", body)
 	}
-	waitFor(t, "both segments listed", 30*time.Second, func() error {
+	testutil.WaitFor(t, "both segments listed", 30*time.Second, func() error {
 		if _, b := httpBody(metrics + "/get_all_segments"); !strings.Contains(b, wAddr+"\n") || !strings.Contains(b, hostPort(p[4])+"\n") {
 			return fmt.Errorf("%q", b)
 		}
@@ -194,7 +196,7 @@ func TestMooncakeUsersDay(t *testing.T) {
 		if _, role := httpBody(url + "/role"); role == "leader" {
 			leaders++
 		}
-		waitFor(t, "key replicated to every master", 30*time.Second, func() error {
+		testutil.WaitFor(t, "key replicated to every master", 30*time.Second, func() error {
 			if _, b := httpBody(url + "/get_all_keys"); b != "ha1\n" {
 				return fmt.Errorf("%s/get_all_keys: %q", url, b)
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // helloConn dials addr and completes the handshake as docs/protocol.md section 1 says, the
@@ -92,14 +94,7 @@ func TestWorkerConnectionLimits(t *testing.T) {
 	t.Logf("a connection to the master idle after its hello was closed after %v", took)
 
 	trickler := helloConn(t, worker)
-	go func() {
-		for i := 0; i < 32; i++ { // a frame header, one byte per 200ms
-			if _, err := trickler.Write([]byte{1}); err != nil {
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}()
+	go testutil.Trickle(trickler, bytes.Repeat([]byte{1}, 32), 200*time.Millisecond) // a frame header
 	took = closedWithin(t, trickler, 20*frame)
 	t.Logf("a connection trickling a frame was closed after %v (--conn_frame_timeout %v)", took, frame)
 

@@ -238,23 +238,6 @@ func logUniformSize(i int, lo, hi int64) int64 {
 	return int64(float64(lo) * math.Pow(float64(hi)/float64(lo), f))
 }
 
-// waitFor polls cond every 50ms until it holds or timeout passes (cross-process conditions
-// have no channel to wait on).
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func connectClient(t *testing.T, masters ...string) *client.Client {
 	t.Helper()
 	c, err := client.Connect(context.Background(), client.Config{MasterAddresses: masters, Timeout: 30 * time.Second})

@@ -15,12 +15,13 @@ import (
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // waitWorkerState waits until the leader reports worker id in state.
 func waitWorkerState(t *testing.T, cl *client.Client, id, state string, timeout time.Duration) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("worker %s %s", id, state), timeout, func() error {
+	testutil.WaitFor(t, fmt.Sprintf("worker %s %s", id, state), timeout, func() error {
 		st, err := cl.Status(context.Background())
 		if err != nil {
 			return err
@@ -71,9 +72,13 @@ func TestWorkerReturnsAfterDeath(t *testing.T) {
 			if err := cl.Put(context.Background(), "x/overwritten", newVal, client.ReplicateConfig{Upsert: true}); err != nil {
 				t.Fatalf("overwrite during the outage: %v", err)
 			}
-			if d := 3*ttl - time.Since(away); d > 0 {
-				time.Sleep(d) // the outage the check asks for: three client_ttl (a wall-clock condition)
-			}
+			// The outage the check asks for lasts three client_ttl (a wall-clock condition).
+			testutil.WaitFor(t, "an outage of three client_ttl", 3*ttl+30*time.Second, func() error {
+				if away := time.Since(away); away < 3*ttl {
+					return fmt.Errorf("w1 away for %v", away)
+				}
+				return nil
+			})
 
 			c.workers[0].restart()
 			c.workers[0].mustReady()
@@ -81,7 +86,7 @@ func TestWorkerReturnsAfterDeath(t *testing.T) {
 			// The segment is active once RegisterWorker commits; the re-adoption of its
 			// inventory commits a moment later, when the registration's reconciliation ends.
 			// Status shows it: no object is invisible any more.
-			waitFor(t, "w1's objects re-adopted", 30*time.Second, func() error {
+			testutil.WaitFor(t, "w1's objects re-adopted", 30*time.Second, func() error {
 				st, err := cl.Status(context.Background())
 				if err == nil && st.InvisibleObjects != 0 {
 					err = fmt.Errorf("%d objects invisible, %d lost replicas", st.InvisibleObjects, st.LostReplicas)
@@ -229,7 +234,7 @@ func TestRepairAfterWorkerDeath(t *testing.T) {
 	c.workers[0].kill()
 	waitWorkerState(t, cl, "w1", "dead", 30*time.Second)
 	dead := time.Now()
-	waitFor(t, "every object back to two replicas on w2 and w3", 2*time.Minute, func() error {
+	testutil.WaitFor(t, "every object back to two replicas on w2 and w3", 2*time.Minute, func() error {
 		sum, per, st := replicaCounts(t, cl)
 		if sum != 2*n || per["w2"] != n || per["w3"] != n {
 			return fmt.Errorf("%d replicas %v, repair %+v", sum, per, st.Repair)
@@ -244,7 +249,7 @@ func TestRepairAfterWorkerDeath(t *testing.T) {
 	c.workers[0].restart()
 	c.workers[0].mustReady()
 	waitWorkers(t, cl, 3)
-	waitFor(t, "w1's surplus copies trimmed", time.Minute, func() error {
+	testutil.WaitFor(t, "w1's surplus copies trimmed", time.Minute, func() error {
 		sum, per, _ := replicaCounts(t, cl)
 		if sum != 2*n {
 			return fmt.Errorf("%d replicas %v, want %d", sum, per, 2*n)
@@ -297,7 +302,7 @@ func TestDrainUnderLoad(t *testing.T) {
 	}
 	t.Logf("%s", strings.TrimSpace(r.stdout))
 	start := time.Now()
-	waitFor(t, "w1 drained", 2*time.Minute, func() error {
+	testutil.WaitFor(t, "w1 drained", 2*time.Minute, func() error {
 		_, per, st := replicaCounts(t, cl)
 		if per["w1"] != 0 {
 			return fmt.Errorf("w1 holds %d objects; repair %+v", per["w1"], st.Repair)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/client"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // TestReplaceDeadMaster is docs/operations.md "Replacing a master", as processes: three
@@ -73,7 +74,7 @@ func TestReplaceDeadMaster(t *testing.T) {
 		sums[k] = v
 	}
 	checkObjects(t, cl, sums)
-	waitFor(t, "m4 to catch up", 60*time.Second, func() error {
+	testutil.WaitFor(t, "m4 to catch up", 60*time.Second, func() error {
 		lst, err := cl.Status(context.Background())
 		if err != nil {
 			return err

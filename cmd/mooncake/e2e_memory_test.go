@@ -17,6 +17,7 @@ import (
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/server/memory"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -56,7 +57,7 @@ func TestMemoryEndToEnd(t *testing.T) {
 	waitVerdict := func(what, verdict, reasonSub string) memory.MemoryReport {
 		t.Helper()
 		var r memory.MemoryReport
-		waitFor(t, what, 20*time.Second, func() error {
+		testutil.WaitFor(t, what, 20*time.Second, func() error {
 			r = report()
 			if r.Verdict != verdict || !strings.Contains(r.Reason, reasonSub) {
 				return fmt.Errorf("verdict %s: %s (causes %+v)", r.Verdict, r.Reason, r.Causes)
@@ -118,7 +119,7 @@ func TestMemoryEndToEnd(t *testing.T) {
 	// The leader's per-model allocated bytes and Mooncake's cluster-wide hit counter come with
 	// the worker's heartbeats (about a second behind).
 	cli("get", "exact-0", "-o", filepath.Join(dir, "got-0"))
-	waitFor(t, "heartbeat figures on /metrics", 20*time.Second, func() error {
+	testutil.WaitFor(t, "heartbeat figures on /metrics", 20*time.Second, func() error {
 		metrics := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
 		for _, want := range []string{fmt.Sprintf(`master_model_dram_allocated_bytes{model="qwen2-7b"} %g`, float64(q.DRAMAllocated)),
 			`master_model_nvme_allocated_bytes{model="qwen2-7b"} 0`, "mem_cache_hit_nums_ 1", "master_evicted_key_count 0"} {
@@ -268,7 +269,7 @@ func TestMemorySaturatedEndToEnd(t *testing.T) {
 		cli("put", "--tokens", "64", "--model", "qwen2-7b", fmt.Sprintf("s%d", i), p)
 	}
 	want := fmt.Sprintf("saturated, as expected for %d retained tokens", n*64)
-	waitFor(t, "saturated as expected", 20*time.Second, func() error {
+	testutil.WaitFor(t, "saturated as expected", 20*time.Second, func() error {
 		var r memory.MemoryReport
 		if err := json.Unmarshal([]byte(cli("memory", "--json")), &r); err != nil {
 			return err
@@ -287,7 +288,7 @@ func TestMemorySaturatedEndToEnd(t *testing.T) {
 	// After the spill, the model's copies are on both tiers: its DRAM bytes are the arena's
 	// allocated bytes, its NVMe bytes the store's live bytes (records with headers and
 	// padding), and the headers explain the NVMe side's excess over the logical bytes.
-	waitFor(t, "per-model bytes after the spill", 20*time.Second, func() error {
+	testutil.WaitFor(t, "per-model bytes after the spill", 20*time.Second, func() error {
 		var r memory.MemoryReport
 		if err := json.Unmarshal([]byte(cli("memory", "--json")), &r); err != nil {
 			return err
@@ -303,7 +304,7 @@ func TestMemorySaturatedEndToEnd(t *testing.T) {
 	})
 	// The leader sums the worker's eviction counters from its heartbeats: Mooncake's names on
 	// /metrics and the eviction section of the summary line.
-	waitFor(t, "eviction counters on the master", 20*time.Second, func() error {
+	testutil.WaitFor(t, "eviction counters on the master", 20*time.Second, func() error {
 		sum := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/metrics/summary", metricsPort))
 		if !strings.Contains(sum, "| Eviction: Success/Attempts=") || strings.Contains(sum, "Eviction: Success/Attempts=0/") {
 			return fmt.Errorf("summary: %s", sum)

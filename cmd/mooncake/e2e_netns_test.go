@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/client"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // The cluster-across-hosts test (issue 24, item 5) runs every process in a network namespace
@@ -240,7 +241,7 @@ func TestClusterAcrossHosts(t *testing.T) {
 	}
 	waitStatus := func(what string, cond func(client.Status) error) {
 		t.Helper()
-		waitFor(t, what, 90*time.Second, func() error {
+		testutil.WaitFor(t, what, 90*time.Second, func() error {
 			st, err := status()
 			if err != nil {
 				return err

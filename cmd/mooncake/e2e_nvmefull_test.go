@@ -14,6 +14,7 @@ import (
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // TestNVMeFullRecovers is issue 11's disk-full check with the binary: a standalone worker
@@ -100,7 +101,8 @@ func fillRemoveRefill(t *testing.T, bin, dir, nvmeDir string, flags []string,
 	removedAt := time.Now()
 	want := removed * 8 / 10
 	var firstOK time.Duration
-	for i := 0; i < want; {
+	i := 0
+	putNext := func() error {
 		key, v := fmt.Sprintf("again/%04d", i), objectValue(12, i, size)
 		err := cl.Put(ctx, key, v, rc)
 		if err == nil {
@@ -109,19 +111,24 @@ func fillRemoveRefill(t *testing.T, bin, dir, nvmeDir string, flags []string,
 			}
 			sums[key] = base.Checksum(v)
 			i++
-			continue
+			return nil
 		}
 		if !errors.Is(err, base.ErrNoSpace) {
 			t.Fatalf("durable put %d after the removal: %v", i, err)
 		}
-		if i == 0 && time.Since(removedAt) > 5*time.Second {
-			t.Fatalf("no durable put succeeded within 5s of removing %d objects: %v", removed, err)
-		}
-		if time.Since(removedAt) > 30*time.Second {
-			t.Fatalf("only %d of %d durable puts fit 30s after removing %d objects: %v", i, want, removed, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err
 	}
+	if want > 0 {
+		testutil.WaitFor(t, fmt.Sprintf("a durable put after removing %d objects", removed), 5*time.Second-time.Since(removedAt), putNext)
+	}
+	testutil.WaitFor(t, fmt.Sprintf("%d durable puts after removing %d objects", want, removed), 30*time.Second-time.Since(removedAt), func() error {
+		for i < want {
+			if err := putNext(); err != nil {
+				return fmt.Errorf("%d of %d fit: %w", i, want, err)
+			}
+		}
+		return nil
+	})
 	t.Logf("removed %d objects; the first durable put succeeded %v later, and %d fit (machine loaded)",
 		removed, firstOK.Round(time.Millisecond), want)
 	checkObjects(t, cl, sums)
@@ -131,7 +138,7 @@ func fillRemoveRefill(t *testing.T, bin, dir, nvmeDir string, flags []string,
 	sa.restart()
 	sa.mustReady()
 	cl = connectClient(t, master)
-	waitFor(t, "the restored keys", 60*time.Second, func() error {
+	testutil.WaitFor(t, "the restored keys", 60*time.Second, func() error {
 		st, err := cl.Status(ctx)
 		if err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // TestStandaloneRestartPersistence is issue 6's restart check: `mooncake standalone
@@ -53,7 +54,7 @@ func TestStandaloneRestartPersistence(t *testing.T) {
 	_, master = startStandalone(t, bin, filepath.Join(dir, "data"), append(flags, "--warm_up")...)
 	t.Logf("restarted in %v", time.Since(start).Round(time.Millisecond))
 	cl = connectClient(t, master)
-	waitFor(t, "the restored keys", 60*time.Second, func() error {
+	testutil.WaitFor(t, "the restored keys", 60*time.Second, func() error {
 		st, err := cl.Status(context.Background())
 		if err != nil {
 			return err

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // TestPopulateArenaStandalone: `mooncake standalone` populates its arena in the background by
@@ -40,7 +42,7 @@ func TestPopulateArenaStandalone(t *testing.T) {
 	if r := runBin(t, bin, []string{envMaster + "=" + master}, strings.NewReader("v"), "put", "k", "-"); r.code != 0 {
 		t.Fatalf("put during population: exit %d: %s", r.code, r.stderr)
 	}
-	waitFor(t, "the arena populated", 60*time.Second, func() error {
+	testutil.WaitFor(t, "the arena populated", 60*time.Second, func() error {
 		if v := metrics(); v != capacity {
 			return fmt.Errorf("populated %v of %d bytes", v, capacity)
 		}

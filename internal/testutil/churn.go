@@ -117,6 +117,7 @@ type longClient struct {
 
 	mu       sync.Mutex // protects the fields below
 	acks     map[string]ack
+	lastAck  time.Time // the latest ack's time
 	putFails []churnEvent
 	getFails []churnEvent
 	other    []string // lines it should not have printed
@@ -167,8 +168,20 @@ func (c Churn) run(t *testing.T) []string {
 		problems = append(problems, p...)
 	}
 	// Let the long-lived clients run past the last departure's slack, so a placement on it
-	// after the slack has time to show.
-	time.Sleep(DepartSlack + 1500*time.Millisecond)
+	// after the slack has time to show: each acks a put made 1.5 s after the slack ended.
+	if len(deps) > 0 {
+		past := deps[len(deps)-1].at.Add(DepartSlack + 1500*time.Millisecond)
+		for _, l := range longs {
+			if err := Poll(time.Until(past)+60*time.Second, func() error {
+				if at := l.lastAckAt(); at.Before(past) {
+					return fmt.Errorf("its last ack at %v", at.Format(time.RFC3339Nano))
+				}
+				return nil
+			}); err != nil {
+				problems = append(problems, fmt.Sprintf("%s acked no put made after %v: %v", l.name, past.Format(time.RFC3339Nano), err))
+			}
+		}
+	}
 	for _, l := range longs {
 		io.WriteString(l.stdin, "stop\n")
 	}
@@ -453,6 +466,13 @@ func (c Churn) startLong(t *testing.T, name string) *longClient {
 	return l
 }
 
+// lastAckAt returns the time of the latest put l acknowledged (zero before the first).
+func (l *longClient) lastAckAt() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastAck
+}
+
 // record takes one line of a long-lived client.
 func (l *longClient) record(line string) {
 	f := strings.Fields(line)
@@ -469,7 +489,11 @@ func (l *longClient) record(line string) {
 	case f[0] == "ready":
 		close(l.ready)
 	case f[0] == "ack" && len(f) == 4:
-		l.acks[f[1]] = ack{addr: f[2], at: at(f[3])}
+		a := ack{addr: f[2], at: at(f[3])}
+		l.acks[f[1]] = a
+		if a.at.After(l.lastAck) {
+			l.lastAck = a.at
+		}
 	case f[0] == "putfail" && len(f) >= 4:
 		l.putFails = append(l.putFails, churnEvent{client: l.name, line: line, key: f[1], at: at(f[2])})
 	case f[0] == "getfail" && len(f) == 6:
@@ -507,14 +531,11 @@ type tombWrite struct {
 
 func newTombstone(addr string) (*tombstone, error) {
 	var l net.Listener
-	var err error
 	// The kernel may take a moment to release the port of a process just reaped.
-	for range 50 {
-		if l, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	err := Poll(time.Second, func() (err error) {
+		l, err = net.Listen("tcp", addr)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
