@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/client"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 	"github.com/mooncake-go/mooncake/server/master"
 	"github.com/mooncake-go/mooncake/server/worker"
-	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // startStandalone runs one master and one DRAM-only worker in this process.

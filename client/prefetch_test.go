@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/client"
-	"github.com/mooncake-go/mooncake/server/worker"
 	"github.com/mooncake-go/mooncake/internal/testutil"
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
 // startSpilling starts one worker with a DRAM arena of arena bytes and an NVMe tier, puts

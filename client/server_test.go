@@ -15,9 +15,9 @@ import (
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 	"github.com/mooncake-go/mooncake/server/master"
 	"github.com/mooncake-go/mooncake/server/worker"
-	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // These tests run the client against real in-process servers (master.NewMaster and

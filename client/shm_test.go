@@ -12,8 +12,8 @@ import (
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
-	"github.com/mooncake-go/mooncake/server/worker"
 	"github.com/mooncake-go/mooncake/internal/testutil"
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
 // TestSharedMemoryGet: a client on the worker's host reads through the shared arena by

@@ -11,8 +11,8 @@ import (
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
-	"github.com/mooncake-go/mooncake/server/worker"
 	"github.com/mooncake-go/mooncake/internal/testutil"
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
 // shmPutSizes cover one byte, a page, a value in one slot, exactly one 4 MiB slot, and a value

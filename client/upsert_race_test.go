@@ -12,9 +12,9 @@ import (
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 	"github.com/mooncake-go/mooncake/server/memory"
 	"github.com/mooncake-go/mooncake/server/worker"
-	"github.com/mooncake-go/mooncake/internal/testutil"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 

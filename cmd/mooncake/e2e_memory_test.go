@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
-	"github.com/mooncake-go/mooncake/server/memory"
 	"github.com/mooncake-go/mooncake/internal/testutil"
+	"github.com/mooncake-go/mooncake/server/memory"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
