@@ -57,6 +57,8 @@ type Client struct {
 	loads sync.Map
 	// reads counts completed object reads by path (ReadStats).
 	reads struct{ shm, unpinned, tcp, copyRetries atomic.Int64 }
+	// sess holds the open put and get sessions (session.go).
+	sess sessionTables
 
 	mu struct {
 		sync.Mutex // protects the fields below

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -189,6 +190,28 @@ func (w *Worker) commit(req *transfer.CommitRequest) error {
 	return nil
 }
 
+// sessionCommit is commit for a put session (transfer.SessionCommitRequest): it also answers
+// the checksum the worker computed over the bytes that landed, which the client cannot know
+// (it wrote ranges, never held the object) and PutEnd must carry. A version already committed
+// here answers again, so a resend after a lost reply succeeds.
+func (w *Worker) sessionCommit(r *transfer.SessionCommitRequest) (*transfer.SessionCommitResponse, error) {
+	if err := base.ValidateKey(r.Key); err != nil {
+		return nil, err
+	}
+	err := w.commit(&transfer.CommitRequest{Key: r.Key, Version: r.Version})
+	if err != nil && !errors.Is(err, base.ErrObjectNotFound) {
+		return nil, err
+	}
+	info, ierr := w.eng.Info(r.Key, r.Version)
+	if ierr != nil {
+		if err != nil {
+			return nil, err // nothing pending and nothing committed: the pending error says why
+		}
+		return nil, ierr
+	}
+	return &transfer.SessionCommitResponse{Checksum: info.Checksum, Size: info.Size}, nil
+}
+
 func (h *workerHandler) HandleCall(ctx context.Context, req transfer.Message) (transfer.Message, error) {
 	w := h.w
 	if resp, ok, err := w.handleShmPut(ctx, req); ok {
@@ -213,6 +236,13 @@ func (h *workerHandler) HandleCall(ctx context.Context, req transfer.Message) (t
 		err := w.commit(r)
 		w.met.observe(wopCommit, err)
 		return nil, err
+	case *transfer.SessionCommitRequest:
+		resp, err := w.sessionCommit(r)
+		w.met.observe(wopCommit, err)
+		if err != nil {
+			return nil, err
+		}
+		return resp, nil
 	case *transfer.ReplicateRequest:
 		err := w.replicate(ctx, r)
 		w.met.observe(wopReplicate, err)
