@@ -482,6 +482,32 @@ func (c *Client) dropSession(s *putSession) {
 	})
 }
 
+// dropOpenSessions drops every put session still open (Close): best effort, each bounded by
+// revokeTimeout, all in parallel.
+func (c *Client) dropOpenSessions() {
+	t := &c.sess
+	t.mu.Lock()
+	var open []*putSession
+	for _, s := range t.puts {
+		open = append(open, s)
+	}
+	t.puts, t.gets = nil, nil
+	t.mu.Unlock()
+	parallel(len(open), func(i int) {
+		s := open[i]
+		if !s.placed() {
+			return
+		}
+		s.seal()
+		s.mu.Lock()
+		dead := s.mu.dead
+		s.mu.Unlock()
+		if !dead {
+			c.dropSession(s)
+		}
+	})
+}
+
 // PutSessionRevoke abandons the put sessions of keys: nothing of them becomes visible, the
 // reservations and the bytes written are dropped at once. errs[i] is nil when keys[i]'s
 // session is gone; base.ErrInvalidParams when none was open. A key whose end committed after

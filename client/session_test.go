@@ -181,4 +181,25 @@ func TestPutSessionErrorsAndRevoke(t *testing.T) {
 	if errs := c.PutSessionStart(ctx, []string{"c"}, []int64{0}, rc); !errors.Is(errs[0], base.ErrInvalidParams) {
 		t.Fatalf("start of size 0: %v", errs[0])
 	}
+
+	// A client closed mid-session drops it: nothing visible, the space free at once.
+	if err := c.Remove(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	c2 := connect(t, ip)
+	if errs := c2.PutSessionStart(ctx, []string{"d"}, []int64{size}, rc); errs[0] != nil {
+		t.Fatalf("start: %v", errs[0])
+	}
+	if _, errs := c2.PutSessionWrite(ctx, []string{"d"}, [][]client.PutRange{{{Src: src[:size/2]}}}); errs[0] != nil {
+		t.Fatalf("write: %v", errs[0])
+	}
+	if err := c2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Put(ctx, "e", src, rc); err != nil {
+		t.Fatalf("put after the client with a session closed: %v", err)
+	}
+	if ok, err := c.Exists(ctx, "d"); err != nil || ok {
+		t.Fatalf("key of a closed client's session: exists %v, %v", ok, err)
+	}
 }
