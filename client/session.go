@@ -121,6 +121,14 @@ func (s *putSession) seal() {
 	s.mu.Unlock()
 }
 
+// sealDead seals s and reports whether it is dead (its bytes dropped already).
+func (s *putSession) sealDead() bool {
+	s.seal()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.dead
+}
+
 // sessionTables holds a client's open put and get sessions, by key.
 type sessionTables struct {
 	mu   sync.Mutex // protects puts and gets
@@ -498,11 +506,7 @@ func (c *Client) dropOpenSessions() {
 		if !s.placed() {
 			return
 		}
-		s.seal()
-		s.mu.Lock()
-		dead := s.mu.dead
-		s.mu.Unlock()
-		if !dead {
+		if !s.sealDead() {
 			c.dropSession(s)
 		}
 	})
@@ -523,11 +527,7 @@ func (c *Client) PutSessionRevoke(ctx context.Context, keys []string) []error {
 		if s == nil {
 			return
 		}
-		s.seal()
-		s.mu.Lock()
-		dead := s.mu.dead
-		s.mu.Unlock()
-		if !dead {
+		if !s.sealDead() {
 			var lr transfer.LookupResponse
 			if err := c.masterCall(ctx, &transfer.LookupRequest{Key: k}, &lr, nil); err == nil && lr.Version == s.pl.Version {
 				if err := c.Remove(ctx, k); err != nil && !errors.Is(err, base.ErrObjectNotFound) {

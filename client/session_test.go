@@ -11,6 +11,7 @@ import (
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/transfer"
 )
 
 // layered returns keys objects of layers ranges of page bytes each, distinct per byte.
@@ -201,5 +202,41 @@ func TestPutSessionErrorsAndRevoke(t *testing.T) {
 	}
 	if ok, err := c.Exists(ctx, "d"); err != nil || ok {
 		t.Fatalf("key of a closed client's session: exists %v, %v", ok, err)
+	}
+}
+
+// SessionCommit, the worker call a session's end makes, is safe to resend: a version the
+// worker committed answers its checksum again; a version it never held is OBJECT_NOT_FOUND.
+func TestSessionCommitResend(t *testing.T) {
+	ip := startInproc(t, 1, 4<<20)
+	c := connect(t, ip)
+	ctx := context.Background()
+	v := val(10000, 3)
+	if errs := c.PutSessionStart(ctx, []string{"s"}, []int64{int64(len(v))}, client.ReplicateConfig{}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if _, errs := c.PutSessionWrite(ctx, []string{"s"}, [][]client.PutRange{{{Offset: 5000, Src: v[5000:]}, {Src: v[:5000]}}}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if errs := c.PutSessionEnd(ctx, []string{"s"}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	info, err := c.Describe(ctx, "s")
+	if err != nil || info.Checksum != base.Checksum(v) {
+		t.Fatalf("describe: %+v, %v; want checksum %#x", info, err, base.Checksum(v))
+	}
+	tc, err := transfer.NewClient(transfer.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	var resp transfer.SessionCommitResponse
+	if err := tc.Call(ctx, ip.workers[0].Addr(), &transfer.SessionCommitRequest{Key: "s", Version: info.Version}, &resp); err != nil ||
+		resp.Checksum != info.Checksum || resp.Size != int64(len(v)) {
+		t.Fatalf("resent SessionCommit: %+v, %v", resp, err)
+	}
+	err = tc.Call(ctx, ip.workers[0].Addr(), &transfer.SessionCommitRequest{Key: "never", Version: info.Version + 100}, &resp)
+	if !errors.Is(err, base.ErrObjectNotFound) {
+		t.Fatalf("SessionCommit of nothing: %v", err)
 	}
 }
