@@ -57,6 +57,8 @@ type Client struct {
 	loads sync.Map
 	// reads counts completed object reads by path (ReadStats).
 	reads struct{ shm, unpinned, tcp, copyRetries atomic.Int64 }
+	// sess holds the open put and get sessions (session.go).
+	sess sessionTables
 
 	mu struct {
 		sync.Mutex // protects the fields below
@@ -128,8 +130,10 @@ func connectWith(ctx context.Context, cfg Config, r rpc) (*Client, error) {
 	}
 }
 
-// Close releases the client's connections. Calls in flight fail.
+// Close releases the client's connections. Calls in flight fail. Open put sessions are
+// dropped (session.go): nothing of them becomes visible and their space is freed.
 func (c *Client) Close() error {
+	c.dropOpenSessions()
 	c.closeLookups()
 	c.shm.close()
 	c.stage.close()

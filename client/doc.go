@@ -51,6 +51,13 @@
 //   - ExistsWith and BatchExistsWith with ExistOptions.PrefetchToMemory (Mooncake's is_exist
 //     with ExistOptions): answered from a lookup, then one Prefetch call per worker holding the
 //     objects found, which promotes them from NVMe to DRAM in the background (prefetch.go).
+//   - Put and get sessions (session.go, session_get.go; Mooncake's layer-wise ranged calls):
+//     PutSessionStart places objects, PutSessionWrite writes their byte ranges straight into
+//     the placed workers' pending objects (uncommitted Writes at offsets), PutSessionEnd has
+//     each worker commit and report the checksum of what landed (SessionCommit) and commits
+//     the keys in one BatchPutEnd; PutSessionRevoke (and Close) drop them on the leader and
+//     the workers. GetSessionStart caches one lookup per key; GetSessionRead reads ranges
+//     with it (ReadRange, the worker checks the version). Sessions are this client's state.
 //   - AddMaster and RemoveMaster change the masters' raft configuration (operators; the CLI's
 //     `mooncake master add|remove`). A RemoveMaster retried after an ambiguous failure and
 //     answered "not found" is a success, as for Remove.

@@ -162,11 +162,7 @@ func (c *Client) BatchGetRanges(ctx context.Context, reads []RangeRead) []error 
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	var resp transfer.BatchLookupResponse
-	err := c.masterCall(ctx, &transfer.BatchLookupRequest{Keys: keys}, &resp, nil)
-	if err == nil && len(resp.Items) != len(keys) {
-		err = fmt.Errorf("%w: batch lookup: %d answers for %d keys", base.ErrInternal, len(resp.Items), len(keys))
-	}
+	resp, err := c.batchLookup(ctx, keys)
 	parallel(len(reads), func(i int) {
 		if errs[i] != nil {
 			return

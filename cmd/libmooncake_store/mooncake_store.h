@@ -285,6 +285,75 @@ int mooncake_store_get_into_ranges(mooncake_store_t store, size_t count, const c
                                    void *const *dsts, const uint64_t *src_offsets,
                                    const size_t *sizes, int64_t *results_out);
 
+/* ------------------------------------------------------------------------------------------
+ * Put and get sessions (extension: Mooncake's layer-wise ranged calls; docs/clib.md)
+ *
+ * A put session reserves objects, takes their byte ranges in any number of calls (one per
+ * layer, as an engine produces them) and makes them visible at its end, each object whole
+ * or not at all, all of one end in one commit. The ranges go straight to the workers'
+ * memory; the library keeps no copy. Sessions belong to the store handle (not to a
+ * thread); a session never ended is dropped by the cluster after the master's put timeout.
+ * Ranged calls flatten ranges as the multi-buffer calls flatten parts: key i owns
+ * range_counts[i] consecutive entries of buffers, sizes and the offsets. Caller memory is
+ * read or written only during the call. Each returns 0, or a negative code (results_out
+ * untouched) for a store not set up, NULL arrays or count over 4096.
+ * ------------------------------------------------------------------------------------------ */
+
+/* Opens a put session for each key: object keys[i] of sizes[i] bytes is placed and reserved,
+ * invisible until mooncake_store_batch_put_session_end. results_out[i] is 0 or a negative
+ * code (MOONCAKE_ERR_OBJECT_ALREADY_EXISTS: the key is stored, or has a session open in
+ * this store already). */
+int mooncake_store_batch_put_session_start(mooncake_store_t store, const char **keys,
+                                           const size_t *sizes, size_t count,
+                                           const mooncake_replicate_config_t *config,
+                                           int *results_out);
+
+/* Writes ranges of objects whose put session is open: range j of key i is sizes[j] bytes
+ * from buffers[j] at offset dst_offsets[j] of the object. results_out[i] is the bytes
+ * written for key i (the sum of its sizes) or a negative code (MOONCAKE_ERR_INVALID_PARAMS:
+ * no session, or a range outside the object; a failed write fails the key's session, which
+ * then can only be revoked). */
+int mooncake_store_batch_put_from_multi_buffer_ranges(mooncake_store_t store, const char **keys,
+                                                      size_t count, void *const *buffers,
+                                                      const size_t *sizes,
+                                                      const uint64_t *dst_offsets,
+                                                      const size_t *range_counts,
+                                                      int64_t *results_out);
+
+/* Ends put sessions: each key whose ranges cover its object is made visible; all of them in
+ * one commit. results_out[i] is 0 or a negative code (MOONCAKE_ERR_INVALID_PARAMS: no
+ * session, or bytes never written; MOONCAKE_ERR_INVALID_VERSION: the reservation is gone).
+ * A failed key's session stays for mooncake_store_batch_put_session_revoke. */
+int mooncake_store_batch_put_session_end(mooncake_store_t store, const char **keys,
+                                         size_t count, int *results_out);
+
+/* Abandons put sessions: nothing of them becomes visible and their space is freed at once.
+ * results_out[i] is 0, or MOONCAKE_ERR_INVALID_PARAMS when the key has no session. */
+int mooncake_store_batch_put_session_revoke(mooncake_store_t store, const char **keys,
+                                            size_t count, int *results_out);
+
+/* Opens (or refreshes) a get session for each key: one lookup, after which ranged reads go
+ * straight to the workers. results_out[i] is 0 or a negative code
+ * (MOONCAKE_ERR_OBJECT_NOT_FOUND). */
+int mooncake_store_batch_get_session_start(mooncake_store_t store, const char **keys,
+                                           size_t count, int *results_out);
+
+/* Reads ranges of objects whose get session is open: range j of key i is sizes[j] bytes at
+ * offset src_offsets[j] of the object into buffers[j]. results_out[i] is the bytes read for
+ * key i or a negative code (MOONCAKE_ERR_INVALID_PARAMS: no session, or a range past the
+ * end; an object removed or replaced since the start fails and ends its session). */
+int mooncake_store_batch_get_into_multi_buffer_ranges(mooncake_store_t store, const char **keys,
+                                                      size_t count, void *const *buffers,
+                                                      const size_t *sizes,
+                                                      const uint64_t *src_offsets,
+                                                      const size_t *range_counts,
+                                                      int64_t *results_out);
+
+/* Ends get sessions (a key with none is ignored). Returns 0, or a negative code for a store
+ * not set up, NULL keys or count over 4096. */
+int mooncake_store_batch_get_session_end(mooncake_store_t store, const char **keys,
+                                         size_t count);
+
 /* Extension: reads the object into memory the library allocates. On success *buffer_out
  * points at the object's bytes and the size (> 0) is returned; the caller owns the memory
  * and releases it with mooncake_store_free_buffer. On failure a negative code is returned

@@ -59,6 +59,7 @@ from ._hostmem import MooncakeHostMemAllocator
 from ._more import MoreMethods
 from ._reads import ReadMethods
 from ._segments import SegmentMethods
+from ._sessions import SessionMethods
 from ._tasks import TaskMethods
 from ._tensor import TensorMethods
 from ._types import (
@@ -142,7 +143,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class MooncakeDistributedStore(ReadMethods, TensorMethods, MoreMethods, SegmentMethods, TaskMethods):
+class MooncakeDistributedStore(ReadMethods, TensorMethods, MoreMethods, SegmentMethods, TaskMethods, SessionMethods):
     """A client of a mooncake-go cluster, with Mooncake's Python API.
 
     Create it, call setup(...) (or setup_dummy / init_all), use it from any number of

@@ -56,6 +56,13 @@ func (h *workerHandler) HandleCall(ctx context.Context, req transfer.Message) (t
 		err := w.commit(r)
 		w.met.observe(wopCommit, err)
 		return nil, err
+	case *transfer.SessionCommitRequest:
+		resp, err := w.sessionCommit(r)
+		w.met.observe(wopCommit, err)
+		if err != nil {
+			return nil, err
+		}
+		return resp, nil
 	case *transfer.ReplicateRequest:
 		err := w.replicate(ctx, r)
 		w.met.observe(wopReplicate, err)

@@ -371,6 +371,28 @@ func (w *Worker) commit(req *transfer.CommitRequest) error {
 	return nil
 }
 
+// sessionCommit is commit for a put session (transfer.SessionCommitRequest): it also answers
+// the checksum the worker computed over the bytes that landed, which the client cannot know
+// (it wrote ranges, never held the object) and PutEnd must carry. A version already committed
+// here answers again, so a resend after a lost reply succeeds.
+func (w *Worker) sessionCommit(r *transfer.SessionCommitRequest) (*transfer.SessionCommitResponse, error) {
+	if err := base.ValidateKey(r.Key); err != nil {
+		return nil, err
+	}
+	err := w.commit(&transfer.CommitRequest{Key: r.Key, Version: r.Version})
+	if err != nil && !errors.Is(err, base.ErrObjectNotFound) {
+		return nil, err
+	}
+	info, ierr := w.eng.Info(r.Key, r.Version)
+	if ierr != nil {
+		if err != nil {
+			return nil, err // nothing pending and nothing committed: the pending error says why
+		}
+		return nil, ierr
+	}
+	return &transfer.SessionCommitResponse{Checksum: info.Checksum, Size: info.Size}, nil
+}
+
 // commitPending commits p, a pending write of k whose bytes all landed. The caller set
 // p.committing under the writes' lock (p stays in pend.m meanwhile, so a drop of k marks it
 // rather than being lost). A drop that came meanwhile undoes the commit: the version it

@@ -283,6 +283,9 @@ func NewRequest(op Op) Message {
 	if m := newPrefetchRequest(op); m != nil {
 		return m
 	}
+	if m := newSessionRequest(op); m != nil {
+		return m
+	}
 	return newLifecycleRequest(op)
 }
 
@@ -333,6 +336,9 @@ func NewResponse(op Op) Message {
 		return m
 	}
 	if m := newPrefetchResponse(op); m != nil {
+		return m
+	}
+	if m := newSessionResponse(op); m != nil {
 		return m
 	}
 	return newLifecycleResponse(op)

@@ -88,6 +88,9 @@ const (
 	// the background (messages_prefetch.go). Safe to resend: a second promotion of an object
 	// already in DRAM does nothing.
 	OpPrefetch Op = 110
+	// Put sessions (120-129, messages_session.go). SessionCommit is safe to resend: a version
+	// already committed answers its checksum again.
+	OpSessionCommit Op = 120
 )
 
 type opInfo struct {
@@ -144,6 +147,7 @@ var ops = [256]opInfo{
 	OpShmPutWrite:    {name: "ShmPutWrite"},
 	OpShmPutClose:    {name: "ShmPutClose", idempotent: true},
 	OpPrefetch:       {name: "Prefetch", idempotent: true},
+	OpSessionCommit:  {name: "SessionCommit", idempotent: true},
 }
 
 // Known reports whether this build defines op.

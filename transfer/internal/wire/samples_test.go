@@ -98,6 +98,8 @@ func sampleRequests() []Message {
 		&CreateTaskRequest{Type: base.TaskCopy, Key: "k", Targets: []string{"w-2", "10.0.0.3:12345"}},
 		&CreateTaskRequest{Type: base.TaskMove, Key: "k", Source: "w-1", Targets: []string{"w-2"}},
 		&QueryTaskRequest{ID: base.TaskID{Hi: 1 << 63, Lo: 42}},
+		// Put sessions (120).
+		&SessionCommitRequest{Key: "layerwise/block-7/rank-0", Version: 42},
 	}
 }
 
@@ -150,6 +152,7 @@ func sampleResponses() []Message {
 		&CreateTaskResponse{ID: base.TaskID{Hi: 0x0123456789abcdef, Lo: 1}},
 		&QueryTaskResponse{Type: base.TaskMove, Status: base.TaskFailed, Key: "k", CreatedMs: 1_790_000_000_000,
 			UpdatedMs: 1_790_000_000_250, AssignedClient: "w-1", Message: "copy to w-2: no space"},
+		&SessionCommitResponse{Checksum: 0x0123456789abcdef, Size: 28 << 20},
 	}
 }
 
