@@ -445,7 +445,7 @@ var errShmFallback = errors.New("client: read over TCP")
 //     the background.
 //
 // With SkipChecksumVerify there is no proof, so every read pins and waits for its release.
-func (c *Client) readShm(ctx context.Context, key string, r transfer.Replica, lr *transfer.LookupResponse, buf []byte) error {
+func (c *Client) readShm(ctx context.Context, key string, r base.Placement, lr *transfer.LookupResponse, buf []byte) error {
 	a := c.shm.acquire(ctx, c, r.Address)
 	if a == nil {
 		return errShmFallback
@@ -515,7 +515,7 @@ func (c *Client) readShm(ctx context.Context, key string, r transfer.Replica, lr
 
 // readShmNoWait is readShm's unpinned read alone, for GetIntoNoWait: true when buf holds
 // the object; false (nothing sent, nothing waited for) when it needs a call to the worker.
-func (c *Client) readShmNoWait(key string, r transfer.Replica, lr *transfer.LookupResponse, buf []byte) bool {
+func (c *Client) readShmNoWait(key string, r base.Placement, lr *transfer.LookupResponse, buf []byte) bool {
 	a := c.shm.mapped(r.Address)
 	if a == nil {
 		return false

@@ -216,10 +216,10 @@ func atoi(t *testing.T, s string) int64 {
 	return n
 }
 
-func parsePutItem(t *testing.T, line string) PutItem {
+func parsePutItem(t *testing.T, line string) base.Object {
 	t.Helper()
 	fields := strings.Fields(line)
-	it := PutItem{Key: fields[0]}
+	it := base.Object{Key: fields[0]}
 	for _, f := range fields[1:] {
 		k, v, _ := strings.Cut(f, "=")
 		switch k {

@@ -160,11 +160,11 @@ func isNotLeader(err error) bool {
 }
 
 func servePutStart(_ context.Context, m *Master, req transfer.Message) (transfer.Message, error, error) {
-	rep, err := m.putStart(putStartArgs(req.(*transfer.PutStartRequest)))
+	rep, err := m.putStart(req.(*transfer.PutStartRequest))
 	if err != nil {
 		return nil, nil, err
 	}
-	return &transfer.PutStartResponse{Version: rep.Version, Replicas: toReplicas(rep.Replicas)}, nil, nil
+	return &rep, nil, nil
 }
 
 func serveBatchPutStart(_ context.Context, m *Master, req transfer.Message) (transfer.Message, error, error) {
@@ -172,7 +172,7 @@ func serveBatchPutStart(_ context.Context, m *Master, req transfer.Message) (tra
 	out := &transfer.BatchPutStartResponse{Items: make([]transfer.PutStartResult, len(r.Items))}
 	errs := make([]error, len(r.Items))
 	for i := range r.Items {
-		rep, err := m.putStart(putStartArgs(&r.Items[i]))
+		rep, err := m.putStart(&r.Items[i])
 		if isNotLeader(err) {
 			return nil, nil, err
 		}
@@ -180,14 +180,14 @@ func serveBatchPutStart(_ context.Context, m *Master, req transfer.Message) (tra
 			out.Items[i].Err, errs[i] = transfer.ItemErrorOf(err), err
 			continue
 		}
-		out.Items[i].PutStartResponse = transfer.PutStartResponse{Version: rep.Version, Replicas: toReplicas(rep.Replicas)}
+		out.Items[i].PutStartResponse = rep
 	}
 	return out, firstErr(errs), nil
 }
 
 func servePutEnd(ctx context.Context, m *Master, req transfer.Message) (transfer.Message, error, error) {
 	r := req.(*transfer.PutEndRequest)
-	errs, err := m.putEnd(ctx, []PutEndItem{m.putEndItem(r)}, r.Config.Upsert)
+	errs, err := m.putEnd(ctx, []base.Object{m.putEndRecord(r)}, r.Config.Upsert)
 	if err == nil {
 		err = firstErr(errs)
 	}
@@ -201,11 +201,11 @@ func serveBatchPutEnd(ctx context.Context, m *Master, req transfer.Message) (tra
 	errs := make([]error, len(r.Items))
 	for _, up := range []bool{false, true} {
 		var idx []int
-		var sub []PutEndItem
+		var sub []base.Object
 		for i := range r.Items {
 			if r.Items[i].Config.Upsert == up {
 				idx = append(idx, i)
-				sub = append(sub, m.putEndItem(&r.Items[i]))
+				sub = append(sub, m.putEndRecord(&r.Items[i]))
 			}
 		}
 		if len(sub) == 0 {
@@ -248,8 +248,7 @@ func serveLookup(ctx context.Context, m *Master, req transfer.Message) (transfer
 	if errs[0] != nil {
 		return nil, nil, errs[0]
 	}
-	lr := lookupResponse(reps[0])
-	return &lr, nil, nil
+	return &reps[0], nil, nil
 }
 
 func serveBatchLookup(ctx context.Context, m *Master, req transfer.Message) (transfer.Message, error, error) {
@@ -264,7 +263,7 @@ func serveBatchLookup(ctx context.Context, m *Master, req transfer.Message) (tra
 			out.Items[i].Err = transfer.ItemErrorOf(errs[i])
 			continue
 		}
-		out.Items[i].LookupResponse = lookupResponse(reps[i])
+		out.Items[i].LookupResponse = reps[i]
 	}
 	return out, firstErr(errs), nil
 }

@@ -20,8 +20,6 @@ type (
 	Op = wire.Op
 
 	Empty                  = wire.Empty
-	Replica                = wire.Replica
-	PutConfig              = wire.PutConfig
 	KeyVersion             = wire.KeyVersion
 	ItemError              = wire.ItemError
 	PutStartRequest        = wire.PutStartRequest

@@ -278,12 +278,9 @@ func TestMachine(t *testing.T) {
 					cp, _ := strings.CutPrefix(f[1], "cap=")
 					segs = append(segs, raftmeta.Segment{ID: base.WorkerID(f[0]), DRAMCapacity: atoi(t, cp), State: raftmeta.SegmentActive})
 				}
-				reps := int(num("replicas"))
-				if reps == 0 {
-					reps = 1
-				}
-				ids, err := m.PlacePut(at("now"), PutRequest{Key: str("key"), Version: base.Version(num("version")), Size: num("size"),
-					Replicas: reps, Preferred: base.WorkerID(str("preferred")), Upsert: d.HasArg("upsert"), Exclude: workerIDs("exclude")}, segs, rng)
+				ids, err := m.PlacePut(at("now"), base.Object{Key: str("key"), Version: base.Version(num("version")), Size: num("size")},
+					base.PutConfig{Replicas: uint8(num("replicas")), PreferredWorker: base.WorkerID(str("preferred")), Upsert: d.HasArg("upsert")},
+					workerIDs("exclude"), segs, rng)
 				if err != nil {
 					return "error: " + err.Error() + "\n"
 				}

@@ -85,12 +85,6 @@ func (m *Empty) Op() Op          { return m.op }
 func (m *Empty) Encode(*Encoder) {}
 func (m *Empty) Decode(*Decoder) {}
 
-// Replica names a worker holding (or chosen to hold) a replica and its data address.
-type Replica struct {
-	WorkerID base.WorkerID
-	Address  string
-}
-
 // minimum encoded sizes, for Count checks.
 const (
 	minStr       = 4
@@ -100,22 +94,20 @@ const (
 	minPutConfig = 1 + minStr + 8 + 1 + 1 + 1
 )
 
-func (r *Replica) encode(e *Encoder) {
-	e.Str(string(r.WorkerID))
-	e.Str(r.Address)
+// encodePlacements appends a list of placements (base.Placement):
+// u32 count | count x { worker id string | address string }.
+func encodePlacements(e *Encoder, ps []base.Placement) {
+	encodeList(e, ps, func(e *Encoder, p *base.Placement) {
+		e.Str(string(p.WorkerID))
+		e.Str(p.Address)
+	})
 }
 
-func (r *Replica) decode(d *Decoder) {
-	r.WorkerID = decodeWorkerID(d)
-	r.Address = d.Str(MaxAddrLen, "address")
-}
-
-func encodeReplicas(e *Encoder, rs []Replica) {
-	encodeList(e, rs, func(e *Encoder, r *Replica) { r.encode(e) })
-}
-
-func decodeReplicas(d *Decoder) []Replica {
-	return decodeList(d, minReplica, "replicas", func(d *Decoder, r *Replica) { r.decode(d) })
+func decodePlacements(d *Decoder) []base.Placement {
+	return decodeList(d, minReplica, "replicas", func(d *Decoder, p *base.Placement) {
+		p.WorkerID = decodeWorkerID(d)
+		p.Address = d.Str(MaxAddrLen, "address")
+	})
 }
 
 // KeyVersion names one version of an object (version 0: any).

@@ -10,11 +10,11 @@ import (
 // sampleRequests and sampleResponses hold one filled message of every call; they drive the
 // round-trip tests and seed the fuzzers.
 func sampleRequests() []Message {
-	cfg := PutConfig{Replicas: 2, PreferredWorker: "w-1", SoftPinTTL: time.Minute, HardPin: true,
+	cfg := base.PutConfig{Replicas: 2, PreferredWorker: "w-1", SoftPinTTL: time.Minute, HardPin: true,
 		Persistence: base.PersistenceDurable, Upsert: true}
-	ps := PutStartRequest{Key: "model/layer0/kv", Size: 1 << 20, Config: cfg}
-	pe := PutEndRequest{Key: "model/layer0/kv", Version: 77, Size: 1 << 20, Checksum: 0xdeadbeef,
-		Replicas: []base.WorkerID{"w-1", "w-2"}, Config: cfg}
+	ps := PutStartRequest{Object: base.Object{Key: "model/layer0/kv", Size: 1 << 20}, Config: cfg}
+	pe := PutEndRequest{Object: base.Object{Key: "model/layer0/kv", Version: 77, Size: 1 << 20, Checksum: 0xdeadbeef,
+		Replicas: []base.WorkerID{"w-1", "w-2"}}, Config: cfg}
 	petok := pe
 	petok.Tokens, petok.Model = 256, "qwen2-7b"
 	return []Message{
@@ -28,7 +28,7 @@ func sampleRequests() []Message {
 		&RemoveRequest{Key: "k"},
 		&RemoveByRegexRequest{Pattern: "^model/.*$"},
 		NewEmpty(OpRemoveAll),
-		&BatchPutStartRequest{Items: []PutStartRequest{ps, {Key: "x", Size: 3}}},
+		&BatchPutStartRequest{Items: []PutStartRequest{ps, {Object: base.Object{Key: "x", Size: 3}}}},
 		&BatchPutEndRequest{Items: []PutEndRequest{pe}},
 		&BatchLookupRequest{Keys: []string{"a", "b\x00c"}, AllowStale: true},
 		&BatchExistsRequest{Keys: []string{"a"}},
@@ -87,8 +87,10 @@ func sampleRequests() []Message {
 		&ReadRequest{Key: "k", Version: 3, Verifies: true},
 		&ReadRequest{Key: "k", Version: 3, Offset: 10, Length: 20, Verifies: true},
 		// Re-placed puts (messages_exclude.go): the workers an earlier attempt failed on.
-		&PutStartRequest{Key: "model/layer0/kv", Size: 1 << 20, Config: cfg, Exclude: []base.WorkerID{"w-1", "w-3"}},
-		&BatchPutStartRequest{Items: []PutStartRequest{ps, {Key: "x", Size: 3, Exclude: []base.WorkerID{"w-2"}}}},
+		&PutStartRequest{Object: base.Object{Key: "model/layer0/kv", Size: 1 << 20}, Config: cfg,
+			Exclude: []base.WorkerID{"w-1", "w-3"}},
+		&BatchPutStartRequest{Items: []PutStartRequest{ps, {Object: base.Object{Key: "x", Size: 3},
+			Exclude: []base.WorkerID{"w-2"}}}},
 		// Workers that leave or lose their connection (issue 18): lifecycle calls 63, 64.
 		&LeaveWorkerRequest{WorkerID: "embedded-host-4242-0000beef"},
 		&AttachWorkerRequest{WorkerID: "w-1"},
@@ -102,7 +104,7 @@ func sampleRequests() []Message {
 }
 
 func sampleResponses() []Message {
-	reps := []Replica{{WorkerID: "w-1", Address: "10.0.0.1:1"}, {WorkerID: "w-2", Address: "[::1]:2"}}
+	reps := []base.Placement{{WorkerID: "w-1", Address: "10.0.0.1:1"}, {WorkerID: "w-2", Address: "[::1]:2"}}
 	psr := PutStartResponse{Version: 5, Replicas: reps}
 	lr := LookupResponse{Version: 5, Size: 1 << 20, Checksum: 99, Replicas: reps}
 	rr := NewReadResponse(OpRead)
