@@ -89,7 +89,7 @@ func (c *Client) getNoWait(key string, alloc Alloc) (int, bool) {
 		return 0, false
 	}
 	lr, ok := c.lookups.get(key)
-	if !ok || !c.shm.known(transfer.KeyVersion{Key: key, Version: lr.Version}) {
+	if !ok || !c.shm.known(base.KeyVersion{Key: key, Version: lr.Version}) {
 		return 0, false
 	}
 	buf, err := alloc(lr.Size)

@@ -168,7 +168,7 @@ func TestClusterSnapshotEqualsReplay(t *testing.T) {
 	c.Shutdown(lag)
 	putN(t, c, 300, 300)
 	c.Apply(raftmeta.SetPin{Key: "key-00010", SoftPinUntil: 99, HardPin: true})
-	c.Apply(raftmeta.DropReplicas{Worker: "w1", Items: []raftmeta.KeyVersion{{Key: "key-00011"}, {Key: "key-00012", Version: 13}}})
+	c.Apply(raftmeta.DropReplicas{Worker: "w1", Items: []base.KeyVersion{{Key: "key-00011"}, {Key: "key-00012", Version: 13}}})
 	c.Apply(raftmeta.RemoveRegex{Pattern: "^key-0005"})
 	if err := c.Node(c.Leader()).Snapshot(); err != nil {
 		t.Fatal(err)

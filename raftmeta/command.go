@@ -101,18 +101,12 @@ type RegisterWorker struct {
 // removed. An unknown worker gives base.ErrSegmentNotFound.
 type UnregisterWorker struct{ ID base.WorkerID }
 
-// KeyVersion names one object version; Version 0 means whatever version is stored.
-type KeyVersion struct {
-	Key     string
-	Version base.Version
-}
-
 // DropReplicas records that Worker no longer holds these objects: the replica is dropped and
 // an object left with none is removed. An item whose key is absent, whose version differs, or
 // which has no replica on Worker fails with base.ErrObjectNotFound (nothing changes for it).
 type DropReplicas struct {
 	Worker base.WorkerID
-	Items  []KeyVersion
+	Items  []base.KeyVersion
 }
 
 // MarkWorkerDead records the leader's conclusion that a worker is gone: the segment becomes

@@ -74,7 +74,7 @@ func TestFSMDataDriven(t *testing.T) {
 				for _, line := range lines(d.Input) {
 					f := strings.Fields(line)
 					v, _ := strings.CutPrefix(f[1], "version=")
-					c.Items = append(c.Items, KeyVersion{Key: f[0], Version: base.Version(atoi(t, v))})
+					c.Items = append(c.Items, base.KeyVersion{Key: f[0], Version: base.Version(atoi(t, v))})
 				}
 				if d.Cmd == "add" {
 					return apply(AddReplicas(c))
@@ -116,7 +116,7 @@ func TestFSMDataDriven(t *testing.T) {
 			case "drop":
 				c := DropReplicas{Worker: base.WorkerID(str("worker"))}
 				for _, line := range lines(d.Input) {
-					kv := KeyVersion{}
+					kv := base.KeyVersion{}
 					for i, field := range strings.Fields(line) {
 						if i == 0 {
 							kv.Key = field

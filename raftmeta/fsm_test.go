@@ -183,7 +183,7 @@ func randomCommand(r *rand.Rand, now int64) Command {
 	case p < 80:
 		c := DropReplicas{Worker: worker()}
 		for range 1 + r.IntN(4) {
-			c.Items = append(c.Items, KeyVersion{Key: key(), Version: base.Version(r.IntN(3))})
+			c.Items = append(c.Items, base.KeyVersion{Key: key(), Version: base.Version(r.IntN(3))})
 		}
 		return c
 	case p < 84:
@@ -195,13 +195,13 @@ func randomCommand(r *rand.Rand, now int64) Command {
 	case p < 90:
 		c := AdoptReplicas{Worker: worker()}
 		for range 1 + r.IntN(4) {
-			c.Items = append(c.Items, KeyVersion{Key: key(), Version: base.Version(1 + r.IntN(4))})
+			c.Items = append(c.Items, base.KeyVersion{Key: key(), Version: base.Version(1 + r.IntN(4))})
 		}
 		return c
 	case p < 91 && r.IntN(2) == 0:
 		c := AddReplicas{Worker: worker()}
 		for range 1 + r.IntN(4) {
-			c.Items = append(c.Items, KeyVersion{Key: key(), Version: base.Version(1 + r.IntN(4))})
+			c.Items = append(c.Items, base.KeyVersion{Key: key(), Version: base.Version(1 + r.IntN(4))})
 		}
 		return c
 	case p < 92:

@@ -347,7 +347,7 @@ func serveRegisterWorker(ctx context.Context, m *Master, req transfer.Message) (
 	if err != nil {
 		return nil, nil, err
 	}
-	return &transfer.RegisterWorkerResponse{Drop: toWireKV(drops), HeartbeatInterval: DefaultHeartbeatInterval}, nil, nil
+	return &transfer.RegisterWorkerResponse{Drop: drops, HeartbeatInterval: DefaultHeartbeatInterval}, nil, nil
 }
 
 // serveHeartbeat: a worker built before HeartbeatRequest carried NVMeObjects sends none (its
@@ -362,7 +362,7 @@ func serveHeartbeat(_ context.Context, m *Master, req transfer.Message) (transfe
 		return nil, nil, err
 	}
 	m.noteWorkerStats(r) // counters and per-model tallies (worker_stats.go)
-	resp := &transfer.HeartbeatResponse{Drop: toWireKV(rep.Drops), Reregister: rep.Reregister}
+	resp := &transfer.HeartbeatResponse{Drop: rep.Drops, Reregister: rep.Reregister}
 	if r.AskClientTTL {
 		resp.ClientTTL = m.cfg.ClientTTL // bounds the worker's heartbeat calls (worker_loop.go)
 	}

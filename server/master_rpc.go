@@ -54,14 +54,6 @@ func (m *Master) putEndRecord(r *transfer.PutEndRequest) base.Object {
 	return o
 }
 
-func toWireKV(kvs []raftmeta.KeyVersion) []transfer.KeyVersion {
-	out := make([]transfer.KeyVersion, len(kvs))
-	for i, kv := range kvs {
-		out[i] = transfer.KeyVersion{Key: kv.Key, Version: kv.Version}
-	}
-	return out
-}
-
 // applyCtx bounds a call that commits through raft (the memory and model calls; the table's
 // calls get theirs from masterCall.timeout).
 func (h *masterHandler) applyCtx(ctx context.Context) (context.Context, context.CancelFunc) {

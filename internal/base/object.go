@@ -60,3 +60,11 @@ type PutConfig struct {
 	Persistence     Persistence
 	Upsert          bool // replace an existing key instead of failing with OBJECT_ALREADY_EXISTS
 }
+
+// KeyVersion names one version of an object; Version 0 means any (whatever version is
+// stored). The one Go type for it in the wire calls (drops, revokes, prefetches) and the raft
+// commands (DropReplicas and the lifecycle commands).
+type KeyVersion struct {
+	Key     string
+	Version Version
+}

@@ -145,7 +145,7 @@ type Worker struct {
 	LastRegister time.Time
 
 	// drops owed to the worker, sent in heartbeat replies.
-	drops []raftmeta.KeyVersion
+	drops []base.KeyVersion
 	// resync asks the worker to re-register with its full inventory; resyncAfter asks for
 	// it once that time has passed (zero: none).
 	resync      bool
@@ -371,7 +371,7 @@ func (m *Machine) Applied(c raftmeta.Command, res raftmeta.Result) {
 // it to re-register. A worker unknown to this leadership, or dead, gets ErrSegmentNotFound:
 // it must register again. leaving announces a graceful shutdown (restart grace, no
 // placements).
-func (m *Machine) Heartbeat(now time.Time, id base.WorkerID, u Usage, leaving bool) (drops []raftmeta.KeyVersion, reregister bool, err error) {
+func (m *Machine) Heartbeat(now time.Time, id base.WorkerID, u Usage, leaving bool) (drops []base.KeyVersion, reregister bool, err error) {
 	w := m.workers[id]
 	if !m.leader || w == nil || w.State == Dead || w.State == Registering || w.State == Returning || w.State == Left {
 		return nil, false, fmt.Errorf("%w: worker %s is not registered with this leader; register again", base.ErrSegmentNotFound, id)
@@ -485,7 +485,7 @@ func (m *Machine) QueueDrop(id base.WorkerID, key string, v base.Version) {
 		w.drops, w.resync = nil, true
 		return
 	}
-	w.drops = append(w.drops, raftmeta.KeyVersion{Key: key, Version: v})
+	w.drops = append(w.drops, base.KeyVersion{Key: key, Version: v})
 }
 
 // Placeable reports whether new puts may go to worker id: it is alive or suspect (not

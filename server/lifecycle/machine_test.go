@@ -255,7 +255,7 @@ func TestMachine(t *testing.T) {
 				return formatTask(m, base.TaskID{Lo: uint64(num("id"))})
 			case "add-applied":
 				o := orders[orderName(str("key"), str("to"))]
-				c := raftmeta.AddReplicas{Worker: o.To, Items: []raftmeta.KeyVersion{{Key: o.Key, Version: o.Version}}}
+				c := raftmeta.AddReplicas{Worker: o.To, Items: []base.KeyVersion{{Key: o.Key, Version: o.Version}}}
 				res := raftmeta.Result{Items: []error{nil}}
 				if d.HasArg("err") {
 					res.Items[0] = fmt.Errorf("add: %w", base.ErrObjectNotFound)

@@ -258,7 +258,7 @@ func (m *Machine) CopyDone(o CopyOrder, err error) Output {
 	}
 	if o.Add {
 		return Output{Propose: []raftmeta.Command{raftmeta.AddReplicas{Worker: o.To,
-			Items: []raftmeta.KeyVersion{{Key: o.Key, Version: o.Version}}}}}
+			Items: []base.KeyVersion{{Key: o.Key, Version: o.Version}}}}}
 	}
 	return Output{Propose: []raftmeta.Command{raftmeta.MoveReplicas{Items: []raftmeta.ReplicaMove{
 		{Key: o.Key, Version: o.Version, From: o.From, To: o.To}}}}}

@@ -110,38 +110,33 @@ func decodePlacements(d *Decoder) []base.Placement {
 	})
 }
 
-// KeyVersion names one version of an object (version 0: any).
-type KeyVersion struct {
-	Key     string
-	Version base.Version
-}
-
-func (kv *KeyVersion) encode(e *Encoder) {
+// encodeKeyVersion appends a KeyVersion (base.KeyVersion): key | version.
+func encodeKeyVersion(e *Encoder, kv *base.KeyVersion) {
 	e.Str(kv.Key)
 	e.U64(uint64(kv.Version))
 }
-func (kv *KeyVersion) decode(d *Decoder) {
+func decodeKeyVersion(d *Decoder, kv *base.KeyVersion) {
 	kv.Key = d.Key()
 	kv.Version = base.Version(d.U64())
 }
 
-func encodeKeyVersions(e *Encoder, kvs []KeyVersion) {
-	encodeList(e, kvs, func(e *Encoder, kv *KeyVersion) { kv.encode(e) })
+func encodeKeyVersions(e *Encoder, kvs []base.KeyVersion) {
+	encodeList(e, kvs, encodeKeyVersion)
 }
 
-func decodeKeyVersions(d *Decoder) []KeyVersion {
-	return decodeList(d, minKey+8, "key versions", func(d *Decoder, kv *KeyVersion) { kv.decode(d) })
+func decodeKeyVersions(d *Decoder) []base.KeyVersion {
+	return decodeList(d, minKey+8, "key versions", decodeKeyVersion)
 }
 
 // decodeBoundedKeyVersions decodes a list<KeyVersion> of at most limit items (nil if empty).
-func decodeBoundedKeyVersions(d *Decoder, limit int, what string) []KeyVersion {
+func decodeBoundedKeyVersions(d *Decoder, limit int, what string) []base.KeyVersion {
 	n := d.Count(minKey+8, limit, what)
 	if n == 0 {
 		return nil
 	}
-	items := make([]KeyVersion, n)
+	items := make([]base.KeyVersion, n)
 	for i := range items {
-		items[i].decode(d)
+		decodeKeyVersion(d, &items[i])
 	}
 	return items
 }

@@ -126,11 +126,11 @@ type PutRevokeRequest struct {
 }
 
 func (m *PutRevokeRequest) Op() Op            { return OpPutRevoke }
-func (m *PutRevokeRequest) Encode(e *Encoder) { (*KeyVersion)(m).encode(e) }
-func (m *PutRevokeRequest) Decode(d *Decoder) { (*KeyVersion)(m).decode(d) }
+func (m *PutRevokeRequest) Encode(e *Encoder) { encodeKeyVersion(e, (*base.KeyVersion)(m)) }
+func (m *PutRevokeRequest) Decode(d *Decoder) { decodeKeyVersion(d, (*base.KeyVersion)(m)) }
 
 // BatchPutRevokeRequest revokes several puts.
-type BatchPutRevokeRequest struct{ Items []KeyVersion }
+type BatchPutRevokeRequest struct{ Items []base.KeyVersion }
 
 func (m *BatchPutRevokeRequest) Op() Op            { return OpBatchPutRevoke }
 func (m *BatchPutRevokeRequest) Encode(e *Encoder) { encodeKeyVersions(e, m.Items) }

@@ -22,7 +22,7 @@ func sampleRequests() []Message {
 		&ps,
 		&pe,
 		&PutRevokeRequest{Key: "k", Version: 9},
-		&BatchPutRevokeRequest{Items: []KeyVersion{{Key: "a", Version: 1}, {Key: "b", Version: 2}}},
+		&BatchPutRevokeRequest{Items: []base.KeyVersion{{Key: "a", Version: 1}, {Key: "b", Version: 2}}},
 		&LookupRequest{Key: "k", AllowStale: true},
 		&ExistsRequest{Key: "k"},
 		&RemoveRequest{Key: "k"},
@@ -82,7 +82,7 @@ func sampleRequests() []Message {
 			Commit: true, Model: "qwen2-7b"}},
 		&ShmPutCloseRequest{Stage: 7},
 		// C library calls (90-99).
-		&ShmTouchRequest{Items: []KeyVersion{{Key: "a", Version: 1}, {Key: "b", Version: 2}}},
+		&ShmTouchRequest{Items: []base.KeyVersion{{Key: "a", Version: 1}, {Key: "b", Version: 2}}},
 		// Reads with the optional flags byte (a verifying client: sendfile allowed).
 		&ReadRequest{Key: "k", Version: 3, Verifies: true},
 		&ReadRequest{Key: "k", Version: 3, Offset: 10, Length: 20, Verifies: true},
@@ -95,7 +95,7 @@ func sampleRequests() []Message {
 		&LeaveWorkerRequest{WorkerID: "embedded-host-4242-0000beef"},
 		&AttachWorkerRequest{WorkerID: "w-1"},
 		// Prefetch on exist (110).
-		&PrefetchRequest{Items: []KeyVersion{{Key: "a", Version: 1}, {Key: "b", Version: 0}}},
+		&PrefetchRequest{Items: []base.KeyVersion{{Key: "a", Version: 1}, {Key: "b", Version: 0}}},
 		// Copy and move tasks (messages_tasks.go): lifecycle calls 65, 66.
 		&CreateTaskRequest{Type: base.TaskCopy, Key: "k", Targets: []string{"w-2", "10.0.0.3:12345"}},
 		&CreateTaskRequest{Type: base.TaskMove, Key: "k", Source: "w-1", Targets: []string{"w-2"}},
@@ -123,8 +123,8 @@ func sampleResponses() []Message {
 		&BatchExistsResponse{Exists: []bool{true, false, true}},
 		NewBatchResponse(OpBatchRemove, []ItemError{{}}),
 		&ListResponse{Items: []ListItem{{Key: "a", Size: 1}, {Key: "b", Size: 2}}, NextCursor: "b"},
-		&RegisterWorkerResponse{Drop: []KeyVersion{{Key: "old", Version: 1}}, HeartbeatInterval: time.Second},
-		&HeartbeatResponse{Drop: []KeyVersion{{Key: "gone", Version: 0}}, Reregister: true, ClientTTL: 3 * time.Second},
+		&RegisterWorkerResponse{Drop: []base.KeyVersion{{Key: "old", Version: 1}}, HeartbeatInterval: time.Second},
+		&HeartbeatResponse{Drop: []base.KeyVersion{{Key: "gone", Version: 0}}, Reregister: true, ClientTTL: 3 * time.Second},
 		&StatusResponse{JSON: []byte(`{"keys":3}`)},
 		rr,
 		&ShmOpenResponse{BootID: "350a5823-aa02-4ead-8e24-88d308efba0e", PID: 4242, FD: 7, Inode: 1234, Dev: 5,
