@@ -112,8 +112,9 @@ func (c *Client) batchPutEnd(ctx context.Context, keys []string, values [][]byte
 			continue
 		}
 		pl := placed[j]
-		end.Items = append(end.Items, transfer.PutEndRequest{Object: base.Object{Key: keys[i], Version: pl.Version,
-			Size: int64(len(values[i])), Checksum: sums[j], Replicas: replicaIDs(pl), Tokens: rc.Tokens, Model: rc.Model}, Config: cfg})
+		rec := base.Object{ObjectMeta: base.ObjectMeta{Key: keys[i], Version: pl.Version, Size: int64(len(values[i])),
+			Checksum: sums[j]}, Replicas: replicaIDs(pl), Tokens: rc.Tokens, Model: rc.Model}
+		end.Items = append(end.Items, transfer.PutEndRequest{Object: rec, Config: cfg})
 		endIdx = append(endIdx, j)
 	}
 	if len(endIdx) == 0 {
@@ -168,8 +169,8 @@ func (c *Client) batchPlaceAndWrite(ctx context.Context, keys []string, values [
 		req := &transfer.BatchPutStartRequest{Items: make([]transfer.PutStartRequest, len(pending))}
 		for n, j := range pending {
 			i := idx[j]
-			req.Items[n] = transfer.PutStartRequest{Object: base.Object{Key: keys[i], Size: int64(len(values[i]))},
-				Config: cfg, Exclude: excl[j].workers}
+			rec := base.Object{ObjectMeta: base.ObjectMeta{Key: keys[i], Size: int64(len(values[i]))}}
+			req.Items[n] = transfer.PutStartRequest{Object: rec, Config: cfg, Exclude: excl[j].workers}
 		}
 		var resp transfer.BatchPutStartResponse
 		err := c.batchPutStart(ctx, req, &resp)

@@ -123,8 +123,8 @@ func (c *Client) put(ctx context.Context, key string, size int64, rc ReplicateCo
 	g := c.groupCommit()
 	var x exclusion
 	for recommits := 0; ; {
-		pl, err := g.starts.do(ctx, &transfer.PutStartRequest{Object: base.Object{Key: key, Size: size}, Config: cfg,
-			Exclude: x.workers})
+		rec := base.Object{ObjectMeta: base.ObjectMeta{Key: key, Size: size}}
+		pl, err := g.starts.do(ctx, &transfer.PutStartRequest{Object: rec, Config: cfg, Exclude: x.workers})
 		if err != nil {
 			return fmt.Errorf("put %q: %w", key, x.wrap(err))
 		}
@@ -142,8 +142,9 @@ func (c *Client) put(ctx context.Context, key string, size int64, rc ReplicateCo
 			}
 			return fmt.Errorf("put %q: %w", key, err)
 		}
-		_, err = g.ends.do(ctx, &transfer.PutEndRequest{Object: base.Object{Key: key, Version: pl.Version, Size: size,
-			Checksum: sum, Replicas: replicaIDs(pl), Tokens: rc.Tokens, Model: rc.Model}, Config: cfg})
+		// The same record, now placed and written.
+		rec.Version, rec.Checksum, rec.Replicas, rec.Tokens, rec.Model = pl.Version, sum, replicaIDs(pl), rc.Tokens, rc.Model
+		_, err = g.ends.do(ctx, &transfer.PutEndRequest{Object: rec, Config: cfg})
 		if err != nil {
 			c.revoke(key, pl.Version)
 			if recommits < maxRecommits && recommit(ctx, err) {

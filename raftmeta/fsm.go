@@ -557,10 +557,7 @@ func (st *state) find(key string) (uint32, *objRec) {
 // object converts a record to the API type.
 func (st *state) object(key string, rec *objRec) Object {
 	o := Object{Object: base.Object{
-		Key:          key,
-		Size:         rec.size(),
-		Version:      base.Version(rec.version),
-		Checksum:     rec.checksum,
+		ObjectMeta:   base.ObjectMeta{Key: key, Version: base.Version(rec.version), Size: rec.size(), Checksum: rec.checksum},
 		Replicas:     make([]base.WorkerID, rec.nreps()),
 		SoftPinUntil: rec.softPin,
 		HardPin:      rec.hardPin(),

@@ -219,7 +219,7 @@ func atoi(t *testing.T, s string) int64 {
 func parsePutItem(t *testing.T, line string) base.Object {
 	t.Helper()
 	fields := strings.Fields(line)
-	it := base.Object{Key: fields[0]}
+	it := base.Object{ObjectMeta: base.ObjectMeta{Key: fields[0]}}
 	for _, f := range fields[1:] {
 		k, v, _ := strings.Cut(f, "=")
 		switch k {

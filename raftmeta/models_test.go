@@ -64,7 +64,8 @@ func formatModels(ms []ModelUsage) string {
 // TestPutTokensEncoding: a PutEnd without tokens encodes as it always did; with tokens it
 // round-trips, and a bad tokens section is refused.
 func TestPutTokensEncoding(t *testing.T) {
-	plain := PutEnd{Now: 5, Items: []base.Object{{Key: "a", Size: 1, Version: 1, Replicas: []base.WorkerID{"w"}}}}
+	plain := PutEnd{Now: 5, Items: []base.Object{{ObjectMeta: base.ObjectMeta{Key: "a", Size: 1, Version: 1},
+		Replicas: []base.WorkerID{"w"}}}}
 	enc := EncodeCommand(plain)
 	withTok := plain
 	withTok.Items = []base.Object{plain.Items[0], plain.Items[0], plain.Items[0]}
@@ -169,7 +170,8 @@ func BenchmarkApplyPutEnd(b *testing.B) {
 			for i := range b.N {
 				c := PutEnd{Upsert: true, Now: int64(i)}
 				for j := range 64 {
-					it := base.Object{Key: fmt.Sprintf("k%d", j), Size: 256 * 57344, Version: base.Version(i + 1), Replicas: []base.WorkerID{"w1"}}
+					it := base.Object{ObjectMeta: base.ObjectMeta{Key: fmt.Sprintf("k%d", j), Size: 256 * 57344,
+						Version: base.Version(i + 1)}, Replicas: []base.WorkerID{"w1"}}
 					if tokens {
 						it.Tokens, it.Model = 256, "qwen2-7b"
 					}

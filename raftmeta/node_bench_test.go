@@ -73,8 +73,9 @@ func benchCommit(b *testing.B, leader *raftmeta.Node, batch, proposers int) {
 						errs <- err
 						return
 					}
-					items[i] = base.Object{Key: fmt.Sprintf("bench/%058d", benchKeySeq.Add(1)), Size: 1 << 20,
-						Version: v, Checksum: uint64(v), Replicas: []base.WorkerID{"worker-a", "worker-b"}}
+					items[i] = base.Object{ObjectMeta: base.ObjectMeta{Key: fmt.Sprintf("bench/%058d",
+						benchKeySeq.Add(1)), Size: 1 << 20, Version: v, Checksum: uint64(v)},
+						Replicas: []base.WorkerID{"worker-a", "worker-b"}}
 				}
 				res, err := leader.Apply(ctx, raftmeta.PutEnd{Items: items})
 				if err == nil && res.Failed() != 0 {

@@ -40,7 +40,8 @@ func openSingle(t *testing.T, dir string) *raftmeta.Node {
 }
 
 func put(key string, v base.Version, workers ...base.WorkerID) base.Object {
-	return base.Object{Key: key, Size: int64(len(key)) * 10, Version: v, Checksum: uint64(v) * 7, Replicas: workers}
+	return base.Object{ObjectMeta: base.ObjectMeta{Key: key, Size: int64(len(key)) * 10, Version: v,
+		Checksum: uint64(v) * 7}, Replicas: workers}
 }
 
 func TestSingleNode(t *testing.T) {
@@ -245,9 +246,12 @@ func TestApplyValidates(t *testing.T) {
 		nil,
 		(*raftmeta.Remove)(nil),
 		raftmeta.PutEnd{},
-		raftmeta.PutEnd{Items: []base.Object{{Key: "", Version: 1, Replicas: []base.WorkerID{"w"}}}},
-		raftmeta.PutEnd{Items: []base.Object{{Key: "k", Version: 1, Replicas: []base.WorkerID{"w", "w"}}}},
-		raftmeta.PutEnd{Items: []base.Object{{Key: "k", Version: 1, Size: -1, Replicas: []base.WorkerID{"w"}}}},
+		raftmeta.PutEnd{Items: []base.Object{{ObjectMeta: base.ObjectMeta{Key: "", Version: 1},
+			Replicas: []base.WorkerID{"w"}}}},
+		raftmeta.PutEnd{Items: []base.Object{{ObjectMeta: base.ObjectMeta{Key: "k", Version: 1},
+			Replicas: []base.WorkerID{"w", "w"}}}},
+		raftmeta.PutEnd{Items: []base.Object{{ObjectMeta: base.ObjectMeta{Key: "k", Version: 1, Size: -1},
+			Replicas: []base.WorkerID{"w"}}}},
 		raftmeta.Remove{},
 		raftmeta.RemoveRegex{Pattern: "a**"},
 		raftmeta.RegisterWorker{ID: "a/b", Address: "x:1"},
@@ -261,7 +265,8 @@ func TestApplyValidates(t *testing.T) {
 	}
 	big := raftmeta.PutEnd{}
 	for i := range 2000 {
-		big.Items = append(big.Items, base.Object{Key: fmt.Sprintf("%04d%s", i, strings.Repeat("k", 4000)), Version: 1,
+		big.Items = append(big.Items, base.Object{ObjectMeta: base.ObjectMeta{Key: fmt.Sprintf("%04d%s", i,
+			strings.Repeat("k", 4000)), Version: 1},
 			Replicas: []base.WorkerID{"w"}})
 	}
 	if _, err := n.Apply(ctx, big); !errors.Is(err, base.ErrTooLarge) {

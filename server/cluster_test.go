@@ -206,7 +206,8 @@ func isConnErr(err error) bool {
 func (d *driver) put(key string, val []byte, replicas int, upsert bool) error {
 	ps := &transfer.PutStartResponse{}
 	cfg := base.PutConfig{Replicas: uint8(replicas), Upsert: upsert}
-	if err := d.call(&transfer.PutStartRequest{Object: base.Object{Key: key, Size: int64(len(val))}, Config: cfg},
+	if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: key,
+		Size: int64(len(val))}}, Config: cfg},
 		ps); err != nil {
 		return err
 	}
@@ -222,8 +223,8 @@ func (d *driver) put(key string, val []byte, replicas int, upsert bool) error {
 		}
 		ids = append(ids, r.WorkerID)
 	}
-	return d.call(&transfer.PutEndRequest{Object: base.Object{Key: key, Version: ps.Version, Size: int64(len(val)),
-		Checksum: sum, Replicas: ids}, Config: cfg}, nil)
+	return d.call(&transfer.PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: key,
+		Version: ps.Version, Size: int64(len(val)), Checksum: sum}, Replicas: ids}, Config: cfg}, nil)
 }
 
 func (d *driver) lookup(key string) (*transfer.LookupResponse, error) {
@@ -366,8 +367,8 @@ func TestCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.call(&transfer.PutEndRequest{Object: base.Object{Key: "obj/03", Version: lr0.Version, Size: lr0.Size,
-		Checksum: lr0.Checksum}}, nil); err != nil {
+	if err := d.call(&transfer.PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "obj/03",
+		Version: lr0.Version, Size: lr0.Size, Checksum: lr0.Checksum}}}, nil); err != nil {
 		t.Fatalf("retried PutEnd: %v", err)
 	}
 
@@ -395,7 +396,7 @@ func TestCluster(t *testing.T) {
 	if err := d.put("big", make([]byte, 33<<20), 1, false); !errors.Is(err, base.ErrNoSpace) {
 		t.Fatalf("value over every segment: %v", err)
 	}
-	if err := d.call(&transfer.PutStartRequest{Object: base.Object{Key: "", Size: 1}},
+	if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "", Size: 1}}},
 		&transfer.PutStartResponse{}); !errors.Is(err, base.ErrInvalidKey) && !errors.Is(err, base.ErrInvalidParams) {
 		t.Fatalf("empty key: %v", err)
 	}
@@ -480,8 +481,9 @@ func TestCluster(t *testing.T) {
 			followerAddr = m.Addr()
 		}
 	}
-	err = d.cli.Call(context.Background(), followerAddr, &transfer.PutStartRequest{Object: base.Object{Key: "f",
-		Size: 1}}, &transfer.PutStartResponse{})
+	err = d.cli.Call(context.Background(), followerAddr,
+		&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "f", Size: 1}}},
+		&transfer.PutStartResponse{})
 	var nl *transfer.NotLeaderError
 	if !errors.As(err, &nl) || !errors.Is(err, base.ErrNotLeader) || nl.LeaderAddr != leaderAddr {
 		t.Fatalf("PutStart on a follower: %v (want NOT_LEADER naming %s)", err, leaderAddr)

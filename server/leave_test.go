@@ -36,7 +36,7 @@ func (d *driver) placements(prefix string, n int) map[base.WorkerID]int {
 	for i := range n {
 		key := fmt.Sprintf("%s%d", prefix, i)
 		ps := &transfer.PutStartResponse{}
-		if err := d.call(&transfer.PutStartRequest{Object: base.Object{Key: key, Size: 100},
+		if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: key, Size: 100}},
 			Config: base.PutConfig{Replicas: 1}}, ps); err != nil {
 			d.t.Fatal(err)
 		}

@@ -57,7 +57,9 @@ func (m *Master) putStart(r *transfer.PutStartRequest) (transfer.PutStartRespons
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ids, err := m.mu.lc.PlacePut(now, base.Object{Key: r.Key, Version: version, Size: r.Size}, r.Config, r.Exclude, segs, m.mu.rng)
+	rec := r.Object // Key and Size: the rest of the record comes with PutEnd
+	rec.Version = version
+	ids, err := m.mu.lc.PlacePut(now, rec, r.Config, r.Exclude, segs, m.mu.rng)
 	if err != nil {
 		return transfer.PutStartResponse{}, err
 	}

@@ -46,7 +46,8 @@ func TestMemoryCluster(t *testing.T) {
 	start := func(key string, tokens int64) transfer.PutEndRequest {
 		val := value(rng, int(tokens*bpt))
 		ps := &transfer.PutStartResponse{}
-		if err := d.call(&transfer.PutStartRequest{Object: base.Object{Key: key, Size: int64(len(val))}, Config: cfg},
+		if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: key,
+			Size: int64(len(val))}}, Config: cfg},
 			ps); err != nil {
 			t.Fatal(err)
 		}
@@ -58,8 +59,8 @@ func TestMemoryCluster(t *testing.T) {
 			}
 			ids = append(ids, r.WorkerID)
 		}
-		return transfer.PutEndRequest{Object: base.Object{Key: key, Version: ps.Version, Size: int64(len(val)),
-			Checksum: sum, Replicas: ids, Tokens: tokens, Model: "qwen2-7b"}, Config: cfg}
+		return transfer.PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: key, Version: ps.Version,
+			Size: int64(len(val)), Checksum: sum}, Replicas: ids, Tokens: tokens, Model: "qwen2-7b"}, Config: cfg}
 	}
 	one := start("single", 8)
 	if err := d.call(&one, transfer.NewEmpty(transfer.OpPutEnd)); err != nil {

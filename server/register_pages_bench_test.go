@@ -81,7 +81,8 @@ func BenchmarkRegisterPages(b *testing.B) {
 					b.Fatal(err)
 				}
 				key := fmt.Sprintf("%s%0*d", prefix, keyLen-len(prefix), start+i)
-				items[i] = base.Object{Key: key, Size: 1 << 20, Version: v, Checksum: uint64(start + i), Replicas: []base.WorkerID{id}}
+				items[i] = base.Object{ObjectMeta: base.ObjectMeta{Key: key, Size: 1 << 20, Version: v,
+					Checksum: uint64(start + i)}, Replicas: []base.WorkerID{id}}
 				inv[start+i] = base.ObjectMeta{Key: key, Version: v, Size: 1 << 20, Checksum: uint64(start + i)}
 			}
 			res, err := m.node.Apply(ctx, raftmeta.PutEnd{Items: items, Upsert: true})

@@ -39,7 +39,7 @@ func TestWorkerDeadAfterTTL(t *testing.T) {
 	}
 	// A single replica on w2, by preference.
 	ps := &transfer.PutStartResponse{}
-	if err := d.call(&transfer.PutStartRequest{Object: base.Object{Key: "alone", Size: 5},
+	if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "alone", Size: 5}},
 		Config: base.PutConfig{Replicas: 1, PreferredWorker: w2.ID()}}, ps); err != nil {
 		t.Fatal(err)
 	}
@@ -49,8 +49,8 @@ func TestWorkerDeadAfterTTL(t *testing.T) {
 	if err := d.cli.Write(context.Background(), ps.Replicas[0].Address, transfer.WriteRequest{Key: "alone", Version: ps.Version}, []byte("alone")); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.call(&transfer.PutEndRequest{Object: base.Object{Key: "alone", Version: ps.Version, Size: 5,
-		Checksum: base.Checksum([]byte("alone"))}}, nil); err != nil {
+	if err := d.call(&transfer.PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "alone",
+		Version: ps.Version, Size: 5, Checksum: base.Checksum([]byte("alone"))}}}, nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -98,15 +98,16 @@ func TestPutTimeout(t *testing.T) {
 	w := c.addWorker("", func(cfg *WorkerConfig) { cfg.PendingWriteTimeout = time.Hour })
 	d := newDriver(t, c.masterAddrs())
 	ps := &transfer.PutStartResponse{}
-	if err := d.call(&transfer.PutStartRequest{Object: base.Object{Key: "slow", Size: 4}}, ps); err != nil {
+	if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "slow",
+		Size: 4}}}, ps); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.cli.Write(context.Background(), ps.Replicas[0].Address, transfer.WriteRequest{Key: "slow", Version: ps.Version}, []byte("slow")); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the worker drops the expired put", func() bool { return !w.eng.Exists("slow") })
-	err := d.call(&transfer.PutEndRequest{Object: base.Object{Key: "slow", Version: ps.Version, Size: 4,
-		Checksum: base.Checksum([]byte("slow"))}}, nil)
+	err := d.call(&transfer.PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "slow",
+		Version: ps.Version, Size: 4, Checksum: base.Checksum([]byte("slow"))}}}, nil)
 	if !errors.Is(err, base.ErrInvalidVersion) {
 		t.Fatalf("late PutEnd: %v", err)
 	}
@@ -114,7 +115,8 @@ func TestPutTimeout(t *testing.T) {
 		t.Fatalf("expired put visible: %v", err)
 	}
 	// PutRevoke drops at once.
-	if err := d.call(&transfer.PutStartRequest{Object: base.Object{Key: "revoked", Size: 1}}, ps); err != nil {
+	if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "revoked",
+		Size: 1}}}, ps); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.cli.Write(context.Background(), ps.Replicas[0].Address, transfer.WriteRequest{Key: "revoked", Version: ps.Version}, []byte("r")); err != nil {

@@ -180,8 +180,9 @@ func upsertAcrossLeaderChange(t *testing.T, n int, change func(context.Context, 
 		return w.eng.Metrics().Restored == 1
 	})
 	d.mustGet("k", v1, 1)
-	err := d.call(&transfer.PutEndRequest{Object: base.Object{Key: "k", Version: ps.Version, Size: int64(len(v2)),
-		Checksum: base.Checksum(v2), Replicas: []base.WorkerID{w.ID()}}, Config: cfg}, nil)
+	err := d.call(&transfer.PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "k",
+		Version: ps.Version, Size: int64(len(v2)), Checksum: base.Checksum(v2)}, Replicas: []base.WorkerID{w.ID()}},
+		Config: cfg}, nil)
 	if !errors.Is(err, base.ErrInvalidVersion) {
 		t.Fatalf("PutEnd of the old leader's put after the grace: %v, want ErrInvalidVersion", err)
 	}
@@ -200,7 +201,8 @@ func startUpsertOver(t *testing.T, d *driver, v1, v2 []byte) (*transfer.PutStart
 	}
 	ps := &transfer.PutStartResponse{}
 	cfg := base.PutConfig{Replicas: 1, Upsert: true}
-	if err := d.call(&transfer.PutStartRequest{Object: base.Object{Key: "k", Size: int64(len(v2))}, Config: cfg},
+	if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "k",
+		Size: int64(len(v2))}}, Config: cfg},
 		ps); err != nil {
 		t.Fatal(err)
 	}

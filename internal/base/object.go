@@ -10,12 +10,14 @@ import "time"
 // client knows, raftmeta's command codec carries the whole record), the Go type does not:
 // a new object field is added here and to the codecs that carry it.
 //
-// Lookups answer with Placements (Replicas resolved to addresses), not with Replicas.
+// Its identity and content (ObjectMeta: key, version, size, checksum) are what a worker knows
+// of the object too (its inventory, the nvme index); the rest is what the masters add. Lookups
+// answer with Placements (Replicas resolved to addresses), not with Replicas.
+//
+// In the record, Version is nonzero once the leader placed the put (PutStart; 0 before), and
+// Checksum 0 means not known.
 type Object struct {
-	Key      string
-	Version  Version // nonzero once the leader placed the put (PutStart); 0 before
-	Size     int64
-	Checksum uint64 // Checksum of the object's bytes; 0: not known
+	ObjectMeta
 	// Replicas are the workers holding a full copy, in the order PutEnd listed them (in a
 	// PutEnd: the workers that acknowledged their write; empty there means every placed one).
 	// Invariant: no worker is listed twice.
@@ -31,6 +33,17 @@ type Object struct {
 	// the put does not say).
 	Tokens int64
 	Model  string
+}
+
+// ObjectMeta is an object's identity and content, the part of its record (Object) that a
+// worker knows: what a worker reports in its inventory, what the nvme tier indexes, and what
+// tier's lower-tier interface passes around. Checksum is Checksum of the object's
+// uncompressed bytes.
+type ObjectMeta struct {
+	Key      string
+	Version  Version
+	Size     int64
+	Checksum uint64
 }
 
 // SoftPinDeadline returns the soft pin deadline (Object.SoftPinUntil) of a pin of ttl asked

@@ -278,7 +278,8 @@ func TestMachine(t *testing.T) {
 					cp, _ := strings.CutPrefix(f[1], "cap=")
 					segs = append(segs, raftmeta.Segment{ID: base.WorkerID(f[0]), DRAMCapacity: atoi(t, cp), State: raftmeta.SegmentActive})
 				}
-				ids, err := m.PlacePut(at("now"), base.Object{Key: str("key"), Version: base.Version(num("version")), Size: num("size")},
+				ids, err := m.PlacePut(at("now"), base.Object{ObjectMeta: base.ObjectMeta{Key: str("key"),
+					Version: base.Version(num("version")), Size: num("size")}},
 					base.PutConfig{Replicas: uint8(num("replicas")), PreferredWorker: base.WorkerID(str("preferred")), Upsert: d.HasArg("upsert")},
 					workerIDs("exclude"), segs, rng)
 				if err != nil {

@@ -186,7 +186,8 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 			key := fmt.Sprintf("p%d", r.IntN(8))
 			switch r.IntN(4) {
 			case 0, 1:
-				if ids, err := m.PlacePut(now, base.Object{Key: key, Version: base.Version(step + 1), Size: int64(1 + r.IntN(100))},
+				if ids, err := m.PlacePut(now, base.Object{ObjectMeta: base.ObjectMeta{Key: key,
+					Version: base.Version(step + 1), Size: int64(1 + r.IntN(100))}},
 					base.PutConfig{Replicas: uint8(1 + r.IntN(2)), Upsert: r.IntN(2) == 0}, nil, segs, r); err == nil {
 					placed++
 					for _, pid := range ids {

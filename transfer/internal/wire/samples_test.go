@@ -12,8 +12,10 @@ import (
 func sampleRequests() []Message {
 	cfg := base.PutConfig{Replicas: 2, PreferredWorker: "w-1", SoftPinTTL: time.Minute, HardPin: true,
 		Persistence: base.PersistenceDurable, Upsert: true}
-	ps := PutStartRequest{Object: base.Object{Key: "model/layer0/kv", Size: 1 << 20}, Config: cfg}
-	pe := PutEndRequest{Object: base.Object{Key: "model/layer0/kv", Version: 77, Size: 1 << 20, Checksum: 0xdeadbeef,
+	ps := PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "model/layer0/kv", Size: 1 << 20}},
+		Config: cfg}
+	pe := PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "model/layer0/kv", Version: 77,
+		Size: 1 << 20, Checksum: 0xdeadbeef},
 		Replicas: []base.WorkerID{"w-1", "w-2"}}, Config: cfg}
 	petok := pe
 	petok.Tokens, petok.Model = 256, "qwen2-7b"
@@ -28,7 +30,8 @@ func sampleRequests() []Message {
 		&RemoveRequest{Key: "k"},
 		&RemoveByRegexRequest{Pattern: "^model/.*$"},
 		NewEmpty(OpRemoveAll),
-		&BatchPutStartRequest{Items: []PutStartRequest{ps, {Object: base.Object{Key: "x", Size: 3}}}},
+		&BatchPutStartRequest{Items: []PutStartRequest{ps, {Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "x",
+			Size: 3}}}}},
 		&BatchPutEndRequest{Items: []PutEndRequest{pe}},
 		&BatchLookupRequest{Keys: []string{"a", "b\x00c"}, AllowStale: true},
 		&BatchExistsRequest{Keys: []string{"a"}},
@@ -87,9 +90,11 @@ func sampleRequests() []Message {
 		&ReadRequest{Key: "k", Version: 3, Verifies: true},
 		&ReadRequest{Key: "k", Version: 3, Offset: 10, Length: 20, Verifies: true},
 		// Re-placed puts (messages_exclude.go): the workers an earlier attempt failed on.
-		&PutStartRequest{Object: base.Object{Key: "model/layer0/kv", Size: 1 << 20}, Config: cfg,
+		&PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "model/layer0/kv", Size: 1 << 20}},
+			Config:  cfg,
 			Exclude: []base.WorkerID{"w-1", "w-3"}},
-		&BatchPutStartRequest{Items: []PutStartRequest{ps, {Object: base.Object{Key: "x", Size: 3},
+		&BatchPutStartRequest{Items: []PutStartRequest{ps, {Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "x",
+			Size: 3}},
 			Exclude: []base.WorkerID{"w-2"}}}},
 		// Workers that leave or lose their connection (issue 18): lifecycle calls 63, 64.
 		&LeaveWorkerRequest{WorkerID: "embedded-host-4242-0000beef"},
