@@ -192,7 +192,7 @@ func (f *fakeCluster) callLocked(addr string, req transfer.Message) (transfer.Me
 		if !ok {
 			return nil, codeErr(base.ErrObjectNotFound, "object %q not found", r.Key)
 		}
-		lr := &transfer.LookupResponse{Version: o.version, Size: o.size, Checksum: o.checksum}
+		lr := &transfer.LookupResponse{ObjectMeta: base.ObjectMeta{Version: o.version, Size: o.size, Checksum: o.checksum}}
 		for _, a := range f.wids {
 			if slices.Contains(o.replicas, f.workers[a].id) {
 				lr.Replicas = append(lr.Replicas, base.Placement{WorkerID: f.workers[a].id, Address: a})

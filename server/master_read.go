@@ -50,7 +50,7 @@ func (m *Master) lookupLocal(keys []string) ([]transfer.LookupResponse, []error)
 			errs[i] = fmt.Errorf("%w: key %q", base.ErrObjectNotFound, k)
 			continue
 		}
-		r := transfer.LookupResponse{Version: o.Version, Size: o.Size, Checksum: o.Checksum}
+		r := transfer.LookupResponse{ObjectMeta: o.ObjectMeta}
 		for _, id := range o.Replicas {
 			if a, ok := addrs[id]; ok {
 				r.Replicas = append(r.Replicas, base.Placement{WorkerID: id, Address: a})

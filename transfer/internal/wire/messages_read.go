@@ -26,12 +26,11 @@ func (m *LookupRequest) Decode(d *Decoder) {
 	m.AllowStale = d.Bool()
 }
 
-// LookupResponse describes the committed object (fields of its record, base.Object) and where
-// its replicas are.
+// LookupResponse describes the committed object (its record's ObjectMeta) and where its
+// replicas are. ObjectMeta.Key is not on the wire (the request names the key): Decode leaves
+// it empty.
 type LookupResponse struct {
-	Version  base.Version
-	Size     int64
-	Checksum uint64
+	base.ObjectMeta
 	Replicas []base.Placement
 }
 

@@ -111,7 +111,7 @@ func sampleRequests() []Message {
 func sampleResponses() []Message {
 	reps := []base.Placement{{WorkerID: "w-1", Address: "10.0.0.1:1"}, {WorkerID: "w-2", Address: "[::1]:2"}}
 	psr := PutStartResponse{Version: 5, Replicas: reps}
-	lr := LookupResponse{Version: 5, Size: 1 << 20, Checksum: 99, Replicas: reps}
+	lr := LookupResponse{ObjectMeta: base.ObjectMeta{Version: 5, Size: 1 << 20, Checksum: 99}, Replicas: reps}
 	rr := NewReadResponse(OpRead)
 	rr.Version, rr.Size, rr.Checksum, rr.Tier = 5, 100, 7, base.TierNVMe
 	return []Message{
