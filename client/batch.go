@@ -104,7 +104,7 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 // revoked and fails (errs). With again, it returns the items to place once more, their commit
 // refused because a placed worker left meanwhile (recommit); else they fail too.
 func (c *Client) batchPutEnd(ctx context.Context, keys []string, values [][]byte, idx []int, placed []*transfer.PutStartResponse,
-	sums []uint64, cfg transfer.PutConfig, rc ReplicateConfig, errs []error, again bool) []int {
+	sums []uint64, cfg base.PutConfig, rc ReplicateConfig, errs []error, again bool) []int {
 	end := &transfer.BatchPutEndRequest{}
 	var endIdx []int // BatchPutEnd item -> idx position
 	for j, i := range idx {
@@ -112,8 +112,9 @@ func (c *Client) batchPutEnd(ctx context.Context, keys []string, values [][]byte
 			continue
 		}
 		pl := placed[j]
-		end.Items = append(end.Items, transfer.PutEndRequest{Key: keys[i], Version: pl.Version, Size: int64(len(values[i])),
-			Checksum: sums[j], Replicas: replicaIDs(pl), Config: cfg, Tokens: rc.Tokens, Model: rc.Model})
+		rec := base.Object{ObjectMeta: base.ObjectMeta{Key: keys[i], Version: pl.Version, Size: int64(len(values[i])),
+			Checksum: sums[j]}, Replicas: replicaIDs(pl), Tokens: rc.Tokens, Model: rc.Model}
+		end.Items = append(end.Items, transfer.PutEndRequest{Object: rec, Config: cfg})
 		endIdx = append(endIdx, j)
 	}
 	if len(endIdx) == 0 {
@@ -154,7 +155,7 @@ func (c *Client) batchPutEnd(ctx context.Context, keys []string, values [][]byte
 // and placed again without it (replace.go), all such items of a round in one BatchPutStart,
 // until each is written or fails for good (errs[idx[j]]). It returns, by position in idx,
 // each written item's placement and checksum.
-func (c *Client) batchPlaceAndWrite(ctx context.Context, keys []string, values [][]byte, idx []int, cfg transfer.PutConfig,
+func (c *Client) batchPlaceAndWrite(ctx context.Context, keys []string, values [][]byte, idx []int, cfg base.PutConfig,
 	rc ReplicateConfig, errs []error) ([]*transfer.PutStartResponse, []uint64) {
 	placed := make([]*transfer.PutStartResponse, len(idx))
 	sums := make([]uint64, len(idx))
@@ -168,7 +169,8 @@ func (c *Client) batchPlaceAndWrite(ctx context.Context, keys []string, values [
 		req := &transfer.BatchPutStartRequest{Items: make([]transfer.PutStartRequest, len(pending))}
 		for n, j := range pending {
 			i := idx[j]
-			req.Items[n] = transfer.PutStartRequest{Key: keys[i], Size: int64(len(values[i])), Config: cfg, Exclude: excl[j].workers}
+			rec := base.Object{ObjectMeta: base.ObjectMeta{Key: keys[i], Size: int64(len(values[i]))}}
+			req.Items[n] = transfer.PutStartRequest{Object: rec, Config: cfg, Exclude: excl[j].workers}
 		}
 		var resp transfer.BatchPutStartResponse
 		err := c.batchPutStart(ctx, req, &resp)

@@ -192,10 +192,10 @@ func (f *fakeCluster) callLocked(addr string, req transfer.Message) (transfer.Me
 		if !ok {
 			return nil, codeErr(base.ErrObjectNotFound, "object %q not found", r.Key)
 		}
-		lr := &transfer.LookupResponse{Version: o.version, Size: o.size, Checksum: o.checksum}
+		lr := &transfer.LookupResponse{ObjectMeta: base.ObjectMeta{Version: o.version, Size: o.size, Checksum: o.checksum}}
 		for _, a := range f.wids {
 			if slices.Contains(o.replicas, f.workers[a].id) {
-				lr.Replicas = append(lr.Replicas, transfer.Replica{WorkerID: f.workers[a].id, Address: a})
+				lr.Replicas = append(lr.Replicas, base.Placement{WorkerID: f.workers[a].id, Address: a})
 			}
 		}
 		return lr, nil
@@ -325,7 +325,7 @@ func (f *fakeCluster) putStartLocked(r *transfer.PutStartRequest) (*transfer.Put
 	f.pending[r.Key] = f.version
 	resp := &transfer.PutStartResponse{Version: f.version}
 	for _, a := range live[:n] {
-		resp.Replicas = append(resp.Replicas, transfer.Replica{WorkerID: f.workers[a].id, Address: a})
+		resp.Replicas = append(resp.Replicas, base.Placement{WorkerID: f.workers[a].id, Address: a})
 	}
 	return resp, nil
 }

@@ -89,7 +89,7 @@ func (c *Client) getNoWait(key string, alloc Alloc) (int, bool) {
 		return 0, false
 	}
 	lr, ok := c.lookups.get(key)
-	if !ok || !c.shm.known(transfer.KeyVersion{Key: key, Version: lr.Version}) {
+	if !ok || !c.shm.known(base.KeyVersion{Key: key, Version: lr.Version}) {
 		return 0, false
 	}
 	buf, err := alloc(lr.Size)
@@ -226,7 +226,7 @@ func (c *Client) readLoad(addr string) *atomic.Int64 {
 	return v.(*atomic.Int64)
 }
 
-func (c *Client) readOne(ctx context.Context, key string, r transfer.Replica, lr *transfer.LookupResponse, buf []byte) error {
+func (c *Client) readOne(ctx context.Context, key string, r base.Placement, lr *transfer.LookupResponse, buf []byte) error {
 	load := c.readLoad(r.Address)
 	load.Add(1)
 	defer load.Add(-1)
@@ -271,7 +271,7 @@ func (c *Client) ReadStats() ReadStats {
 // and its range reused) would then reach this client. So a verifying read that fails its
 // checksum is read once more without Verifies (by copy) before the replica counts as
 // corrupt; so is one a worker built before the flag refused (INVALID_PARAMS).
-func (c *Client) readTCP(ctx context.Context, key string, r transfer.Replica, lr *transfer.LookupResponse, buf []byte) error {
+func (c *Client) readTCP(ctx context.Context, key string, r base.Placement, lr *transfer.LookupResponse, buf []byte) error {
 	verify := !c.cfg.SkipChecksumVerify
 	err := c.readTCPOnce(ctx, r.Address, &transfer.ReadRequest{Key: key, Version: lr.Version, Verifies: verify}, lr, buf)
 	if verify && (errors.Is(err, base.ErrCorruption) || errors.Is(err, base.ErrInvalidParams)) && ctx.Err() == nil {
@@ -315,12 +315,12 @@ const (
 // orderReplicas returns the replicas in read preference order: the nearest first (rank's
 // distance: this host, then unknown, then other hosts), then the least loaded (rank's reads
 // in flight from this client), ties in random order so equal replicas share the reads.
-func orderReplicas(rs []transfer.Replica, rank func(addr string) (replicaDistance, int64)) []transfer.Replica {
+func orderReplicas(rs []base.Placement, rank func(addr string) (replicaDistance, int64)) []base.Placement {
 	if len(rs) < 2 {
 		return rs // nothing to choose (the common case of one replica): no allocation
 	}
 	type ranked struct {
-		r    transfer.Replica
+		r    base.Placement
 		d    replicaDistance
 		load int64
 	}
@@ -336,7 +336,7 @@ func orderReplicas(rs []transfer.Replica, rank func(addr string) (replicaDistanc
 		}
 		return cmp.Compare(a.load, b.load)
 	})
-	res := make([]transfer.Replica, len(out))
+	res := make([]base.Placement, len(out))
 	for i, o := range out {
 		res[i] = o.r
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -21,7 +22,7 @@ func TestLookupCache(t *testing.T) {
 	off.clear()
 
 	lc := newLookupCache(time.Hour, 3)
-	lr := &transfer.LookupResponse{Version: 7}
+	lr := &transfer.LookupResponse{ObjectMeta: base.ObjectMeta{Version: 7}}
 	lc.put("a", lr, lc.generation(), time.Now())
 	if got, ok := lc.get("a"); !ok || got != lr {
 		t.Fatal("miss after put")
@@ -58,7 +59,7 @@ func TestLookupCache(t *testing.T) {
 // to refresh it, and nobody else until the refresh failed or replaced it.
 func TestLookupCacheRefreshMark(t *testing.T) {
 	lc := newLookupCache(time.Hour, 10)
-	lr := &transfer.LookupResponse{Version: 1}
+	lr := &transfer.LookupResponse{ObjectMeta: base.ObjectMeta{Version: 1}}
 	lc.put("young", lr, lc.generation(), time.Now())
 	if _, ok, refresh := lc.getRefresh("young"); !ok || refresh {
 		t.Fatalf("young entry: hit %v refresh %v", ok, refresh)
@@ -74,7 +75,7 @@ func TestLookupCacheRefreshMark(t *testing.T) {
 	if _, _, refresh := lc.getRefresh("old"); !refresh {
 		t.Fatal("after a failed refresh the next reader must be asked again")
 	}
-	if !lc.put("old", &transfer.LookupResponse{Version: 2}, lc.generation(), time.Now()) {
+	if !lc.put("old", &transfer.LookupResponse{ObjectMeta: base.ObjectMeta{Version: 2}}, lc.generation(), time.Now()) {
 		t.Fatal("refresh answer not stored")
 	}
 	if got, ok, refresh := lc.getRefresh("old"); !ok || refresh || got.Version != 2 {

@@ -65,7 +65,7 @@ func (c *Client) existsPrefetch(ctx context.Context, keys []string) ([]bool, err
 	}
 	out := make([]bool, len(keys))
 	var addrs []string
-	byAddr := map[string][]transfer.KeyVersion{}
+	byAddr := map[string][]base.KeyVersion{}
 	for i := range resp.Items {
 		it := &resp.Items[i]
 		if err := it.Err.Err(); err != nil {
@@ -82,7 +82,7 @@ func (c *Client) existsPrefetch(ctx context.Context, keys []string) ([]bool, err
 		if byAddr[addr] == nil {
 			addrs = append(addrs, addr)
 		}
-		byAddr[addr] = append(byAddr[addr], transfer.KeyVersion{Key: keys[i], Version: it.Version})
+		byAddr[addr] = append(byAddr[addr], base.KeyVersion{Key: keys[i], Version: it.Version})
 	}
 	var calls []prefetchCall
 	for _, a := range addrs {
@@ -99,7 +99,7 @@ func (c *Client) existsPrefetch(ctx context.Context, keys []string) ([]bool, err
 
 type prefetchCall struct {
 	addr  string
-	items []transfer.KeyVersion
+	items []base.KeyVersion
 }
 
 func (c *Client) sendPrefetch(ctx context.Context, pc prefetchCall) {

@@ -16,8 +16,8 @@ import (
 // bytes on their own after the master's put timeout anyway).
 const revokeTimeout = 5 * time.Second
 
-func wireConfig(rc ReplicateConfig) transfer.PutConfig {
-	return transfer.PutConfig{
+func wireConfig(rc ReplicateConfig) base.PutConfig {
+	return base.PutConfig{
 		Replicas:        uint8(rc.Replicas),
 		PreferredWorker: rc.PreferredWorker,
 		SoftPinTTL:      rc.SoftPinTTL,
@@ -123,7 +123,8 @@ func (c *Client) put(ctx context.Context, key string, size int64, rc ReplicateCo
 	g := c.groupCommit()
 	var x exclusion
 	for recommits := 0; ; {
-		pl, err := g.starts.do(ctx, &transfer.PutStartRequest{Key: key, Size: size, Config: cfg, Exclude: x.workers})
+		rec := base.Object{ObjectMeta: base.ObjectMeta{Key: key, Size: size}}
+		pl, err := g.starts.do(ctx, &transfer.PutStartRequest{Object: rec, Config: cfg, Exclude: x.workers})
 		if err != nil {
 			return fmt.Errorf("put %q: %w", key, x.wrap(err))
 		}
@@ -141,8 +142,9 @@ func (c *Client) put(ctx context.Context, key string, size int64, rc ReplicateCo
 			}
 			return fmt.Errorf("put %q: %w", key, err)
 		}
-		_, err = g.ends.do(ctx, &transfer.PutEndRequest{Key: key, Version: pl.Version, Size: size, Checksum: sum,
-			Replicas: replicaIDs(pl), Config: cfg, Tokens: rc.Tokens, Model: rc.Model})
+		// The same record, now placed and written.
+		rec.Version, rec.Checksum, rec.Replicas, rec.Tokens, rec.Model = pl.Version, sum, replicaIDs(pl), rc.Tokens, rc.Model
+		_, err = g.ends.do(ctx, &transfer.PutEndRequest{Object: rec, Config: cfg})
 		if err != nil {
 			c.revoke(key, pl.Version)
 			if recommits < maxRecommits && recommit(ctx, err) {
@@ -286,14 +288,14 @@ func writeReq(key string, v base.Version, size int64, rc ReplicateConfig, sum ui
 // to its stripe threshold in one committing Write frame, a larger one in stripes over several
 // connections followed by a Commit. All replicas must succeed.
 func (c *Client) writeReplicas(ctx context.Context, key string, pl *transfer.PutStartResponse, rc ReplicateConfig, value []byte, sum uint64) error {
-	return forEachReplica(ctx, pl.Replicas, func(ctx context.Context, r transfer.Replica) error {
+	return forEachReplica(ctx, pl.Replicas, func(ctx context.Context, r base.Placement) error {
 		return c.writeReplica(ctx, r, writeReq(key, pl.Version, int64(len(value)), rc, sum), value)
 	})
 }
 
 // forEachReplica runs fn for every replica in parallel and returns the first error (naming
 // the worker); the others are cancelled.
-func forEachReplica(ctx context.Context, reps []transfer.Replica, fn func(ctx context.Context, r transfer.Replica) error) error {
+func forEachReplica(ctx context.Context, reps []base.Placement, fn func(ctx context.Context, r base.Placement) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make([]error, len(reps))

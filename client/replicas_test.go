@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -18,11 +19,11 @@ func TestOrderReplicas(t *testing.T) {
 	}
 	f := func(workers map[string]w, want ...string) {
 		t.Helper()
-		var rs []transfer.Replica
+		var rs []base.Placement
 		for a := range workers {
-			rs = append(rs, transfer.Replica{Address: a})
+			rs = append(rs, base.Placement{Address: a})
 		}
-		slices.SortFunc(rs, func(a, b transfer.Replica) int { return len(a.Address) - len(b.Address) })
+		slices.SortFunc(rs, func(a, b base.Placement) int { return len(a.Address) - len(b.Address) })
 		rank := func(addr string) (replicaDistance, int64) { return workers[addr].d, workers[addr].load }
 		seen := map[string]bool{}
 		for range 200 {

@@ -227,7 +227,7 @@ func (c *Client) PutSessionStart(ctx context.Context, keys []string, sizes []int
 			continue
 		}
 		claimed[k] = true
-		req.Items = append(req.Items, transfer.PutStartRequest{Key: k, Size: sizes[i], Config: cfg})
+		req.Items = append(req.Items, transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: k, Size: sizes[i]}}, Config: cfg})
 		idx = append(idx, i)
 	}
 	// Claim the keys now, so that a concurrent start of the same key fails rather than
@@ -339,7 +339,7 @@ func (c *Client) putSessionWriteKey(ctx context.Context, wr rangeWriter, t *sess
 	s.mu.Unlock()
 
 	req := writeReq(key, s.pl.Version, s.size, s.rc, 0)
-	err := forEachReplica(ctx, s.pl.Replicas, func(ctx context.Context, rep transfer.Replica) error {
+	err := forEachReplica(ctx, s.pl.Replicas, func(ctx context.Context, rep base.Placement) error {
 		for _, r := range rs {
 			if err := wr.WriteRange(ctx, rep.Address, req, r.Offset, r.Src); err != nil {
 				return err
@@ -392,8 +392,9 @@ func (c *Client) PutSessionEnd(ctx context.Context, keys []string) []error {
 		if s == nil || errs[i] != nil {
 			continue
 		}
-		reqs = append(reqs, &transfer.PutEndRequest{Key: s.key, Version: s.pl.Version, Size: s.size, Checksum: sums[i],
-			Replicas: replicaIDs(s.pl), Config: wireConfig(s.rc), Tokens: s.rc.Tokens, Model: s.rc.Model})
+		reqs = append(reqs, &transfer.PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: s.key, Version: s.pl.Version,
+			Size: s.size, Checksum: sums[i]}, Replicas: replicaIDs(s.pl), Tokens: s.rc.Tokens, Model: s.rc.Model},
+			Config: wireConfig(s.rc)})
 		idx = append(idx, i)
 	}
 	if len(reqs) == 0 {
@@ -450,7 +451,7 @@ func (c *Client) sessionCommit(ctx context.Context, s *putSession) (uint64, erro
 		at[rep.WorkerID] = k
 	}
 	sums := make([]uint64, len(s.pl.Replicas))
-	err := forEachReplica(ctx, s.pl.Replicas, func(ctx context.Context, rep transfer.Replica) error {
+	err := forEachReplica(ctx, s.pl.Replicas, func(ctx context.Context, rep base.Placement) error {
 		var resp transfer.SessionCommitResponse
 		if err := c.rpc.Call(ctx, rep.Address, &transfer.SessionCommitRequest{Key: s.key, Version: s.pl.Version}, &resp); err != nil {
 			return err
@@ -481,7 +482,7 @@ func (c *Client) dropSession(s *putSession) {
 	c.revoke(s.key, s.pl.Version)
 	ctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
 	defer cancel()
-	_ = forEachReplica(ctx, s.pl.Replicas, func(ctx context.Context, rep transfer.Replica) error {
+	_ = forEachReplica(ctx, s.pl.Replicas, func(ctx context.Context, rep base.Placement) error {
 		err := c.rpc.Call(ctx, rep.Address, &transfer.DropRequest{Key: s.key, Version: s.pl.Version}, nil)
 		if err != nil && !errors.Is(err, base.ErrObjectNotFound) {
 			c.log.Debug("client: put session drop failed", "key", s.key, "worker", rep.WorkerID, "err", err)

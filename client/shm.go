@@ -54,11 +54,11 @@ type shmPeer struct {
 	// locs remembers where verified pinned reads found objects in arena (key and version ->
 	// range), so later gets of the same version copy without a pin (readShm); at most
 	// maxShmLocs entries. Dropped with the arena.
-	locs map[transfer.KeyVersion]shmLoc
+	locs map[base.KeyVersion]shmLoc
 	// touch holds the unpinned reads to report with the next ShmTouch, sent by the flusher
 	// (a set: a key read many times between two flushes is reported once; at most
 	// maxShmTouchQueue, beyond which reads go unreported: touches only inform eviction).
-	touch map[transfer.KeyVersion]struct{}
+	touch map[base.KeyVersion]struct{}
 	// touchSince is when touch last went from empty to not: the flusher holds touches (but
 	// not leases) until shmTouchDelay after it, so a hot loop of gets sends one ShmTouch per
 	// delay instead of one per round trip.
@@ -193,7 +193,7 @@ func (s *shmPeers) forget(addr string, a *transfer.SharedArena) {
 }
 
 // location returns where an earlier pin found kv in the current arena of addr (false: pin).
-func (s *shmPeers) location(addr string, kv transfer.KeyVersion) (shmLoc, bool) {
+func (s *shmPeers) location(addr string, kv base.KeyVersion) (shmLoc, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.m[addr]
@@ -206,7 +206,7 @@ func (s *shmPeers) location(addr string, kv transfer.KeyVersion) (shmLoc, bool) 
 
 // known reports whether a pin found kv in some worker's mapped arena (a cheap filter before
 // a no-wait get allocates its buffer).
-func (s *shmPeers) known(kv transfer.KeyVersion) bool {
+func (s *shmPeers) known(kv base.KeyVersion) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range s.m {
@@ -218,7 +218,7 @@ func (s *shmPeers) known(kv transfer.KeyVersion) bool {
 }
 
 // remember records where a verified pinned read found kv in addr's arena.
-func (s *shmPeers) remember(addr string, kv transfer.KeyVersion, l shmLoc) {
+func (s *shmPeers) remember(addr string, kv base.KeyVersion, l shmLoc) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.m[addr]
@@ -226,7 +226,7 @@ func (s *shmPeers) remember(addr string, kv transfer.KeyVersion, l shmLoc) {
 		return
 	}
 	if p.locs == nil {
-		p.locs = make(map[transfer.KeyVersion]shmLoc)
+		p.locs = make(map[base.KeyVersion]shmLoc)
 	}
 	if _, ok := p.locs[kv]; !ok && len(p.locs) >= maxShmLocs {
 		for k := range p.locs { // full: drop an arbitrary entry (map order)
@@ -239,7 +239,7 @@ func (s *shmPeers) remember(addr string, kv transfer.KeyVersion, l shmLoc) {
 
 // dropLocation forgets where kv was in addr's arena (a copy from there failed its checksum,
 // or the worker said the object moved or went).
-func (s *shmPeers) dropLocation(addr string, kv transfer.KeyVersion) {
+func (s *shmPeers) dropLocation(addr string, kv base.KeyVersion) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p := s.m[addr]; p != nil {
@@ -280,7 +280,7 @@ func (s *shmPeers) releaseLater(c *Client, addr string, lease uint64) {
 
 // touchLater queues an unpinned read of kv for a batched ShmTouch to addr, sent by the
 // flusher: the worker's eviction order sees the read a round trip later.
-func (s *shmPeers) touchLater(c *Client, addr string, kv transfer.KeyVersion) {
+func (s *shmPeers) touchLater(c *Client, addr string, kv base.KeyVersion) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.m[addr]
@@ -288,7 +288,7 @@ func (s *shmPeers) touchLater(c *Client, addr string, kv transfer.KeyVersion) {
 		return
 	}
 	if p.touch == nil {
-		p.touch = make(map[transfer.KeyVersion]struct{})
+		p.touch = make(map[base.KeyVersion]struct{})
 	}
 	if len(p.touch) == 0 {
 		p.touchSince = time.Now()
@@ -343,7 +343,7 @@ func (s *shmPeers) flush(ctx context.Context, c *Client, addr string, p *shmPeer
 			copy(leases, p.release)
 			p.release = append(p.release[:0], p.release[n:]...)
 		}
-		var touches []transfer.KeyVersion
+		var touches []base.KeyVersion
 		for kv := range p.touch {
 			if len(touches) == transfer.MaxShmTouch {
 				break
@@ -369,7 +369,7 @@ func (s *shmPeers) flush(ctx context.Context, c *Client, addr string, p *shmPeer
 
 // sendTouches reports unpinned reads to the worker at addr and forgets the locations its
 // answer says are no longer the objects'.
-func (s *shmPeers) sendTouches(ctx context.Context, c *Client, addr string, touches []transfer.KeyVersion) {
+func (s *shmPeers) sendTouches(ctx context.Context, c *Client, addr string, touches []base.KeyVersion) {
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	resp := transfer.NewBatchResponse(transfer.OpShmTouch, nil)
@@ -445,7 +445,7 @@ var errShmFallback = errors.New("client: read over TCP")
 //     the background.
 //
 // With SkipChecksumVerify there is no proof, so every read pins and waits for its release.
-func (c *Client) readShm(ctx context.Context, key string, r transfer.Replica, lr *transfer.LookupResponse, buf []byte) error {
+func (c *Client) readShm(ctx context.Context, key string, r base.Placement, lr *transfer.LookupResponse, buf []byte) error {
 	a := c.shm.acquire(ctx, c, r.Address)
 	if a == nil {
 		return errShmFallback
@@ -454,7 +454,7 @@ func (c *Client) readShm(ctx context.Context, key string, r transfer.Replica, lr
 	if !c.cfg.SkipChecksumVerify && c.readUnpinned(a, key, r.Address, lr, buf) {
 		return nil
 	}
-	kv := transfer.KeyVersion{Key: key, Version: lr.Version}
+	kv := base.KeyVersion{Key: key, Version: lr.Version}
 	gen, hasGen := a.Gen(key) // before the pin: a detach after this read changes it
 	var pin transfer.ShmPinResponse
 	if err := c.rpc.Call(ctx, r.Address, &transfer.ShmPinRequest{Key: key, Version: lr.Version}, &pin); err != nil {
@@ -515,7 +515,7 @@ func (c *Client) readShm(ctx context.Context, key string, r transfer.Replica, lr
 
 // readShmNoWait is readShm's unpinned read alone, for GetIntoNoWait: true when buf holds
 // the object; false (nothing sent, nothing waited for) when it needs a call to the worker.
-func (c *Client) readShmNoWait(key string, r transfer.Replica, lr *transfer.LookupResponse, buf []byte) bool {
+func (c *Client) readShmNoWait(key string, r base.Placement, lr *transfer.LookupResponse, buf []byte) bool {
 	a := c.shm.mapped(r.Address)
 	if a == nil {
 		return false
@@ -527,7 +527,7 @@ func (c *Client) readShmNoWait(key string, r transfer.Replica, lr *transfer.Look
 // readUnpinned copies the object out of a (addr's mapped arena) from where an earlier pin
 // found it, if its copy generation allows (readShm), and reports whether buf holds it.
 func (c *Client) readUnpinned(a *transfer.SharedArena, key, addr string, lr *transfer.LookupResponse, buf []byte) bool {
-	kv := transfer.KeyVersion{Key: key, Version: lr.Version}
+	kv := base.KeyVersion{Key: key, Version: lr.Version}
 	loc, ok := c.shm.location(addr, kv)
 	if !ok {
 		return false

@@ -182,7 +182,7 @@ func (s *shmStagers) close() {
 
 // writeReplica writes value to replica r, through shared memory when r's worker is on this
 // host, else (or when that path fails before the worker took the bytes) over TCP.
-func (c *Client) writeReplica(ctx context.Context, r transfer.Replica, req *transfer.WriteRequest, value []byte) error {
+func (c *Client) writeReplica(ctx context.Context, r base.Placement, req *transfer.WriteRequest, value []byte) error {
 	if !c.cfg.DisableSharedMemory {
 		err := c.writeShm(ctx, r, req, value)
 		if err == nil {
@@ -205,7 +205,7 @@ func (c *Client) writeReplica(ctx context.Context, r transfer.Replica, req *tran
 // aborted, so a TCP write starts afresh; any chunks that did land are overwritten by it and
 // the commit rehashes). An error without the worker's answer is returned as is: a chunk may
 // still be being copied, and a TCP write must not race it.
-func (c *Client) writeShm(ctx context.Context, r transfer.Replica, req *transfer.WriteRequest, value []byte) error {
+func (c *Client) writeShm(ctx context.Context, r base.Placement, req *transfer.WriteRequest, value []byte) error {
 	a, stage, slots := c.stage.acquire(ctx, c, r.Address)
 	if a == nil {
 		return errShmFallback

@@ -117,11 +117,13 @@ func TestUpsertPutEndFailsKeepsCommittedVersion(t *testing.T) {
 		t.Helper()
 		return workerHeldBytes(ctx, t, raw, worker)
 	}
-	upsert := transfer.PutConfig{Replicas: 1, Upsert: true}
+	upsert := base.PutConfig{Replicas: 1, Upsert: true}
 	start := func(size int) *transfer.PutStartResponse {
 		t.Helper()
 		ps := &transfer.PutStartResponse{}
-		if err := raw.Call(ctx, master, &transfer.PutStartRequest{Key: key, Size: int64(size), Config: upsert}, ps); err != nil {
+		if err := raw.Call(ctx, master,
+			&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: key, Size: int64(size)}},
+				Config: upsert}, ps); err != nil {
 			t.Fatal(err)
 		}
 		return ps
@@ -153,8 +155,8 @@ func TestUpsertPutEndFailsKeepsCommittedVersion(t *testing.T) {
 		t.Fatalf("held bytes %d after v2's local commit, want v1's %d", h, len(v1))
 	}
 	ps3 := start(100)
-	err := raw.Call(ctx, master, &transfer.PutEndRequest{Key: key, Version: ps2.Version, Size: int64(len(v2)),
-		Checksum: base.Checksum(v2), Config: upsert}, nil)
+	err := raw.Call(ctx, master, &transfer.PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: key,
+		Version: ps2.Version, Size: int64(len(v2)), Checksum: base.Checksum(v2)}}, Config: upsert}, nil)
 	if !errors.Is(err, base.ErrInvalidVersion) {
 		t.Fatalf("PutEnd of a superseded put: %v, want ErrInvalidVersion", err)
 	}

@@ -18,7 +18,7 @@ func putN(t *testing.T, c *raftmetatest.Cluster, from, n int) uint64 {
 	t.Helper()
 	var idx uint64
 	for i := from; i < from+n; i += 16 {
-		var items []raftmeta.PutItem
+		var items []base.Object
 		for j := i; j < min(i+16, from+n); j++ {
 			items = append(items, put(fmt.Sprintf("key-%05d", j), base.Version(j+1), "w1", "w2"))
 		}
@@ -168,7 +168,7 @@ func TestClusterSnapshotEqualsReplay(t *testing.T) {
 	c.Shutdown(lag)
 	putN(t, c, 300, 300)
 	c.Apply(raftmeta.SetPin{Key: "key-00010", SoftPinUntil: 99, HardPin: true})
-	c.Apply(raftmeta.DropReplicas{Worker: "w1", Items: []raftmeta.KeyVersion{{Key: "key-00011"}, {Key: "key-00012", Version: 13}}})
+	c.Apply(raftmeta.DropReplicas{Worker: "w1", Items: []base.KeyVersion{{Key: "key-00011"}, {Key: "key-00012", Version: 13}}})
 	c.Apply(raftmeta.RemoveRegex{Pattern: "^key-0005"})
 	if err := c.Node(c.Leader()).Snapshot(); err != nil {
 		t.Fatal(err)
@@ -211,7 +211,7 @@ func TestClusterMinorityCannotCommit(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	res, err := c.Node(old).Apply(ctx, raftmeta.PutEnd{Items: []raftmeta.PutItem{put("lost", 1000, "w1")}})
+	res, err := c.Node(old).Apply(ctx, raftmeta.PutEnd{Items: []base.Object{put("lost", 1000, "w1")}})
 	if err == nil {
 		t.Fatalf("isolated leader committed: %+v", res)
 	}
@@ -225,7 +225,7 @@ func TestClusterMinorityCannotCommit(t *testing.T) {
 			rest = append(rest, i)
 		}
 	}
-	res2 := c.ApplyAmong(rest, raftmeta.PutEnd{Items: []raftmeta.PutItem{put("kept", 1001, "w1")}})
+	res2 := c.ApplyAmong(rest, raftmeta.PutEnd{Items: []base.Object{put("kept", 1001, "w1")}})
 	if res2.Err != nil {
 		t.Fatalf("majority write: %v", res2.Err)
 	}
@@ -398,7 +398,7 @@ func TestClusterSnapshotUnderLoad(t *testing.T) {
 	for w := range 4 {
 		go func() {
 			for i := range 40 {
-				var items []raftmeta.PutItem
+				var items []base.Object
 				for j := range 8 {
 					items = append(items, put(fmt.Sprintf("w%d-%03d-%d", w, i, j), base.Version(1+w*1000+i*8+j), "w1", "w3"))
 				}

@@ -61,29 +61,17 @@ type Command interface {
 	appendFields(b []byte) []byte
 }
 
-// PutItem is one object of a PutEnd.
-type PutItem struct {
-	Key      string
-	Size     int64
-	Version  base.Version // nonzero, from Node.NewVersion
-	Checksum uint64
-	Replicas []base.WorkerID // 1..MaxReplicas distinct workers
-	// SoftPinUntil is the soft pin deadline in unix nanoseconds, 0 for none.
-	SoftPinUntil int64
-	HardPin      bool
-	// Tokens (0 to MaxTokens) and Model (a model name, "" for none) say which KV-cache tokens
-	// the object holds (models.go); both optional.
-	Tokens int64
-	Model  string
-}
-
 // PutEnd makes objects visible: one raft entry for the whole batch. Without Upsert a key that
 // exists fails its item with base.ErrObjectAlreadyExists, unless the stored object has the same
 // version and checksum (a retried PutEnd that already committed succeeds again). Replicas on
 // workers that are not registered and active are left out of the record; an item left with no
 // replica fails with base.ErrSegmentNotFound.
+//
+// Each item is the object's record (base.Object) as committed: Version nonzero (from
+// Node.NewVersion), 1 to MaxReplicas distinct Replicas, Tokens 0 to MaxTokens and Model a
+// model name or "" (models.go).
 type PutEnd struct {
-	Items  []PutItem
+	Items  []base.Object
 	Upsert bool
 	// Now is the proposer's clock in unix nanoseconds, stored as each object's Created. Zero:
 	// Node.Apply fills in time.Now(). Apply itself never reads a clock.
@@ -113,18 +101,12 @@ type RegisterWorker struct {
 // removed. An unknown worker gives base.ErrSegmentNotFound.
 type UnregisterWorker struct{ ID base.WorkerID }
 
-// KeyVersion names one object version; Version 0 means whatever version is stored.
-type KeyVersion struct {
-	Key     string
-	Version base.Version
-}
-
 // DropReplicas records that Worker no longer holds these objects: the replica is dropped and
 // an object left with none is removed. An item whose key is absent, whose version differs, or
 // which has no replica on Worker fails with base.ErrObjectNotFound (nothing changes for it).
 type DropReplicas struct {
 	Worker base.WorkerID
-	Items  []KeyVersion
+	Items  []base.KeyVersion
 }
 
 // MarkWorkerDead records the leader's conclusion that a worker is gone: the segment becomes
@@ -182,9 +164,9 @@ func checkCapacity(what string, v int64) error {
 	return nil
 }
 
-// Validate checks one item; apply runs the same check, so a decoded item that bypassed the
-// proposer's check fails alike on every node.
-func (it *PutItem) Validate() error {
+// validatePutItem checks one PutEnd item; apply runs the same check, so a decoded item that
+// bypassed the proposer's check fails alike on every node.
+func validatePutItem(it *base.Object) error {
 	if err := base.ValidateKey(it.Key); err != nil {
 		return fmt.Errorf("raftmeta: %w", err)
 	}
@@ -210,7 +192,7 @@ func (it *PutItem) Validate() error {
 			}
 		}
 	}
-	return it.validateTokens()
+	return validateTokens(it)
 }
 
 func (c PutEnd) Validate() error {
@@ -218,7 +200,7 @@ func (c PutEnd) Validate() error {
 		return err
 	}
 	for i := range c.Items {
-		if err := c.Items[i].Validate(); err != nil {
+		if err := validatePutItem(&c.Items[i]); err != nil {
 			return err
 		}
 	}
@@ -506,7 +488,7 @@ func DecodeCommand(b []byte) (Command, error) {
 		p.Now = d.varint()
 		// An item is at least key(2) size(1) version(1) checksum(8) pin(1) hard(1) nrep(1).
 		n := d.count(MaxBatch, 15)
-		p.Items = make([]PutItem, n)
+		p.Items = make([]base.Object, n)
 		for i := 0; i < n && d.err == nil; i++ {
 			it := &p.Items[i]
 			it.Key = d.str(base.MaxKeyLen)

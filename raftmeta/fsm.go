@@ -345,7 +345,7 @@ func (st *state) putEnd(c *PutEnd) Result {
 	var buf [2 * MaxReplicas]byte
 	for i := range c.Items {
 		it := &c.Items[i]
-		if err := it.Validate(); err != nil {
+		if err := validatePutItem(it); err != nil {
 			res.Items[i] = err
 			continue
 		}
@@ -556,17 +556,13 @@ func (st *state) find(key string) (uint32, *objRec) {
 
 // object converts a record to the API type.
 func (st *state) object(key string, rec *objRec) Object {
-	o := Object{
-		Key:          key,
-		Size:         rec.size(),
-		Version:      base.Version(rec.version),
-		Checksum:     rec.checksum,
+	o := Object{Object: base.Object{
+		ObjectMeta:   base.ObjectMeta{Key: key, Version: base.Version(rec.version), Size: rec.size(), Checksum: rec.checksum},
 		Replicas:     make([]base.WorkerID, rec.nreps()),
 		SoftPinUntil: rec.softPin,
 		HardPin:      rec.hardPin(),
-		Created:      rec.created,
 		Tokens:       int64(rec.tokens),
-	}
+	}, Created: rec.created}
 	if rec.model != 0 {
 		o.Model = st.mdl.recs[rec.model].name
 	}

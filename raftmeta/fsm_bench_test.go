@@ -29,8 +29,9 @@ func fillFSM(tb testing.TB, n int) *fsm {
 	for i := 0; i < n; i += 1000 {
 		c := PutEnd{Now: time.Now().UnixNano()}
 		for j := i; j < min(i+1000, n); j++ {
-			c.Items = append(c.Items, PutItem{Key: benchKey(j), Size: 1 << 20, Version: base.Version(j + 1),
-				Checksum: uint64(j) * 0x9e3779b97f4a7c15, Replicas: []base.WorkerID{"worker-a", "worker-b"}})
+			c.Items = append(c.Items, base.Object{ObjectMeta: base.ObjectMeta{Key: benchKey(j), Size: 1 << 20,
+				Version: base.Version(j + 1), Checksum: uint64(j) * 0x9e3779b97f4a7c15},
+				Replicas: []base.WorkerID{"worker-a", "worker-b"}})
 		}
 		if res := applyEncoded(tb, f, idx, c); res.Failed() != 0 {
 			tb.Fatal(res.Items)
@@ -67,8 +68,9 @@ func BenchmarkMemoryPerObject(b *testing.B) {
 		naiveSink = make(map[string]*Object)
 		for i := range benchObjects {
 			k := benchKey(i)
-			naiveSink[k] = &Object{Key: k, Size: 1 << 20, Version: base.Version(i + 1), Checksum: uint64(i),
-				Replicas: []base.WorkerID{"worker-a", "worker-b"}, Created: 1}
+			naiveSink[k] = &Object{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: k, Size: 1 << 20,
+				Version: base.Version(i + 1), Checksum: uint64(i)},
+				Replicas: []base.WorkerID{"worker-a", "worker-b"}}, Created: 1}
 		}
 		naive := float64(heapAlloc()-before) / benchObjects
 		naiveSink = nil
@@ -165,8 +167,8 @@ func BenchmarkApplyBatchEntry(b *testing.B) {
 		c := PutEnd{Now: int64(i)}
 		for j := range 64 {
 			k := i*64 + j
-			c.Items = append(c.Items, PutItem{Key: benchKey(k), Size: 64 << 10, Version: base.Version(k + 1),
-				Checksum: uint64(k), Replicas: []base.WorkerID{"worker-a", "worker-b"}})
+			c.Items = append(c.Items, base.Object{ObjectMeta: base.ObjectMeta{Key: benchKey(k), Size: 64 << 10,
+				Version: base.Version(k + 1), Checksum: uint64(k)}, Replicas: []base.WorkerID{"worker-a", "worker-b"}})
 		}
 		entries[i] = EncodeCommand(c)
 	}

@@ -74,7 +74,7 @@ func TestFSMDataDriven(t *testing.T) {
 				for _, line := range lines(d.Input) {
 					f := strings.Fields(line)
 					v, _ := strings.CutPrefix(f[1], "version=")
-					c.Items = append(c.Items, KeyVersion{Key: f[0], Version: base.Version(atoi(t, v))})
+					c.Items = append(c.Items, base.KeyVersion{Key: f[0], Version: base.Version(atoi(t, v))})
 				}
 				if d.Cmd == "add" {
 					return apply(AddReplicas(c))
@@ -116,7 +116,7 @@ func TestFSMDataDriven(t *testing.T) {
 			case "drop":
 				c := DropReplicas{Worker: base.WorkerID(str("worker"))}
 				for _, line := range lines(d.Input) {
-					kv := KeyVersion{}
+					kv := base.KeyVersion{}
 					for i, field := range strings.Fields(line) {
 						if i == 0 {
 							kv.Key = field
@@ -216,10 +216,10 @@ func atoi(t *testing.T, s string) int64 {
 	return n
 }
 
-func parsePutItem(t *testing.T, line string) PutItem {
+func parsePutItem(t *testing.T, line string) base.Object {
 	t.Helper()
 	fields := strings.Fields(line)
-	it := PutItem{Key: fields[0]}
+	it := base.Object{ObjectMeta: base.ObjectMeta{Key: fields[0]}}
 	for _, f := range fields[1:] {
 		k, v, _ := strings.Cut(f, "=")
 		switch k {

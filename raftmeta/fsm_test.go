@@ -151,8 +151,8 @@ func randomCommand(r *rand.Rand, now int64) Command {
 	case p < 40:
 		c := PutEnd{Upsert: r.IntN(3) == 0, Now: now}
 		for range 1 + r.IntN(6) {
-			it := PutItem{Key: key(), Size: r.Int64N(1 << 20), Version: base.Version(1 + r.IntN(4)),
-				Checksum: r.Uint64() % 3, HardPin: r.IntN(5) == 0}
+			it := base.Object{ObjectMeta: base.ObjectMeta{Key: key(), Size: r.Int64N(1 << 20),
+				Version: base.Version(1 + r.IntN(4)), Checksum: r.Uint64() % 3}, HardPin: r.IntN(5) == 0}
 			if r.IntN(4) == 0 {
 				it.SoftPinUntil = now + r.Int64N(1000)
 			}
@@ -183,7 +183,7 @@ func randomCommand(r *rand.Rand, now int64) Command {
 	case p < 80:
 		c := DropReplicas{Worker: worker()}
 		for range 1 + r.IntN(4) {
-			c.Items = append(c.Items, KeyVersion{Key: key(), Version: base.Version(r.IntN(3))})
+			c.Items = append(c.Items, base.KeyVersion{Key: key(), Version: base.Version(r.IntN(3))})
 		}
 		return c
 	case p < 84:
@@ -195,13 +195,13 @@ func randomCommand(r *rand.Rand, now int64) Command {
 	case p < 90:
 		c := AdoptReplicas{Worker: worker()}
 		for range 1 + r.IntN(4) {
-			c.Items = append(c.Items, KeyVersion{Key: key(), Version: base.Version(1 + r.IntN(4))})
+			c.Items = append(c.Items, base.KeyVersion{Key: key(), Version: base.Version(1 + r.IntN(4))})
 		}
 		return c
 	case p < 91 && r.IntN(2) == 0:
 		c := AddReplicas{Worker: worker()}
 		for range 1 + r.IntN(4) {
-			c.Items = append(c.Items, KeyVersion{Key: key(), Version: base.Version(1 + r.IntN(4))})
+			c.Items = append(c.Items, base.KeyVersion{Key: key(), Version: base.Version(1 + r.IntN(4))})
 		}
 		return c
 	case p < 92:
@@ -369,7 +369,8 @@ func FuzzDecodeCommand(f *testing.F) {
 	f.Add(EncodeCommand(RegisterModel{Name: "qwen2-7b", BytesPerToken: 57344, Description: "d"}))
 	f.Add(EncodeCommand(LeaveWorker{ID: "w1", Keep: true, Now: 5}))
 	f.Add(EncodeCommand(LeaveWorker{ID: "embedded-h-1-0000beef"}))
-	f.Add(EncodeCommand(PutEnd{Items: []PutItem{{Key: "k", Size: 9, Version: 1, Replicas: []base.WorkerID{"w1"}, Tokens: 3, Model: "m"}}}))
+	f.Add(EncodeCommand(PutEnd{Items: []base.Object{{ObjectMeta: base.ObjectMeta{Key: "k", Size: 9, Version: 1},
+		Replicas: []base.WorkerID{"w1"}, Tokens: 3, Model: "m"}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := DecodeCommand(b)
 		if err != nil {
@@ -399,7 +400,8 @@ func FuzzReadSnapshot(f *testing.F) {
 		}
 		if seed%2 == 1 { // the models section (models.go)
 			applyEncoded(f, fs, fs.applied+1, RegisterModel{Name: "m", BytesPerToken: 2})
-			applyEncoded(f, fs, fs.applied+1, PutEnd{Items: []PutItem{{Key: "tok", Size: 9, Version: 1, Replicas: []base.WorkerID{"w1"}, Tokens: 3, Model: "m"}}})
+			applyEncoded(f, fs, fs.applied+1, PutEnd{Items: []base.Object{{ObjectMeta: base.ObjectMeta{Key: "tok",
+				Size: 9, Version: 1}, Replicas: []base.WorkerID{"w1"}, Tokens: 3, Model: "m"}}})
 		}
 		var buf bytes.Buffer
 		if err := writeSnapshot(&buf, fs.st, fs.applied); err != nil {
@@ -438,8 +440,10 @@ func TestList(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, i := range r.Perm(500) {
 		k := fmt.Sprintf("p/%03d", i)
-		c.Items = append(c.Items, PutItem{Key: k, Version: 1, Replicas: []base.WorkerID{"w1"}})
-		c.Items = append(c.Items, PutItem{Key: fmt.Sprintf("q/%03d", i), Version: 1, Replicas: []base.WorkerID{"w1"}})
+		c.Items = append(c.Items, base.Object{ObjectMeta: base.ObjectMeta{Key: k, Version: 1},
+			Replicas: []base.WorkerID{"w1"}})
+		c.Items = append(c.Items, base.Object{ObjectMeta: base.ObjectMeta{Key: fmt.Sprintf("q/%03d", i), Version: 1},
+			Replicas: []base.WorkerID{"w1"}})
 	}
 	for i := range 500 {
 		want = append(want, fmt.Sprintf("p/%03d", i))
@@ -478,8 +482,9 @@ func TestPutEndReplaced(t *testing.T) {
 	applyEncoded(t, f, 1, RegisterWorker{ID: "w1", Address: "10.0.0.1:7000"})
 	put := func(index uint64, v base.Version, upsert bool) Result {
 		t.Helper()
-		res := applyEncoded(t, f, index, PutEnd{Upsert: upsert, Now: 1, Items: []PutItem{
-			{Key: "k", Size: 10, Version: v, Checksum: uint64(v), Replicas: []base.WorkerID{"w1"}}}})
+		res := applyEncoded(t, f, index, PutEnd{Upsert: upsert, Now: 1, Items: []base.Object{
+			{ObjectMeta: base.ObjectMeta{Key: "k", Size: 10, Version: v, Checksum: uint64(v)},
+				Replicas: []base.WorkerID{"w1"}}}})
 		if res.Err != nil {
 			t.Fatalf("put v%d: %v", v, res.Err)
 		}

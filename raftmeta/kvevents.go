@@ -41,7 +41,7 @@ type KVEvent struct {
 	Kind KVEventKind
 	Key  string // "" for KVCleared
 	Size int64
-	// Tokens and Model are what the put said (PutItem), 0 and "" when unknown.
+	// Tokens and Model are what the put said (base.Object), 0 and "" when unknown.
 	Tokens int64
 	Model  string
 	// Workers hold the object: after a store, its replicas; before a removal, the replicas it

@@ -41,7 +41,7 @@ type MarkWorkerLost struct {
 // be active (it registered first).
 type AdoptReplicas struct {
 	Worker base.WorkerID
-	Items  []KeyVersion
+	Items  []base.KeyVersion
 }
 
 // ReplicaMove is one replica moved by repair or drain: To (active, not yet holding the
@@ -72,7 +72,7 @@ type MoveReplicas struct{ Items []ReplicaMove }
 // MoveReplicas no replica goes: a move task is a copy whose MoveReplicas names the source.
 type AddReplicas struct {
 	Worker base.WorkerID
-	Items  []KeyVersion
+	Items  []base.KeyVersion
 }
 
 // SetWorkerDraining marks a worker as draining (no new placements; its replicas are moved to
@@ -240,7 +240,7 @@ func decodeWorkerItems(d *decoder) DropReplicas {
 	var r DropReplicas
 	r.Worker = base.WorkerID(d.str(base.MaxWorkerIDLen))
 	n := d.count(MaxBatch, 3)
-	r.Items = make([]KeyVersion, n)
+	r.Items = make([]base.KeyVersion, n)
 	for i := 0; i < n; i++ {
 		r.Items[i].Key = d.str(base.MaxKeyLen)
 		r.Items[i].Version = base.Version(d.uvarint())

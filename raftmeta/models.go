@@ -14,7 +14,7 @@ import (
 
 // Models: the registry of KV-cache models (issue 13) and the token counts objects carry.
 //
-// A put may say how many tokens of which model an object holds (PutItem.Tokens, .Model). The
+// A put may say how many tokens of which model an object holds (base.Object.Tokens, .Model). The
 // FSM keeps, per model name, the objects, tokens and bytes of the objects naming it, so the
 // master can set expected bytes (tokens x bytes per token of the registered model) against
 // what the objects occupy. Models are registered by name with their bytes per token
@@ -112,7 +112,7 @@ func decodeModelCommand(t CommandType, d *decoder) Command {
 }
 
 // validateTokens checks a put item's token fields.
-func (it *PutItem) validateTokens() error {
+func validateTokens(it *base.Object) error {
 	if it.Tokens < 0 || it.Tokens > MaxTokens {
 		return invalidf("key %q: %d tokens, want 0 to %d", it.Key, it.Tokens, int64(MaxTokens))
 	}
@@ -128,7 +128,7 @@ func (it *PutItem) validateTokens() error {
 // count or a model, so a PutEnd without them encodes exactly as before the section existed.
 //
 //	count uvarint (>= 1) | count x { item index uvarint (strictly increasing) | tokens uvarint | model string }
-func appendPutTokens(b []byte, items []PutItem) []byte {
+func appendPutTokens(b []byte, items []base.Object) []byte {
 	n := 0
 	for i := range items {
 		if items[i].Tokens != 0 || items[i].Model != "" {
@@ -310,8 +310,8 @@ func (st *state) countModel(rec *objRec, sign int64) {
 }
 
 // setTokens fills rec's token fields from it, before rec is accounted. An item naming a model
-// when the table is full fails. REQUIRES: it.Validate() passed (putEnd checks every item).
-func (st *state) setTokens(rec *objRec, it *PutItem) error {
+// when the table is full fails. REQUIRES: validatePutItem(it) passed (putEnd checks every item).
+func (st *state) setTokens(rec *objRec, it *base.Object) error {
 	rec.tokens = uint32(it.Tokens)
 	if it.Model != "" {
 		if rec.model = st.mdl.intern(it.Model); rec.model == 0 {

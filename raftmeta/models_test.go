@@ -64,10 +64,11 @@ func formatModels(ms []ModelUsage) string {
 // TestPutTokensEncoding: a PutEnd without tokens encodes as it always did; with tokens it
 // round-trips, and a bad tokens section is refused.
 func TestPutTokensEncoding(t *testing.T) {
-	plain := PutEnd{Now: 5, Items: []PutItem{{Key: "a", Size: 1, Version: 1, Replicas: []base.WorkerID{"w"}}}}
+	plain := PutEnd{Now: 5, Items: []base.Object{{ObjectMeta: base.ObjectMeta{Key: "a", Size: 1, Version: 1},
+		Replicas: []base.WorkerID{"w"}}}}
 	enc := EncodeCommand(plain)
 	withTok := plain
-	withTok.Items = []PutItem{plain.Items[0], plain.Items[0], plain.Items[0]}
+	withTok.Items = []base.Object{plain.Items[0], plain.Items[0], plain.Items[0]}
 	withTok.Items[1].Key, withTok.Items[1].Tokens, withTok.Items[1].Model = "b", 256, "qwen2-7b"
 	withTok.Items[2].Key, withTok.Items[2].Model = "c", "m"
 	encTok := EncodeCommand(withTok)
@@ -78,7 +79,7 @@ func TestPutTokensEncoding(t *testing.T) {
 		}
 	}
 	// The old encoding is a prefix: no tokens, no section.
-	if want := EncodeCommand(PutEnd{Now: 5, Items: []PutItem{plain.Items[0]}}); !bytes.Equal(enc, want) || bytes.Contains(enc, []byte("qwen")) {
+	if want := EncodeCommand(PutEnd{Now: 5, Items: []base.Object{plain.Items[0]}}); !bytes.Equal(enc, want) || bytes.Contains(enc, []byte("qwen")) {
 		t.Fatal("a PutEnd without tokens changed encoding")
 	}
 	// Corrupt sections: index out of order, out of range, empty entry, trailing garbage.
@@ -92,7 +93,7 @@ func TestPutTokensEncoding(t *testing.T) {
 		t.Fatalf("truncated: %v", err)
 	}
 	bad := withTok
-	bad.Items = append([]PutItem(nil), withTok.Items...)
+	bad.Items = append([]base.Object(nil), withTok.Items...)
 	bad.Items[1].Tokens = MaxTokens + 1
 	if err := bad.Validate(); !errors.Is(err, base.ErrInvalidParams) {
 		t.Fatalf("too many tokens: %v", err)
@@ -169,7 +170,8 @@ func BenchmarkApplyPutEnd(b *testing.B) {
 			for i := range b.N {
 				c := PutEnd{Upsert: true, Now: int64(i)}
 				for j := range 64 {
-					it := PutItem{Key: fmt.Sprintf("k%d", j), Size: 256 * 57344, Version: base.Version(i + 1), Replicas: []base.WorkerID{"w1"}}
+					it := base.Object{ObjectMeta: base.ObjectMeta{Key: fmt.Sprintf("k%d", j), Size: 256 * 57344,
+						Version: base.Version(i + 1)}, Replicas: []base.WorkerID{"w1"}}
 					if tokens {
 						it.Tokens, it.Model = 256, "qwen2-7b"
 					}

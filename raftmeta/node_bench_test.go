@@ -66,15 +66,16 @@ func benchCommit(b *testing.B, leader *raftmeta.Node, batch, proposers int) {
 				if n <= 0 {
 					return
 				}
-				items := make([]raftmeta.PutItem, n)
+				items := make([]base.Object, n)
 				for i := range items {
 					v, err := leader.NewVersion()
 					if err != nil {
 						errs <- err
 						return
 					}
-					items[i] = raftmeta.PutItem{Key: fmt.Sprintf("bench/%058d", benchKeySeq.Add(1)), Size: 1 << 20,
-						Version: v, Checksum: uint64(v), Replicas: []base.WorkerID{"worker-a", "worker-b"}}
+					items[i] = base.Object{ObjectMeta: base.ObjectMeta{Key: fmt.Sprintf("bench/%058d",
+						benchKeySeq.Add(1)), Size: 1 << 20, Version: v, Checksum: uint64(v)},
+						Replicas: []base.WorkerID{"worker-a", "worker-b"}}
 				}
 				res, err := leader.Apply(ctx, raftmeta.PutEnd{Items: items})
 				if err == nil && res.Failed() != 0 {

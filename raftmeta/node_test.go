@@ -39,8 +39,9 @@ func openSingle(t *testing.T, dir string) *raftmeta.Node {
 	return n
 }
 
-func put(key string, v base.Version, workers ...base.WorkerID) raftmeta.PutItem {
-	return raftmeta.PutItem{Key: key, Size: int64(len(key)) * 10, Version: v, Checksum: uint64(v) * 7, Replicas: workers}
+func put(key string, v base.Version, workers ...base.WorkerID) base.Object {
+	return base.Object{ObjectMeta: base.ObjectMeta{Key: key, Size: int64(len(key)) * 10, Version: v,
+		Checksum: uint64(v) * 7}, Replicas: workers}
 }
 
 func TestSingleNode(t *testing.T) {
@@ -60,7 +61,7 @@ func TestSingleNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := n.Apply(ctx, raftmeta.PutEnd{Items: []raftmeta.PutItem{put("k1", v, "w1")}})
+	res, err := n.Apply(ctx, raftmeta.PutEnd{Items: []base.Object{put("k1", v, "w1")}})
 	if err != nil || res.Err != nil {
 		t.Fatalf("put: %v %v", err, res.Err)
 	}
@@ -68,7 +69,7 @@ func TestSingleNode(t *testing.T) {
 	if !ok || o.Version != v || len(o.Replicas) != 1 || o.Replicas[0] != "w1" || o.Created == 0 {
 		t.Fatalf("lookup: %+v %v", o, ok)
 	}
-	res, err = n.Apply(ctx, &raftmeta.PutEnd{Items: []raftmeta.PutItem{put("k1", v+1, "w1")}})
+	res, err = n.Apply(ctx, &raftmeta.PutEnd{Items: []base.Object{put("k1", v+1, "w1")}})
 	if err != nil || !errors.Is(res.Err, base.ErrObjectAlreadyExists) {
 		t.Fatalf("dup put: %v %v", err, res.Err)
 	}
@@ -245,9 +246,12 @@ func TestApplyValidates(t *testing.T) {
 		nil,
 		(*raftmeta.Remove)(nil),
 		raftmeta.PutEnd{},
-		raftmeta.PutEnd{Items: []raftmeta.PutItem{{Key: "", Version: 1, Replicas: []base.WorkerID{"w"}}}},
-		raftmeta.PutEnd{Items: []raftmeta.PutItem{{Key: "k", Version: 1, Replicas: []base.WorkerID{"w", "w"}}}},
-		raftmeta.PutEnd{Items: []raftmeta.PutItem{{Key: "k", Version: 1, Size: -1, Replicas: []base.WorkerID{"w"}}}},
+		raftmeta.PutEnd{Items: []base.Object{{ObjectMeta: base.ObjectMeta{Key: "", Version: 1},
+			Replicas: []base.WorkerID{"w"}}}},
+		raftmeta.PutEnd{Items: []base.Object{{ObjectMeta: base.ObjectMeta{Key: "k", Version: 1},
+			Replicas: []base.WorkerID{"w", "w"}}}},
+		raftmeta.PutEnd{Items: []base.Object{{ObjectMeta: base.ObjectMeta{Key: "k", Version: 1, Size: -1},
+			Replicas: []base.WorkerID{"w"}}}},
 		raftmeta.Remove{},
 		raftmeta.RemoveRegex{Pattern: "a**"},
 		raftmeta.RegisterWorker{ID: "a/b", Address: "x:1"},
@@ -261,7 +265,8 @@ func TestApplyValidates(t *testing.T) {
 	}
 	big := raftmeta.PutEnd{}
 	for i := range 2000 {
-		big.Items = append(big.Items, raftmeta.PutItem{Key: fmt.Sprintf("%04d%s", i, strings.Repeat("k", 4000)), Version: 1,
+		big.Items = append(big.Items, base.Object{ObjectMeta: base.ObjectMeta{Key: fmt.Sprintf("%04d%s", i,
+			strings.Repeat("k", 4000)), Version: 1},
 			Replicas: []base.WorkerID{"w"}})
 	}
 	if _, err := n.Apply(ctx, big); !errors.Is(err, base.ErrTooLarge) {

@@ -6,30 +6,20 @@ import (
 	"github.com/mooncake-go/mooncake/internal/base"
 )
 
-// Object is one committed object as the FSM holds it, in the caller's vocabulary. Lookups
-// return a fresh copy: the caller owns it and may keep or change it.
+// Object is one committed object as the FSM holds it: its record (base.Object, as the PutEnd
+// committed it, pins as SetPin last set them) and the FSM's own fields. Lookups return a
+// fresh copy: the caller owns it and may keep or change it.
+//
+// Replicas are the workers holding a full copy, in the order PutEnd listed them (minus any
+// dropped since). Empty only for an invisible object (Node.LookupAny, Node.Range): every
+// replica is lost and Lookup does not return it. The FSM never expires SoftPinUntil.
 type Object struct {
-	Key      string
-	Size     int64
-	Version  base.Version
-	Checksum uint64
-	// Replicas are the workers holding a full copy, in the order PutEnd listed them (minus any
-	// dropped since). Empty only for an invisible object (Node.LookupAny, Node.Range): every
-	// replica is lost and Lookup does not return it.
-	Replicas []base.WorkerID
+	base.Object
 	// Lost are the workers that held this version when they were marked lost
 	// (MarkWorkerLost): their copies are re-adopted if they return (AdoptReplicas).
 	Lost []base.WorkerID
-	// SoftPinUntil is the soft pin deadline in unix nanoseconds, 0 for none. The deadline is
-	// compared with the reader's clock; the FSM never expires it.
-	SoftPinUntil int64
-	HardPin      bool
 	// Created is the proposer's clock (unix nanoseconds) in the PutEnd that made this version.
 	Created int64
-	// Tokens and Model are the KV-cache tokens the object holds and their model (0 and "" when
-	// the put did not say; see models.go).
-	Tokens int64
-	Model  string
 }
 
 // SegmentState is a worker's (segment's) state in the FSM.

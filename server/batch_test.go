@@ -21,7 +21,8 @@ func TestBatchCalls(t *testing.T) {
 	vals := [][]byte{[]byte("va"), []byte("vdup"), []byte("vb")}
 	req := &transfer.BatchPutStartRequest{}
 	for i, k := range keys {
-		req.Items = append(req.Items, transfer.PutStartRequest{Key: k, Size: int64(len(vals[i]))})
+		req.Items = append(req.Items, transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: k,
+			Size: int64(len(vals[i]))}}})
 	}
 	ps := &transfer.BatchPutStartResponse{}
 	if err := d.call(req, ps); err != nil {
@@ -37,11 +38,13 @@ func TestBatchCalls(t *testing.T) {
 		if err := d.cli.Write(context.Background(), r.Address, transfer.WriteRequest{Key: keys[i], Version: it.Version}, vals[i]); err != nil {
 			t.Fatal(err)
 		}
-		end.Items = append(end.Items, transfer.PutEndRequest{Key: keys[i], Version: it.Version, Size: int64(len(vals[i])),
-			Checksum: base.Checksum(vals[i]), Replicas: []base.WorkerID{r.WorkerID}})
+		end.Items = append(end.Items,
+			transfer.PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: keys[i], Version: it.Version,
+				Size: int64(len(vals[i])), Checksum: base.Checksum(vals[i])}, Replicas: []base.WorkerID{r.WorkerID}}})
 	}
 	// An item never started fails alone.
-	end.Items = append(end.Items, transfer.PutEndRequest{Key: "never", Version: 99, Size: 1, Checksum: 1})
+	end.Items = append(end.Items, transfer.PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "never",
+		Version: 99, Size: 1, Checksum: 1}}})
 	br := transfer.NewBatchResponse(transfer.OpBatchPutEnd, nil)
 	if err := d.call(end, br); err != nil {
 		t.Fatal(err)

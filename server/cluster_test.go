@@ -209,8 +209,10 @@ func isConnErr(err error) bool {
 
 func (d *driver) put(key string, val []byte, replicas int, upsert bool) error {
 	ps := &transfer.PutStartResponse{}
-	cfg := transfer.PutConfig{Replicas: uint8(replicas), Upsert: upsert}
-	if err := d.call(&transfer.PutStartRequest{Key: key, Size: int64(len(val)), Config: cfg}, ps); err != nil {
+	cfg := base.PutConfig{Replicas: uint8(replicas), Upsert: upsert}
+	if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: key,
+		Size: int64(len(val))}}, Config: cfg},
+		ps); err != nil {
 		return err
 	}
 	sum := base.Checksum(val)
@@ -225,7 +227,8 @@ func (d *driver) put(key string, val []byte, replicas int, upsert bool) error {
 		}
 		ids = append(ids, r.WorkerID)
 	}
-	return d.call(&transfer.PutEndRequest{Key: key, Version: ps.Version, Size: int64(len(val)), Checksum: sum, Replicas: ids, Config: cfg}, nil)
+	return d.call(&transfer.PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: key,
+		Version: ps.Version, Size: int64(len(val)), Checksum: sum}, Replicas: ids}, Config: cfg}, nil)
 }
 
 func (d *driver) lookup(key string) (*transfer.LookupResponse, error) {
@@ -234,7 +237,7 @@ func (d *driver) lookup(key string) (*transfer.LookupResponse, error) {
 }
 
 // readReplica reads key from one replica and verifies the checksum.
-func (d *driver) readReplica(lr *transfer.LookupResponse, r transfer.Replica, key string) ([]byte, error) {
+func (d *driver) readReplica(lr *transfer.LookupResponse, r base.Placement, key string) ([]byte, error) {
 	buf := make([]byte, lr.Size)
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
 	defer cancel()
@@ -368,7 +371,8 @@ func TestCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.call(&transfer.PutEndRequest{Key: "obj/03", Version: lr0.Version, Size: lr0.Size, Checksum: lr0.Checksum}, nil); err != nil {
+	if err := d.call(&transfer.PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "obj/03",
+		Version: lr0.Version, Size: lr0.Size, Checksum: lr0.Checksum}}}, nil); err != nil {
 		t.Fatalf("retried PutEnd: %v", err)
 	}
 
@@ -396,7 +400,8 @@ func TestCluster(t *testing.T) {
 	if err := d.put("big", make([]byte, 33<<20), 1, false); !errors.Is(err, base.ErrNoSpace) {
 		t.Fatalf("value over every segment: %v", err)
 	}
-	if err := d.call(&transfer.PutStartRequest{Key: "", Size: 1}, &transfer.PutStartResponse{}); !errors.Is(err, base.ErrInvalidKey) && !errors.Is(err, base.ErrInvalidParams) {
+	if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "", Size: 1}}},
+		&transfer.PutStartResponse{}); !errors.Is(err, base.ErrInvalidKey) && !errors.Is(err, base.ErrInvalidParams) {
 		t.Fatalf("empty key: %v", err)
 	}
 	if _, err := d.lookup("x"); !errors.Is(err, base.ErrObjectNotFound) {
@@ -480,7 +485,9 @@ func TestCluster(t *testing.T) {
 			followerAddr = m.Addr()
 		}
 	}
-	err = d.cli.Call(context.Background(), followerAddr, &transfer.PutStartRequest{Key: "f", Size: 1}, &transfer.PutStartResponse{})
+	err = d.cli.Call(context.Background(), followerAddr,
+		&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "f", Size: 1}}},
+		&transfer.PutStartResponse{})
 	var nl *transfer.NotLeaderError
 	if !errors.As(err, &nl) || !errors.Is(err, base.ErrNotLeader) || nl.LeaderAddr != leaderAddr {
 		t.Fatalf("PutStart on a follower: %v (want NOT_LEADER naming %s)", err, leaderAddr)

@@ -38,7 +38,8 @@ func (d *driver) placements(prefix string, n int) map[base.WorkerID]int {
 	for i := range n {
 		key := fmt.Sprintf("%s%d", prefix, i)
 		ps := &transfer.PutStartResponse{}
-		if err := d.call(&transfer.PutStartRequest{Key: key, Size: 100, Config: transfer.PutConfig{Replicas: 1}}, ps); err != nil {
+		if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: key, Size: 100}},
+			Config: base.PutConfig{Replicas: 1}}, ps); err != nil {
 			d.t.Fatal(err)
 		}
 		got[ps.Replicas[0].WorkerID]++

@@ -17,7 +17,9 @@ import (
 // putOn puts key on worker w alone (PreferredWorker), through the put protocol.
 func (d *driver) putOn(key string, val []byte, w base.WorkerID) error {
 	ps := &transfer.PutStartResponse{}
-	if err := d.call(&transfer.PutStartRequest{Key: key, Size: int64(len(val)), Config: transfer.PutConfig{Replicas: 1, PreferredWorker: w}}, ps); err != nil {
+	if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: key,
+		Size: int64(len(val))}},
+		Config: base.PutConfig{Replicas: 1, PreferredWorker: w}}, ps); err != nil {
 		return err
 	}
 	if ps.Replicas[0].WorkerID != w {
@@ -26,7 +28,8 @@ func (d *driver) putOn(key string, val []byte, w base.WorkerID) error {
 	if err := d.cli.Write(context.Background(), ps.Replicas[0].Address, transfer.WriteRequest{Key: key, Version: ps.Version}, val); err != nil {
 		return err
 	}
-	return d.call(&transfer.PutEndRequest{Key: key, Version: ps.Version, Size: int64(len(val)), Checksum: base.Checksum(val)}, nil)
+	return d.call(&transfer.PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: key,
+		Version: ps.Version, Size: int64(len(val)), Checksum: base.Checksum(val)}}}, nil)
 }
 
 // TestReadoptAcrossFailoverAndSnapshot: a worker dies (no leaving heartbeat, past
@@ -176,7 +179,8 @@ func TestRepairAndDrainInProcess(t *testing.T) {
 	}
 	eventually(t, "wb drained", func() bool { return onWorker(wb.ID()) == 0 && replicasOK(wb.ID()) })
 	ps := &transfer.PutStartResponse{}
-	if err := d.call(&transfer.PutStartRequest{Key: "new", Size: 1, Config: transfer.PutConfig{Replicas: 1, PreferredWorker: wb.ID()}}, ps); err != nil {
+	if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "new", Size: 1}},
+		Config: base.PutConfig{Replicas: 1, PreferredWorker: wb.ID()}}, ps); err != nil {
 		t.Fatal(err)
 	}
 	if ps.Replicas[0].WorkerID == wb.ID() {
@@ -185,7 +189,8 @@ func TestRepairAndDrainInProcess(t *testing.T) {
 	if err := d.call(&transfer.DrainWorkerRequest{WorkerID: wb.ID(), Cancel: true}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.call(&transfer.PutStartRequest{Key: "new2", Size: 1, Config: transfer.PutConfig{Replicas: 1, PreferredWorker: wb.ID()}}, ps); err != nil {
+	if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "new2", Size: 1}},
+		Config: base.PutConfig{Replicas: 1, PreferredWorker: wb.ID()}}, ps); err != nil {
 		t.Fatal(err)
 	}
 	if ps.Replicas[0].WorkerID != wb.ID() {

@@ -43,11 +43,13 @@ func TestMemoryCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	cfg := transfer.PutConfig{Replicas: 2}
+	cfg := base.PutConfig{Replicas: 2}
 	start := func(key string, tokens int64) transfer.PutEndRequest {
 		val := value(rng, int(tokens*bpt))
 		ps := &transfer.PutStartResponse{}
-		if err := d.call(&transfer.PutStartRequest{Key: key, Size: int64(len(val)), Config: cfg}, ps); err != nil {
+		if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: key,
+			Size: int64(len(val))}}, Config: cfg},
+			ps); err != nil {
 			t.Fatal(err)
 		}
 		sum := base.Checksum(val)
@@ -58,8 +60,8 @@ func TestMemoryCluster(t *testing.T) {
 			}
 			ids = append(ids, r.WorkerID)
 		}
-		return transfer.PutEndRequest{Key: key, Version: ps.Version, Size: int64(len(val)), Checksum: sum, Replicas: ids, Config: cfg,
-			Tokens: tokens, Model: "qwen2-7b"}
+		return transfer.PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: key, Version: ps.Version,
+			Size: int64(len(val)), Checksum: sum}, Replicas: ids, Tokens: tokens, Model: "qwen2-7b"}, Config: cfg}
 	}
 	one := start("single", 8)
 	if err := d.call(&one, transfer.NewEmpty(transfer.OpPutEnd)); err != nil {

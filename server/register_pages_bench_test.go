@@ -76,14 +76,15 @@ func BenchmarkRegisterPages(b *testing.B) {
 	commit := func(id base.WorkerID, prefix string, n int) []base.ObjectMeta {
 		inv := make([]base.ObjectMeta, n)
 		for start := 0; start < n; start += raftmeta.MaxBatch {
-			items := make([]raftmeta.PutItem, min(raftmeta.MaxBatch, n-start))
+			items := make([]base.Object, min(raftmeta.MaxBatch, n-start))
 			for i := range items {
 				v, err := m.TestHooks().Node().NewVersion()
 				if err != nil {
 					b.Fatal(err)
 				}
 				key := fmt.Sprintf("%s%0*d", prefix, keyLen-len(prefix), start+i)
-				items[i] = raftmeta.PutItem{Key: key, Size: 1 << 20, Version: v, Checksum: uint64(start + i), Replicas: []base.WorkerID{id}}
+				items[i] = base.Object{ObjectMeta: base.ObjectMeta{Key: key, Size: 1 << 20, Version: v,
+					Checksum: uint64(start + i)}, Replicas: []base.WorkerID{id}}
 				inv[start+i] = base.ObjectMeta{Key: key, Version: v, Size: 1 << 20, Checksum: uint64(start + i)}
 			}
 			res, err := m.TestHooks().Node().Apply(ctx, raftmeta.PutEnd{Items: items, Upsert: true})

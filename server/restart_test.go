@@ -39,7 +39,8 @@ func TestWorkerDeadAfterTTL(t *testing.T) {
 	}
 	// A single replica on w2, by preference.
 	ps := &transfer.PutStartResponse{}
-	if err := d.call(&transfer.PutStartRequest{Key: "alone", Size: 5, Config: transfer.PutConfig{Replicas: 1, PreferredWorker: w2.ID()}}, ps); err != nil {
+	if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "alone", Size: 5}},
+		Config: base.PutConfig{Replicas: 1, PreferredWorker: w2.ID()}}, ps); err != nil {
 		t.Fatal(err)
 	}
 	if ps.Replicas[0].WorkerID != w2.ID() {
@@ -48,7 +49,8 @@ func TestWorkerDeadAfterTTL(t *testing.T) {
 	if err := d.cli.Write(context.Background(), ps.Replicas[0].Address, transfer.WriteRequest{Key: "alone", Version: ps.Version}, []byte("alone")); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.call(&transfer.PutEndRequest{Key: "alone", Version: ps.Version, Size: 5, Checksum: base.Checksum([]byte("alone"))}, nil); err != nil {
+	if err := d.call(&transfer.PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "alone",
+		Version: ps.Version, Size: 5, Checksum: base.Checksum([]byte("alone"))}}}, nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -96,14 +98,16 @@ func TestPutTimeout(t *testing.T) {
 	w := c.addWorker("", func(cfg *worker.Config) { cfg.PendingWriteTimeout = time.Hour })
 	d := newDriver(t, c.masterAddrs())
 	ps := &transfer.PutStartResponse{}
-	if err := d.call(&transfer.PutStartRequest{Key: "slow", Size: 4}, ps); err != nil {
+	if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "slow",
+		Size: 4}}}, ps); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.cli.Write(context.Background(), ps.Replicas[0].Address, transfer.WriteRequest{Key: "slow", Version: ps.Version}, []byte("slow")); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the worker drops the expired put", func() bool { return !w.TestHooks().Engine().Exists("slow") })
-	err := d.call(&transfer.PutEndRequest{Key: "slow", Version: ps.Version, Size: 4, Checksum: base.Checksum([]byte("slow"))}, nil)
+	err := d.call(&transfer.PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "slow",
+		Version: ps.Version, Size: 4, Checksum: base.Checksum([]byte("slow"))}}}, nil)
 	if !errors.Is(err, base.ErrInvalidVersion) {
 		t.Fatalf("late PutEnd: %v", err)
 	}
@@ -111,7 +115,8 @@ func TestPutTimeout(t *testing.T) {
 		t.Fatalf("expired put visible: %v", err)
 	}
 	// PutRevoke drops at once.
-	if err := d.call(&transfer.PutStartRequest{Key: "revoked", Size: 1}, ps); err != nil {
+	if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "revoked",
+		Size: 1}}}, ps); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.cli.Write(context.Background(), ps.Replicas[0].Address, transfer.WriteRequest{Key: "revoked", Version: ps.Version}, []byte("r")); err != nil {

@@ -39,14 +39,17 @@ func BenchmarkStandalone(b *testing.B) {
 	sum := base.Checksum(val)
 	put := func(key string) {
 		ps := &transfer.PutStartResponse{}
-		if err := cli.Call(ctx, s.Addr(), &transfer.PutStartRequest{Key: key, Size: size, Config: transfer.PutConfig{Upsert: true}}, ps); err != nil {
+		if err := cli.Call(ctx, s.Addr(),
+			&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: key, Size: size}},
+				Config: base.PutConfig{Upsert: true}}, ps); err != nil {
 			b.Fatal(err)
 		}
 		if err := cli.Write(ctx, ps.Replicas[0].Address, transfer.WriteRequest{Key: key, Version: ps.Version, Checksum: sum}, val); err != nil {
 			b.Fatal(err)
 		}
-		if err := cli.Call(ctx, s.Addr(), &transfer.PutEndRequest{Key: key, Version: ps.Version, Size: size, Checksum: sum,
-			Config: transfer.PutConfig{Upsert: true}}, nil); err != nil {
+		if err := cli.Call(ctx, s.Addr(),
+			&transfer.PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: key, Version: ps.Version,
+				Size: size, Checksum: sum}}, Config: base.PutConfig{Upsert: true}}, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

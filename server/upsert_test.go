@@ -181,8 +181,9 @@ func upsertAcrossLeaderChange(t *testing.T, n int, change func(context.Context, 
 		return w.TestHooks().Engine().Metrics().Restored == 1
 	})
 	d.mustGet("k", v1, 1)
-	err := d.call(&transfer.PutEndRequest{Key: "k", Version: ps.Version, Size: int64(len(v2)),
-		Checksum: base.Checksum(v2), Replicas: []base.WorkerID{w.ID()}, Config: cfg}, nil)
+	err := d.call(&transfer.PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "k",
+		Version: ps.Version, Size: int64(len(v2)), Checksum: base.Checksum(v2)}, Replicas: []base.WorkerID{w.ID()}},
+		Config: cfg}, nil)
 	if !errors.Is(err, base.ErrInvalidVersion) {
 		t.Fatalf("PutEnd of the old leader's put after the grace: %v, want ErrInvalidVersion", err)
 	}
@@ -194,14 +195,16 @@ func upsertAcrossLeaderChange(t *testing.T, n int, change func(context.Context, 
 
 // startUpsertOver puts v1 under "k" (acknowledged) and places v2 as an upsert of "k" (PutStart
 // only). It returns v2's placement and put config.
-func startUpsertOver(t *testing.T, d *driver, v1, v2 []byte) (*transfer.PutStartResponse, transfer.PutConfig) {
+func startUpsertOver(t *testing.T, d *driver, v1, v2 []byte) (*transfer.PutStartResponse, base.PutConfig) {
 	t.Helper()
 	if err := d.put("k", v1, 1, false); err != nil {
 		t.Fatal(err)
 	}
 	ps := &transfer.PutStartResponse{}
-	cfg := transfer.PutConfig{Replicas: 1, Upsert: true}
-	if err := d.call(&transfer.PutStartRequest{Key: "k", Size: int64(len(v2)), Config: cfg}, ps); err != nil {
+	cfg := base.PutConfig{Replicas: 1, Upsert: true}
+	if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "k",
+		Size: int64(len(v2))}}, Config: cfg},
+		ps); err != nil {
 		t.Fatal(err)
 	}
 	return ps, cfg
@@ -210,7 +213,7 @@ func startUpsertOver(t *testing.T, d *driver, v1, v2 []byte) (*transfer.PutStart
 // writeUnsettledUpsert puts v1 under "k" (acknowledged), then places v2 as an upsert of "k"
 // and writes its bytes to the worker (committed there) without the PutEnd. It returns v2's
 // placement and put config.
-func writeUnsettledUpsert(t *testing.T, d *driver, v1, v2 []byte) (*transfer.PutStartResponse, transfer.PutConfig) {
+func writeUnsettledUpsert(t *testing.T, d *driver, v1, v2 []byte) (*transfer.PutStartResponse, base.PutConfig) {
 	t.Helper()
 	ps, cfg := startUpsertOver(t, d, v1, v2)
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)

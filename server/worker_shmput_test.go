@@ -43,7 +43,8 @@ func TestShmPutStaged(t *testing.T) {
 	start := func(key string, size int64) *transfer.PutStartResponse {
 		t.Helper()
 		ps := &transfer.PutStartResponse{}
-		if err := d.call(&transfer.PutStartRequest{Key: key, Size: size, Config: transfer.PutConfig{Replicas: 1}}, ps); err != nil {
+		if err := d.call(&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: key, Size: size}},
+			Config: base.PutConfig{Replicas: 1}}, ps); err != nil {
 			t.Fatal(err)
 		}
 		return ps
@@ -75,8 +76,9 @@ func TestShmPutStaged(t *testing.T) {
 	if err := cli.Call(ctx, waddr, &transfer.CommitRequest{Key: "k", Version: ps.Version, Checksum: sum}, transfer.NewEmpty(transfer.OpCommit)); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.call(&transfer.PutEndRequest{Key: "k", Version: ps.Version, Size: int64(len(val)), Checksum: sum,
-		Replicas: []base.WorkerID{ps.Replicas[0].WorkerID}, Config: transfer.PutConfig{Replicas: 1}}, nil); err != nil {
+	if err := d.call(&transfer.PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "k",
+		Version: ps.Version, Size: int64(len(val)), Checksum: sum},
+		Replicas: []base.WorkerID{ps.Replicas[0].WorkerID}}, Config: base.PutConfig{Replicas: 1}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	d.mustGet("k", val, 1)

@@ -231,7 +231,7 @@ func TestPipelining1000(t *testing.T) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		return &LookupResponse{Size: int64(len(lr.Key))}, nil
+		return &LookupResponse{ObjectMeta: base.ObjectMeta{Size: int64(len(lr.Key))}}, nil
 	}
 	_, tl := startServerOn(t, h, ServerOptions{}, nil)
 	c := newClient(t, ClientOptions{ConnsPerPeer: 1})
@@ -273,7 +273,7 @@ func TestDeadline(t *testing.T) {
 		if _, ok := req.(*LookupRequest); ok {
 			entered <- struct{}{}
 			<-release
-			return &LookupResponse{Size: 1}, nil
+			return &LookupResponse{ObjectMeta: base.ObjectMeta{Size: 1}}, nil
 		}
 		return nil, errFallThrough
 	}
@@ -419,7 +419,7 @@ func TestRetryOnlyIdempotent(t *testing.T) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		}
-		return &LookupResponse{Size: 3}, nil
+		return &LookupResponse{ObjectMeta: base.ObjectMeta{Size: 3}}, nil
 	}
 	_, tl = startServerOn(t, h, ServerOptions{}, nil)
 	c := newClient(t, ClientOptions{ConnsPerPeer: 1})

@@ -67,8 +67,8 @@ func (h *memHandler) HandleCall(ctx context.Context, req Message) (Message, erro
 		if !ok {
 			return nil, fmt.Errorf("lookup %q: %w", r.Key, base.ErrObjectNotFound)
 		}
-		return &LookupResponse{Version: o.version, Size: int64(len(o.data)), Checksum: o.checksum,
-			Replicas: []Replica{{WorkerID: "w1", Address: "127.0.0.1:1"}}}, nil
+		return &LookupResponse{ObjectMeta: base.ObjectMeta{Version: o.version, Size: int64(len(o.data)), Checksum: o.checksum},
+			Replicas: []base.Placement{{WorkerID: "w1", Address: "127.0.0.1:1"}}}, nil
 	case *CommitRequest:
 		h.mu.Lock()
 		defer h.mu.Unlock()

@@ -125,7 +125,7 @@ func TestBusyConnectionNotIdle(t *testing.T) {
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
-			return &LookupResponse{Size: 7}, nil
+			return &LookupResponse{ObjectMeta: base.ObjectMeta{Size: 7}}, nil
 		}
 		return nil, errFallThrough
 	}

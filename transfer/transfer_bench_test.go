@@ -286,7 +286,7 @@ func benchRaw(b *testing.B, put bool, size, streams int, direct bool) {
 func BenchmarkLookup(b *testing.B) {
 	h := newMemHandler()
 	h.onCall = func(context.Context, Message) (Message, error) {
-		return &LookupResponse{Version: 1, Size: 1, Replicas: []Replica{{WorkerID: "w1", Address: "127.0.0.1:1"}}}, nil
+		return &LookupResponse{ObjectMeta: base.ObjectMeta{Version: 1, Size: 1}, Replicas: []base.Placement{{WorkerID: "w1", Address: "127.0.0.1:1"}}}, nil
 	}
 	srv := startServer(b, h, ServerOptions{})
 	c := newClient(b, ClientOptions{})

@@ -76,7 +76,9 @@ func TestNotLeaderCarriesLeader(t *testing.T) {
 	}
 	s := startServer(t, h, ServerOptions{})
 	c := newClient(t, ClientOptions{})
-	err := c.Call(context.Background(), s.Addr().String(), &PutStartRequest{Key: "k", Size: 1}, &PutStartResponse{})
+	err := c.Call(context.Background(), s.Addr().String(),
+		&PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "k", Size: 1}}},
+		&PutStartResponse{})
 	var nl *NotLeaderError
 	if !errors.Is(err, base.ErrNotLeader) || !errors.As(err, &nl) || nl.LeaderID != "m2" || nl.LeaderAddr != "10.0.0.2:50051" {
 		t.Fatalf("got %v", err)
@@ -88,7 +90,9 @@ func TestNotLeaderCarriesLeader(t *testing.T) {
 	h.onCall = func(context.Context, Message) (Message, error) {
 		return nil, &NotLeaderError{Msg: "mooncake: not leader"}
 	}
-	err = c.Call(context.Background(), s.Addr().String(), &PutStartRequest{Key: "k", Size: 1}, &PutStartResponse{})
+	err = c.Call(context.Background(), s.Addr().String(),
+		&PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "k", Size: 1}}},
+		&PutStartResponse{})
 	if got, want := err.Error(), "mooncake: not leader (leader unknown)"; got != want {
 		t.Fatalf("message %q, want %q", got, want)
 	}

@@ -181,7 +181,9 @@ func TestMemoryEndToEnd(t *testing.T) {
 	// 4. A put left unfinished: placed and written, never ended (a client that died).
 	var ps transfer.PutStartResponse
 	size := int64(300 * qwenBPT)
-	if err := tc.Call(ctx, master, &transfer.PutStartRequest{Key: "unfinished", Size: size, Config: transfer.PutConfig{Replicas: 1}}, &ps); err != nil {
+	if err := tc.Call(ctx, master,
+		&transfer.PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "unfinished", Size: size}},
+			Config: base.PutConfig{Replicas: 1}}, &ps); err != nil {
 		t.Fatal(err)
 	}
 	val := objectValue(9, 0, size)

@@ -25,13 +25,3 @@ func NewChecksum() hash.Hash64 {
 	}
 	return h
 }
-
-// ObjectMeta describes one stored object: what a worker reports in its inventory, what the
-// nvme tier indexes, and what tier's lower-tier interface passes around. Checksum is
-// Checksum of the object's uncompressed bytes.
-type ObjectMeta struct {
-	Key      string
-	Version  Version
-	Size     int64
-	Checksum uint64
-}

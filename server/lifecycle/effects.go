@@ -40,7 +40,7 @@ type Copy struct{ Order CopyOrder }
 // never commit, copies that were not kept, versions removed or replaced).
 type Drop struct {
 	Worker base.WorkerID
-	Items  []raftmeta.KeyVersion
+	Items  []base.KeyVersion
 }
 
 // Reregister is part of a heartbeat's answer: Worker must register again with its full

@@ -145,7 +145,7 @@ type Worker struct {
 	LastRegister time.Time
 
 	// drops owed to the worker, sent in heartbeat replies.
-	drops []raftmeta.KeyVersion
+	drops []base.KeyVersion
 	// resync asks the worker to re-register with its full inventory; resyncAfter asks for
 	// it once that time has passed (zero: none).
 	resync      bool
@@ -508,7 +508,7 @@ func (m *Machine) Registered(now, recv time.Time, id base.WorkerID, dramCap, nvm
 // the previous leader (the reconciliation's grace). The worker is asked to register again:
 // at its next heartbeat when any replica was deferred (its next snapshot settles them), else
 // once the leader's grace has passed when any object was spared.
-func (m *Machine) Reconciled(id base.WorkerID, overflow []raftmeta.KeyVersion, deferred, spared int) {
+func (m *Machine) Reconciled(id base.WorkerID, overflow []base.KeyVersion, deferred, spared int) {
 	for _, kv := range overflow {
 		m.QueueDrop(id, kv.Key, kv.Version)
 	}
@@ -543,7 +543,7 @@ func (m *Machine) QueueDrop(id base.WorkerID, key string, v base.Version) {
 		w.drops, w.resync = nil, true
 		return
 	}
-	w.drops = append(w.drops, raftmeta.KeyVersion{Key: key, Version: v})
+	w.drops = append(w.drops, base.KeyVersion{Key: key, Version: v})
 }
 
 // Placeable reports whether new puts may go to worker id: it is alive or suspect (not

@@ -220,10 +220,10 @@ func TestMachine(t *testing.T) {
 				m.QueueDrop(id, str("key"), base.Version(num("version")))
 				return fmt.Sprintf("owed %d\n", m.DropsOwed(id))
 			case "reconciled":
-				var overflow []raftmeta.KeyVersion
+				var overflow []base.KeyVersion
 				for _, kv := range workerIDs("overflow") {
 					k, v, _ := strings.Cut(string(kv), "@")
-					overflow = append(overflow, raftmeta.KeyVersion{Key: k, Version: base.Version(atoi(t, v))})
+					overflow = append(overflow, base.KeyVersion{Key: k, Version: base.Version(atoi(t, v))})
 				}
 				m.Reconciled(id, overflow, int(num("deferred")), int(num("spared")))
 				return formatWorkers(m)
@@ -274,7 +274,7 @@ func TestMachine(t *testing.T) {
 				return formatTask(m, base.TaskID{Lo: uint64(num("id"))})
 			case "add-applied":
 				o := orders[orderName(str("key"), str("to"))]
-				c := raftmeta.AddReplicas{Worker: o.To, Items: []raftmeta.KeyVersion{{Key: o.Key, Version: o.Version}}}
+				c := raftmeta.AddReplicas{Worker: o.To, Items: []base.KeyVersion{{Key: o.Key, Version: o.Version}}}
 				res := raftmeta.Result{Items: []error{nil}}
 				if d.HasArg("err") {
 					res.Items[0] = fmt.Errorf("add: %w", base.ErrObjectNotFound)
@@ -297,12 +297,10 @@ func TestMachine(t *testing.T) {
 					cp, _ := strings.CutPrefix(f[1], "cap=")
 					segs = append(segs, raftmeta.Segment{ID: base.WorkerID(f[0]), DRAMCapacity: atoi(t, cp), State: raftmeta.SegmentActive})
 				}
-				reps := int(num("replicas"))
-				if reps == 0 {
-					reps = 1
-				}
-				ids, err := m.PlacePut(at("now"), PutRequest{Key: str("key"), Version: base.Version(num("version")), Size: num("size"),
-					Replicas: reps, Preferred: base.WorkerID(str("preferred")), Upsert: d.HasArg("upsert"), Exclude: workerIDs("exclude")}, segs, rng)
+				ids, err := m.PlacePut(at("now"), base.Object{ObjectMeta: base.ObjectMeta{Key: str("key"),
+					Version: base.Version(num("version")), Size: num("size")}},
+					base.PutConfig{Replicas: uint8(num("replicas")), PreferredWorker: base.WorkerID(str("preferred")), Upsert: d.HasArg("upsert")},
+					workerIDs("exclude"), segs, rng)
 				if err != nil {
 					return "error: " + err.Error() + "\n"
 				}
@@ -314,8 +312,8 @@ func TestMachine(t *testing.T) {
 				ok := m.DropReservation(str("key"), base.Version(num("version")))
 				return fmt.Sprintf("revoked=%t\n", ok) + formatPuts(m)
 			case "begin-end":
-				plan, err := m.BeginEnd(nowOr(), EndItem{Key: str("key"), Version: base.Version(num("version")), Size: num("size"),
-					Replicas: workerIDs("replicas")}, d.HasArg("issued"))
+				plan, err := m.BeginEnd(nowOr(), base.Object{ObjectMeta: base.ObjectMeta{Key: str("key"), Version: base.Version(num("version")),
+					Size: num("size")}, Replicas: workerIDs("replicas")}, d.HasArg("issued"))
 				if err != nil {
 					return "error: " + err.Error() + "\n"
 				}

@@ -84,16 +84,16 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 		v   base.Version
 	}
 	had := map[holding]bool{}
-	ended := map[raftmeta.KeyVersion]bool{}
+	ended := map[base.KeyVersion]bool{}
 	// committing: the puts whose PutEnd entry is in raft (BeginEnd), by key; dropped: the
 	// versions whose drop some worker was handed.
 	type entry struct {
-		raftmeta.KeyVersion
+		base.KeyVersion
 		workers []base.WorkerID
 	}
 	committing := map[string]entry{}
 	var version base.Version // the last put's version
-	dropped := map[raftmeta.KeyVersion]bool{}
+	dropped := map[base.KeyVersion]bool{}
 	drops := 0
 	var lastScan time.Time
 	scans := 0
@@ -312,8 +312,9 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 				switch r.IntN(6) {
 				case 0, 1:
 					version++ // unique, as raftmeta's are
-					if ids, err := m.PlacePut(now, PutRequest{Key: key, Version: version, Size: int64(1 + r.IntN(100)),
-						Replicas: 1 + r.IntN(2), Upsert: r.IntN(2) == 0}, segs, r); err == nil {
+					if ids, err := m.PlacePut(now, base.Object{ObjectMeta: base.ObjectMeta{Key: key,
+						Version: version, Size: int64(1 + r.IntN(100))}},
+						base.PutConfig{Replicas: uint8(1 + r.IntN(2)), Upsert: r.IntN(2) == 0}, nil, segs, r); err == nil {
 						placed++
 						for _, pid := range ids {
 							had[holding{pid, key, version}] = true
@@ -326,7 +327,7 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 					// (Not a put whose PutEnd entry is in raft: that entry decides, case 4.)
 					if res, ok := m.Reservation(key); ok && committing[key].Version != res.Version {
 						m.EndReservation(key, res.Version)
-						ended[raftmeta.KeyVersion{Key: key, Version: res.Version}] = true
+						ended[base.KeyVersion{Key: key, Version: res.Version}] = true
 					}
 				case 3:
 					// A put's PutEnd entry goes to raft (any put in flight):
@@ -335,11 +336,11 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 						key = keys[r.IntN(len(keys))]
 					}
 					if res, ok := m.Reservation(key); ok && committing[key].Version == 0 {
-						plan, err := m.BeginEnd(now, EndItem{Key: key, Version: res.Version, Size: res.Size}, true)
+						plan, err := m.BeginEnd(now, base.Object{ObjectMeta: base.ObjectMeta{Key: key, Version: res.Version, Size: res.Size}}, true)
 						if err != nil || !plan.Reserved || !slices.Equal(plan.Workers, res.Workers) || !slices.Equal(plan.Replicas, res.Workers) {
 							t.Fatalf("step %d: PutEnd of %s@%d (placed on %v): %+v, %v", step, key, res.Version, res.Workers, plan, err)
 						}
-						committing[key] = entry{raftmeta.KeyVersion{Key: key, Version: res.Version}, plan.Workers}
+						committing[key] = entry{base.KeyVersion{Key: key, Version: res.Version}, plan.Workers}
 					}
 				case 4:
 					// The entry's outcome: committed (no drop of that version, ever), refused (its
@@ -352,7 +353,7 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 						break
 					}
 					delete(committing, key)
-					kv := raftmeta.KeyVersion{Key: key, Version: c.Version}
+					kv := base.KeyVersion{Key: key, Version: c.Version}
 					switch r.IntN(3) {
 					case 0:
 						m.EndCommit(key, c.Version, c.workers, true)

@@ -289,7 +289,7 @@ func (m *Machine) CopyDone(now time.Time, o CopyOrder, err error) []Effect {
 	}
 	if o.Add {
 		return []Effect{Propose{raftmeta.AddReplicas{Worker: o.To,
-			Items: []raftmeta.KeyVersion{{Key: o.Key, Version: o.Version}}}}}
+			Items: []base.KeyVersion{{Key: o.Key, Version: o.Version}}}}}
 	}
 	return []Effect{Propose{raftmeta.MoveReplicas{Items: []raftmeta.ReplicaMove{
 		{Key: o.Key, Version: o.Version, From: o.From, To: o.To}}}}}

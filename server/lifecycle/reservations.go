@@ -25,39 +25,30 @@ type Reservation struct {
 	committing bool
 }
 
-// PutRequest is one PutStart to place. Version comes from raftmeta (Node.NewVersion).
-type PutRequest struct {
-	Key       string
-	Version   base.Version
-	Size      int64
-	Replicas  int
-	Preferred base.WorkerID
-	Upsert    bool
-	// Exclude lists workers this put must not be placed on: an earlier attempt of the same
-	// put failed to write to them (the client re-places it, issue 18).
-	Exclude []base.WorkerID
-}
-
 // PlacePut places one put among segs (the active segments, from the FSM) and reserves its
-// bytes. The rules, in order:
+// bytes. o is the object's record as PutStart gives it (Key, Size) with the Version from
+// raftmeta (Node.NewVersion); cfg is the put's configuration (cfg.Replicas 0 means 1);
+// exclude lists workers this put must not be placed on: an earlier attempt of the same put
+// failed to write to them (the client re-places it, issue 18). The rules, in order:
 //  1. Only a leader places (UNAVAILABLE while leadership is starting).
 //  2. A put of a key with a reservation that has not timed out is refused
 //     (OBJECT_ALREADY_EXISTS) unless it is an upsert; an upsert, or any put after the old
 //     one timed out, supersedes it: its workers are owed drops of what they received.
 //  3. At most MaxReservations puts are in flight (UNAVAILABLE past it).
-//  4. Candidates are the placeable workers (Placeable) not in req.Exclude; a worker past
+//  4. Candidates are the placeable workers (Placeable) not in exclude; a worker past
 //     the high watermark (used plus reserved over HighWatermark of its DRAM) is weighed as
 //     full; Place picks among them with rng, the only randomness. When the exclusions leave
 //     too few, Place's error (base.ErrNoSpace) names them.
-func (m *Machine) PlacePut(now time.Time, req PutRequest, segs []raftmeta.Segment, rng *rand.Rand) ([]base.WorkerID, error) {
+func (m *Machine) PlacePut(now time.Time, o base.Object, cfg base.PutConfig, exclude []base.WorkerID, segs []raftmeta.Segment,
+	rng *rand.Rand) ([]base.WorkerID, error) {
 	if !m.leader {
 		return nil, fmt.Errorf("%w: leadership is starting, retry", base.ErrUnavailable)
 	}
-	if old, ok := m.resv[req.Key]; ok {
-		if !req.Upsert && now.Before(old.Deadline) {
-			return nil, fmt.Errorf("%w: key %q: a put of this key is in progress", base.ErrObjectAlreadyExists, req.Key)
+	if old, ok := m.resv[o.Key]; ok {
+		if !cfg.Upsert && now.Before(old.Deadline) {
+			return nil, fmt.Errorf("%w: key %q: a put of this key is in progress", base.ErrObjectAlreadyExists, o.Key)
 		}
-		m.DropReservation(req.Key, old.Version)
+		m.DropReservation(o.Key, old.Version)
 	}
 	if len(m.resv) >= m.cfg.MaxReservations {
 		return nil, fmt.Errorf("%w: %d puts in flight", base.ErrUnavailable, len(m.resv))
@@ -69,7 +60,7 @@ func (m *Machine) PlacePut(now time.Time, req PutRequest, segs []raftmeta.Segmen
 		if !m.Placeable(s.ID) {
 			continue
 		}
-		if slices.Contains(req.Exclude, s.ID) {
+		if slices.Contains(exclude, s.ID) {
 			continue
 		}
 		w := m.workers[s.ID]
@@ -81,14 +72,15 @@ func (m *Machine) PlacePut(now time.Time, req PutRequest, segs []raftmeta.Segmen
 		}
 		cands = append(cands, PlacementCandidate{ID: s.ID, Capacity: s.DRAMCapacity, Free: free})
 	}
-	ids, err := PlaceExcluding(cands, req.Exclude, req.Replicas, req.Size, req.Preferred, rng)
+	replicas := max(int(cfg.Replicas), 1)
+	ids, err := PlaceExcluding(cands, exclude, replicas, o.Size, cfg.PreferredWorker, rng)
 	if err != nil {
 		return nil, err
 	}
-	m.resv[req.Key] = &Reservation{Version: req.Version, Size: req.Size, Workers: ids,
-		Deadline: now.Add(m.cfg.PutTimeout), Upsert: req.Upsert}
+	m.resv[o.Key] = &Reservation{Version: o.Version, Size: o.Size, Workers: ids,
+		Deadline: now.Add(m.cfg.PutTimeout), Upsert: cfg.Upsert}
 	for _, id := range ids {
-		m.reserve(id, req.Size)
+		m.reserve(id, o.Size)
 	}
 	return ids, nil
 }
@@ -139,15 +131,6 @@ func (m *Machine) inLeaderGrace(at time.Time) bool {
 	return m.leader && at.Sub(m.leaderSince) < m.cfg.PutTimeout
 }
 
-// EndItem is one object of a PutEnd, as the client sent it.
-type EndItem struct {
-	Key     string
-	Version base.Version
-	Size    int64
-	// Replicas the client wrote; empty means every placed replica.
-	Replicas []base.WorkerID
-}
-
 // EndPlan is how one PutEnd item commits (BeginEnd).
 type EndPlan struct {
 	// Replicas is the item's replica list in the raft entry.
@@ -161,7 +144,8 @@ type EndPlan struct {
 	Upsert   bool
 }
 
-// BeginEnd decides how one PutEnd item commits. The rules, in order:
+// BeginEnd decides how one PutEnd item (the record as the client sent it; empty Replicas
+// means every placed replica) commits. The rules, in order:
 //  1. A reservation of the key at the item's version: the size must be PutStart's and the
 //     replicas among the placed workers (INVALID_PARAMS otherwise); no replicas means every
 //     placed one. From here the entry decides the put's fate (it is committing): a supersede,
@@ -174,7 +158,7 @@ type EndPlan struct {
 //     workers told to drop the bytes.
 //  3. Otherwise the put is not in progress: INVALID_VERSION (the driver first checks that a
 //     retried PutEnd did not commit already: then it is a success).
-func (m *Machine) BeginEnd(now time.Time, it EndItem, issuedThisTerm bool) (EndPlan, error) {
+func (m *Machine) BeginEnd(now time.Time, it base.Object, issuedThisTerm bool) (EndPlan, error) {
 	r, ok := m.resv[it.Key]
 	switch {
 	case ok && r.Version == it.Version:

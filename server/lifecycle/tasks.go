@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
-	"github.com/mooncake-go/mooncake/raftmeta"
 )
 
 // Copy and move tasks (Mooncake's create_copy_task, create_move_task, query_task): explicit
@@ -179,7 +178,7 @@ func (r *repairState) taskFinished(o *CopyOrder, err error) {
 }
 
 // added ends an in-flight task order with its AddReplicas outcome.
-func (r *repairState) added(m *Machine, worker base.WorkerID, it raftmeta.KeyVersion, err error) {
+func (r *repairState) added(m *Machine, worker base.WorkerID, it base.KeyVersion, err error) {
 	o := r.inflight[orderKey{it.Key, worker}]
 	if o == nil || !o.Add || o.Version != it.Version {
 		return

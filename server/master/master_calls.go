@@ -161,11 +161,11 @@ func isNotLeader(err error) bool {
 }
 
 func servePutStart(_ context.Context, m *Master, req transfer.Message) (transfer.Message, error, error) {
-	rep, err := m.putStart(putStartArgs(req.(*transfer.PutStartRequest)))
+	rep, err := m.putStart(req.(*transfer.PutStartRequest))
 	if err != nil {
 		return nil, nil, err
 	}
-	return &transfer.PutStartResponse{Version: rep.Version, Replicas: toReplicas(rep.Replicas)}, nil, nil
+	return &rep, nil, nil
 }
 
 func serveBatchPutStart(_ context.Context, m *Master, req transfer.Message) (transfer.Message, error, error) {
@@ -173,7 +173,7 @@ func serveBatchPutStart(_ context.Context, m *Master, req transfer.Message) (tra
 	out := &transfer.BatchPutStartResponse{Items: make([]transfer.PutStartResult, len(r.Items))}
 	errs := make([]error, len(r.Items))
 	for i := range r.Items {
-		rep, err := m.putStart(putStartArgs(&r.Items[i]))
+		rep, err := m.putStart(&r.Items[i])
 		if isNotLeader(err) {
 			return nil, nil, err
 		}
@@ -181,14 +181,14 @@ func serveBatchPutStart(_ context.Context, m *Master, req transfer.Message) (tra
 			out.Items[i].Err, errs[i] = transfer.ItemErrorOf(err), err
 			continue
 		}
-		out.Items[i].PutStartResponse = transfer.PutStartResponse{Version: rep.Version, Replicas: toReplicas(rep.Replicas)}
+		out.Items[i].PutStartResponse = rep
 	}
 	return out, firstErr(errs), nil
 }
 
 func servePutEnd(ctx context.Context, m *Master, req transfer.Message) (transfer.Message, error, error) {
 	r := req.(*transfer.PutEndRequest)
-	errs, err := m.putEnd(ctx, []PutEndItem{m.putEndItem(r)}, r.Config.Upsert)
+	errs, err := m.putEnd(ctx, []base.Object{m.putEndRecord(r)}, r.Config.Upsert)
 	if err == nil {
 		err = firstErr(errs)
 	}
@@ -202,11 +202,11 @@ func serveBatchPutEnd(ctx context.Context, m *Master, req transfer.Message) (tra
 	errs := make([]error, len(r.Items))
 	for _, up := range []bool{false, true} {
 		var idx []int
-		var sub []PutEndItem
+		var sub []base.Object
 		for i := range r.Items {
 			if r.Items[i].Config.Upsert == up {
 				idx = append(idx, i)
-				sub = append(sub, m.putEndItem(&r.Items[i]))
+				sub = append(sub, m.putEndRecord(&r.Items[i]))
 			}
 		}
 		if len(sub) == 0 {
@@ -249,8 +249,7 @@ func serveLookup(ctx context.Context, m *Master, req transfer.Message) (transfer
 	if errs[0] != nil {
 		return nil, nil, errs[0]
 	}
-	lr := lookupResponse(reps[0])
-	return &lr, nil, nil
+	return &reps[0], nil, nil
 }
 
 func serveBatchLookup(ctx context.Context, m *Master, req transfer.Message) (transfer.Message, error, error) {
@@ -265,7 +264,7 @@ func serveBatchLookup(ctx context.Context, m *Master, req transfer.Message) (tra
 			out.Items[i].Err = transfer.ItemErrorOf(errs[i])
 			continue
 		}
-		out.Items[i].LookupResponse = lookupResponse(reps[i])
+		out.Items[i].LookupResponse = reps[i]
 	}
 	return out, firstErr(errs), nil
 }
@@ -349,7 +348,7 @@ func serveRegisterWorker(ctx context.Context, m *Master, req transfer.Message) (
 	if err != nil {
 		return nil, nil, err
 	}
-	return &transfer.RegisterWorkerResponse{Drop: toWireKV(drops), HeartbeatInterval: rpcsrv.DefaultHeartbeatInterval}, nil, nil
+	return &transfer.RegisterWorkerResponse{Drop: drops, HeartbeatInterval: rpcsrv.DefaultHeartbeatInterval}, nil, nil
 }
 
 // serveHeartbeat: a worker built before HeartbeatRequest carried NVMeObjects sends none (its
@@ -364,7 +363,7 @@ func serveHeartbeat(_ context.Context, m *Master, req transfer.Message) (transfe
 		return nil, nil, err
 	}
 	m.noteWorkerStats(r) // counters and per-model tallies (worker_stats.go)
-	resp := &transfer.HeartbeatResponse{Drop: toWireKV(rep.Drops), Reregister: rep.Reregister}
+	resp := &transfer.HeartbeatResponse{Drop: rep.Drops, Reregister: rep.Reregister}
 	if r.AskClientTTL {
 		resp.ClientTTL = m.cfg.ClientTTL // bounds the worker's heartbeat calls (server/worker/worker_loop.go)
 	}

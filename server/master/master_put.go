@@ -4,35 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
 	"github.com/mooncake-go/mooncake/server/lifecycle"
+	"github.com/mooncake-go/mooncake/transfer"
 )
-
-// Replica names one worker holding a replica and where to reach it.
-type Replica struct {
-	WorkerID base.WorkerID
-	Address  string
-}
-
-// PutStartArgs is one PutStart request.
-type PutStartArgs struct {
-	Key             string
-	Size            int64
-	Replicas        int // default 1
-	PreferredWorker base.WorkerID
-	Upsert          bool
-	// Exclude: workers not to place on (a re-placed put: lifecycle.PutRequest.Exclude).
-	Exclude []base.WorkerID
-}
-
-// PutStartReply is the placement of one put.
-type PutStartReply struct {
-	Version  base.Version
-	Replicas []Replica
-}
 
 func (m *Master) validateObject(key string, size int64) error {
 	if err := base.ValidateKey(key); err != nil {
@@ -47,46 +24,44 @@ func (m *Master) validateObject(key string, size int64) error {
 	return nil
 }
 
-// putStart validates and places one put and reserves its bytes. Leader only.
-func (m *Master) putStart(a PutStartArgs) (PutStartReply, error) {
-	if err := m.validateObject(a.Key, a.Size); err != nil {
-		return PutStartReply{}, err
+// putStart validates and places one put (the record's Key and Size, r.Config) and reserves
+// its bytes. Leader only.
+func (m *Master) putStart(r *transfer.PutStartRequest) (transfer.PutStartResponse, error) {
+	if err := m.validateObject(r.Key, r.Size); err != nil {
+		return transfer.PutStartResponse{}, err
 	}
-	if a.Replicas == 0 {
-		a.Replicas = 1
-	}
-	if a.Replicas < 0 || a.Replicas > raftmeta.MaxReplicas {
-		return PutStartReply{}, fmt.Errorf("%w: replica count %d: want 1 to %d", base.ErrInvalidParams, a.Replicas, raftmeta.MaxReplicas)
-	}
+	// NB: r.Config.Replicas is a uint8, so it never exceeds raftmeta.MaxReplicas (255); 0 is
+	// the default, 1 (lifecycle.PlacePut).
 	if !m.ensureLeader() {
-		return PutStartReply{}, m.notLeader()
+		return transfer.PutStartResponse{}, m.notLeader()
 	}
-	if !a.Upsert {
-		if _, ok := m.node.Lookup(a.Key); ok {
-			return PutStartReply{}, fmt.Errorf("%w: key %q", base.ErrObjectAlreadyExists, a.Key)
+	if !r.Config.Upsert {
+		if _, ok := m.node.Lookup(r.Key); ok {
+			return transfer.PutStartResponse{}, fmt.Errorf("%w: key %q", base.ErrObjectAlreadyExists, r.Key)
 		}
 	}
 	version, err := m.node.NewVersion()
 	if err != nil {
-		return PutStartReply{}, err
+		return transfer.PutStartResponse{}, err
 	}
 	segs := m.activeSegments()
 	now := m.now()
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ids, err := m.mu.lc.PlacePut(now, lifecycle.PutRequest{Key: a.Key, Version: version, Size: a.Size,
-		Replicas: a.Replicas, Preferred: a.PreferredWorker, Upsert: a.Upsert, Exclude: a.Exclude}, segs, m.mu.rng)
+	rec := r.Object // Key and Size: the rest of the record comes with PutEnd
+	rec.Version = version
+	ids, err := m.mu.lc.PlacePut(now, rec, r.Config, r.Exclude, segs, m.mu.rng)
 	if err != nil {
-		return PutStartReply{}, err
+		return transfer.PutStartResponse{}, err
 	}
 	addr := map[base.WorkerID]string{}
 	for _, s := range segs {
 		addr[s.ID] = s.Address
 	}
-	reply := PutStartReply{Version: version, Replicas: make([]Replica, len(ids))}
+	reply := transfer.PutStartResponse{Version: version, Replicas: make([]base.Placement, len(ids))}
 	for i, id := range ids {
-		reply.Replicas[i] = Replica{WorkerID: id, Address: addr[id]}
+		reply.Replicas[i] = base.Placement{WorkerID: id, Address: addr[id]}
 	}
 	return reply, nil
 }
@@ -114,28 +89,15 @@ func (m *Master) activeSegments() []raftmeta.Segment {
 	return out
 }
 
-// PutEndItem is one object of a PutEnd: the placement's version and the replicas written.
-type PutEndItem struct {
-	Key      string
-	Version  base.Version
-	Size     int64
-	Checksum uint64
-	// Replicas the client wrote; empty means every placed replica.
-	Replicas     []base.WorkerID
-	SoftPinUntil time.Time
-	HardPin      bool
-	// Tokens and Model: the KV-cache tokens the object holds (server/memory).
-	Tokens int64
-	Model  string
-}
-
-// putEnd commits the objects of items in ONE raft entry. It returns one error per item.
-func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([]error, error) {
+// putEnd commits the objects of items in ONE raft entry. It returns one error per item. Each
+// item is the record as the client sent it, pins set (putEndRecord); empty Replicas means
+// every placed replica.
+func (m *Master) putEnd(ctx context.Context, items []base.Object, upsert bool) ([]error, error) {
 	if !m.ensureLeader() {
 		return nil, m.notLeader()
 	}
 	errs := make([]error, len(items))
-	cmd := raftmeta.PutEnd{Upsert: upsert, Items: make([]raftmeta.PutItem, 0, len(items))}
+	cmd := raftmeta.PutEnd{Upsert: upsert, Items: make([]base.Object, 0, len(items))}
 	idx := make([]int, 0, len(items)) // cmd item -> items index
 	resv := make([]bool, len(items))  // the item ends a reservation of this leader
 	// workers[i]: the reservation's workers (owed drops if the entry refuses the item).
@@ -147,8 +109,7 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 			errs[i] = err
 			continue
 		}
-		plan, err := m.mu.lc.BeginEnd(now, lifecycle.EndItem{Key: it.Key, Version: it.Version, Size: it.Size, Replicas: it.Replicas},
-			m.node.IssuedThisTerm(it.Version))
+		plan, err := m.mu.lc.BeginEnd(now, it, m.node.IssuedThisTerm(it.Version))
 		switch {
 		case errors.Is(err, base.ErrInvalidVersion) && m.alreadyCommitted(it):
 			// A retried PutEnd whose first attempt committed (the reply was lost): success.
@@ -166,12 +127,9 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 				upsert = true
 			}
 		}
-		var soft int64
-		if !it.SoftPinUntil.IsZero() {
-			soft = it.SoftPinUntil.UnixNano()
-		}
-		cmd.Items = append(cmd.Items, raftmeta.PutItem{Key: it.Key, Size: it.Size, Version: it.Version, Checksum: it.Checksum,
-			Replicas: plan.Replicas, SoftPinUntil: soft, HardPin: it.HardPin, Tokens: it.Tokens, Model: it.Model})
+		rec := it
+		rec.Replicas = plan.Replicas
+		cmd.Items = append(cmd.Items, rec)
 		idx = append(idx, i)
 	}
 	m.mu.Unlock()
@@ -217,7 +175,7 @@ func (m *Master) putEnd(ctx context.Context, items []PutEndItem, upsert bool) ([
 }
 
 // alreadyCommitted reports whether the metadata holds the item's key at its version and checksum.
-func (m *Master) alreadyCommitted(it PutEndItem) bool {
+func (m *Master) alreadyCommitted(it base.Object) bool {
 	o, ok := m.node.Lookup(it.Key)
 	return ok && o.Version == it.Version && o.Checksum == it.Checksum && o.Size == it.Size
 }

@@ -8,15 +8,8 @@ import (
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/transfer"
 )
-
-// LookupReply is one object's metadata and replicas.
-type LookupReply struct {
-	Version  base.Version
-	Size     int64
-	Checksum uint64
-	Replicas []Replica
-}
 
 // readCheck makes a read linearizable on the leader, allows a stale read on a follower when
 // the caller accepts it, and redirects otherwise.
@@ -36,15 +29,16 @@ func (m *Master) readCheck(ctx context.Context, allowStale bool) error {
 	return m.notLeader()
 }
 
-// lookupLocal resolves keys from the local FSM (after readCheck).
-func (m *Master) lookupLocal(keys []string) ([]LookupReply, []error) {
+// lookupLocal resolves keys from the local FSM (after readCheck): each object's record with
+// its replicas placed on active workers.
+func (m *Master) lookupLocal(keys []string) ([]transfer.LookupResponse, []error) {
 	addrs := map[base.WorkerID]string{}
 	for _, s := range m.node.Segments() {
 		if s.State == raftmeta.SegmentActive {
 			addrs[s.ID] = s.Address
 		}
 	}
-	out := make([]LookupReply, len(keys))
+	out := make([]transfer.LookupResponse, len(keys))
 	errs := make([]error, len(keys))
 	for i, k := range keys {
 		if err := base.ValidateKey(k); err != nil {
@@ -56,10 +50,10 @@ func (m *Master) lookupLocal(keys []string) ([]LookupReply, []error) {
 			errs[i] = fmt.Errorf("%w: key %q", base.ErrObjectNotFound, k)
 			continue
 		}
-		r := LookupReply{Version: o.Version, Size: o.Size, Checksum: o.Checksum}
+		r := transfer.LookupResponse{ObjectMeta: o.ObjectMeta}
 		for _, id := range o.Replicas {
 			if a, ok := addrs[id]; ok {
-				r.Replicas = append(r.Replicas, Replica{WorkerID: id, Address: a})
+				r.Replicas = append(r.Replicas, base.Placement{WorkerID: id, Address: a})
 			}
 		}
 		if len(r.Replicas) == 0 {

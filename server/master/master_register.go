@@ -81,7 +81,7 @@ const lostGrace = rpcsrv.RegisterTimeout
 // receipt time of page 0 standing for the registration's: the worker took its inventory
 // snapshot before sending page 0, so an object created after page 0 arrived is never taken
 // as lost (it is deferred), whatever time the later pages took.
-func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]raftmeta.KeyVersion, error) {
+func (m *Master) registerWorker(ctx context.Context, a RegisterArgs) ([]base.KeyVersion, error) {
 	if err := m.checkRegistration(a); err != nil {
 		return nil, err
 	}
@@ -166,7 +166,7 @@ func (m *Master) commitRegistration(ctx context.Context, a RegisterArgs, recv ti
 // listedReconciliation is what reconcileListed found: replicas to re-adopt, replicas the
 // worker no longer has (lost: dropped through DropReplicas), and counts.
 type listedReconciliation struct {
-	adopt, lost    []raftmeta.KeyVersion
+	adopt, lost    []base.KeyVersion
 	kept, deferred int
 	// repair counts lost replicas the worker no longer has, kept for repair.
 	repair int
@@ -178,7 +178,7 @@ type listedReconciliation struct {
 func (m *Master) reconcileListed(id base.WorkerID, have map[string]base.Version, settled int64) listedReconciliation {
 	var rc listedReconciliation
 	m.node.Range("", func(o raftmeta.Object) bool {
-		kv := raftmeta.KeyVersion{Key: o.Key, Version: o.Version}
+		kv := base.KeyVersion{Key: o.Key, Version: o.Version}
 		if slices.Contains(o.Lost, id) {
 			// A replica kept for this worker while it was dead: re-adopted when the worker
 			// reports that very version (see raftmeta, "Lost replicas"). One it no longer has
@@ -217,7 +217,7 @@ func (m *Master) reconcileListed(id base.WorkerID, have map[string]base.Version,
 // object committed on it since the scan, or, in a new leader's grace, a put the previous
 // leader may have started. REQUIRES: m.mu (released and retaken every reconcileLockBatch
 // entries).
-func (m *Master) unknownLocked(id base.WorkerID, pages [][]base.ObjectMeta, have map[string]base.Version, multi map[string]bool, inGrace bool) (drop []raftmeta.KeyVersion, spared int) {
+func (m *Master) unknownLocked(id base.WorkerID, pages [][]base.ObjectMeta, have map[string]base.Version, multi map[string]bool, inGrace bool) (drop []base.KeyVersion, spared int) {
 	for _, p := range pages {
 		for i, o := range p {
 			if i%reconcileLockBatch == reconcileLockBatch-1 {
@@ -247,7 +247,7 @@ func (m *Master) unknownLocked(id base.WorkerID, pages [][]base.ObjectMeta, have
 					continue
 				}
 			}
-			drop = append(drop, raftmeta.KeyVersion{Key: o.Key, Version: o.Version})
+			drop = append(drop, base.KeyVersion{Key: o.Key, Version: o.Version})
 		}
 	}
 	return drop, spared
@@ -282,7 +282,7 @@ func (m *Master) inventoryVersions(pages [][]base.ObjectMeta, n int) (have map[s
 // holds at the same version (AdoptReplicas, in batches), and takes each adopted key out of
 // have so the reconciliation counts it as kept. An item the FSM refuses (removed or
 // overwritten since the scan) stays in have: the worker is told to drop it.
-func (m *Master) adopt(ctx context.Context, id base.WorkerID, adopt []raftmeta.KeyVersion, have map[string]base.Version) (int, error) {
+func (m *Master) adopt(ctx context.Context, id base.WorkerID, adopt []base.KeyVersion, have map[string]base.Version) (int, error) {
 	n := 0
 	for len(adopt) > 0 {
 		k := min(len(adopt), raftmeta.MaxBatch)
@@ -318,7 +318,7 @@ func (m *Master) checkRegistration(a RegisterArgs) error {
 
 // replyDropCut returns how many of drop fit one registration reply (maxRegisterReplyDrops
 // and maxRegisterReplyDropBytes of encoded KeyVersions).
-func replyDropCut(drop []raftmeta.KeyVersion) int {
+func replyDropCut(drop []base.KeyVersion) int {
 	n := min(len(drop), maxRegisterReplyDrops)
 	var b int
 	for i := range n {
@@ -335,7 +335,7 @@ func replyDropCut(drop []raftmeta.KeyVersion) int {
 // machine keeps the pages and decides (lifecycle.Machine.RegisterPage: page order, session
 // replacement, idle expiry, bounds); the final page runs registerWorker over every page and
 // returns its drops.
-func (m *Master) registerPage(ctx context.Context, a RegisterArgs, session uint64, page uint32, more bool) ([]raftmeta.KeyVersion, error) {
+func (m *Master) registerPage(ctx context.Context, a RegisterArgs, session uint64, page uint32, more bool) ([]base.KeyVersion, error) {
 	if session == 0 {
 		return m.registerWorker(ctx, a)
 	}
@@ -368,7 +368,7 @@ func (m *Master) expireRegSessions() {
 
 // HeartbeatReply tells a worker what to drop and whether to re-register.
 type HeartbeatReply struct {
-	Drops      []raftmeta.KeyVersion
+	Drops      []base.KeyVersion
 	Reregister bool
 }
 

@@ -3,8 +3,8 @@ package master
 import (
 	"context"
 	"errors"
-	"time"
 
+	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
 	"github.com/mooncake-go/mooncake/transfer"
 )
@@ -45,41 +45,13 @@ func firstErr(errs []error) error {
 	return nil
 }
 
-func softPinUntil(now time.Time, ttl time.Duration) time.Time {
-	if ttl <= 0 {
-		return time.Time{}
-	}
-	return now.Add(ttl)
-}
-
-func putStartArgs(r *transfer.PutStartRequest) PutStartArgs {
-	return PutStartArgs{Key: r.Key, Size: r.Size, Replicas: int(r.Config.Replicas), PreferredWorker: r.Config.PreferredWorker,
-		Upsert: r.Config.Upsert, Exclude: r.Exclude}
-}
-
-func toReplicas(rs []Replica) []transfer.Replica {
-	out := make([]transfer.Replica, len(rs))
-	for i, r := range rs {
-		out[i] = transfer.Replica{WorkerID: r.WorkerID, Address: r.Address}
-	}
-	return out
-}
-
-func lookupResponse(l LookupReply) transfer.LookupResponse {
-	return transfer.LookupResponse{Version: l.Version, Size: l.Size, Checksum: l.Checksum, Replicas: toReplicas(l.Replicas)}
-}
-
-func (m *Master) putEndItem(r *transfer.PutEndRequest) PutEndItem {
-	return PutEndItem{Key: r.Key, Version: r.Version, Size: r.Size, Checksum: r.Checksum, Replicas: r.Replicas,
-		SoftPinUntil: softPinUntil(m.now(), r.Config.SoftPinTTL), HardPin: r.Config.HardPin, Tokens: r.Tokens, Model: r.Model}
-}
-
-func toWireKV(kvs []raftmeta.KeyVersion) []transfer.KeyVersion {
-	out := make([]transfer.KeyVersion, len(kvs))
-	for i, kv := range kvs {
-		out[i] = transfer.KeyVersion{Key: kv.Key, Version: kv.Version}
-	}
-	return out
+// putEndRecord returns the record a PutEnd commits: the client's, with the pins its config
+// asks for (base.Object.SoftPinUntil, by this leader's clock).
+func (m *Master) putEndRecord(r *transfer.PutEndRequest) base.Object {
+	o := r.Object
+	o.SoftPinUntil = base.SoftPinDeadline(m.now(), r.Config.SoftPinTTL)
+	o.HardPin = r.Config.HardPin
+	return o
 }
 
 // applyCtx bounds a call that commits through raft (the memory and model calls; the table's

@@ -85,12 +85,6 @@ func (m *Empty) Op() Op          { return m.op }
 func (m *Empty) Encode(*Encoder) {}
 func (m *Empty) Decode(*Decoder) {}
 
-// Replica names a worker holding (or chosen to hold) a replica and its data address.
-type Replica struct {
-	WorkerID base.WorkerID
-	Address  string
-}
-
 // minimum encoded sizes, for Count checks.
 const (
 	minStr       = 4
@@ -100,56 +94,49 @@ const (
 	minPutConfig = 1 + minStr + 8 + 1 + 1 + 1
 )
 
-func (r *Replica) encode(e *Encoder) {
-	e.Str(string(r.WorkerID))
-	e.Str(r.Address)
+// encodePlacements appends a list of placements (base.Placement):
+// u32 count | count x { worker id string | address string }.
+func encodePlacements(e *Encoder, ps []base.Placement) {
+	encodeList(e, ps, func(e *Encoder, p *base.Placement) {
+		e.Str(string(p.WorkerID))
+		e.Str(p.Address)
+	})
 }
 
-func (r *Replica) decode(d *Decoder) {
-	r.WorkerID = decodeWorkerID(d)
-	r.Address = d.Str(MaxAddrLen, "address")
+func decodePlacements(d *Decoder) []base.Placement {
+	return decodeList(d, minReplica, "replicas", func(d *Decoder, p *base.Placement) {
+		p.WorkerID = decodeWorkerID(d)
+		p.Address = d.Str(MaxAddrLen, "address")
+	})
 }
 
-func encodeReplicas(e *Encoder, rs []Replica) {
-	encodeList(e, rs, func(e *Encoder, r *Replica) { r.encode(e) })
-}
-
-func decodeReplicas(d *Decoder) []Replica {
-	return decodeList(d, minReplica, "replicas", func(d *Decoder, r *Replica) { r.decode(d) })
-}
-
-// KeyVersion names one version of an object (version 0: any).
-type KeyVersion struct {
-	Key     string
-	Version base.Version
-}
-
-func (kv *KeyVersion) encode(e *Encoder) {
+// encodeKeyVersion appends a KeyVersion (base.KeyVersion): key | version.
+func encodeKeyVersion(e *Encoder, kv *base.KeyVersion) {
 	e.Str(kv.Key)
 	e.U64(uint64(kv.Version))
 }
-func (kv *KeyVersion) decode(d *Decoder) {
+func decodeKeyVersion(d *Decoder, kv *base.KeyVersion) {
 	kv.Key = d.Key()
 	kv.Version = base.Version(d.U64())
 }
 
-func encodeKeyVersions(e *Encoder, kvs []KeyVersion) {
-	encodeList(e, kvs, func(e *Encoder, kv *KeyVersion) { kv.encode(e) })
+func encodeKeyVersions(e *Encoder, kvs []base.KeyVersion) {
+	encodeList(e, kvs, encodeKeyVersion)
 }
 
-func decodeKeyVersions(d *Decoder) []KeyVersion {
-	return decodeList(d, minKey+8, "key versions", func(d *Decoder, kv *KeyVersion) { kv.decode(d) })
+func decodeKeyVersions(d *Decoder) []base.KeyVersion {
+	return decodeList(d, minKey+8, "key versions", decodeKeyVersion)
 }
 
 // decodeBoundedKeyVersions decodes a list<KeyVersion> of at most limit items (nil if empty).
-func decodeBoundedKeyVersions(d *Decoder, limit int, what string) []KeyVersion {
+func decodeBoundedKeyVersions(d *Decoder, limit int, what string) []base.KeyVersion {
 	n := d.Count(minKey+8, limit, what)
 	if n == 0 {
 		return nil
 	}
-	items := make([]KeyVersion, n)
+	items := make([]base.KeyVersion, n)
 	for i := range items {
-		items[i].decode(d)
+		decodeKeyVersion(d, &items[i])
 	}
 	return items
 }

@@ -135,7 +135,7 @@ func (m *RegisterWorkerRequest) Decode(d *Decoder) {
 // RegisterWorkerResponse lists inventory entries the master does not know (or knows at
 // another version): the worker drops them. HeartbeatInterval is how often to heartbeat.
 type RegisterWorkerResponse struct {
-	Drop              []KeyVersion
+	Drop              []base.KeyVersion
 	HeartbeatInterval time.Duration
 }
 
@@ -255,7 +255,7 @@ func (m *HeartbeatRequest) Decode(d *Decoder) {
 // wire is refused). A worker that asked and finds it absent (a master that predates it) keeps
 // its default heartbeat timeout.
 type HeartbeatResponse struct {
-	Drop       []KeyVersion
+	Drop       []base.KeyVersion
 	Reregister bool
 	ClientTTL  time.Duration
 }

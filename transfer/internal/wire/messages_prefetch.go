@@ -1,5 +1,7 @@
 package wire
 
+import "github.com/mooncake-go/mooncake/internal/base"
+
 // Prefetch on exist (issue 21 item 4; opcodes 110-119): after the master answered that an
 // object exists, a client that asked for prefetch_to_memory tells the worker holding a replica
 // to promote it from NVMe to DRAM in the background, so the read that follows is a DRAM hit.
@@ -14,7 +16,7 @@ const MaxPrefetch = 4096
 // INVALID_VERSION (the worker does not hold that version), NO_AVAILABLE_HANDLE (dropped: the
 // worker's prefetch budget of bytes in flight is spent), NOT_SUPPORTED (prefetch is off on
 // the worker). Prefetch never changes what a read returns; a dropped one costs nothing.
-type PrefetchRequest struct{ Items []KeyVersion }
+type PrefetchRequest struct{ Items []base.KeyVersion }
 
 func (m *PrefetchRequest) Op() Op            { return OpPrefetch }
 func (m *PrefetchRequest) Encode(e *Encoder) { encodeKeyVersions(e, m.Items) }

@@ -9,17 +9,10 @@ import (
 // Put calls: placing an object on the leader (PutStart, PutEnd, PutRevoke and their
 // batches) and writing its bytes to workers (Write, Commit). See docs/protocol.md.
 
-// PutConfig is the replication configuration of a put (client.ReplicateConfig on the wire).
-type PutConfig struct {
-	Replicas        uint8         // replica_num; 0: the master's default (1)
-	PreferredWorker base.WorkerID // "" none; else place the first replica there if it has room
-	SoftPinTTL      time.Duration // 0: no soft pin
-	HardPin         bool          // never evicted until unpinned or removed
-	Persistence     base.Persistence
-	Upsert          bool // replace an existing key instead of failing with OBJECT_ALREADY_EXISTS
-}
-
-func (c *PutConfig) encode(e *Encoder) {
+// encodePutConfig appends a put's configuration (base.PutConfig, client.ReplicateConfig on
+// the wire): replicas u8 | preferred worker string | soft pin TTL i64 (ns) | hard pin bool |
+// persistence u8 | upsert bool.
+func encodePutConfig(e *Encoder, c *base.PutConfig) {
 	e.U8(c.Replicas)
 	e.Str(string(c.PreferredWorker))
 	e.I64(int64(c.SoftPinTTL))
@@ -28,7 +21,7 @@ func (c *PutConfig) encode(e *Encoder) {
 	e.Bool(c.Upsert)
 }
 
-func (c *PutConfig) decode(d *Decoder) {
+func decodePutConfig(d *Decoder, c *base.PutConfig) {
 	c.Replicas = d.U8()
 	c.PreferredWorker = decodeWorkerID(d)
 	c.SoftPinTTL = decodeDuration(d)
@@ -38,10 +31,10 @@ func (c *PutConfig) decode(d *Decoder) {
 }
 
 // PutStartRequest asks the leader to place a new object: it picks workers and a version.
+// Of the object's record only Key and Size are on the wire (the leader sets Version).
 type PutStartRequest struct {
-	Key    string
-	Size   int64
-	Config PutConfig
+	base.Object
+	Config base.PutConfig
 	// Exclude (trailing optional field, messages_exclude.go): workers the leader must not
 	// place this put on, because an earlier attempt's write to them failed. At most
 	// MaxExclude.
@@ -61,44 +54,41 @@ func (m *PutStartRequest) Decode(d *Decoder) {
 func (m *PutStartRequest) encodeRecord(e *Encoder) {
 	e.Str(m.Key)
 	e.I64(m.Size)
-	m.Config.encode(e)
+	encodePutConfig(e, &m.Config)
 }
 func (m *PutStartRequest) decodeRecord(d *Decoder) {
 	m.Key = d.Key()
 	m.Size = d.Size()
-	m.Config.decode(d)
+	decodePutConfig(d, &m.Config)
 }
 
 // PutStartResponse is the placement: the object's new version and the workers to write to.
 type PutStartResponse struct {
 	Version  base.Version
-	Replicas []Replica
+	Replicas []base.Placement
 }
 
 func (m *PutStartResponse) Op() Op { return OpPutStart }
 func (m *PutStartResponse) Encode(e *Encoder) {
 	e.U64(uint64(m.Version))
-	encodeReplicas(e, m.Replicas)
+	encodePlacements(e, m.Replicas)
 }
 func (m *PutStartResponse) Decode(d *Decoder) {
 	m.Version = base.Version(d.U64())
-	m.Replicas = decodeReplicas(d)
+	m.Replicas = decodePlacements(d)
 }
 
 // PutEndRequest commits a written object: one raft entry with the complete record. Replicas
 // lists the workers that acknowledged their Write+Commit. Config repeats the put's config, so
 // the record is complete even if the leader changed since PutStart.
+//
+// The record's pins are not on the wire as such: the client asks for them in Config
+// (SoftPinTTL, HardPin) and the leader sets Object.SoftPinUntil and Object.HardPin from it by
+// its own clock; the codec neither writes nor reads those two fields. Tokens and Model are
+// trailing optional fields (models.go).
 type PutEndRequest struct {
-	Key      string
-	Version  base.Version
-	Size     int64
-	Checksum uint64
-	Replicas []base.WorkerID
-	Config   PutConfig
-	// Tokens and Model (trailing optional fields, models.go): the KV-cache tokens the object
-	// holds and their model; 0 and "" when the put does not say.
-	Tokens int64
-	Model  string
+	base.Object
+	Config base.PutConfig
 }
 
 func (m *PutEndRequest) Op() Op { return OpPutEnd }
@@ -117,7 +107,7 @@ func (m *PutEndRequest) encodeRecord(e *Encoder) {
 	e.I64(m.Size)
 	e.U64(m.Checksum)
 	encodeList(e, m.Replicas, func(e *Encoder, w *base.WorkerID) { e.Str(string(*w)) })
-	m.Config.encode(e)
+	encodePutConfig(e, &m.Config)
 }
 func (m *PutEndRequest) decodeRecord(d *Decoder) {
 	m.Key = d.Key()
@@ -125,7 +115,7 @@ func (m *PutEndRequest) decodeRecord(d *Decoder) {
 	m.Size = d.Size()
 	m.Checksum = d.U64()
 	m.Replicas = decodeList(d, minStr, "replicas", func(d *Decoder, w *base.WorkerID) { *w = decodeWorkerID(d) })
-	m.Config.decode(d)
+	decodePutConfig(d, &m.Config)
 }
 
 // PutRevokeRequest abandons a put that will not be committed: the leader drops its
@@ -136,11 +126,11 @@ type PutRevokeRequest struct {
 }
 
 func (m *PutRevokeRequest) Op() Op            { return OpPutRevoke }
-func (m *PutRevokeRequest) Encode(e *Encoder) { (*KeyVersion)(m).encode(e) }
-func (m *PutRevokeRequest) Decode(d *Decoder) { (*KeyVersion)(m).decode(d) }
+func (m *PutRevokeRequest) Encode(e *Encoder) { encodeKeyVersion(e, (*base.KeyVersion)(m)) }
+func (m *PutRevokeRequest) Decode(d *Decoder) { decodeKeyVersion(d, (*base.KeyVersion)(m)) }
 
 // BatchPutRevokeRequest revokes several puts.
-type BatchPutRevokeRequest struct{ Items []KeyVersion }
+type BatchPutRevokeRequest struct{ Items []base.KeyVersion }
 
 func (m *BatchPutRevokeRequest) Op() Op            { return OpBatchPutRevoke }
 func (m *BatchPutRevokeRequest) Encode(e *Encoder) { encodeKeyVersions(e, m.Items) }

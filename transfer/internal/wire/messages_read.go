@@ -26,12 +26,12 @@ func (m *LookupRequest) Decode(d *Decoder) {
 	m.AllowStale = d.Bool()
 }
 
-// LookupResponse describes the committed object and its replicas.
+// LookupResponse describes the committed object (its record's ObjectMeta) and where its
+// replicas are. ObjectMeta.Key is not on the wire (the request names the key): Decode leaves
+// it empty.
 type LookupResponse struct {
-	Version  base.Version
-	Size     int64
-	Checksum uint64
-	Replicas []Replica
+	base.ObjectMeta
+	Replicas []base.Placement
 }
 
 func (m *LookupResponse) Op() Op { return OpLookup }
@@ -39,13 +39,13 @@ func (m *LookupResponse) Encode(e *Encoder) {
 	e.U64(uint64(m.Version))
 	e.I64(m.Size)
 	e.U64(m.Checksum)
-	encodeReplicas(e, m.Replicas)
+	encodePlacements(e, m.Replicas)
 }
 func (m *LookupResponse) Decode(d *Decoder) {
 	m.Version = base.Version(d.U64())
 	m.Size = d.Size()
 	m.Checksum = d.U64()
-	m.Replicas = decodeReplicas(d)
+	m.Replicas = decodePlacements(d)
 }
 
 // ExistsRequest asks whether a key is committed.

@@ -50,5 +50,5 @@ type DropRequest struct {
 }
 
 func (m *DropRequest) Op() Op            { return OpDrop }
-func (m *DropRequest) Encode(e *Encoder) { (*KeyVersion)(m).encode(e) }
-func (m *DropRequest) Decode(d *Decoder) { (*KeyVersion)(m).decode(d) }
+func (m *DropRequest) Encode(e *Encoder) { encodeKeyVersion(e, (*base.KeyVersion)(m)) }
+func (m *DropRequest) Decode(d *Decoder) { decodeKeyVersion(d, (*base.KeyVersion)(m)) }

@@ -19,8 +19,8 @@ type SessionCommitRequest struct {
 }
 
 func (m *SessionCommitRequest) Op() Op            { return OpSessionCommit }
-func (m *SessionCommitRequest) Encode(e *Encoder) { (*KeyVersion)(m).encode(e) }
-func (m *SessionCommitRequest) Decode(d *Decoder) { (*KeyVersion)(m).decode(d) }
+func (m *SessionCommitRequest) Encode(e *Encoder) { encodeKeyVersion(e, (*base.KeyVersion)(m)) }
+func (m *SessionCommitRequest) Decode(d *Decoder) { decodeKeyVersion(d, (*base.KeyVersion)(m)) }
 
 // SessionCommitResponse carries base.Checksum of the committed object and its size.
 type SessionCommitResponse struct {

@@ -184,7 +184,7 @@ const MaxShmTouch = 4096
 // response is a BatchResponse, one item per request item: OK, OBJECT_NOT_FOUND or
 // INVALID_VERSION (the worker no longer holds that version), or NOT_SUPPORTED (its bytes are
 // no longer in the shared arena), so the client stops copying from where it was.
-type ShmTouchRequest struct{ Items []KeyVersion }
+type ShmTouchRequest struct{ Items []base.KeyVersion }
 
 func (m *ShmTouchRequest) Op() Op { return OpShmTouch }
 func (m *ShmTouchRequest) Encode(e *Encoder) {

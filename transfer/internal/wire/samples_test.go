@@ -10,11 +10,13 @@ import (
 // sampleRequests and sampleResponses hold one filled message of every call; they drive the
 // round-trip tests and seed the fuzzers.
 func sampleRequests() []Message {
-	cfg := PutConfig{Replicas: 2, PreferredWorker: "w-1", SoftPinTTL: time.Minute, HardPin: true,
+	cfg := base.PutConfig{Replicas: 2, PreferredWorker: "w-1", SoftPinTTL: time.Minute, HardPin: true,
 		Persistence: base.PersistenceDurable, Upsert: true}
-	ps := PutStartRequest{Key: "model/layer0/kv", Size: 1 << 20, Config: cfg}
-	pe := PutEndRequest{Key: "model/layer0/kv", Version: 77, Size: 1 << 20, Checksum: 0xdeadbeef,
-		Replicas: []base.WorkerID{"w-1", "w-2"}, Config: cfg}
+	ps := PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "model/layer0/kv", Size: 1 << 20}},
+		Config: cfg}
+	pe := PutEndRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "model/layer0/kv", Version: 77,
+		Size: 1 << 20, Checksum: 0xdeadbeef},
+		Replicas: []base.WorkerID{"w-1", "w-2"}}, Config: cfg}
 	petok := pe
 	petok.Tokens, petok.Model = 256, "qwen2-7b"
 	return []Message{
@@ -22,13 +24,14 @@ func sampleRequests() []Message {
 		&ps,
 		&pe,
 		&PutRevokeRequest{Key: "k", Version: 9},
-		&BatchPutRevokeRequest{Items: []KeyVersion{{Key: "a", Version: 1}, {Key: "b", Version: 2}}},
+		&BatchPutRevokeRequest{Items: []base.KeyVersion{{Key: "a", Version: 1}, {Key: "b", Version: 2}}},
 		&LookupRequest{Key: "k", AllowStale: true},
 		&ExistsRequest{Key: "k"},
 		&RemoveRequest{Key: "k"},
 		&RemoveByRegexRequest{Pattern: "^model/.*$"},
 		NewEmpty(OpRemoveAll),
-		&BatchPutStartRequest{Items: []PutStartRequest{ps, {Key: "x", Size: 3}}},
+		&BatchPutStartRequest{Items: []PutStartRequest{ps, {Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "x",
+			Size: 3}}}}},
 		&BatchPutEndRequest{Items: []PutEndRequest{pe}},
 		&BatchLookupRequest{Keys: []string{"a", "b\x00c"}, AllowStale: true},
 		&BatchExistsRequest{Keys: []string{"a"}},
@@ -82,18 +85,22 @@ func sampleRequests() []Message {
 			Commit: true, Model: "qwen2-7b"}},
 		&ShmPutCloseRequest{Stage: 7},
 		// C library calls (90-99).
-		&ShmTouchRequest{Items: []KeyVersion{{Key: "a", Version: 1}, {Key: "b", Version: 2}}},
+		&ShmTouchRequest{Items: []base.KeyVersion{{Key: "a", Version: 1}, {Key: "b", Version: 2}}},
 		// Reads with the optional flags byte (a verifying client: sendfile allowed).
 		&ReadRequest{Key: "k", Version: 3, Verifies: true},
 		&ReadRequest{Key: "k", Version: 3, Offset: 10, Length: 20, Verifies: true},
 		// Re-placed puts (messages_exclude.go): the workers an earlier attempt failed on.
-		&PutStartRequest{Key: "model/layer0/kv", Size: 1 << 20, Config: cfg, Exclude: []base.WorkerID{"w-1", "w-3"}},
-		&BatchPutStartRequest{Items: []PutStartRequest{ps, {Key: "x", Size: 3, Exclude: []base.WorkerID{"w-2"}}}},
+		&PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "model/layer0/kv", Size: 1 << 20}},
+			Config:  cfg,
+			Exclude: []base.WorkerID{"w-1", "w-3"}},
+		&BatchPutStartRequest{Items: []PutStartRequest{ps, {Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "x",
+			Size: 3}},
+			Exclude: []base.WorkerID{"w-2"}}}},
 		// Workers that leave or lose their connection (issue 18): lifecycle calls 63, 64.
 		&LeaveWorkerRequest{WorkerID: "embedded-host-4242-0000beef"},
 		&AttachWorkerRequest{WorkerID: "w-1"},
 		// Prefetch on exist (110).
-		&PrefetchRequest{Items: []KeyVersion{{Key: "a", Version: 1}, {Key: "b", Version: 0}}},
+		&PrefetchRequest{Items: []base.KeyVersion{{Key: "a", Version: 1}, {Key: "b", Version: 0}}},
 		// Copy and move tasks (messages_tasks.go): lifecycle calls 65, 66.
 		&CreateTaskRequest{Type: base.TaskCopy, Key: "k", Targets: []string{"w-2", "10.0.0.3:12345"}},
 		&CreateTaskRequest{Type: base.TaskMove, Key: "k", Source: "w-1", Targets: []string{"w-2"}},
@@ -104,9 +111,9 @@ func sampleRequests() []Message {
 }
 
 func sampleResponses() []Message {
-	reps := []Replica{{WorkerID: "w-1", Address: "10.0.0.1:1"}, {WorkerID: "w-2", Address: "[::1]:2"}}
+	reps := []base.Placement{{WorkerID: "w-1", Address: "10.0.0.1:1"}, {WorkerID: "w-2", Address: "[::1]:2"}}
 	psr := PutStartResponse{Version: 5, Replicas: reps}
-	lr := LookupResponse{Version: 5, Size: 1 << 20, Checksum: 99, Replicas: reps}
+	lr := LookupResponse{ObjectMeta: base.ObjectMeta{Version: 5, Size: 1 << 20, Checksum: 99}, Replicas: reps}
 	rr := NewReadResponse(OpRead)
 	rr.Version, rr.Size, rr.Checksum, rr.Tier = 5, 100, 7, base.TierNVMe
 	return []Message{
@@ -123,8 +130,8 @@ func sampleResponses() []Message {
 		&BatchExistsResponse{Exists: []bool{true, false, true}},
 		NewBatchResponse(OpBatchRemove, []ItemError{{}}),
 		&ListResponse{Items: []ListItem{{Key: "a", Size: 1}, {Key: "b", Size: 2}}, NextCursor: "b"},
-		&RegisterWorkerResponse{Drop: []KeyVersion{{Key: "old", Version: 1}}, HeartbeatInterval: time.Second},
-		&HeartbeatResponse{Drop: []KeyVersion{{Key: "gone", Version: 0}}, Reregister: true, ClientTTL: 3 * time.Second},
+		&RegisterWorkerResponse{Drop: []base.KeyVersion{{Key: "old", Version: 1}}, HeartbeatInterval: time.Second},
+		&HeartbeatResponse{Drop: []base.KeyVersion{{Key: "gone", Version: 0}}, Reregister: true, ClientTTL: 3 * time.Second},
 		&StatusResponse{JSON: []byte(`{"keys":3}`)},
 		rr,
 		&ShmOpenResponse{BootID: "350a5823-aa02-4ead-8e24-88d308efba0e", PID: 4242, FD: 7, Inode: 1234, Dev: 5,

@@ -219,15 +219,17 @@ func TestDecoderRejectsBadValues(t *testing.T) {
 	if _, err := DecodeRequest(OpLookup, lr); !errors.Is(err, base.ErrInvalidParams) {
 		t.Fatal(err)
 	}
-	ps := marshal(&PutStartRequest{Key: "k", Size: -1})
+	ps := marshal(&PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "k", Size: -1}}})
 	if _, err := DecodeRequest(OpPutStart, ps); !errors.Is(err, base.ErrInvalidParams) {
 		t.Fatal(err)
 	}
-	ps = marshal(&PutStartRequest{Key: "k", Config: PutConfig{SoftPinTTL: -5}})
+	ps = marshal(&PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "k"}},
+		Config: base.PutConfig{SoftPinTTL: -5}})
 	if _, err := DecodeRequest(OpPutStart, ps); !errors.Is(err, base.ErrInvalidParams) {
 		t.Fatal(err)
 	}
-	ps = marshal(&PutStartRequest{Key: "k", Config: PutConfig{Persistence: 9}})
+	ps = marshal(&PutStartRequest{Object: base.Object{ObjectMeta: base.ObjectMeta{Key: "k"}},
+		Config: base.PutConfig{Persistence: 9}})
 	if _, err := DecodeRequest(OpPutStart, ps); !errors.Is(err, base.ErrInvalidParams) {
 		t.Fatal(err)
 	}
