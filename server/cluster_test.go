@@ -19,6 +19,7 @@ import (
 
 	"github.com/mooncake-go/mooncake/dram"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 	"github.com/mooncake-go/mooncake/raftmeta"
 	"github.com/mooncake-go/mooncake/raftmeta/raftmetatest"
 	"github.com/mooncake-go/mooncake/server/master"
@@ -296,17 +297,62 @@ func value(rng *rand.Rand, n int) []byte {
 	return b
 }
 
-// eventually polls cond until it holds or testWait passes (for effects carried by the 50 ms
-// heartbeats of another goroutine in this process).
+// eventually waits (testutil.WaitFor, bounded by testWait) until cond holds: for effects
+// carried by the 50 ms heartbeats or RPCs of the cluster's goroutines, which signal no event
+// to the test.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(testWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", what)
+	testutil.WaitFor(t, what, testWait, func() error {
+		if !cond() {
+			return errors.New("condition does not hold")
 		}
-		time.Sleep(10 * time.Millisecond)
+		return nil
+	})
+}
+
+// noDeathWithin fails t if dead (fed by master.Config.Test.OnWorkerDead) delivers a worker
+// before d has passed: the verdict must not come within a window of real time (a TTL, a grace)
+// of a real TCP cluster. It fails at the verdict, not at the end of the window.
+func noDeathWithin(t *testing.T, what string, dead <-chan base.WorkerID, d time.Duration) {
+	t.Helper()
+	window := time.NewTimer(d)
+	defer window.Stop()
+	select {
+	case id := <-dead:
+		t.Fatalf("worker %s marked dead: %s", id, what)
+	case <-window.C:
 	}
+}
+
+// waitLeaderAmong waits until one of the masters idx leads and returns its index. Raft gives
+// tests no election event that every master shares (LeaderCh has one reader, the master
+// itself), so the wait polls IsLeader under testWait.
+func (c *testCluster) waitLeaderAmong(idx ...int) int {
+	c.t.Helper()
+	leader := -1
+	testutil.WaitFor(c.t, fmt.Sprintf("a leader among masters %v", idx), testWait, func() error {
+		for _, i := range idx {
+			if m := c.masters[i]; m != nil && m.IsLeader() {
+				leader = i
+				return nil
+			}
+		}
+		return errors.New("none leads")
+	})
+	return leader
+}
+
+// waitLeader waits until some master leads and returns its index (leaderIndex, waited for).
+func (c *testCluster) waitLeader() int {
+	c.t.Helper()
+	leader := -1
+	testutil.WaitFor(c.t, "a leader", testWait, func() error {
+		if leader = c.leaderIndex(); leader < 0 {
+			return errors.New("no master leads")
+		}
+		return nil
+	})
+	return leader
 }
 
 // transferLeadership moves leadership off the current leader and returns that master's index
@@ -315,25 +361,11 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // old master still leads; it may also have succeeded late, which ends the wait as well.
 func (c *testCluster) transferLeadership(ctx context.Context) int {
 	c.t.Helper()
-	leader := func() int { // a bounded wait until some master leads
-		deadline := time.Now().Add(testWait)
-		for {
-			for i, m := range c.masters {
-				if m != nil && m.IsLeader() {
-					return i
-				}
-			}
-			if time.Now().After(deadline) {
-				c.t.Fatal("timed out waiting for a leader")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	old := leader()
+	old := c.waitLeader()
 	deadline := time.Now().Add(testWait)
 	for {
 		err := c.masters[old].TestHooks().Node().LeadershipTransfer(ctx)
-		if leader() != old {
+		if c.waitLeader() != old {
 			return old
 		}
 		if time.Now().After(deadline) {

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 	"github.com/mooncake-go/mooncake/server/master"
 	"github.com/mooncake-go/mooncake/transfer"
 )
@@ -50,8 +52,7 @@ func TestFollowersRegisterThemselves(t *testing.T) {
 		return got, nil
 	}
 	// Bounded poll (cross-node replication): every master must converge on the full table.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.WaitFor(t, fmt.Sprintf("masters tables converge on %v", want), 30*time.Second, func() error {
 		var diffs []string
 		for _, m := range c.masters {
 			got, err := statusMasters(m.Addr())
@@ -63,14 +64,11 @@ func TestFollowersRegisterThemselves(t *testing.T) {
 				diffs = append(diffs, fmt.Sprintf("%s lists %v", m.ID(), got))
 			}
 		}
-		if len(diffs) == 0 {
-			break
+		if len(diffs) > 0 {
+			return errors.New(strings.Join(diffs, "; "))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("masters tables did not converge on %v: %v", want, diffs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// The call itself: a follower refuses it with NOT_LEADER; the leader refuses an id outside
 	// the raft configuration and an empty address, and accepts a re-registration (no change).

@@ -3,12 +3,14 @@ package server
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 	"github.com/mooncake-go/mooncake/raftmeta"
 	"github.com/mooncake-go/mooncake/raftmeta/raftmetatest"
 	"github.com/mooncake-go/mooncake/server/master"
@@ -47,22 +49,6 @@ func cutOff(c *testCluster, links []*raftmetatest.Links, i int) {
 	}
 }
 
-// waitLeaderAmong waits until one of the masters idx is leader and returns it.
-func waitLeaderAmong(t *testing.T, c *testCluster, idx ...int) *master.Master {
-	t.Helper()
-	deadline := time.Now().Add(testWait)
-	for time.Now().Before(deadline) {
-		for _, i := range idx {
-			if c.masters[i].IsLeader() {
-				return c.masters[i]
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no leader among masters %v", idx)
-	return nil
-}
-
 // TestStatusFirstMasterPartitioned is issue 18's `mooncake status --timeout 3s` with the
 // first listed master cut off from raft: it answers "no leader" (as a follower that lost its
 // leader, or a candidate), and the client moves on to the next master within the timeout
@@ -70,21 +56,17 @@ func waitLeaderAmong(t *testing.T, c *testCluster, idx ...int) *master.Master {
 // first master as leader) move on the same way.
 func TestStatusFirstMasterPartitioned(t *testing.T) {
 	c, links := startPartitionable(t, nil)
-	waitLeaderAmong(t, c, 0, 1, 2)
+	c.waitLeaderAmong(0, 1, 2)
 	c.addWorker("", nil)
 	cutOff(c, links, 0)
-	leader := waitLeaderAmong(t, c, 1, 2)
+	leader := c.masters[c.waitLeaderAmong(1, 2)]
 	// The cut-off master stops naming a leader (it steps down, or its leader's heartbeats stop).
-	deadline := time.Now().Add(testWait)
-	for {
-		if id, _ := c.masters[0].TestHooks().Node().Leader(); id == "" {
-			break
+	testutil.WaitFor(t, "the cut-off master names no leader", testWait, func() error {
+		if id, _ := c.masters[0].TestHooks().Node().Leader(); id != "" {
+			return fmt.Errorf("it names %s", id)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the cut-off master still names a leader")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 
 	connect := func() *client.Client {
 		cli, err := client.Connect(context.Background(), client.Config{MasterAddresses: c.masterAddrs(),
@@ -160,7 +142,7 @@ func TestWorkersSurviveSilentLeader(t *testing.T) {
 			others = append(others, i)
 		}
 	}
-	leader := waitLeaderAmong(t, c, others...)
+	leader := c.masters[c.waitLeaderAmong(others...)]
 	elected := time.Now()
 	for _, w := range workers {
 		eventually(t, "the worker registered with the new leader", func() bool {
@@ -169,12 +151,7 @@ func TestWorkersSurviveSilentLeader(t *testing.T) {
 		})
 	}
 	// Past the new leader's deadline for a worker that had not registered, with room.
-	eventually(t, "twice client_ttl since the election", func() bool { return time.Since(elected) > 2*ttl })
-	select {
-	case id := <-dead:
-		t.Fatalf("worker %s marked dead after the failover", id)
-	default:
-	}
+	noDeathWithin(t, "within twice client_ttl of the failover", dead, 2*ttl-time.Since(elected))
 	for _, w := range leader.TestHooks().Status().Workers {
 		if w.Lifecycle != "alive" {
 			t.Fatalf("worker %s is %s on the new leader, want alive", w.ID, w.Lifecycle)

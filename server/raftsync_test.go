@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/mooncake-go/mooncake/raftmeta"
 	"github.com/mooncake-go/mooncake/server/master"
@@ -46,13 +45,7 @@ func TestRaftNoSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.masters[0] = m
-	deadline := time.Now().Add(testWait)
-	for c.leaderOf() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("no leader after the restart")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	c.waitLeader() // after the restart
 	lr, err := newDriver(t, c.masterAddrs()).lookup("nosync")
 	if err != nil || lr.Size != int64(len("value")) {
 		t.Fatalf("lookup after restart: %+v, %v", lr, err)

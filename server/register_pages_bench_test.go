@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 	"github.com/mooncake-go/mooncake/raftmeta"
 	"github.com/mooncake-go/mooncake/server/rpcsrv"
 	"github.com/mooncake-go/mooncake/server/worker"
@@ -59,19 +60,15 @@ func BenchmarkRegisterPages(b *testing.B) {
 	}
 	// Both workers register empty once (waiting out the election), then their objects are
 	// committed straight through raft.
-	deadline := time.Now().Add(testWait)
 	for _, id := range []base.WorkerID{"w-paged", "w-single"} {
-		for {
+		testutil.WaitFor(b, "register "+string(id), testWait, func() error {
 			err := register(id, nil, 0, 0, false)
-			if err == nil {
-				break
-			}
 			var nl *transfer.NotLeaderError
-			if !errors.As(err, &nl) || time.Now().After(deadline) {
-				b.Fatal(err)
+			if err != nil && !errors.As(err, &nl) {
+				b.Fatal(err) // only NOT_LEADER (the election not over yet) is waited out
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return err
+		})
 	}
 	commit := func(id base.WorkerID, prefix string, n int) []base.ObjectMeta {
 		inv := make([]base.ObjectMeta, n)

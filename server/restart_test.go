@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 	"github.com/mooncake-go/mooncake/server/master"
 	"github.com/mooncake-go/mooncake/server/worker"
 	"github.com/mooncake-go/mooncake/transfer"
@@ -420,7 +421,7 @@ func TestStatusReportsTiers(t *testing.T) {
 		return m.Spilling.Objects == 0 && m.SpillQueueBytes == 0 && m.NVMe.Objects > 0
 	})
 	var ws master.WorkerStatus
-	for deadline := time.Now().Add(testWait); ; time.Sleep(10 * time.Millisecond) {
+	testutil.WaitFor(t, "a heartbeat that reports the worker's tiers", testWait, func() error {
 		m := w.TestHooks().Engine().Metrics()
 		st := d.status()
 		if len(st.Workers) != 1 {
@@ -429,13 +430,10 @@ func TestStatusReportsTiers(t *testing.T) {
 		ws = st.Workers[0]
 		if ws.DRAMObjects == m.DRAM.Objects && ws.NVMeObjects == m.NVMe.Objects &&
 			ws.NVMeUsedBytes == m.NVMe.Bytes && ws.DRAMUsedBytes == m.ArenaUsedBytes {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no heartbeat reported the worker's tiers: status %+v, worker DRAM %+v (arena %d), NVMe %+v",
-				ws, m.DRAM, m.ArenaUsedBytes, m.NVMe)
-		}
-	}
+		return fmt.Errorf("status %+v, worker DRAM %+v (arena %d), NVMe %+v", ws, m.DRAM, m.ArenaUsedBytes, m.NVMe)
+	})
 	if ws.NVMeObjects == 0 || ws.DRAMObjects == 0 || ws.DRAMObjects+ws.NVMeObjects != n {
 		t.Fatalf("status of worker: dram_objects %d + nvme_objects %d, want %d objects, some in each tier",
 			ws.DRAMObjects, ws.NVMeObjects, n)
@@ -495,19 +493,23 @@ func TestWorkerRestartGrace(t *testing.T) {
 	stopped := time.Now()
 	c.workers[0] = nil
 
-	// Silent for well over ClientTTL: still listed, active, and its objects still there.
-	for deadline := time.Now().Add(testWait); time.Since(stopped) < 3*ttl; time.Sleep(ttl / 10) {
-		if time.Now().After(deadline) {
-			t.Fatal("status polling did not finish")
-		}
+	// Silent for well over ClientTTL: never marked dead (the leader's OnWorkerDead event),
+	// still listed and active at each tenth of the TTL, and its objects still there.
+	window := time.NewTimer(3*ttl - time.Since(stopped))
+	defer window.Stop()
+	tick := time.NewTicker(ttl / 10)
+	defer tick.Stop()
+	for quiet := true; quiet; {
 		select {
 		case got := <-dead:
 			t.Fatalf("worker %s marked dead %v after a graceful shutdown", got, time.Since(stopped))
-		default:
-		}
-		st := d.status()
-		if len(st.Workers) != 1 || st.Workers[0].ID != string(id) || st.Workers[0].State != "active" {
-			t.Fatalf("%v after a graceful shutdown, workers in status: %+v", time.Since(stopped), st.Workers)
+		case <-window.C:
+			quiet = false
+		case <-tick.C:
+			st := d.status()
+			if len(st.Workers) != 1 || st.Workers[0].ID != string(id) || st.Workers[0].State != "active" {
+				t.Fatalf("%v after a graceful shutdown, workers in status: %+v", time.Since(stopped), st.Workers)
+			}
 		}
 	}
 	for k := range vals {

@@ -213,50 +213,81 @@ func (p *kvPublisher) encode(b raftmeta.KVEventBatch, ts int64) (payload []byte,
 }
 
 // encodeEvent writes one event map: Mooncake's fields, then ours (workers, size, tokens,
-// reason, raft_index), which Mooncake's subscribers ignore.
+// reason, raft_index), which Mooncake's subscribers ignore. The map's length is counted
+// before its fields are written (eventFields); each count sits beside the step it counts.
 func (p *kvPublisher) encodeEvent(e *mpEnc, ev raftmeta.KVEvent, b raftmeta.KVEventBatch, ts int64) {
-	typ, legacy, reason := "stored", "BlockStored", ""
-	switch ev.Kind {
-	case raftmeta.KVRemoved:
-		typ, legacy, reason = "removed", "BlockRemoved", "removed"
-	case raftmeta.KVEvicted:
-		typ, legacy, reason = "removed", "BlockRemoved", "evicted"
-	case raftmeta.KVWorkerGone:
-		typ, legacy, reason = "removed", "BlockRemoved", "worker_gone"
-	case raftmeta.KVCleared:
-		typ, legacy = "cleared", "AllBlocksCleared"
+	names := kvEventNamesOf(ev.Kind)
+	e.mapHeader(p.eventFields(ev.Kind, names.reason != ""))
+	p.encodeCommonFields(e, ev, names, ts)
+	if ev.Kind == raftmeta.KVCleared {
+		return
 	}
-	object := ev.Kind != raftmeta.KVCleared
+	p.encodeObjectFields(e, ev, b.Index, names.reason)
+}
+
+// kvEventNames are how one event kind is spelled on the wire.
+type kvEventNames struct {
+	typ    string // event_type
+	legacy string // type, with EmitLegacyCompat
+	reason string // reason of a removal; "" for the others, which carry no reason field
+}
+
+// kvEventNamesOf spells kind for the wire.
+func kvEventNamesOf(kind raftmeta.KVEventKind) kvEventNames {
+	switch kind {
+	case raftmeta.KVRemoved:
+		return kvEventNames{"removed", "BlockRemoved", "removed"}
+	case raftmeta.KVEvicted:
+		return kvEventNames{"removed", "BlockRemoved", "evicted"}
+	case raftmeta.KVWorkerGone:
+		return kvEventNames{"removed", "BlockRemoved", "worker_gone"}
+	case raftmeta.KVCleared:
+		return kvEventNames{"cleared", "AllBlocksCleared", ""}
+	}
+	return kvEventNames{"stored", "BlockStored", ""}
+}
+
+// Fields each step of encodeEvent writes, EmitLegacyCompat's additions apart.
+const (
+	kvCommonFields = 11 // encodeCommonFields: event_id .. dp_rank
+	kvObjectFields = 8  // encodeObjectFields: group_id seq_hashes base_block_idx object_key, workers size tokens raft_index
+	kvStoredFields = 2  // encodeObjectFields of a stored object: parent_hash token_ids
+)
+
+// eventFields is the length of the map encodeEvent writes for an event of kind (withReason:
+// its names carry a reason).
+func (p *kvPublisher) eventFields(kind raftmeta.KVEventKind, withReason bool) int {
+	legacy := 0
+	if p.cfg.EmitLegacyCompat {
+		legacy = 1
+	}
+	n := kvCommonFields + legacy // type
+	if kind == raftmeta.KVCleared {
+		return n
+	}
+	n += kvObjectFields + legacy // block_hashes
+	if withReason {
+		n++
+	}
+	if kind == raftmeta.KVStored {
+		n += kvStoredFields + legacy // parent_block_hash
+	}
+	return n
+}
+
+// encodeCommonFields writes the fields every event carries, Mooncake's: kvCommonFields of
+// them, and type with EmitLegacyCompat.
+func (p *kvPublisher) encodeCommonFields(e *mpEnc, ev raftmeta.KVEvent, names kvEventNames, ts int64) {
 	model := ev.Model
 	if model == "" {
 		model = p.cfg.ModelName
 	}
-	n := 11
-	if p.cfg.EmitLegacyCompat {
-		n++
-	}
-	if object {
-		n += 3 + 1 + 4 // group_id seq_hashes base_block_idx, object_key, workers size tokens raft_index
-		if p.cfg.EmitLegacyCompat {
-			n++ // block_hashes
-		}
-		if reason != "" {
-			n++
-		}
-		if ev.Kind == raftmeta.KVStored {
-			n += 2 // parent_hash token_ids
-			if p.cfg.EmitLegacyCompat {
-				n++ // parent_block_hash
-			}
-		}
-	}
-	e.mapHeader(n)
 	e.str("event_id")
 	e.uint(p.eventID.Add(1))
 	e.str("timestamp")
 	e.int(ts)
 	e.str("event_type")
-	e.str(typ)
+	e.str(names.typ)
 	e.str("model_name")
 	e.strOrNil(model)
 	e.str("block_size")
@@ -274,7 +305,7 @@ func (p *kvPublisher) encodeEvent(e *mpEnc, ev raftmeta.KVEvent, b raftmeta.KVEv
 	e.str("backend_id")
 	e.str(p.cfg.BackendID)
 	e.str("medium")
-	if object {
+	if ev.Kind != raftmeta.KVCleared {
 		// The master does not track which tier holds a replica: a put lands in DRAM.
 		e.str("cpu")
 	} else {
@@ -284,11 +315,13 @@ func (p *kvPublisher) encodeEvent(e *mpEnc, ev raftmeta.KVEvent, b raftmeta.KVEv
 	e.uint(uint64(p.cfg.DPRank))
 	if p.cfg.EmitLegacyCompat {
 		e.str("type")
-		e.str(legacy)
+		e.str(names.legacy)
 	}
-	if !object {
-		return
-	}
+}
+
+// encodeObjectFields writes the fields of an event about one object (all kinds but
+// KVCleared): Mooncake's block fields, then ours, ending with reason when there is one.
+func (p *kvPublisher) encodeObjectFields(e *mpEnc, ev raftmeta.KVEvent, raftIndex uint64, reason string) {
 	e.str("group_id")
 	e.nil()
 	e.str("seq_hashes")
@@ -321,7 +354,7 @@ func (p *kvPublisher) encodeEvent(e *mpEnc, ev raftmeta.KVEvent, b raftmeta.KVEv
 	e.str("tokens")
 	e.int(ev.Tokens)
 	e.str("raft_index")
-	e.uint(b.Index)
+	e.uint(raftIndex)
 	if reason != "" {
 		e.str("reason")
 		e.str(reason)
