@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -38,12 +39,18 @@ func (c *Client) CreateMoveTask(ctx context.Context, key, source, target string)
 	return c.createTask(ctx, &transfer.CreateTaskRequest{Type: base.TaskMove, Key: key, Source: source, Targets: []string{target}})
 }
 
+// createTask sends req under a task id of its own choosing, random, so that the call is safe
+// to resend: the transfer client and masterCall send it again after a broken connection, and
+// the leader answers a resend with the task the first one created (docs/protocol.md).
 func (c *Client) createTask(ctx context.Context, req *transfer.CreateTaskRequest) (base.TaskID, error) {
 	if err := base.ValidateKey(req.Key); err != nil {
 		return base.TaskID{}, err
 	}
 	if len(req.Targets) > transfer.MaxTaskTargets {
 		return base.TaskID{}, fmt.Errorf("%w: %d targets, at most %d", base.ErrInvalidParams, len(req.Targets), transfer.MaxTaskTargets)
+	}
+	for req.ID == (base.TaskID{}) {
+		req.ID = base.TaskID{Hi: rand.Uint64(), Lo: rand.Uint64()}
 	}
 	ctx, done := c.withTimeout(ctx)
 	defer done()

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/internal/testutil"
+	"github.com/mooncake-go/mooncake/transfer"
 )
 
 // TestCopyAndMoveTasks: the client's task calls against a master and three workers: a copy
@@ -87,5 +89,66 @@ func TestCopyAndMoveTasks(t *testing.T) {
 	}
 	if _, err := c.QueryTask(ctx, base.TaskID{Hi: 9, Lo: 9}); !errors.Is(err, base.ErrObjectNotFound) {
 		t.Errorf("query of an unknown task: %v", err)
+	}
+}
+
+// TestCreateTaskResent: the client names each task it creates, so its resend after a lost
+// answer (a proxy cuts the connection instead of passing on the first CreateTask answer)
+// gets the task the first attempt created: the master served the call twice and created one
+// task, which copies once.
+func TestCreateTaskResent(t *testing.T) {
+	ip := startInproc(t, 2, 16<<20)
+	var cuts atomic.Int32
+	proxy := testutil.CutAnswers(t, ip.master.Addr(), func(op uint8) bool {
+		return transfer.Op(op) == transfer.OpCreateTask && cuts.CompareAndSwap(0, 1)
+	})
+	ctx := context.Background()
+	c, err := client.Connect(ctx, client.Config{MasterAddresses: []string{proxy}, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	waitActive(t, c, 2)
+	val := bytes.Repeat([]byte("resent"), 3000)
+	if err := c.Put(ctx, "k", val, client.ReplicateConfig{PreferredWorker: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.CreateCopyTask(ctx, "k", []string{"w2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cuts.Load() != 1 {
+		t.Fatal("the proxy never cut a CreateTask answer: nothing was resent")
+	}
+	testutil.WaitFor(t, "the task to succeed", 30*time.Second, func() error {
+		ti, err := c.QueryTask(ctx, id)
+		if err != nil || ti.Status == base.TaskFailed {
+			t.Fatalf("task %+v, %v", ti, err)
+		}
+		if ti.Status != base.TaskSuccess {
+			return fmt.Errorf("task %+v", ti)
+		}
+		return nil
+	})
+	if req, fail := ip.master.TestHooks().Calls("create_copy_task"); req != 2 || fail != 0 {
+		t.Fatalf("the master served CreateTask %d times (%d failed), want 2 (a resend)", req, fail)
+	}
+	mfs, err := ip.master.TestHooks().Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := -1.0
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if mf.GetName() == "master_tasks_created_total" && m.GetLabel()[0].GetValue() == "copy" {
+				created = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if created != 1 {
+		t.Fatalf("master_tasks_created_total{type=\"copy\"} = %v, want 1", created)
+	}
+	if info, err := c.Describe(ctx, "k"); err != nil || len(info.Replicas) != 2 {
+		t.Fatalf("k after its copy: %+v, %v", info, err)
 	}
 }

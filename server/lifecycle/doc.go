@@ -73,6 +73,9 @@
 // then owed a drop, as a drained worker is. Task states (pending, processing, success,
 // failed with the first error) are soft state of the leadership, kept for Task (query_task)
 // up to RepairConfig.MaxTasks, the oldest finished forgotten first; a new leader knows none.
+// A task ends once, reported by a TaskEnded effect (for the log and the metrics). The driver
+// names each task with the id its client chose, and asks TaskResent before CreateTask: a
+// held task of that id, type and key is the client's resend of CreateTask, answered as it is.
 //
 // It must never import anything but internal/ and raftmeta (for the command types).
 package lifecycle

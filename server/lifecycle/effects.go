@@ -19,9 +19,9 @@ import (
 //     Heartbeat only).
 //  4. ScanRepairs: walk the metadata for objects to repair or drain and hand them to Plan.
 //  5. Answer: answer the call that caused the event (a leave waiting for its commit) with Err.
-//  6. WorkerLost, WorkerLeft, WorkerLeaving, WorkerBack, WorkerUnreachable, PutExpired and
-//     SessionExpired: reports of a decision taken, for the log and the metrics (nothing to
-//     report back).
+//  6. WorkerLost, WorkerLeft, WorkerLeaving, WorkerBack, WorkerUnreachable, PutExpired,
+//     SessionExpired and TaskEnded: reports of a decision taken, for the log and the metrics
+//     (nothing to report back).
 //
 // Drops owed to a worker (a put that failed, a copy that was not kept) are not effects of
 // the event that owes them: they wait in the machine and go out as Drop effects of the
@@ -109,6 +109,17 @@ type SessionExpired struct {
 	Idle    time.Duration
 }
 
+// TaskEnded reports that copy or move task ID ended (its last order finished): Status is
+// base.TaskSuccess or base.TaskFailed, Message the first failure's reason. Each task ends
+// once; a task dropped with its leadership never ends.
+type TaskEnded struct {
+	ID      base.TaskID
+	Type    base.TaskType
+	Key     string
+	Status  base.TaskStatus
+	Message string
+}
+
 func (Propose) effect()           {}
 func (Copy) effect()              {}
 func (Drop) effect()              {}
@@ -122,3 +133,4 @@ func (WorkerBack) effect()        {}
 func (WorkerUnreachable) effect() {}
 func (PutExpired) effect()        {}
 func (SessionExpired) effect()    {}
+func (TaskEnded) effect()         {}

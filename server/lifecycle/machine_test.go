@@ -272,6 +272,16 @@ func TestMachine(t *testing.T) {
 				return show(effs) + formatRepair(m)
 			case "query":
 				return formatTask(m, base.TaskID{Lo: uint64(num("id"))})
+			case "resent":
+				typ := base.TaskCopy
+				if str("type") == "move" {
+					typ = base.TaskMove
+				}
+				resent, err := m.TaskResent(base.TaskID{Lo: uint64(num("id"))}, typ, str("key"))
+				if err != nil {
+					return fmt.Sprintf("error: %v\n", err)
+				}
+				return fmt.Sprintf("resent=%t\n", resent)
 			case "add-applied":
 				o := orders[orderName(str("key"), str("to"))]
 				c := raftmeta.AddReplicas{Worker: o.To, Items: []base.KeyVersion{{Key: o.Key, Version: o.Version}}}
@@ -462,6 +472,12 @@ func formatEffects(effs []Effect) string {
 			fmt.Fprintf(&b, "put-expired %s@%d\n", e.Key, e.Version)
 		case SessionExpired:
 			fmt.Fprintf(&b, "session-expired %s pages=%d objects=%d idle=%v\n", e.ID, e.Pages, e.Objects, e.Idle)
+		case TaskEnded:
+			fmt.Fprintf(&b, "task-ended %d type=%d key=%s status=%d", e.ID.Lo, e.Type, e.Key, e.Status)
+			if e.Message != "" {
+				fmt.Fprintf(&b, " message=%s", e.Message)
+			}
+			b.WriteString("\n")
 		default:
 			panic(fmt.Sprintf("unknown effect %T", e))
 		}

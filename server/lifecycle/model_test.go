@@ -99,6 +99,8 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 	scans := 0
 	// tasks: the status each task had last; a status only moves forward.
 	tasks := map[base.TaskID]base.TaskStatus{}
+	// taskEnds: the tasks a TaskEnded reported, each once, with the status the task holds.
+	taskEnds := map[base.TaskID]base.TaskStatus{}
 	var nextTask uint64
 	var check func(effs []Effect)
 	check = func(effs []Effect) {
@@ -155,6 +157,13 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 				}
 				inflight[o.Key] = o
 				had[holding{o.To, o.Key, o.Version}] = true
+			case TaskEnded:
+				tk, ok := m.Task(e.ID)
+				if _, dup := taskEnds[e.ID]; dup || !ok || tk.Status != e.Status || e.Status < base.TaskSuccess ||
+					tk.Type != e.Type || tk.Key != e.Key || tk.Message != e.Message {
+					t.Fatalf("%v: %+v reported (ended before: %t; the task: %+v)", now.Sub(epoch), e, dup, tk)
+				}
+				taskEnds[e.ID] = e.Status
 			case ScanRepairs:
 				if st := m.RepairStats(); st.Queued+st.InFlight > 0 {
 					t.Fatalf("%v: scan asked for with %d copies queued, %d in flight", now.Sub(epoch), st.Queued, st.InFlight)
@@ -487,8 +496,11 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 		t.Fatalf("%d drops handed out, %d scans asked for: the model checked nothing about them", drops, scans)
 	}
 	done := map[base.TaskStatus]int{}
-	for _, st := range tasks {
+	for id, st := range tasks {
 		done[st]++
+		if got, ok := taskEnds[id]; (st >= base.TaskSuccess) != ok || (ok && got != st) {
+			t.Fatalf("task %s ended as %d, its TaskEnded report: %d (%t)", id, st, got, ok)
+		}
 	}
 	return done
 }

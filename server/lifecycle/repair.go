@@ -107,6 +107,9 @@ type repairState struct {
 	// tasks are the copy and move tasks (tasks.go), taskOrder their ids oldest first.
 	tasks     map[base.TaskID]*Task
 	taskOrder []base.TaskID
+	// ended are the TaskEnded reports of tasks ended since the last tick, which returns
+	// them. Every event that can end a task returns tick's effects.
+	ended []Effect
 }
 
 func newRepairState() repairState {
@@ -271,6 +274,8 @@ func (r *repairState) tick(now time.Time, m *Machine) []Effect {
 	if len(r.queue) == 0 {
 		r.queue = nil
 	}
+	out = append(out, r.ended...)
+	r.ended = nil
 	return out
 }
 

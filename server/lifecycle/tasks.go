@@ -95,6 +95,21 @@ func (m *Machine) CreateTask(now time.Time, id base.TaskID, typ base.TaskType, o
 	return r.tick(now, m), nil
 }
 
+// TaskResent reports whether CreateTask of a task with id, typ and key was called already:
+// the task is held (not forgotten) and has that type and key, so the call is its client's
+// resend and is answered with the task as it is. The same id with another type or key is an
+// error wrapping base.ErrInvalidParams.
+func (m *Machine) TaskResent(id base.TaskID, typ base.TaskType, key string) (bool, error) {
+	t := m.repair.tasks[id]
+	switch {
+	case t == nil:
+		return false, nil
+	case t.Type != typ || t.Key != key:
+		return false, fmt.Errorf("%w: task id %s is in use by a task of type %d on %q", base.ErrInvalidParams, id, t.Type, t.Key)
+	}
+	return true, nil
+}
+
 func (m *Machine) checkTask(id base.TaskID, typ base.TaskType, obj TaskObject, source base.WorkerID, targets []base.WorkerID) error {
 	switch {
 	case len(targets) == 0:
@@ -151,6 +166,28 @@ func (m *Machine) Task(id base.TaskID) (Task, bool) {
 	return c, true
 }
 
+// NumTaskTypes and NumTaskStatuses are the numbers of base.TaskType values (copy, move) and
+// base.TaskStatus values (pending to failed).
+const (
+	NumTaskTypes    = 2
+	NumTaskStatuses = 4
+)
+
+// TaskCounts counts tasks by type and status: [base.TaskType][base.TaskStatus].
+type TaskCounts [NumTaskTypes][NumTaskStatuses]int
+
+// TaskCounts counts the tasks this leadership holds (ended ones until forgotten past
+// RepairConfig.MaxTasks).
+func (m *Machine) TaskCounts() TaskCounts {
+	var c TaskCounts
+	for _, t := range m.repair.tasks {
+		if int(t.Type) < NumTaskTypes && int(t.Status) < NumTaskStatuses {
+			c[t.Type][t.Status]++
+		}
+	}
+	return c
+}
+
 // taskStarted marks o's task processing (tick dispatched o).
 func (r *repairState) taskStarted(o *CopyOrder, now time.Time) {
 	if t := r.tasks[o.Task]; t != nil && o.Task != (base.TaskID{}) && t.Status == base.TaskPending {
@@ -175,6 +212,7 @@ func (r *repairState) taskFinished(o *CopyOrder, err error) {
 	if t.Message != "" {
 		t.Status = base.TaskFailed
 	}
+	r.ended = append(r.ended, TaskEnded{ID: t.ID, Type: t.Type, Key: t.Key, Status: t.Status, Message: t.Message})
 }
 
 // added ends an in-flight task order with its AddReplicas outcome.

@@ -146,6 +146,9 @@ type TestKnobs struct {
 	// BeforeCall is called as each RPC call arrives, before it is served (a test makes
 	// the master silent by blocking in it).
 	BeforeCall func(ctx context.Context, req transfer.Message)
+	// BeforeCopy is called as each copy order (repair, drain, task) starts, before the
+	// source worker is asked to copy (a test holds a copy in flight by blocking in it).
+	BeforeCopy func(o lifecycle.CopyOrder)
 }
 
 // EnsureDefaults fills every zero field with its documented default.

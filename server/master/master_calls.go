@@ -18,6 +18,8 @@ import (
 type masterCall struct {
 	// op is the Mooncake counter the call counts under; noOp for internal and operator calls.
 	op masterOp
+	// opFor, when set, picks the counter from the request instead (CreateTask: by type).
+	opFor func(req transfer.Message) masterOp
 	// items returns a batch call's item count, checked against raftmeta.MaxBatch before the
 	// call runs (INVALID_PARAMS past it); nil for a call of one item.
 	items func(req transfer.Message) int
@@ -81,8 +83,8 @@ var masterCalls = map[transfer.Op]masterCall{
 		return nil, nil, m.leaveWorker(ctx, req.(*transfer.LeaveWorkerRequest).WorkerID)
 	}},
 	// Copy and move tasks (master_tasks.go): queued on the leader, answered at once.
-	transfer.OpCreateTask: {op: noOp, serve: serveCreateTask},
-	transfer.OpQueryTask:  {op: noOp, serve: serveQueryTask},
+	transfer.OpCreateTask: {opFor: createTaskOp, serve: serveCreateTask},
+	transfer.OpQueryTask:  {op: opQueryTask, serve: serveQueryTask},
 	// Held open while the worker's connection lives: no timeout.
 	transfer.OpAttachWorker: {op: noOp, serve: func(ctx context.Context, m *Master, req transfer.Message) (transfer.Message, error, error) {
 		return nil, nil, m.attachWorker(ctx, req.(*transfer.AttachWorkerRequest).WorkerID)
@@ -125,6 +127,9 @@ func (h *masterHandler) HandleCall(ctx context.Context, req transfer.Message) (t
 	}
 	// Mooncake's names and latency histograms (metrics_compat.go) count every call.
 	h.m.met.mc.observeCall(req, resp, time.Since(start), err)
+	if c.opFor != nil {
+		c.op = c.opFor(req)
+	}
 	if c.op != noOp {
 		h.m.met.observe(c.op, errors.Join(err, itemErr))
 	}

@@ -95,6 +95,13 @@ func (m *Master) execute(ctx context.Context, effs []lifecycle.Effect) (Heartbea
 		case lifecycle.PutExpired:
 			m.met.mc.putDiscards.Add(1)
 			m.log.Info("put timed out before PutEnd; workers drop it", "key", e.Key, "version", e.Version, "put_timeout", m.cfg.PutTimeout)
+		case lifecycle.TaskEnded:
+			m.rmet.taskEnded(e)
+			if e.Status == base.TaskFailed {
+				m.log.Info("copy task failed", "task", e.ID, "type", e.Type, "key", e.Key, "reason", e.Message)
+			} else {
+				m.log.Info("copy task done", "task", e.ID, "type", e.Type, "key", e.Key)
+			}
 		case lifecycle.SessionExpired:
 			m.log.Info("dropped a worker registration never finished", "worker", e.ID, "pages", e.Pages,
 				"objects", e.Objects, "idle", e.Idle)
@@ -164,6 +171,9 @@ func (m *Master) copyObject(o lifecycle.CopyOrder) {
 			// A repair copy restores resilience: keep it on disk where the target has one.
 			persistence = base.PersistenceDurable
 		}
+	}
+	if m.cfg.Test.BeforeCopy != nil {
+		m.cfg.Test.BeforeCopy(o)
 	}
 	ctx, cancel := context.WithTimeout(m.repair.ctx, copyTimeout)
 	err := m.cli.Call(ctx, o.SrcAddr, &transfer.ReplicateRequest{Key: o.Key, Version: o.Version, To: o.To,
@@ -267,10 +277,10 @@ func (m *Master) drainWorker(ctx context.Context, id base.WorkerID, cancel bool)
 func (m *Master) repairGauges() repairGauges {
 	st := m.node.Stats()
 	m.mu.Lock()
-	rs := m.mu.lc.RepairStats()
+	rs, tasks := m.mu.lc.RepairStats(), m.mu.lc.TaskCounts()
 	m.mu.Unlock()
 	return repairGauges{UnderReplicated: rs.UnderReplicated, DrainingReplicas: rs.Draining, Queued: rs.Queued,
-		InFlight: rs.InFlight, LostReplicas: st.LostReplicas, InvisibleObjects: st.Invisible}
+		InFlight: rs.InFlight, LostReplicas: st.LostReplicas, InvisibleObjects: st.Invisible, Tasks: tasks}
 }
 
 // retireWorker forgets a dead (or left) worker for good (the RetireWorker call, an operator's

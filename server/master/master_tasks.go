@@ -27,6 +27,14 @@ func (m *Master) createTask(r *transfer.CreateTaskRequest) (*transfer.CreateTask
 	if !m.ensureLeader() {
 		return nil, m.notLeader()
 	}
+	// A resend (the client's id, a task of it held) is answered before anything is resolved:
+	// the task may have changed what the checks below look at (a move's source holds the
+	// object no more).
+	if resent, err := m.taskResent(r.ID, typ, r.Key); err != nil {
+		return nil, err
+	} else if resent {
+		return &transfer.CreateTaskResponse{ID: r.ID}, nil
+	}
 	segs := m.node.Segments()
 	addrs := map[base.WorkerID]string{}
 	for _, s := range segs {
@@ -57,18 +65,42 @@ func (m *Master) createTask(r *transfer.CreateTaskRequest) (*transfer.CreateTask
 	obj := lifecycle.TaskObject{Key: o.Key, Version: o.Version, Size: o.Size, Replicas: o.Replicas}
 	now := m.now()
 	m.mu.Lock()
-	var id base.TaskID
+	id := r.ID
 	for id == (base.TaskID{}) {
 		id = base.TaskID{Hi: m.mu.rng.Uint64(), Lo: m.mu.rng.Uint64()}
 	}
-	effs, err := m.mu.lc.CreateTask(now, id, typ, obj, source, targets, addrs)
+	// NB: checked again under the lock CreateTask takes: a resend that arrived while the
+	// first call resolved its segments is answered here, not refused as an id in use.
+	resent, err := m.mu.lc.TaskResent(id, typ, r.Key)
+	var effs []lifecycle.Effect
+	if !resent && err == nil {
+		effs, err = m.mu.lc.CreateTask(now, id, typ, obj, source, targets, addrs)
+	}
 	m.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	m.execute(context.Background(), effs)
-	m.log.Info("copy task created", "task", id, "type", typ, "key", r.Key, "source", source, "targets", targets)
+	if !resent {
+		m.rmet.tasksCreated[typ].Add(1)
+		m.execute(context.Background(), effs)
+		m.log.Info("copy task created", "task", id, "type", typ, "key", r.Key, "source", source, "targets", targets)
+	}
 	return &transfer.CreateTaskResponse{ID: id}, nil
+}
+
+// taskResent reports whether a CreateTask with the client's id is a resend of a task the
+// leader holds (lifecycle.Machine.TaskResent); false for a request without an id.
+func (m *Master) taskResent(id base.TaskID, typ base.TaskType, key string) (bool, error) {
+	if id == (base.TaskID{}) {
+		return false, nil
+	}
+	m.mu.Lock()
+	resent, err := m.mu.lc.TaskResent(id, typ, key)
+	m.mu.Unlock()
+	if resent {
+		m.log.Debug("CreateTask resent: answered with the task created", "task", id, "key", key)
+	}
+	return resent, err
 }
 
 // segmentNamed resolves a segment name, a worker id or its worker's address, to the worker
@@ -102,6 +134,15 @@ func (m *Master) queryTask(r *transfer.QueryTaskRequest) (*transfer.QueryTaskRes
 	return &transfer.QueryTaskResponse{Type: t.Type, Status: t.Status, Key: t.Key,
 		CreatedMs: t.Created.UnixMilli(), UpdatedMs: t.Updated.UnixMilli(), AssignedClient: string(t.Assigned),
 		Message: t.Message}, nil
+}
+
+// createTaskOp is CreateTask's Mooncake counter: create_move_task for a move, else
+// create_copy_task (a bad type counts as a failed copy).
+func createTaskOp(req transfer.Message) masterOp {
+	if req.(*transfer.CreateTaskRequest).Type == base.TaskMove {
+		return opCreateMoveTask
+	}
+	return opCreateCopyTask
 }
 
 // serveCreateTask and serveQueryTask are the RPC table's entries.

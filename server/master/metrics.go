@@ -30,12 +30,16 @@ const (
 	opRegisterWorker
 	opHeartbeat
 	opStatus
+	opCreateCopyTask
+	opCreateMoveTask
+	opQueryTask
 	numMasterOps
 )
 
 // masterOpNames[op] = {Prometheus name, summary-line name}. Prometheus names follow Mooncake's
 // master_metric_manager (get_replica_list for Lookup, exist_key for Exists, mount_segment for
-// worker registration, ping for heartbeats).
+// worker registration, ping for heartbeats; CreateTask counts under create_copy_task or
+// create_move_task by its type, a resend as another request, as Mooncake counts its calls).
 var masterOpNames = [numMasterOps][2]string{
 	opPutStart:       {"put_start", "PutStart"},
 	opPutEnd:         {"put_end", "PutEnd"},
@@ -54,6 +58,9 @@ var masterOpNames = [numMasterOps][2]string{
 	opRegisterWorker: {"mount_segment", "Register"},
 	opHeartbeat:      {"ping", "Heartbeat"},
 	opStatus:         {"status", "Status"},
+	opCreateCopyTask: {"create_copy_task", "CreateCopyTask"},
+	opCreateMoveTask: {"create_move_task", "CreateMoveTask"},
+	opQueryTask:      {"query_task", "QueryTask"},
 }
 
 // masterStats is what the master's gauges read at scrape time. The master fills it from

@@ -35,7 +35,7 @@ type mooncakeRow struct {
 const (
 	whyNoF      = " Always 0: NVMe-oF segments are not supported."
 	whyNoCall   = " Always 0: this build has no such call."
-	whyNoTasks  = " Always 0: copies run worker to worker on the leader's repair queue (master_repair_*), without Mooncake's copy/move protocol; copy and move tasks count there, not under these names."
+	whyNoTasks  = " Always 0: the leader has the workers copy worker to worker on its repair queue (master_repair_*), without Mooncake's copy/move protocol, and no client fetches or updates tasks; copy and move tasks count under master_create_copy_task_*, master_create_move_task_*, master_query_task_* and master_tasks*."
 	whyNoQueue  = " Always 0: a worker promotes an NVMe object to DRAM while it serves the read; there is no promotion queue to admit, expire or reject."
 	whyOneStep  = " Always 0: a worker leaving is one raft commit on the leader, never retried."
 	whyDRAMOnly = " Every eviction here is from DRAM, so it equals the unsuffixed metric."
@@ -150,7 +150,7 @@ var mooncakeRows = func() []mooncakeRow {
 		counter("master_snapshot_fail", "Mooncake's failed metadata snapshots. Always 0: see master_snapshot_success.", nil),
 	)
 	for _, stem := range []string{"copy_start", "copy_end", "copy_revoke", "move_start", "move_end", "move_revoke", "evict_disk_replica",
-		"create_copy_task", "create_move_task", "query_task", "fetch_tasks", "update_task"} {
+		"fetch_tasks", "update_task"} {
 		rows = append(rows, requestsAndFailures(stem, whyNoTasks)...)
 	}
 	return rows

@@ -1,6 +1,10 @@
 package wire
 
-import "github.com/mooncake-go/mooncake/internal/base"
+import (
+	"fmt"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+)
 
 // Copy and move tasks (opcodes 65-66, Mooncake's create_copy_task, create_move_task and
 // query_task): the leader queues the copies on its repair queue and answers a task id at
@@ -14,13 +18,19 @@ const MaxTaskTargets = 64
 // (TaskMove). A segment is named by its worker id or its worker's address. The response
 // (CreateTaskResponse) names the task. Errors: OBJECT_NOT_FOUND (no such key, or Source
 // holds no replica), SEGMENT_NOT_FOUND (a segment unknown, or a target not alive),
-// OBJECT_ALREADY_EXISTS (a target holds it), INVALID_PARAMS. Not idempotent: a resend
-// would queue a second task.
+// OBJECT_ALREADY_EXISTS (a target holds it), INVALID_PARAMS.
+//
+// ID is a trailing optional field (16 bytes, hi u64 then lo u64; absent when zero, as a
+// sender built before it encodes): the task id the client chose. The leader creates the task
+// under it, and a resend of the same request (same ID, type and key) is answered with the
+// task already created instead of a second one, so the call is safe to resend. Without it the
+// leader chooses the id (and a resend would queue a second task).
 type CreateTaskRequest struct {
 	Type    base.TaskType
 	Key     string
 	Source  string
 	Targets []string
+	ID      base.TaskID
 }
 
 func (m *CreateTaskRequest) Op() Op { return OpCreateTask }
@@ -32,6 +42,9 @@ func (m *CreateTaskRequest) Encode(e *Encoder) {
 	for _, t := range m.Targets {
 		e.Str(t)
 	}
+	if m.ID != (base.TaskID{}) {
+		encodeTaskID(e, m.ID)
+	}
 }
 func (m *CreateTaskRequest) Decode(d *Decoder) {
 	m.Type = base.TaskType(d.U8())
@@ -41,6 +54,13 @@ func (m *CreateTaskRequest) Decode(d *Decoder) {
 	m.Targets = make([]string, 0, n)
 	for range n {
 		m.Targets = append(m.Targets, d.Str(MaxAddrLen, "target segment"))
+	}
+	if d.Err() != nil || d.Remaining() == 0 {
+		return
+	}
+	m.ID = decodeTaskID(d)
+	if d.Err() == nil && m.ID == (base.TaskID{}) {
+		d.Fail(fmt.Errorf("%w: a zero task id (leave the field out)", base.ErrInvalidParams))
 	}
 }
 

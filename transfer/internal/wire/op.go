@@ -64,8 +64,8 @@ const (
 	// close tells the leader the worker is gone; never resent on another connection.
 	OpLeaveWorker  Op = 63
 	OpAttachWorker Op = 64
-	// Copy and move tasks (messages_tasks.go). CreateTask is not idempotent (a resend queues
-	// a second task); QueryTask is.
+	// Copy and move tasks (messages_tasks.go). Both are safe to resend: CreateTask carries
+	// the id its client chose, and the leader answers a resend with the task it created.
 	OpCreateTask Op = 65
 	OpQueryTask  Op = 66
 	// Memory and model calls (issue 13): models are registered on the leader; Memory asks a
@@ -136,7 +136,7 @@ var ops = [256]opInfo{
 	OpRetireWorker:   {name: "RetireWorker"},
 	OpLeaveWorker:    {name: "LeaveWorker", idempotent: true},
 	OpAttachWorker:   {name: "AttachWorker"},
-	OpCreateTask:     {name: "CreateTask"},
+	OpCreateTask:     {name: "CreateTask", idempotent: true},
 	OpQueryTask:      {name: "QueryTask", idempotent: true},
 	OpModelAdd:       {name: "ModelAdd", idempotent: true},
 	OpModelRemove:    {name: "ModelRemove"},

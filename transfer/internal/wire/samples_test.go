@@ -107,6 +107,8 @@ func sampleRequests() []Message {
 		&QueryTaskRequest{ID: base.TaskID{Hi: 1 << 63, Lo: 42}},
 		// Put sessions (120).
 		&SessionCommitRequest{Key: "layerwise/block-7/rank-0", Version: 42},
+		// CreateTask with the client's task id (a trailing optional field, messages_tasks.go).
+		&CreateTaskRequest{Type: base.TaskCopy, Key: "k", Targets: []string{"w-2"}, ID: base.TaskID{Hi: 7, Lo: 1 << 63}},
 	}
 }
 
@@ -197,6 +199,13 @@ func earlierRevisions(m Message) []Message {
 		}
 		old := *p
 		old.Verifies = false
+		return []Message{&old}
+	case *CreateTaskRequest:
+		if p.ID == (base.TaskID{}) {
+			return nil
+		}
+		old := *p
+		old.ID = base.TaskID{}
 		return []Message{&old}
 	case *WriteRequest:
 		if p.Model == "" {
