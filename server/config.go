@@ -5,57 +5,53 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mooncake-go/mooncake/dram"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/server/config"
 	"github.com/mooncake-go/mooncake/server/lifecycle"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
-// Defaults. Each names the Mooncake flag it mirrors where there is one.
-const (
-	// DefaultClientTTL is how long a worker may stay silent before the leader marks it dead
-	// (Mooncake --client_ttl, 10 s there too). Ten missed heartbeats at DefaultHeartbeatInterval.
-	DefaultClientTTL = 10 * time.Second
-	// DefaultWorkerRestartGrace is how long the leader keeps a worker that announced a graceful
-	// shutdown (its final heartbeat says it is leaving to restart) before marking it dead. Two
-	// minutes covers a spill of a large DRAM arena, the process restart and the reopening of a
-	// large NVMe index (about 10 s for a million objects), with room to spare; it is short
-	// enough that the replicas of a worker that was decommissioned rather than restarted are
-	// dropped soon. During the grace lookups still list the worker: clients fail over to other
-	// replicas, or get an error for objects held only there, until it is back.
-	DefaultWorkerRestartGrace = 2 * time.Minute
-	// DefaultClientDisconnectGrace is how long the leader waits for a worker whose connection
-	// to it broke (its process killed, its host gone) to attach again before it marks the
-	// worker dead. The worker stops getting puts at once; 2 s covers a reconnect after a
-	// transient reset (the worker redials within 500 ms) and is five times shorter than
-	// client_ttl, which still bounds a worker that hangs with its connection open.
-	DefaultClientDisconnectGrace = 2 * time.Second
+// Defaults, as the config table (server/config) declares them: these names read it, none
+// writes a value of its own. Each is documented, with the evidence for it, at its Setting.
+var (
+	// DefaultClientTTL: a worker silent this long is marked dead (--client_ttl).
+	DefaultClientTTL = config.MasterDefaults.ClientTTL
+	// DefaultWorkerRestartGrace: a worker that announced a graceful shutdown is kept this long
+	// (--worker_restart_grace).
+	DefaultWorkerRestartGrace = config.MasterDefaults.WorkerRestartGrace
+	// DefaultClientDisconnectGrace: a worker whose connection to the leader broke is marked
+	// dead this long after (--client_disconnect_grace).
+	DefaultClientDisconnectGrace = config.MasterDefaults.ClientDisconnectGrace
 	// DefaultHeartbeatInterval is how often a worker heartbeats the leader.
-	DefaultHeartbeatInterval = time.Second
-	// DefaultPutTimeout bounds a put between PutStart and PutEnd. After it the leader forgets the
-	// reservation and the workers drop the pending bytes. 60 s leaves room for a multi-GiB value
-	// over a slow link; a stuck client holds arena bytes at most this long.
-	DefaultPutTimeout = 60 * time.Second
+	DefaultHeartbeatInterval = config.WorkerDefaults.HeartbeatInterval
+	// DefaultPutTimeout bounds a put between PutStart and PutEnd (--put_timeout).
+	DefaultPutTimeout = config.MasterDefaults.PutTimeout
 	// DefaultEvictionHighWatermarkRatio is Mooncake's --eviction_high_watermark_ratio default.
-	DefaultEvictionHighWatermarkRatio = 0.95
+	DefaultEvictionHighWatermarkRatio = config.MasterDefaults.EvictionHighWatermarkRatio
 	// DefaultEvictionRatio is Mooncake's --eviction_ratio default.
-	DefaultEvictionRatio = 0.05
-	// DefaultMaxValueSize bounds one value: 64 GiB, far above a KV-cache block and still a
-	// bound every length check can use.
-	DefaultMaxValueSize = 64 << 30
+	DefaultEvictionRatio = config.MasterDefaults.EvictionRatio
+	// DefaultMaxValueSize bounds one value (--max_value_size).
+	DefaultMaxValueSize = int64(config.MasterDefaults.MaxValueSize)
 	// DefaultSummaryInterval is how often the leader logs its "Master Metrics:" line.
-	DefaultSummaryInterval = 10 * time.Second
+	DefaultSummaryInterval = config.MasterDefaults.SummaryInterval
 	// DefaultGlobalSegmentSize is the worker's DRAM arena when none is configured.
-	DefaultGlobalSegmentSize = 1 << 30
-	// DefaultProtocol is the only transfer protocol this build implements.
-	DefaultProtocol = "tcp"
+	DefaultGlobalSegmentSize = int64(config.WorkerDefaults.GlobalSegmentSize)
 	// DefaultMasterID names a master when MasterConfig.ID is empty (a standalone master).
-	DefaultMasterID = "m1"
+	DefaultMasterID = config.MasterDefaults.MasterID
+	// DefaultPrefetchBudget is WorkerConfig.PrefetchBudget's default (--prefetch_budget).
+	DefaultPrefetchBudget = int64(config.WorkerDefaults.PrefetchBudget)
+	// DefaultShmLeaseTTL is WorkerConfig.ShmLeaseTTL's default.
+	DefaultShmLeaseTTL = config.WorkerDefaults.ShmLeaseTTL
 )
+
+// DefaultProtocol is the only transfer protocol this build implements.
+const DefaultProtocol = "tcp"
 
 // MasterConfig configures one master. A zero field takes the default its comment names.
 // Call EnsureDefaults, then Validate (NewMaster does both).
@@ -158,7 +154,7 @@ func (c *MasterConfig) EnsureDefaults() {
 		c.ID = DefaultMasterID
 	}
 	if c.RPCAddress == "" {
-		c.RPCAddress = "127.0.0.1:50051"
+		c.RPCAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(config.MasterDefaults.RPCPort))
 	}
 	if c.RaftAddress == "" {
 		host, port, err := net.SplitHostPort(c.RPCAddress)
@@ -166,7 +162,7 @@ func (c *MasterConfig) EnsureDefaults() {
 			if port == "0" {
 				c.RaftAddress = net.JoinHostPort(host, "0")
 			} else {
-				c.RaftAddress = net.JoinHostPort(host, "7001")
+				c.RaftAddress = net.JoinHostPort(host, strconv.Itoa(config.MasterDefaults.RaftPort))
 			}
 		}
 	}
@@ -217,22 +213,12 @@ func (c *MasterConfig) Validate() error {
 		return bad("raft_address %q is not host:port", c.RaftAddress)
 	case c.MetricsAddress != "" && !validHostPort(c.MetricsAddress):
 		return bad("metrics address %q is not host:port", c.MetricsAddress)
-	case c.ClientTTL < 0:
-		return bad("client_ttl %v is negative", c.ClientTTL)
-	case c.WorkerRestartGrace < 0:
-		return bad("worker_restart_grace %v is negative", c.WorkerRestartGrace)
-	case c.ClientDisconnectGrace < 0:
-		return bad("client_disconnect_grace %v is negative", c.ClientDisconnectGrace)
-	case c.EvictionHighWatermarkRatio <= 0 || c.EvictionHighWatermarkRatio > 1:
-		return bad("eviction_high_watermark_ratio %v is not in (0, 1]", c.EvictionHighWatermarkRatio)
-	case c.EvictionRatio <= 0 || c.EvictionRatio >= 1:
-		return bad("eviction_ratio %v is not in (0, 1)", c.EvictionRatio)
-	case c.PutTimeout < 0:
-		return bad("put timeout %v is negative", c.PutTimeout)
-	case c.MaxValueSize < 0:
-		return bad("max value size %d is negative", c.MaxValueSize)
-	case c.SummaryInterval < 0:
-		return bad("summary interval %v is negative", c.SummaryInterval)
+	}
+	if err := checkTable(config.KindMaster, "master config: ", "client_ttl", c.ClientTTL, "worker_restart_grace", c.WorkerRestartGrace,
+		"client_disconnect_grace", c.ClientDisconnectGrace, "eviction_high_watermark_ratio", c.EvictionHighWatermarkRatio,
+		"eviction_ratio", c.EvictionRatio, "put_timeout", c.PutTimeout, "max_value_size", c.MaxValueSize,
+		"summary_interval", c.SummaryInterval); err != nil {
+		return err
 	}
 	if err := c.Conns.Validate(); err != nil {
 		return err
@@ -401,7 +387,7 @@ func (c *WorkerConfig) EnsureDefaults() {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
 	}
 	if c.PendingWriteTimeout == 0 {
-		c.PendingWriteTimeout = DefaultPutTimeout
+		c.PendingWriteTimeout = config.WorkerDefaults.PendingWriteTimeout
 	}
 	if c.ShmLeaseTTL == 0 {
 		c.ShmLeaseTTL = DefaultShmLeaseTTL
@@ -413,12 +399,6 @@ func (c *WorkerConfig) EnsureDefaults() {
 		c.Logger = slog.Default()
 	}
 }
-
-// DefaultPrefetchBudget is WorkerConfig.PrefetchBudget's default.
-const DefaultPrefetchBudget = 64 << 20
-
-// DefaultShmLeaseTTL is WorkerConfig.ShmLeaseTTL's default.
-const DefaultShmLeaseTTL = 30 * time.Second
 
 // Validate reports the first invalid field as an error wrapping base.ErrInvalidParams (or
 // base.ErrNotSupported for a protocol this build lacks). It presumes EnsureDefaults.
@@ -444,19 +424,17 @@ func (c *WorkerConfig) Validate() error {
 		return bad("address %q is not host:port", c.Address)
 	case c.MetricsAddress != "" && !validHostPort(c.MetricsAddress):
 		return bad("metrics address %q is not host:port", c.MetricsAddress)
-	case c.GlobalSegmentSize < 0:
-		return bad("global_segment_size %d is negative", c.GlobalSegmentSize)
-	case c.SSDCapacity < 0:
-		return bad("ssd_capacity %d is negative", c.SSDCapacity)
 	case c.HighWatermark < 0 || c.HighWatermark > 1 || c.LowWatermark < 0 || c.LowWatermark > 1 ||
 		(c.HighWatermark > 0 && c.LowWatermark > c.HighWatermark):
 		return bad("watermarks high %v, low %v: want 0 <= low <= high <= 1", c.HighWatermark, c.LowWatermark)
-	case c.HeartbeatInterval < 0, c.PendingWriteTimeout < 0, c.ShmLeaseTTL < 0:
-		return bad("negative interval")
 	case c.Persistence > base.PersistenceDurable:
 		return bad("unknown persistence %d", c.Persistence)
 	case c.RootFSDir == "" && c.Persistence != base.PersistenceCache:
 		return bad("persistence %s needs root_fs_dir (without it the worker is DRAM only: use cache)", c.Persistence)
+	}
+	if err := checkTable(config.KindWorker, "worker config: ", "global_segment_size", c.GlobalSegmentSize, "ssd_capacity", c.SSDCapacity,
+		"heartbeat_interval", c.HeartbeatInterval, "pending_write_timeout", c.PendingWriteTimeout, "shm_lease_ttl", c.ShmLeaseTTL); err != nil {
+		return err
 	}
 	for _, a := range c.MasterAddresses {
 		if !validHostPort(a) {
@@ -478,6 +456,17 @@ func (c *WorkerConfig) logAttrs() []any {
 		"pending_write_timeout", c.PendingWriteTimeout, "warm_up", c.WarmUp, "prefetch_budget", base.Bytes(c.PrefetchBudget).String(),
 		"shared_arena", !c.PrivateArena, "shm_lease_ttl", c.ShmLeaseTTL, "size_units", base.SizeUnits,
 	}
+}
+
+// checkTable runs the config table's check of each name on its value (name, value, name,
+// value, ...): the Go API's values pass the same checks as flags, files and variables.
+func checkTable(kind config.Kind, prefix string, nameValues ...any) error {
+	for i := 0; i+1 < len(nameValues); i += 2 {
+		if err := config.Check(kind|config.KindAPI, prefix, nameValues[i].(string), nameValues[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // validHostPort reports whether s is host:port with a numeric port (host may be empty).

@@ -17,6 +17,7 @@ import (
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/internal/testutil"
 	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/config"
 )
 
 func TestMain(m *testing.M) {
@@ -197,12 +198,12 @@ func TestMasterSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.ID != "m2" || len(s.Peers) != 3 || s.Peers[2] != (peer{"m3", "127.0.0.1:7003", ""}) || s.Peers[0].RPCAddr != "127.0.0.1:50051" || s.MetricsAddress != "127.0.0.1:9004" ||
-		s.ClusterID != base.DefaultClusterID || s.ClientTTL != defaultClientTTL || s.EvictionRatio != defaultEvictRatio ||
-		s.WorkerRestartGrace != defaultRestartGrace {
+		s.ClusterID != base.DefaultClusterID || s.ClientTTL != config.MasterDefaults.ClientTTL || s.EvictionRatio != config.MasterDefaults.EvictionRatio ||
+		s.WorkerRestartGrace != config.MasterDefaults.WorkerRestartGrace {
 		t.Fatalf("%+v", s)
 	}
-	if defaultRestartGrace != server.DefaultWorkerRestartGrace {
-		t.Fatalf("--worker_restart_grace default %v, the server's %v", defaultRestartGrace, server.DefaultWorkerRestartGrace)
+	if s.WorkerRestartGrace != server.DefaultWorkerRestartGrace {
+		t.Fatalf("--worker_restart_grace default %v, the server's %v", s.WorkerRestartGrace, server.DefaultWorkerRestartGrace)
 	}
 	if s.ClientDisconnectGrace != server.DefaultClientDisconnectGrace {
 		t.Fatalf("--client_disconnect_grace default %v, the server's %v", s.ClientDisconnectGrace, server.DefaultClientDisconnectGrace)
@@ -213,7 +214,7 @@ func TestMasterSettings(t *testing.T) {
 	for _, tc := range []struct {
 		arg  string
 		want time.Duration
-	}{{"0", defaultClientTTL}, {"5m", 5 * time.Minute}} {
+	}{{"0", config.MasterDefaults.ClientTTL}, {"5m", 5 * time.Minute}} {
 		f := masterFlags{}
 		fs := pflag.NewFlagSet("master", pflag.ContinueOnError)
 		f.register(fs, true)

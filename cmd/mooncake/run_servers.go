@@ -12,6 +12,7 @@ import (
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
 	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/config"
 )
 
 func (e *env) masterConfig(s masterSettings) server.MasterConfig {
@@ -65,7 +66,7 @@ func runMaster(ctx context.Context, e *env, s masterSettings) error {
 	}
 	<-ctx.Done()
 	e.logger().Info("signal received, shutting down", "master", s.ID)
-	sctx, cancel := shutdownCtx(defaultShutdownTimeout)
+	sctx, cancel := shutdownCtx(config.WorkerDefaults.ShutdownTimeout)
 	defer cancel()
 	return m.Shutdown(sctx)
 }
@@ -99,13 +100,13 @@ func runStandalone(ctx context.Context, e *env, ms masterSettings, ws workerSett
 	ws.MasterAddresses = []string{m.Addr()}
 	w, err := server.NewWorker(e.workerConfig(ws))
 	if err != nil {
-		sctx, cancel := shutdownCtx(defaultShutdownTimeout)
+		sctx, cancel := shutdownCtx(config.WorkerDefaults.ShutdownTimeout)
 		defer cancel()
 		_ = m.Shutdown(sctx)
 		return fmt.Errorf("standalone worker: %w", err)
 	}
 	if err := waitRegistered(ctx, m.Addr(), ms.ClusterID, w.ID(), w.Addr()); err != nil {
-		sctx, cancel := shutdownCtx(defaultShutdownTimeout)
+		sctx, cancel := shutdownCtx(config.WorkerDefaults.ShutdownTimeout)
 		defer cancel()
 		_ = w.Shutdown(sctx)
 		_ = m.Shutdown(sctx)
@@ -120,7 +121,7 @@ func runStandalone(ctx context.Context, e *env, ms masterSettings, ws workerSett
 	sctx, cancel := shutdownCtx(ws.ShutdownTimeout)
 	defer cancel()
 	werr := w.Shutdown(sctx)
-	mctx, mcancel := shutdownCtx(defaultShutdownTimeout)
+	mctx, mcancel := shutdownCtx(config.WorkerDefaults.ShutdownTimeout)
 	defer mcancel()
 	merr := m.Shutdown(mctx)
 	if werr != nil {

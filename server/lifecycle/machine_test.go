@@ -106,6 +106,8 @@ func TestMachine(t *testing.T) {
 				if g := str("session-ttl"); g != "" {
 					cfg.Sessions.TTL = dur(t, g)
 				}
+				// The scripts' put timeout is 30s unless they name one (PutTimeout is required).
+				cfg.PutTimeout = 30 * time.Second
 				if g := str("put-timeout"); g != "" {
 					cfg.PutTimeout = dur(t, g)
 				}

@@ -1,0 +1,144 @@
+package config
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+var allKinds = []Kind{KindMaster, KindWorker, KindMooncakeClient, KindStandalone, KindAPI}
+
+// TestTable: every setting fills a field of its default's type (or, without a field, is one
+// of Mooncake's flags with a gflags default and a reason), its default passes its own check,
+// and no command takes one name twice.
+func TestTable(t *testing.T) {
+	for _, k := range allKinds {
+		seen := map[string]bool{}
+		for i := range table {
+			s := &table[i]
+			if !s.Takes(k) {
+				continue
+			}
+			if seen[s.Name] {
+				t.Errorf("kind %d takes --%s twice", k, s.Name)
+			}
+			seen[s.Name] = true
+		}
+	}
+	var m Master
+	var w Worker
+	for i := range table {
+		s := &table[i]
+		if s.Kinds == 0 {
+			t.Errorf("%s: no kind", s.Name)
+		}
+		if !s.Wired() {
+			if s.Mooncake == nil || s.Mooncake.Why == "" || CheckGflag(s.Mooncake.Type, s.Mooncake.Default) != nil {
+				t.Errorf("%s: no field, and not a Mooncake flag with a reason and a default of its type", s.Name)
+			}
+			continue
+		}
+		if s.Help == "" {
+			t.Errorf("%s: no help", s.Name)
+		}
+		for _, p := range []any{s.field(&m, nil), s.field(nil, &w)} {
+			if p == nil {
+				continue
+			}
+			if ft, dt := reflect.TypeOf(p).Elem(), reflect.TypeOf(s.Default); ft != dt {
+				t.Errorf("%s: field of type %v, default of type %v", s.Name, ft, dt)
+			}
+		}
+		if s.Check != nil {
+			if err := s.Check(s.Default); err != nil {
+				t.Errorf("%s: the default %v fails its own check: %v", s.Name, s.Default, err)
+			}
+		}
+	}
+}
+
+// TestRegister: every command kind's flags register (each field type has a flag type), at
+// the table's defaults, and parse back into the fields.
+func TestRegister(t *testing.T) {
+	for _, k := range allKinds[:4] {
+		var m Master
+		var w Worker
+		fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+		Register(fs, k, &m, &w)
+		if err := Validate(k, &m, &w); err != nil {
+			t.Errorf("kind %d: the defaults do not validate: %v", k, err)
+		}
+	}
+	var m Master
+	fs := pflag.NewFlagSet("master", pflag.ContinueOnError)
+	Register(fs, KindMaster, &m, nil)
+	if m.ClientTTL != 10*time.Second || m.PutTimeout != MasterDefaults.PutTimeout || !m.RaftFsync || m.Port != MasterDefaults.RPCPort {
+		t.Fatalf("defaults: %+v", m)
+	}
+	if err := fs.Parse([]string{"--client_ttl", "20", "--max_value_size", "1GiB", "--enable_ha", "-v=2", "--cxl_size=7"}); err != nil {
+		t.Fatal(err)
+	}
+	if m.ClientTTL != 20*time.Second || m.MaxValueSize != 1<<30 || m.Verbosity != 2 {
+		t.Fatalf("parsed: %+v", m)
+	}
+	if lines := NoEffect(fs, KindMaster); len(lines) != 2 || lines[0] != "--enable_ha=true: accepted, no effect here: "+whyHA {
+		t.Fatalf("no-effect lines %q", lines)
+	}
+	if err := fs.Parse([]string{"--cxl_size=-1"}); err == nil {
+		t.Fatal("a uint64 flag without effect took -1")
+	}
+	if err := fs.Parse([]string{"--eviction_ratio", "1.5"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(KindMaster, &m, nil); !errors.Is(err, base.ErrInvalidParams) || err.Error() != base.ErrInvalidParams.Error()+": --eviction_ratio must be in (0, 1), got 1.5" {
+		t.Fatalf("validate: %v", err)
+	}
+}
+
+// TestCheck: one check per setting, worded after the name the caller gives.
+func TestCheck(t *testing.T) {
+	f := func(name string, v any, want string) {
+		t.Helper()
+		err := Check(KindWorker|KindAPI, "", name, v)
+		if (err == nil) != (want == "") || (err != nil && err.Error() != base.ErrInvalidParams.Error()+": "+want) {
+			t.Fatalf("%s %v: %v, want %q", name, v, err, want)
+		}
+	}
+	f("global_segment_size", base.Bytes(1), "")
+	f("global_segment_size", base.Bytes(0), "global_segment_size must be positive")
+	f("global_segment_size", int64(-1), "global_segment_size must be positive")
+	f("global_segment_size", uint64(1)<<51, "global_segment_size 2251799813685248 is implausible")
+	f("ssd_capacity", int64(-1), "ssd_capacity must not be negative")
+	f("metrics_port", 70000, "metrics_port 70000 is not a port")
+	f("root_fs_dir", "anything", "")
+}
+
+func TestParseSeconds(t *testing.T) {
+	f := func(in string, want time.Duration, ok bool) {
+		t.Helper()
+		var d seconds
+		err := d.Set(in)
+		if (err == nil) != ok || (ok && time.Duration(d) != want) {
+			t.Fatalf("Set(%q) = %v, %v; want %v, ok %v", in, time.Duration(d), err, want, ok)
+		}
+	}
+	f("10", 10*time.Second, true)
+	f("2.5", 2500*time.Millisecond, true)
+	f("1m", time.Minute, true)
+	f("ten", 0, false)
+}
+
+// TestDefaults: the Go API's defaults are the table's, for the master and the worker alike.
+func TestDefaults(t *testing.T) {
+	if MasterDefaults.PutTimeout != WorkerDefaults.PendingWriteTimeout {
+		t.Fatalf("put timeout %v, the worker's pending writes %v", MasterDefaults.PutTimeout, WorkerDefaults.PendingWriteTimeout)
+	}
+	if WorkerDefaults.GlobalSegmentSize != 1<<30 || MasterDefaults.RaftPort != 7001 || MasterDefaults.MasterID != "m1" {
+		t.Fatalf("%+v %+v", MasterDefaults, WorkerDefaults)
+	}
+}

@@ -1,0 +1,109 @@
+package config
+
+import (
+	"reflect"
+	"time"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+// Conns are the connection limits of a server's RPC port (negative: no limit).
+type Conns struct {
+	IdleTimeout, FrameTimeout time.Duration
+	MaxConnsPerPeer           int
+}
+
+// KVEvents are Mooncake's KV event publisher settings (the master's kv_events_* flags).
+type KVEvents struct {
+	Enabled, EmitObjectKey, EmitLegacyCompat bool
+	BindEndpoint, BackendID, ModelName       string
+	LoraName, AdditionalSalt                 string
+	BlockSize, DPRank                        uint32
+}
+
+// Master holds a master's settings as the table fills them: from the flags of `mooncake
+// master`, mooncake_master and the master half of standalone, or, for the Go API, the
+// defaults (MasterDefaults). Each field's setting, default and check are in table.go.
+type Master struct {
+	ID, DataDir, RPCAddress, RaftAddress, Peers, PeerRPCAddresses string
+	ClusterID, LocalHostname                                      string
+	RPCPort, MetricsPort                                          int
+	ClientTTL, PutTimeout                                         time.Duration
+	WorkerRestartGrace, ClientDisconnectGrace                     time.Duration
+	EvictionHighWatermarkRatio, EvictionRatio                     float64
+	MaxValueSize                                                  base.Bytes
+	Join, RaftFsync                                               bool
+	Conns                                                         Conns
+	KVEvents                                                      KVEvents
+
+	// Mooncake's mooncake_master flags with an effect here (compat).
+	Port, Verbosity, HTTPMetadataServerPort, RPCConnTimeoutSeconds int
+	ConfigPath, RootFSDir, MetricsHost, HTTPMetadataServerHost     string
+	RPCInterface                                                   string
+	EnableMetricReporting, EnableHTTPMetadataServer                bool
+	PutStartDiscardTimeout                                         time.Duration
+
+	// Go API only.
+	RaftPort        int
+	SummaryInterval time.Duration
+	MasterID        string
+}
+
+// Worker holds a worker's settings as the table fills them (`mooncake worker`,
+// mooncake_client, the worker half of standalone, the Go API's defaults).
+type Worker struct {
+	WorkerID, MasterServerAddress, WorkerAddress, RootFSDir string
+	Persistence, ClusterID, Protocol, HugePages             string
+	LocalHostname                                           string
+	MetricsPort                                             int
+	GlobalSegmentSize, SSDCapacity, PrefetchBudget          base.Bytes
+	ShutdownTimeout                                         time.Duration
+	WarmUp, SharedMemory, PrefaultArena, PopulateArena      bool
+	TCPSendfile, DRAMOnly                                   bool
+	Conns                                                   Conns
+
+	// Mooncake's mooncake_client flags with an effect here (compat).
+	Host                            string
+	Port, Verbosity, HTTPPort       int
+	EnableOffload, EnableHTTPServer bool
+
+	// Go API only.
+	WorkerPort                                          int
+	HeartbeatInterval, ShmLeaseTTL, PendingWriteTimeout time.Duration
+	StandaloneWorkerID                                  string
+}
+
+// Defaults returns the defaults of the settings kind takes (and the Go API's) in a Master
+// and a Worker.
+func Defaults(kind Kind) (Master, Worker) {
+	var m Master
+	var w Worker
+	for i := range table {
+		s := &table[i]
+		if !s.Takes(kind | KindAPI) {
+			continue
+		}
+		if s.Master != nil {
+			setDefault(s.Master(&m), s.Default)
+		}
+		if s.Worker != nil {
+			setDefault(s.Worker(&w), s.Default)
+		}
+	}
+	return m, w
+}
+
+// setDefault stores def in the field p points at (TestTable checks their types agree).
+func setDefault(p, def any) {
+	if def == nil {
+		return
+	}
+	reflect.ValueOf(p).Elem().Set(reflect.ValueOf(def))
+}
+
+// MasterDefaults are the defaults of a master (`mooncake master`) and of
+// server.MasterConfig's zero fields. WorkerDefaults are a worker's.
+var (
+	MasterDefaults, _ = Defaults(KindMaster)
+	_, WorkerDefaults = Defaults(KindWorker)
+)
