@@ -19,6 +19,7 @@ import (
 	"github.com/mooncake-go/mooncake/cmd/internal/mcconfig"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/config"
 )
 
 // This file is the library's Go side with no cgo in it: the store a handle names, its setup
@@ -221,8 +222,10 @@ func (s *store) setup(a setupArgs, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	if a.globalSegmentSize > 1<<50 {
-		return fmt.Errorf("%w: global_segment_size %d is implausible", base.ErrInvalidParams, a.globalSegmentSize)
+	if a.globalSegmentSize > 0 { // 0: no embedded worker
+		if err := config.Check(config.KindFile, "", "global_segment_size", a.globalSegmentSize); err != nil {
+			return err
+		}
 	}
 	addr, picked, err := localAddress(a.localHostname, pickHostPort)
 	if err != nil {

@@ -123,125 +123,15 @@ func (e *env) printNotices(cmd string) {
 	e.file.notices = nil
 }
 
-// mooncakeOnlyKeys are keys of Mooncake's client config (mooncake.json, SGLang's and vLLM's
-// extra config) that have no effect here; each is accepted with a notice saying why.
-type mooncakeOnlyKeys struct {
-	TenantID               json.RawMessage `json:"tenant_id"`
-	MasterMetricsPort      json.RawMessage `json:"master_metrics_port"`
-	CheckServer            json.RawMessage `json:"check_server"`
-	StandaloneStorage      json.RawMessage `json:"standalone_storage"`
-	ClientServerAddress    json.RawMessage `json:"client_server_address"`
-	PreferredSegment       json.RawMessage `json:"preferred_segment"`
-	PreferAllocInSameNode  json.RawMessage `json:"prefer_alloc_in_same_node"`
-	ReplicaNum             json.RawMessage `json:"replica_num"`
-	TransferTimeout        json.RawMessage `json:"transfer_timeout"`
-	EnableSSDPrefetch      json.RawMessage `json:"enable_ssd_prefetch"`
-	PrefetchThreshold      json.RawMessage `json:"prefetch_threshold"`
-	RDMADevices            json.RawMessage `json:"rdma_devices"`
-	MasterServerAddrLegacy json.RawMessage `json:"master_server_addr"`
-	// vLLM's MooncakeStoreConfig keys.
-	Mode             json.RawMessage `json:"mode"`
-	EnableOffload    json.RawMessage `json:"enable_offload"`
-	DeviceNamePerGPU json.RawMessage `json:"device_name_per_gpu"`
-	// Keys of Mooncake's current client config (MooncakeConfig, setup's keywords).
-	EnableClientHTTPServer json.RawMessage `json:"enable_client_http_server"`
-	ClientHTTPPort         json.RawMessage `json:"client_http_port"`
-	IPCSocketPath          json.RawMessage `json:"ipc_socket_path"`
-}
-
-// noEffect lists the mooncakeOnlyKeys that are set, with why they do nothing here.
-func (k *mooncakeOnlyKeys) noEffect() [][2]string {
-	var out [][2]string
-	add := func(v json.RawMessage, key, why string) {
-		if len(v) > 0 {
-			out = append(out, [2]string{key, why})
-		}
-	}
-	add(k.TenantID, "tenant_id", "tenants are not separated in this build: every client shares the cluster's key space")
-	add(k.MasterMetricsPort, "master_metrics_port", "each master serves its metrics on its own --metrics_port")
-	add(k.CheckServer, "check_server", "clients check the masters when they connect")
-	add(k.StandaloneStorage, "standalone_storage", "the Go client talks to masters and workers directly (no separate client service)")
-	add(k.ClientServerAddress, "client_server_address", "the Go client talks to masters and workers directly (no separate client service)")
-	add(k.PreferredSegment, "preferred_segment", "placement picks the worker with the most free room; a put may name a preferred worker")
-	add(k.PreferAllocInSameNode, "prefer_alloc_in_same_node", "placement picks the worker with the most free room; a put may name a preferred worker")
-	add(k.ReplicaNum, "replica_num", "the replica count is set per put (--replicas, ReplicateConfig)")
-	add(k.TransferTimeout, "transfer_timeout", "calls use the client's --timeout")
-	add(k.EnableSSDPrefetch, "enable_ssd_prefetch", "a client setup option: is_exist(key, prefetch_to_memory=True) has the worker promote the object; workers bound it with --prefetch_budget")
-	add(k.PrefetchThreshold, "prefetch_threshold", "workers promote objects read from NVMe back to DRAM on their own")
-	add(k.RDMADevices, "rdma_devices", "this build moves bytes over TCP")
-	add(k.MasterServerAddrLegacy, "master_server_addr", "use master_server_address")
-	add(k.Mode, "mode", "the cluster's DRAM always comes from its workers (mooncake worker / mooncake_client), as in Mooncake's standalone-store mode")
-	add(k.EnableOffload, "enable_offload", "a worker with root_fs_dir (or ssd_offload_path with enable_ssd_offload, or the master's --root_fs_dir) spills to NVMe on its own")
-	add(k.DeviceNamePerGPU, "device_name_per_gpu", "this build moves bytes over TCP")
-	add(k.EnableClientHTTPServer, "enable_client_http_server", "a client has no HTTP endpoint of its own; workers and masters serve /metrics and /health on --metrics_port")
-	add(k.ClientHTTPPort, "client_http_port", "a client has no HTTP endpoint of its own; workers and masters serve /metrics and /health on --metrics_port")
-	add(k.IPCSocketPath, "ipc_socket_path", "there is no separate client process to reach over a socket: clients talk to masters and workers directly")
-	return out
-}
-
-// applyMooncake fills what the file does not set from Mooncake's MOONCAKE_* variables, maps
-// enable_ssd_offload and ssd_offload_path onto root_fs_dir, runs a non-TCP protocol over TCP
-// with a warning, and records a notice for every key without effect.
+// applyMooncake fills what the file does not set from Mooncake's MOONCAKE_* variables (the
+// table's ApplyEnv), maps enable_ssd_offload and ssd_offload_path onto root_fs_dir, runs a
+// non-TCP protocol over TCP with a warning, and records a notice for every key and variable
+// without effect.
 func (fc *fileConfig) applyMooncake(getenv func(string) string) error {
-	envSet := func(name string) (string, bool) {
-		v := strings.TrimSpace(getenv(name))
-		return v, v != ""
+	envNoEffect, err := config.ApplyEnv(&fc.File, getenv)
+	if err != nil {
+		return err
 	}
-	if v, ok := envSet(envMaster); ok {
-		m, err := parseAddressList(v)
-		if err != nil {
-			return fmt.Errorf("$%s: %w", envMaster, err)
-		}
-		fc.envMasters = m
-	}
-	if v, ok := envSet("MOONCAKE_LOCAL_HOSTNAME"); ok && fc.LocalHostname == "" {
-		if h, _, err := net.SplitHostPort(v); err == nil {
-			v = h // Mooncake accepts host:port; the port is the worker's own flag here
-		}
-		if strings.ContainsAny(v, "/ ") {
-			return fmt.Errorf("%w: $MOONCAKE_LOCAL_HOSTNAME %q is not a host name", base.ErrInvalidParams, v)
-		}
-		fc.LocalHostname = v
-	}
-	if v, ok := envSet("MOONCAKE_GLOBAL_SEGMENT_SIZE"); ok && fc.GlobalSegmentSize == nil {
-		b, err := base.ParseBytes(v)
-		if err != nil || b <= 0 {
-			return fmt.Errorf("%w: $MOONCAKE_GLOBAL_SEGMENT_SIZE %q: want a positive size", base.ErrInvalidParams, v)
-		}
-		fc.GlobalSegmentSize = &b
-	}
-	if v, ok := envSet("MOONCAKE_LOCAL_BUFFER_SIZE"); ok && fc.LocalBufferSize == nil {
-		if b, err := base.ParseBytes(v); err == nil {
-			fc.LocalBufferSize = &b
-		}
-	}
-	if v, ok := envSet("MOONCAKE_PROTOCOL"); ok && fc.Protocol == "" {
-		fc.Protocol = v
-	}
-	if v, ok := envSet("MOONCAKE_DEVICE"); ok && fc.DeviceName == "" {
-		fc.DeviceName = v
-	}
-	if v, ok := envSet("MOONCAKE_TE_META_DATA_SERVER"); ok && len(fc.MetadataServer) == 0 {
-		fc.MetadataServer, _ = json.Marshal(v)
-	}
-	if v, ok := envSet("MOONCAKE_TENANT_ID"); ok && len(fc.TenantID) == 0 {
-		fc.TenantID, _ = json.Marshal(v)
-	}
-	// MOONCAKE_OFFLOAD_ENABLED is the current Python package's name, MOONCAKE_ENABLE_SSD_OFFLOAD
-	// an older one.
-	for _, name := range []string{"MOONCAKE_OFFLOAD_ENABLED", "MOONCAKE_ENABLE_SSD_OFFLOAD"} {
-		if v, ok := envSet(name); ok && fc.EnableSSDOffload == nil {
-			on, err := parseMooncakeBool(v)
-			if err != nil {
-				return fmt.Errorf("%w: $%s %q: want true or false", base.ErrInvalidParams, name, v)
-			}
-			fc.EnableSSDOffload = &on
-		}
-	}
-	if v, ok := envSet("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH"); ok && fc.SSDOffloadPath == "" {
-		fc.SSDOffloadPath = v
-	}
-
 	switch {
 	case fc.EnableSSDOffload != nil && *fc.EnableSSDOffload:
 		switch {
@@ -257,8 +147,11 @@ func (fc *fileConfig) applyMooncake(getenv func(string) string) error {
 		fc.note(false, "config: ssd_offload_path is ignored without enable_ssd_offload")
 	}
 	fc.Protocol = tcpOnly(fc, "protocol", fc.Protocol)
-	fc.noteEnvNoEffect(getenv)
-	for _, kw := range fc.noEffect() {
+	for _, v := range envNoEffect {
+		fc.note(false, "$%s: accepted, no effect here: %s", v[0], v[1])
+	}
+	// fileNotices words these three itself, with their values.
+	for _, kw := range fc.NoEffect("metadata_server", "device_name", "local_buffer_size") {
 		fc.note(false, "config: %s has no effect here: %s", kw[0], kw[1])
 	}
 	return nil

@@ -73,7 +73,8 @@ func TestMooncakeFlagDocs(t *testing.T) {
 		{"settings", config.SettingsDocs()},
 		{nameMaster + " flags", config.MooncakeFlagDocs(nameMaster)},
 		{nameClient + " flags", config.MooncakeFlagDocs(nameClient)},
-		{"MOONCAKE_* variables", mooncakeEnvDocs()},
+		{"MOONCAKE_* variables", config.EnvDocs()},
+		{"mooncake.json keys", config.FileDocs()},
 	}
 	for _, sec := range sections {
 		begin, end := "<!-- generated: "+sec.name+" -->\n", "<!-- end: "+sec.name+" -->\n"
@@ -123,8 +124,8 @@ func TestMooncakeEnvNoEffect(t *testing.T) {
 		t.Error("MOONCAKE_OFFLOAD_ENABLED=maybe accepted")
 	}
 	seen := map[string]bool{}
-	for _, g := range mooncakeEnvVars {
-		for _, n := range g.names {
+	for _, g := range config.Settings() {
+		for _, n := range g.Env {
 			if seen[n] || !strings.HasPrefix(n, "MOONCAKE_") {
 				t.Errorf("%s: twice, or not a MOONCAKE_ variable", n)
 			}

@@ -87,7 +87,7 @@ func TestMooncakeConfigKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fc.envMasters) != 2 || fc.LocalHostname != "10.0.0.9" || *fc.GlobalSegmentSize != 4<<30 || fc.RootFSDir != "/nvme" || fc.Protocol != "tcp" {
+	if len(fc.EnvMasters) != 2 || fc.LocalHostname != "10.0.0.9" || *fc.GlobalSegmentSize != 4<<30 || fc.RootFSDir != "/nvme" || fc.Protocol != "tcp" {
 		t.Fatalf("from env: %+v", fc)
 	}
 

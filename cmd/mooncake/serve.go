@@ -334,8 +334,8 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 				return s, fmt.Errorf("--master_server_address: %w", err)
 			}
 			s.MasterAddresses = m
-		case len(fc.envMasters) > 0:
-			s.MasterAddresses = fc.envMasters
+		case len(fc.EnvMasters) > 0:
+			s.MasterAddresses = fc.EnvMasters
 		case len(fc.MasterServerAddress) > 0:
 			s.MasterAddresses = fc.MasterServerAddress
 		default:

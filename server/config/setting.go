@@ -1,10 +1,13 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"net"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -25,6 +28,12 @@ const (
 	// KindAPI marks a default of the Go API (server.MasterConfig, server.WorkerConfig) that
 	// no flag sets; such a setting is registered by no command.
 	KindAPI
+	// KindFile marks a mooncake.json key or MOONCAKE_* variable: every command reads the
+	// file MOONCAKE_CONFIG_PATH names and the variables (ParseFile, ApplyEnv).
+	KindFile
+	// KindEmbedded marks the keys the C library (cmd/libmooncake_store) reads for its client
+	// and embedded worker; it leaves the file's other keys alone.
+	KindEmbedded
 )
 
 // Mooncake binaries whose flags a Setting can be.
@@ -75,11 +84,19 @@ type Setting struct {
 	// JSON is the mooncake.json key, "" none. Env are the MOONCAKE_* variables.
 	JSON string
 	Env  []string
-	// Status is "" for a wired setting; otherwise why it is accepted with no effect here.
+	// EnvParse reads a variable's value when the field's type does not say how (it checks
+	// what it reads; nil, nil leaves the field unset). EnvHelp is what the variable does,
+	// for docs, when Help does not say it.
+	EnvParse func(string) (any, error)
+	EnvHelp  string
+	// Status is "" for a setting with an effect; otherwise why a key or variable is
+	// accepted with no effect here (for Mooncake's flags: Mooncake.Why).
 	Status string
-	// Master and Worker point at the field the setting fills.
+	// Master and Worker point at the field the setting fills; File at its field of a
+	// mooncake.json (with the MOONCAKE_* variables).
 	Master func(*Master) any
 	Worker func(*Worker) any
+	File   func(*File) any
 }
 
 // Takes reports whether the command kind registers s.
@@ -119,10 +136,19 @@ func Check(kind Kind, prefix, name string, v any) error {
 	if s.Check == nil {
 		return nil
 	}
-	if err := s.Check(v); err != nil {
-		return fmt.Errorf("%w: %s%s %v", base.ErrInvalidParams, prefix, name, err)
+	return checked(s.Check(v), prefix+name)
+}
+
+// checked words a check's failure after name ("--global_segment_size must be positive"); a
+// check that wrote its whole message (an error of a class) is returned as it is.
+func checked(err error, name string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, base.ErrInvalidParams), errors.Is(err, base.ErrNotSupported):
+		return err
 	}
-	return nil
+	return fmt.Errorf("%w: %s %v", base.ErrInvalidParams, name, err)
 }
 
 // Validate runs every check of kind's settings on the flag values in m and w (either may be
@@ -255,4 +281,41 @@ func connLimit(v any) error {
 		return fmt.Errorf("must not be 0 (negative: no limit)")
 	}
 	return nil
+}
+
+// clusterID: what a directory name under root_fs_dir can hold ("" is the default's).
+func clusterID(v any) error {
+	if id := v.(string); id != "" {
+		return ValidateClusterID(id)
+	}
+	return nil
+}
+
+// hostNoPort: a mooncake.json local_hostname is a host name or an IP, without a port.
+func hostNoPort(v any) error {
+	if h := v.(string); strings.ContainsAny(h, ":/ ") {
+		return fmt.Errorf("%q must be a host name or IP without a port", h)
+	}
+	return nil
+}
+
+// hostFromEnv reads $MOONCAKE_LOCAL_HOSTNAME: Mooncake accepts host:port; the port is the
+// worker's own flag here, so it is dropped.
+func hostFromEnv(v string) (any, error) {
+	if h, _, err := net.SplitHostPort(v); err == nil {
+		v = h
+	}
+	if strings.ContainsAny(v, "/ ") {
+		return nil, fmt.Errorf("%w: $MOONCAKE_LOCAL_HOSTNAME %q is not a host name", base.ErrInvalidParams, v)
+	}
+	return v, nil
+}
+
+// bytesOrNothing reads a size, or leaves the key unset when it is not one (for a key with
+// no effect here, a bad value is no reason to refuse to start).
+func bytesOrNothing(v string) (any, error) {
+	if b, err := base.ParseBytes(v); err == nil {
+		return &b, nil
+	}
+	return nil, nil
 }

@@ -43,6 +43,8 @@ const (
 	mcClient   = KindMooncakeClient
 	glog       = KindMaster | KindMooncakeClient
 	api        = KindAPI
+	file       = KindFile
+	embedded   = KindEmbedded
 )
 
 // mm is Mooncake's mooncake_master flag; mc its mooncake_client flag; mg glog's (both).
@@ -59,6 +61,16 @@ func mg(typ, def, ours, why string) *Mooncake {
 // noEffect declares a Mooncake flag accepted with no effect here (Mooncake.Why says why).
 func noEffect(kinds Kind, name string, m *Mooncake) Setting {
 	return Setting{Name: name, Kinds: kinds, Mooncake: m}
+}
+
+// fileKey declares a key of Mooncake's client config accepted with no effect here.
+func fileKey(key, why string) Setting {
+	return Setting{Name: key, Kinds: KindFile, JSON: key, Status: why}
+}
+
+// envVars declares MOONCAKE_* variables accepted with no effect here.
+func envVars(why string, names ...string) Setting {
+	return Setting{Name: names[0], Kinds: KindFile, Env: names, Status: why}
 }
 
 // table is every setting, declared once. Order: the master's, the worker's, the Go API's,
@@ -88,11 +100,10 @@ var table = []Setting{
 	{Name: "metrics_port", Kinds: masterAll, Unit: "port", Default: 9003, Check: portOrZero, Help: "HTTP port of /metrics, /health and /api/v1/status (0: a free port)",
 		Mooncake: mm("int32", "9003", "", "the HTTP port of /metrics, /health and Mooncake's admin endpoints"),
 		Master:   func(m *Master) any { return &m.MetricsPort }},
-	{Name: "cluster_id", Kinds: masterAll, Default: "", Help: "cluster id; masters, workers and clients must agree (default " + base.DefaultClusterID + ")",
+	{Name: "cluster_id", Kinds: masterAll, Default: "", Check: clusterID, Help: "cluster id; masters, workers and clients must agree (default " + base.DefaultClusterID + ")",
 		Mooncake: mm("string", base.DefaultClusterID, "", "masters, workers and clients must agree; it names the NVMe directory"),
 		Master:   func(m *Master) any { return &m.ClusterID }},
 	{Name: "local_hostname", Kinds: masterAll | worker, Default: "", Help: "host to bind and advertise (default: the config file's, else 127.0.0.1)",
-		JSON: "local_hostname", Env: []string{"MOONCAKE_LOCAL_HOSTNAME"},
 		Master: func(m *Master) any { return &m.LocalHostname }, Worker: func(w *Worker) any { return &w.LocalHostname }},
 	{Name: "client_ttl", Kinds: masterAll, Unit: "s", Default: 10 * time.Second, Check: positive,
 		// Ten missed heartbeats at heartbeat_interval; Mooncake's default too.
@@ -213,14 +224,14 @@ var table = []Setting{
 		Master: func(m *Master) any { return &m.Conns.MaxConnsPerPeer }, Worker: func(w *Worker) any { return &w.Conns.MaxConnsPerPeer }},
 
 	// The worker: `mooncake worker` (+ mooncake_client), and standalone's worker half.
-	{Name: "global_segment_size", Kinds: workerAll, Unit: "bytes", Default: base.Bytes(1 << 30), Check: segmentSize,
+	{Name: "global_segment_size", Kinds: workerAll | file, Unit: "bytes", Default: base.Bytes(1 << 30), Check: segmentSize,
 		Help:     "DRAM this worker contributes, e.g. 256MiB or 4GB (default 1GiB)",
 		Mooncake: mc("string", "4 GB", "", "the DRAM the worker contributes (GB = 2^30); our default is 1 GiB, modest for a first run"),
-		JSON:     "global_segment_size", Env: []string{"MOONCAKE_GLOBAL_SEGMENT_SIZE"},
-		Worker: func(w *Worker) any { return &w.GlobalSegmentSize }},
-	{Name: "root_fs_dir", Kinds: workerAll, Default: "", Help: "directory of the NVMe tier; objects persist under <root_fs_dir>/<cluster_id>/<worker_id> (default: DRAM only)",
+		JSON:     "global_segment_size", Env: []string{"MOONCAKE_GLOBAL_SEGMENT_SIZE"}, EnvHelp: "the DRAM a worker contributes",
+		Worker: func(w *Worker) any { return &w.GlobalSegmentSize }, File: func(f *File) any { return &f.GlobalSegmentSize }},
+	{Name: "root_fs_dir", Kinds: workerAll | file, Default: "", Help: "directory of the NVMe tier; objects persist under <root_fs_dir>/<cluster_id>/<worker_id> (default: DRAM only)",
 		JSON:   "root_fs_dir",
-		Worker: func(w *Worker) any { return &w.RootFSDir }},
+		Worker: func(w *Worker) any { return &w.RootFSDir }, File: func(f *File) any { return &f.RootFSDir }},
 	{Name: "persistence", Kinds: workerAll, Default: "", Help: "cache, spill or durable (default: spill with --root_fs_dir, else cache)",
 		Worker: func(w *Worker) any { return &w.Persistence }},
 	{Name: "ssd_capacity", Kinds: workerAll, Unit: "bytes", Default: base.Bytes(0), Check: nonNegative, Help: "bytes the NVMe tier may use (default 90% of the free disk)",
@@ -245,23 +256,23 @@ var table = []Setting{
 		Worker: func(w *Worker) any { return &w.WorkerAddress }},
 	{Name: "dram_only", Kinds: standalone, Default: false, Help: "no NVMe tier: objects live in DRAM only and are lost on a restart (default: an NVMe tier under <data_dir>/nvme, capped at 25% of the free disk)",
 		Worker: func(w *Worker) any { return &w.DRAMOnly }},
-	{Name: "master_server_address", Kinds: worker, Default: "", Help: "the masters, host:port,host:port (default $MOONCAKE_MASTER, else the config file's, else 127.0.0.1:" + strconv.Itoa(rpcPort) + ")",
+	{Name: "master_server_address", Kinds: worker | file | embedded, Default: "", Help: "the masters, host:port,host:port (default $MOONCAKE_MASTER, else the config file's, else 127.0.0.1:" + strconv.Itoa(rpcPort) + ")",
 		Mooncake: mc("string", "127.0.0.1:50051", "", "the masters, host:port,host:port"),
-		JSON:     "master_server_address", Env: []string{"MOONCAKE_MASTER"},
-		Worker: func(w *Worker) any { return &w.MasterServerAddress }},
+		JSON:     "master_server_address",
+		Worker:   func(w *Worker) any { return &w.MasterServerAddress }, File: func(f *File) any { return &f.MasterServerAddress }},
 	{Name: "worker_address", Kinds: worker, Default: "", Help: "worker data address host:port (default <local_hostname>:12300)",
 		Worker: func(w *Worker) any { return &w.WorkerAddress }},
 	{Name: "worker_id", Kinds: worker, Default: "", Help: "worker id, stable across restarts (default: derived from --worker_address, kept under --root_fs_dir)",
 		Worker: func(w *Worker) any { return &w.WorkerID }},
 	{Name: "metrics_port", Kinds: worker, Unit: "port", Default: 0, Check: portOrZero, Help: "HTTP port of /metrics, /health and /api/v1/status (0: a free port)",
 		Worker: func(w *Worker) any { return &w.MetricsPort }},
-	{Name: "cluster_id", Kinds: worker, Default: "", Help: "cluster id (default: the config file's, else " + base.DefaultClusterID + ")",
+	{Name: "cluster_id", Kinds: worker | file | embedded, Default: "", Check: clusterID, Help: "cluster id (default: the config file's, else " + base.DefaultClusterID + ")",
 		JSON:   "cluster_id",
-		Worker: func(w *Worker) any { return &w.ClusterID }},
-	{Name: "protocol", Kinds: worker, Default: "", Help: "transport: tcp; Mooncake's rdma and others run over tcp with a warning (default: the config file's, else tcp)",
+		Worker: func(w *Worker) any { return &w.ClusterID }, File: func(f *File) any { return &f.ClusterID }},
+	{Name: "protocol", Kinds: worker | file, Default: "", Help: "transport: tcp; Mooncake's rdma and others run over tcp with a warning (default: the config file's, else tcp)",
 		Mooncake: mc("string", "tcp", "", "tcp; rdma and the others run over TCP with a warning"),
-		JSON:     "protocol", Env: []string{"MOONCAKE_PROTOCOL"},
-		Worker: func(w *Worker) any { return &w.Protocol }},
+		JSON:     "protocol", Env: []string{"MOONCAKE_PROTOCOL"}, EnvHelp: "tcp; others run over TCP with a warning",
+		Worker: func(w *Worker) any { return &w.Protocol }, File: func(f *File) any { return &f.Protocol }},
 
 	// mooncake_client's flags beyond the worker's that have an effect here.
 	{Name: "host", Kinds: mcClient, Default: "", Help: "Mooncake's name for --local_hostname",
@@ -279,6 +290,99 @@ var table = []Setting{
 	{Name: "http_port", Kinds: mcClient, Unit: "port", Default: 0, Check: portOrZero, Help: "Mooncake's name for --metrics_port",
 		Mooncake: mc("uint32", "9003", "--metrics_port", "the port of /metrics and /health"),
 		Worker:   func(w *Worker) any { return &w.HTTPPort }},
+
+	// Mooncake's client config (mooncake.json, MooncakeConfig, setup's keywords) and its
+	// MOONCAKE_* variables, beyond the flags' keys above. A variable fills what the file
+	// does not set; a flag given on the command line beats both.
+	{Name: "mooncake.json", Kinds: file, Env: []string{EnvConfigPath}, EnvHelp: "the config file every command reads"},
+	{Name: "master_server_address", Kinds: file, Env: []string{EnvMaster}, EnvHelp: "the masters, when no flag or file names them",
+		File: func(f *File) any { return &f.EnvMasters }},
+	{Name: "local_hostname", Kinds: file, Check: hostNoPort, Help: "the host to advertise",
+		JSON: "local_hostname", Env: []string{"MOONCAKE_LOCAL_HOSTNAME"}, EnvParse: hostFromEnv,
+		EnvHelp: "the host to advertise (a port is dropped: the worker's is its own flag)",
+		File:    func(f *File) any { return &f.LocalHostname }},
+	{Name: "local_buffer_size", Kinds: file, Check: nonNegative, Status: "the Go client reads into the caller's buffers",
+		JSON: "local_buffer_size", Env: []string{"MOONCAKE_LOCAL_BUFFER_SIZE"}, EnvParse: bytesOrNothing,
+		EnvHelp: "read, then noted as without effect (clients read into the caller's buffers)",
+		File:    func(f *File) any { return &f.LocalBufferSize }},
+	{Name: "device_name", Kinds: file, Status: "it names an RDMA device and " + whyTCP,
+		JSON: "device_name", Env: []string{"MOONCAKE_DEVICE"}, EnvHelp: "read, then noted as without effect (this build moves bytes over TCP)",
+		File: func(f *File) any { return &f.DeviceName }},
+	{Name: "metadata_server", Kinds: file, Status: "the masters keep metadata with raft, no metadata server is needed",
+		JSON: "metadata_server", Env: []string{"MOONCAKE_TE_META_DATA_SERVER"}, EnvHelp: "read, then noted as without effect (no metadata server is needed)",
+		File: func(f *File) any { return &f.MetadataServer }},
+	{Name: "tenant_id", Kinds: file, Status: "tenants are not separated in this build: every client shares the cluster's key space",
+		JSON: "tenant_id", Env: []string{"MOONCAKE_TENANT_ID"}, EnvHelp: "read, then noted as without effect (tenants are not separated yet)",
+		File: func(f *File) any { return &f.TenantID }},
+	// MOONCAKE_OFFLOAD_ENABLED is the current Python package's name, MOONCAKE_ENABLE_SSD_OFFLOAD
+	// an older one.
+	{Name: "enable_ssd_offload", Kinds: file, Help: "with ssd_offload_path, the worker's NVMe tier (root_fs_dir)",
+		JSON: "enable_ssd_offload", Env: []string{"MOONCAKE_OFFLOAD_ENABLED", "MOONCAKE_ENABLE_SSD_OFFLOAD"},
+		EnvHelp: "with MOONCAKE_OFFLOAD_FILE_STORAGE_PATH, the worker's NVMe tier (root_fs_dir)",
+		File:    func(f *File) any { return &f.EnableSSDOffload }},
+	{Name: "ssd_offload_path", Kinds: file, Help: "the NVMe tier's directory (root_fs_dir)",
+		JSON: "ssd_offload_path", Env: []string{"MOONCAKE_OFFLOAD_FILE_STORAGE_PATH"},
+		File: func(f *File) any { return &f.SSDOffloadPath }},
+	fileKey("master_metrics_port", "each master serves its metrics on its own --metrics_port"),
+	fileKey("check_server", "clients check the masters when they connect"),
+	fileKey("standalone_storage", "the Go client talks to masters and workers directly (no separate client service)"),
+	fileKey("client_server_address", "the Go client talks to masters and workers directly (no separate client service)"),
+	fileKey("preferred_segment", "placement picks the worker with the most free room; a put may name a preferred worker"),
+	fileKey("prefer_alloc_in_same_node", "placement picks the worker with the most free room; a put may name a preferred worker"),
+	fileKey("replica_num", "the replica count is set per put (--replicas, ReplicateConfig)"),
+	fileKey("transfer_timeout", "calls use the client's --timeout"),
+	fileKey("enable_ssd_prefetch", "a client setup option: is_exist(key, prefetch_to_memory=True) has the worker promote the object; workers bound it with --prefetch_budget"),
+	fileKey("prefetch_threshold", "workers promote objects read from NVMe back to DRAM on their own"),
+	fileKey("rdma_devices", whyTCP),
+	fileKey("master_server_addr", "use master_server_address"),
+	// vLLM's MooncakeStoreConfig keys.
+	fileKey("mode", "the cluster's DRAM always comes from its workers (mooncake worker / mooncake_client), as in Mooncake's standalone-store mode"),
+	fileKey("enable_offload", "a worker with root_fs_dir (or ssd_offload_path with enable_ssd_offload, or the master's --root_fs_dir) spills to NVMe on its own"),
+	fileKey("device_name_per_gpu", whyTCP),
+	// Keys of Mooncake's current client config (MooncakeConfig, setup's keywords).
+	fileKey("enable_client_http_server", "a client has no HTTP endpoint of its own; workers and masters serve /metrics and /health on --metrics_port"),
+	fileKey("client_http_port", "a client has no HTTP endpoint of its own; workers and masters serve /metrics and /health on --metrics_port"),
+	fileKey("ipc_socket_path", "there is no separate client process to reach over a socket: clients talk to masters and workers directly"),
+	// Mooncake's other variables (the Python package's mooncake_config.py,
+	// client_environment_variables.h and master_environment_variables.h): accepted, each
+	// one set noted once at start, by name only (some hold credentials).
+	envVars("a worker is named by --worker_id (kept under root_fs_dir), not by host", "MOONCAKE_HOST_ID"),
+	envVars("every byte is checksummed with HighwayHash, always", "MOONCAKE_STORE_CHECKSUM"),
+	envVars("the NVMe tier is the worker's own (a Pebble index and extent files under root_fs_dir), with no separate offload service",
+		"MOONCAKE_OFFLOAD_STORAGE_BACKEND_DESCRIPTOR", "MOONCAKE_OFFLOAD_LOCAL_BUFFER_SIZE_BYTES",
+		"MOONCAKE_OFFLOAD_SCANMETA_ITERATOR_KEYS_LIMIT", "MOONCAKE_SCANMETA_ITERATOR_KEYS_LIMIT", "MOONCAKE_OFFLOAD_TOTAL_KEYS_LIMIT",
+		"MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS", "MOONCAKE_OFFLOAD_CLIENT_BUFFER_GC_INTERVAL_SECONDS",
+		"MOONCAKE_OFFLOAD_CLIENT_BUFFER_GC_TTL_MS", "MOONCAKE_OFFLOAD_USE_URING", "MOONCAKE_USE_URING", "MOONCAKE_OFFLOAD_FSDIR",
+		"MOONCAKE_OFFLOAD_ENABLE_EVICTION"),
+	envVars("bound the NVMe tier with the worker's --ssd_capacity", "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES"),
+	envVars("a full NVMe tier refuses new objects (NO_SPACE) rather than evicting persisted ones (docs/persistence.md)",
+		"MOONCAKE_OFFLOAD_ENABLE_DISK_WATERMARK_EVICTION", "MOONCAKE_OFFLOAD_DISK_EVICTION_HIGH_WATERMARK_RATIO",
+		"MOONCAKE_DISK_EVICTION_HIGH_WATERMARK_RATIO", "MOONCAKE_OFFLOAD_DISK_EVICTION_LOW_WATERMARK_RATIO",
+		"MOONCAKE_DISK_EVICTION_LOW_WATERMARK_RATIO"),
+	envVars("the NVMe tier has no bucket backend: values are framed records in extent files",
+		"MOONCAKE_OFFLOAD_BUCKET_KEYS_LIMIT", "MOONCAKE_OFFLOAD_BUCKET_SIZE_LIMIT_BYTES", "MOONCAKE_OFFLOAD_BUCKET_MAX_TOTAL_SIZE",
+		"MOONCAKE_BUCKET_MAX_TOTAL_SIZE", "MOONCAKE_OFFLOAD_BUCKET_MAX_PHYSICAL_BYTES", "MOONCAKE_OFFLOAD_BUCKET_DISK_SCAN_CACHE_MS",
+		"MOONCAKE_OFFLOAD_BUCKET_EVICTION_POLICY", "MOONCAKE_BUCKET_EVICTION_POLICY"),
+	envVars("the NVMe tier has no offset-allocator backend; every record carries a checksum",
+		"MOONCAKE_OFFSET_EVICTION_POLICY", "MOONCAKE_OFFSET_HIGH_RATIO", "MOONCAKE_OFFSET_LOW_RATIO", "MOONCAKE_OFFSET_MAX_CAPACITY_NODES",
+		"MOONCAKE_OFFSET_MAX_EVICT_PER_OFFLOAD", "MOONCAKE_OFFSET_PERSIST_MODE", "MOONCAKE_OFFSET_PERSIST_INTERVAL_SECONDS",
+		"MOONCAKE_OFFSET_RECORD_CRC"),
+	envVars("object storage (OSS) is not a tier here",
+		"MOONCAKE_OSS_ENDPOINT", "MOONCAKE_OSS_BUCKET", "MOONCAKE_OSS_REGION", "MOONCAKE_OSS_ACCESS_KEY_ID", "MOONCAKE_OSS_ACCESS_KEY_SECRET",
+		"MOONCAKE_OSS_SECURITY_TOKEN", "MOONCAKE_OSS_PATH_STYLE", "MOONCAKE_OSS_ANONYMOUS", "MOONCAKE_OSS_MAX_CONNECTIONS",
+		"MOONCAKE_OSS_RECEIVE_BUFFER_SIZE", "MOONCAKE_OSS_UPLOAD_BUFFER_SIZE"),
+	envVars("the NVMe tier uses files under root_fs_dir, not NVMe KV devices",
+		"MOONCAKE_NVME_KV_DEVICE_PATH", "MOONCAKE_NVME_KV_NSID", "MOONCAKE_NVME_KV_QUEUE_DEPTH", "MOONCAKE_NVME_KV_RUNTIME_TRANSFER_LIMIT",
+		"MOONCAKE_NVME_KV_TRANSPORT", "MOONCAKE_NVME_KV_TRANSFER_ALIGNMENT_BYTES", "MOONCAKE_NVME_KV_VALUE_BLOCK_UNIT_BYTES",
+		"MOONCAKE_NVME_KV_PROTOCOL_MAX_VALUE_SIZE", "MOONCAKE_NVME_KV_READ_PLAN_BATCH_SIZE", "MOONCAKE_NVME_KV_MAX_IO_CONCURRENCY",
+		"MOONCAKE_NVME_KV_IO_CONCURRENCY", "MOONCAKE_NVME_KV_BATCH_SUBMIT_CONCURRENCY", "MOONCAKE_NVME_KV_ROOT_SUBMIT_CONCURRENCY",
+		"MOONCAKE_NVME_KV_PREPARE_CONCURRENCY"),
+	envVars("DFS (3FS/NFS) is not a tier here", "MOONCAKE_ENABLE_DFS", "MOONCAKE_DFS_ENABLED"),
+	envVars("master snapshots are raft snapshots under --data_dir, not uploaded",
+		"MOONCAKE_SNAPSHOT_LOCAL_PATH", "MOONCAKE_AWS_REGION", "MOONCAKE_AWS_S3_ENDPOINT", "MOONCAKE_AWS_BUCKET_NAME", "MOONCAKE_AWS_ACCESS_KEY_ID",
+		"MOONCAKE_AWS_SECRET_ACCESS_KEY", "MOONCAKE_AWS_USE_VIRTUAL_ADDRESSING", "MOONCAKE_AWS_USE_HTTPS",
+		"MOONCAKE_AWS_REQUEST_CHECKSUM_CALCULATION", "MOONCAKE_AWS_RESPONSE_CHECKSUM_VALIDATION", "MOONCAKE_AWS_CONNECT_TIMEOUT_MS",
+		"MOONCAKE_AWS_REQUEST_TIMEOUT_MS"),
 
 	// Defaults of the Go API (server.MasterConfig, server.WorkerConfig) no flag sets.
 	{Name: "master_id", Kinds: api, Default: "m1", Help: "the id of a master configured without one (standalone's)",
