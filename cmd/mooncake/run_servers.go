@@ -29,7 +29,7 @@ func (e *env) masterConfig(s masterSettings) server.MasterConfig {
 		// gives none.
 		grace = s.ClientTTL
 	}
-	return server.MasterConfig{
+	cfg := server.MasterConfig{
 		ID: s.ID, DataDir: s.DataDir, RPCAddress: s.RPCAddress, RaftAddress: s.RaftAddress,
 		MetricsAddress: s.MetricsAddress, Peers: peers, ClusterID: s.ClusterID, ClientTTL: s.ClientTTL,
 		EvictionHighWatermarkRatio: s.EvictionHighWatermarkRatio, EvictionRatio: s.EvictionRatio,
@@ -37,16 +37,20 @@ func (e *env) masterConfig(s masterSettings) server.MasterConfig {
 		ClientDisconnectGrace: s.ClientDisconnectGrace,
 		RootFSDir:             s.RootFSDir, NoSummary: s.NoSummary, Conns: s.Conns, RaftNoSync: s.RaftNoSync, KVEvents: s.KVEvents,
 	}
+	config.Pass(&s.flags, &cfg) // the settings that need no composing, by name
+	return cfg
 }
 
 func (e *env) workerConfig(s workerSettings) server.WorkerConfig {
-	return server.WorkerConfig{
+	cfg := server.WorkerConfig{
 		WorkerID: s.WorkerID, ClusterID: s.ClusterID, MasterAddresses: s.MasterAddresses, Address: s.Address,
 		MetricsAddress: s.MetricsAddress, GlobalSegmentSize: s.GlobalSegmentSize, RootFSDir: s.RootFSDir,
 		Persistence: s.Persistence, SSDCapacity: s.SSDCapacity, Protocol: s.Protocol, HugePages: s.HugePages,
 		PrefaultArena: s.PrefaultArena, PopulateArena: s.PopulateArena, WarmUp: s.WarmUp, PrivateArena: s.PrivateArena, TCPSendfile: s.TCPSendfile, Conns: s.Conns, Logger: e.logger(),
 		HighWatermark: s.HighWatermark, LowWatermark: s.LowWatermark, PrefetchBudget: s.PrefetchBudget,
 	}
+	config.Pass(&s.flags, &cfg) // the settings that need no composing, by name
+	return cfg
 }
 
 // runMaster serves until ctx ends (SIGTERM or SIGINT), then shuts down gracefully. The

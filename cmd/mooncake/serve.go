@@ -58,6 +58,9 @@ type masterSettings struct {
 	Conns server.ConnLimits
 	// KVEvents is the KV event publisher (--enable_kv_events, kv_events_*).
 	KVEvents server.KVEventsConfig
+	// flags are the table's settings as the flags gave them: what the fields above do not
+	// compose reaches server.MasterConfig by name (config.Pass).
+	flags config.Master
 }
 
 // workerSettings is the effective configuration of a worker; it maps onto server.WorkerConfig.
@@ -88,6 +91,9 @@ type workerSettings struct {
 	rootFromUser bool
 	// Conns bounds the worker's idle and stalled connections.
 	Conns server.ConnLimits
+	// flags are the table's settings as the flags gave them: what the fields above do not
+	// compose reaches server.WorkerConfig by name (config.Pass).
+	flags config.Worker
 }
 
 // masterFlags are the flags of `mooncake master` and mooncake_master (Mooncake's flags
@@ -126,6 +132,7 @@ func (f *masterFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		EvictionRatio:              f.EvictionRatio,
 		MaxValueSize:               int64(f.MaxValueSize),
 		RaftNoSync:                 !f.RaftFsync,
+		flags:                      f.Master,
 	}
 	if err := config.Validate(masterKind(standalone), &f.Master, nil); err != nil {
 		return s, err
@@ -305,6 +312,7 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		PrivateArena:      !f.SharedMemory,
 		Protocol:          tcpOnly(fc, "protocol", pick(fs, "protocol", f.Protocol, fc.Protocol, server.DefaultProtocol)),
 		ClusterID:         pick(fs, "cluster_id", f.ClusterID, fc.ClusterID, base.DefaultClusterID),
+		flags:             f.Worker,
 	}
 	if err := config.Validate(workerKind(standalone), nil, &f.Worker); err != nil {
 		return s, err

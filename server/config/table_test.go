@@ -158,3 +158,19 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("%+v %+v", MasterDefaults, WorkerDefaults)
 	}
 }
+
+// TestPass: a setting reaches the receiving struct's field of its name and type, unless the
+// caller composed that field already.
+func TestPass(t *testing.T) {
+	type receiver struct {
+		ClientTTL, SummaryInterval time.Duration
+		MaxValueSize               int64 // another type: composed by the caller
+		ID                         string
+	}
+	m := Master{ClientTTL: 3 * time.Second, SummaryInterval: time.Minute, MaxValueSize: 5, ID: "flag"}
+	r := receiver{ID: "composed"}
+	Pass(&m, &r)
+	if r != (receiver{ClientTTL: 3 * time.Second, SummaryInterval: time.Minute, ID: "composed"}) {
+		t.Fatalf("%+v", r)
+	}
+}

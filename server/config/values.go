@@ -107,3 +107,45 @@ var (
 	MasterDefaults, _ = Defaults(KindMaster)
 	_, WorkerDefaults = Defaults(KindWorker)
 )
+
+// Pass hands the settings in src (a *Master or *Worker, as the flags filled it) to dst, a
+// pointer to the struct that receives them (server.MasterConfig, server.WorkerConfig): each
+// field a wired setting of the table fills goes to dst's field of the same name, when that
+// field's type is the same and the caller left it zero. The caller composes what is not a
+// plain copy (addresses, ids, peers, units that differ) before; the rest needs no line of
+// its own, so a new setting reaches the server by its declaration and the field of that
+// name.
+func Pass(src, dst any) {
+	sv, dv := reflect.ValueOf(src).Elem(), reflect.ValueOf(dst).Elem()
+	st := sv.Type()
+	for i := range table {
+		s := &table[i]
+		var p any
+		switch src := src.(type) {
+		case *Master:
+			if s.Master != nil {
+				p = s.Master(src)
+			}
+		case *Worker:
+			if s.Worker != nil {
+				p = s.Worker(src)
+			}
+		}
+		if p == nil {
+			continue
+		}
+		// The field's name in src: the one whose address p is (top-level fields only).
+		addr := reflect.ValueOf(p).Pointer()
+		for j := 0; j < st.NumField(); j++ {
+			f := sv.Field(j)
+			if f.Addr().Pointer() != addr || f.Type() != reflect.ValueOf(p).Elem().Type() {
+				continue
+			}
+			d := dv.FieldByName(st.Field(j).Name)
+			if d.IsValid() && d.CanSet() && d.Type() == f.Type() && d.IsZero() {
+				d.Set(f)
+			}
+			break
+		}
+	}
+}
