@@ -16,6 +16,8 @@ const (
 	// but never committed after as long. 60 s leaves room for a multi-GiB value over a slow
 	// link; a stuck client holds arena bytes at most this long.
 	putTimeout = 60 * time.Second
+	// workerPort is a worker's data port when --worker_address names none.
+	workerPort = 12300
 	// standaloneDir is standalone's data directory, and a lone mooncake_master's.
 	standaloneDir = "./mooncake-data"
 )
@@ -107,7 +109,7 @@ var table = []Setting{
 		Master: func(m *Master) any { return &m.LocalHostname }, Worker: func(w *Worker) any { return &w.LocalHostname }},
 	{Name: "client_ttl", Kinds: masterAll, Unit: "s", Default: 10 * time.Second, Check: positive,
 		// Ten missed heartbeats at heartbeat_interval; Mooncake's default too.
-		Help:     "a worker silent this long is marked dead and its replicas dropped; a plain number is seconds, as in Mooncake (default 10s)",
+		Help:     "a worker silent this long is marked dead and its replicas dropped; a plain number is seconds, as in Mooncake",
 		Mooncake: mm("int64", "10", "", "seconds a silent worker stays alive (Go durations such as 10s accepted too)"),
 		Master:   func(m *Master) any { return &m.ClientTTL }},
 	// Two minutes covers a spill of a large DRAM arena, the process restart and the reopening
@@ -122,7 +124,7 @@ var table = []Setting{
 	// is five times shorter than client_ttl, which still bounds a worker that hangs with its
 	// connection open.
 	{Name: "client_disconnect_grace", Kinds: masterAll, Unit: "s", Default: 2 * time.Second, Check: positive,
-		Help:   "a worker whose connection to the leader closes (its process killed, its host gone) gets no new puts at once and is marked dead this long after unless it reconnects; client_ttl still bounds a worker that hangs; a plain number is seconds (default 2s)",
+		Help:   "a worker whose connection to the leader closes (its process killed, its host gone) gets no new puts at once and is marked dead this long after unless it reconnects; client_ttl still bounds a worker that hangs; a plain number is seconds",
 		Master: func(m *Master) any { return &m.ClientDisconnectGrace }},
 	{Name: "put_timeout", Kinds: masterAll, Default: putTimeout, Check: nonNegative,
 		Help:   "a put not ended within this time is dropped, and the workers drop its pending bytes",
@@ -225,7 +227,7 @@ var table = []Setting{
 
 	// The worker: `mooncake worker` (+ mooncake_client), and standalone's worker half.
 	{Name: "global_segment_size", Kinds: workerAll | file, Unit: "bytes", Default: base.Bytes(1 << 30), Check: segmentSize,
-		Help:     "DRAM this worker contributes, e.g. 256MiB or 4GB (default 1GiB)",
+		Help:     "DRAM this worker contributes, e.g. 256MiB or 4GB",
 		Mooncake: mc("string", "4 GB", "", "the DRAM the worker contributes (GB = 2^30); our default is 1 GiB, modest for a first run"),
 		JSON:     "global_segment_size", Env: []string{"MOONCAKE_GLOBAL_SEGMENT_SIZE"}, EnvHelp: "the DRAM a worker contributes",
 		Worker: func(w *Worker) any { return &w.GlobalSegmentSize }, File: func(f *File) any { return &f.GlobalSegmentSize }},
@@ -260,7 +262,7 @@ var table = []Setting{
 		Mooncake: mc("string", "127.0.0.1:50051", "", "the masters, host:port,host:port"),
 		JSON:     "master_server_address",
 		Worker:   func(w *Worker) any { return &w.MasterServerAddress }, File: func(f *File) any { return &f.MasterServerAddress }},
-	{Name: "worker_address", Kinds: worker, Default: "", Help: "worker data address host:port (default <local_hostname>:12300)",
+	{Name: "worker_address", Kinds: worker, Default: "", Help: "worker data address host:port (default <local_hostname>:" + strconv.Itoa(workerPort) + ")",
 		Worker: func(w *Worker) any { return &w.WorkerAddress }},
 	{Name: "worker_id", Kinds: worker, Default: "", Help: "worker id, stable across restarts (default: derived from --worker_address, kept under --root_fs_dir)",
 		Worker: func(w *Worker) any { return &w.WorkerID }},
@@ -391,7 +393,7 @@ var table = []Setting{
 		Master: func(m *Master) any { return &m.RaftPort }},
 	{Name: "summary_interval", Kinds: api, Default: 10 * time.Second, Check: nonNegative, Help: "the period of the leader's \"Master Metrics:\" log line",
 		Master: func(m *Master) any { return &m.SummaryInterval }},
-	{Name: "worker_port", Kinds: api, Default: 12300, Help: "the data port of a worker given no --worker_address",
+	{Name: "worker_port", Kinds: api, Default: workerPort, Help: "the data port of a worker given no --worker_address",
 		Worker: func(w *Worker) any { return &w.WorkerPort }},
 	{Name: "standalone_worker_id", Kinds: api, Default: "standalone", Help: "the id of standalone's worker",
 		Worker: func(w *Worker) any { return &w.StandaloneWorkerID }},
