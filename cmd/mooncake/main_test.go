@@ -268,3 +268,33 @@ func TestRaftFsyncFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestSummaryIntervalFlag: --summary_interval (declared once, in the config table) reaches the
+// master's config, in `mooncake master` and standalone alike; the default is the table's.
+func TestSummaryIntervalFlag(t *testing.T) {
+	e := env{stderr: io.Discard}
+	for _, standalone := range []bool{false, true} {
+		for _, tc := range []struct {
+			args []string
+			want time.Duration
+		}{{nil, config.MasterDefaults.SummaryInterval}, {[]string{"--summary_interval", "3s"}, 3 * time.Second}} {
+			var f masterFlags
+			fs := pflag.NewFlagSet("master", pflag.ContinueOnError)
+			f.register(fs, standalone)
+			args := tc.args
+			if !standalone {
+				args = append([]string{"--id", "m1", "--data_dir", "/d", "--raft_address", "127.0.0.1:7001"}, args...)
+			}
+			if err := fs.Parse(args); err != nil {
+				t.Fatal(err)
+			}
+			s, err := f.resolve(fs, &fileConfig{}, standalone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := e.masterConfig(s).SummaryInterval; got != tc.want {
+				t.Fatalf("standalone %v, %v: SummaryInterval %v, want %v", standalone, tc.args, got, tc.want)
+			}
+		}
+	}
+}
