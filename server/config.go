@@ -251,20 +251,17 @@ func (c *MasterConfig) Validate() error {
 	return nil
 }
 
-// logAttrs is the effective config as logged once at start; the id is on the logger itself.
+// logAttrs is the effective config as logged once at start: every setting of the config
+// table this config has a field for (server/config's LogAttrs), then what the server
+// composes; the id is on the logger itself.
 func (c *MasterConfig) logAttrs() []any {
 	peers := make([]string, len(c.Peers))
 	for i, p := range c.Peers {
 		peers[i] = p.ID + "=" + p.RaftAddr
 	}
-	return []any{
-		"data_dir", c.DataDir, "rpc_address", c.RPCAddress, "raft_address", c.RaftAddress,
-		"metrics_address", c.MetricsAddress, "peers", strings.Join(peers, ","), "join", c.Join, "cluster_id", c.ClusterID,
-		"client_ttl", c.ClientTTL, "worker_restart_grace", c.WorkerRestartGrace, "client_disconnect_grace", c.ClientDisconnectGrace, "eviction_high_watermark_ratio", c.EvictionHighWatermarkRatio,
-		"eviction_ratio", c.EvictionRatio, "put_timeout", c.PutTimeout, "max_value_size", base.Bytes(c.MaxValueSize).String(),
-		"summary_interval", c.SummaryInterval, "raft_fsync", !c.RaftNoSync, "size_units", base.SizeUnits,
-		"enable_kv_events", c.KVEvents.Enabled,
-	}
+	return config.LogAttrs(&config.Master{}, c, []string{"id"},
+		"metrics_address", c.MetricsAddress, "peers", strings.Join(peers, ","), "raft_fsync", !c.RaftNoSync,
+		"enable_kv_events", c.KVEvents.Enabled, "size_units", base.SizeUnits)
 }
 
 // WorkerConfig configures one worker. A zero field takes the default its comment names.
@@ -448,14 +445,10 @@ func (c *WorkerConfig) Validate() error {
 }
 
 func (c *WorkerConfig) logAttrs() []any {
-	return []any{
-		"cluster_id", c.ClusterID, "master_server_address", strings.Join(c.MasterAddresses, ","),
-		"address", c.Address, "metrics_address", c.MetricsAddress, "global_segment_size", base.Bytes(c.GlobalSegmentSize).String(),
-		"root_fs_dir", c.RootFSDir, "persistence", c.Persistence.String(), "ssd_capacity", base.Bytes(c.SSDCapacity).String(),
-		"protocol", c.Protocol, "hugepages", c.HugePages.String(), "prefault_arena", c.PrefaultArena, "populate_arena", c.PopulateArena, "heartbeat_interval", c.HeartbeatInterval,
-		"pending_write_timeout", c.PendingWriteTimeout, "warm_up", c.WarmUp, "prefetch_budget", base.Bytes(c.PrefetchBudget).String(),
-		"shared_arena", !c.PrivateArena, "shm_lease_ttl", c.ShmLeaseTTL, "size_units", base.SizeUnits,
-	}
+	return config.LogAttrs(&config.Worker{}, c, []string{"worker_id"},
+		"master_server_address", strings.Join(c.MasterAddresses, ","), "address", c.Address, "metrics_address", c.MetricsAddress,
+		"persistence", c.Persistence.String(), "hugepages", c.HugePages.String(), "shared_arena", !c.PrivateArena,
+		"size_units", base.SizeUnits)
 }
 
 // checkTable runs the config table's check of each name on its value (name, value, name,

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -172,5 +173,20 @@ func TestPass(t *testing.T) {
 	Pass(&m, &r)
 	if r != (receiver{ClientTTL: 3 * time.Second, SummaryInterval: time.Minute, ID: "composed"}) {
 		t.Fatalf("%+v", r)
+	}
+}
+
+// TestLogAttrs: the effective-config line names each setting the logged struct has a field
+// for, sizes in units, and leaves out what differs in kind (the server composes it).
+func TestLogAttrs(t *testing.T) {
+	type logged struct {
+		ClientTTL    time.Duration
+		MaxValueSize int64
+		Peers        []string // a string list in Master: composed by the caller
+		ID           string
+	}
+	got := fmt.Sprint(LogAttrs(&Master{}, logged{ClientTTL: time.Second, MaxValueSize: 1 << 30, ID: "m1"}, []string{"id"}, "x", 1))
+	if want := "[client_ttl 1s max_value_size 1.0 GiB x 1]"; got != want {
+		t.Fatalf("%s, want %s", got, want)
 	}
 }

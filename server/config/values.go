@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -116,8 +117,49 @@ var (
 // its own, so a new setting reaches the server by its declaration and the field of that
 // name.
 func Pass(src, dst any) {
-	sv, dv := reflect.ValueOf(src).Elem(), reflect.ValueOf(dst).Elem()
+	dv := reflect.ValueOf(dst).Elem()
+	eachField(src, func(_ *Setting, name string, v reflect.Value) {
+		d := dv.FieldByName(name)
+		if d.IsValid() && d.CanSet() && d.Type() == v.Type() && d.IsZero() {
+			d.Set(v)
+		}
+	})
+}
+
+// LogAttrs is the effective-config line of cfg (a server.MasterConfig or WorkerConfig, after
+// its defaults): name, value for each setting of the table whose field (in Master, as src
+// shows, or Worker) cfg has under the same name, in the table's order, sizes in units; then
+// extra (what the server composes: peers, derived switches). skip names settings the line
+// leaves out.
+func LogAttrs(src, cfg any, skip []string, extra ...any) []any {
+	cv := reflect.ValueOf(cfg)
+	if cv.Kind() == reflect.Pointer {
+		cv = cv.Elem()
+	}
+	var out []any
+	eachField(src, func(s *Setting, name string, v reflect.Value) {
+		f := cv.FieldByName(name)
+		// The same kind of value (a size as int64 or base.Bytes, an id as string or
+		// base.WorkerID); not a struct (the line is flat: the server composes those).
+		if !f.IsValid() || slices.Contains(skip, s.Name) || f.Kind() != v.Kind() || f.Kind() == reflect.Struct ||
+			!f.Type().ConvertibleTo(v.Type()) {
+			return
+		}
+		val := f.Convert(v.Type()).Interface()
+		if b, ok := val.(base.Bytes); ok {
+			val = b.String()
+		}
+		out = append(out, s.Name, val)
+	})
+	return append(out, extra...)
+}
+
+// eachField calls fn with every wired setting of src (a *Master or *Worker) that fills a
+// top-level field, with that field's name and value, in the table's order.
+func eachField(src any, fn func(s *Setting, name string, v reflect.Value)) {
+	sv := reflect.ValueOf(src).Elem()
 	st := sv.Type()
+	seen := map[string]bool{}
 	for i := range table {
 		s := &table[i]
 		var p any
@@ -134,16 +176,15 @@ func Pass(src, dst any) {
 		if p == nil {
 			continue
 		}
-		// The field's name in src: the one whose address p is (top-level fields only).
 		addr := reflect.ValueOf(p).Pointer()
 		for j := 0; j < st.NumField(); j++ {
 			f := sv.Field(j)
 			if f.Addr().Pointer() != addr || f.Type() != reflect.ValueOf(p).Elem().Type() {
 				continue
 			}
-			d := dv.FieldByName(st.Field(j).Name)
-			if d.IsValid() && d.CanSet() && d.Type() == f.Type() && d.IsZero() {
-				d.Set(f)
+			if name := st.Field(j).Name; !seen[name] {
+				seen[name] = true // a field two settings fill (standalone's data_dir) once
+				fn(s, name, f)
 			}
 			break
 		}
