@@ -159,7 +159,7 @@ func (f *masterFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 	rpcHost, _, _ := net.SplitHostPort(s.RPCAddress)
 	s.MetricsAddress = net.JoinHostPort(rpcHost, strconv.Itoa(f.MetricsPort))
 	if standalone {
-		s.ID = "m1"
+		s.ID = config.MasterDefaults.MasterID
 		s.RaftAddress = net.JoinHostPort(rpcHost, "0")
 	} else {
 		switch {

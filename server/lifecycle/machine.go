@@ -85,7 +85,8 @@ type Config struct {
 	// (server/config); the lifecycle keeps none of its own.
 	PutTimeout time.Duration
 	// HighWatermark: a worker whose used plus reserved DRAM is past this fraction of its
-	// capacity is weighed as full by placement. Default 0.95.
+	// capacity is weighed as full by placement. Required: the master passes its
+	// eviction_high_watermark_ratio, whose one default is the config table's.
 	HighWatermark float64
 	// MaxReservations bounds the puts in flight. Default 1<<20.
 	MaxReservations int
@@ -102,9 +103,6 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.MaxQueuedDrops == 0 {
 		c.MaxQueuedDrops = 1 << 20
-	}
-	if c.HighWatermark == 0 {
-		c.HighWatermark = 0.95
 	}
 	if c.MaxReservations == 0 {
 		c.MaxReservations = 1 << 20
