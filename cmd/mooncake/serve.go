@@ -420,13 +420,6 @@ func pick(fs *pflag.FlagSet, name, flagVal, fileVal, def string) string {
 	return def
 }
 
-func checkPort(name string, p int, zeroOK bool) error {
-	if p < 0 || p > 65535 || (!zeroOK && p == 0) {
-		return fmt.Errorf("%w: %s %d is not a port", base.ErrInvalidParams, name, p)
-	}
-	return nil
-}
-
 // fileNotices logs what the config file holds that this build accepts but does not use: at
 // info level for servers (once at start), at debug level for client commands (whose stderr
 // a user reads).

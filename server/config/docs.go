@@ -52,7 +52,7 @@ func MooncakeFlagDocs(bin string) string {
 var kindNames = []struct {
 	k    Kind
 	name string
-}{{KindMaster, "master"}, {KindWorker, "worker"}, {KindMooncakeClient, "mooncake_client"}, {KindStandalone, "standalone"}, {KindAPI, "Go API"}}
+}{{KindMaster, "master"}, {KindWorker, "worker"}, {KindMooncakeClient, "mooncake_client"}, {KindStandalone, "standalone"}, {KindMetadataHTTP, "mooncake_http_metadata_server"}, {KindAPI, "Go API"}}
 
 // SettingsDocs renders docs/config.md's table of every setting the table declares with an
 // effect here: its name, the commands that take it, unit, default, Mooncake's names for it

@@ -28,6 +28,8 @@ const (
 	// KindAPI marks a default of the Go API (server.MasterConfig, server.WorkerConfig) that
 	// no flag sets; such a setting is registered by no command.
 	KindAPI
+	// KindMetadataHTTP is mooncake_http_metadata_server (Mooncake's HTTP metadata store).
+	KindMetadataHTTP
 	// KindFile marks a mooncake.json key or MOONCAKE_* variable: every command reads the
 	// file MOONCAKE_CONFIG_PATH names and the variables (ParseFile, ApplyEnv).
 	KindFile

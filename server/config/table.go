@@ -16,6 +16,10 @@ const (
 	// but never committed after as long. 60 s leaves room for a multi-GiB value over a slow
 	// link; a stuck client holds arena bytes at most this long.
 	putTimeout = 60 * time.Second
+	// metadataHost and metadataPort are where Mooncake's HTTP metadata store listens
+	// (mooncake_master --http_metadata_server_*, mooncake_http_metadata_server).
+	metadataHost = "0.0.0.0"
+	metadataPort = 8080
 	// workerPort is a worker's data port when --worker_address names none.
 	workerPort = 12300
 	// standaloneDir is standalone's data directory, and a lone mooncake_master's.
@@ -196,10 +200,10 @@ var table = []Setting{
 	{Name: "enable_http_metadata_server", Kinds: master, Default: false, Help: "also serve Mooncake's HTTP metadata store (not needed by this build)",
 		Mooncake: mm("bool", "false", "", "also serve Mooncake's HTTP metadata store (this build needs none)"),
 		Master:   func(m *Master) any { return &m.EnableHTTPMetadataServer }},
-	{Name: "http_metadata_server_port", Kinds: master, Unit: "port", Default: 8080, Help: "port of the HTTP metadata store",
+	{Name: "http_metadata_server_port", Kinds: master, Unit: "port", Default: metadataPort, Help: "port of the HTTP metadata store",
 		Mooncake: mm("int32", "8080", "", "its port"),
 		Master:   func(m *Master) any { return &m.HTTPMetadataServerPort }},
-	{Name: "http_metadata_server_host", Kinds: master, Default: "0.0.0.0", Help: "host of the HTTP metadata store",
+	{Name: "http_metadata_server_host", Kinds: master, Default: metadataHost, Help: "host of the HTTP metadata store",
 		Mooncake: mm("string", "0.0.0.0", "", "its host"),
 		Master:   func(m *Master) any { return &m.HTTPMetadataServerHost }},
 	{Name: "put_start_discard_timeout_sec", Kinds: master, Unit: "s", Default: 30 * time.Second, Check: positive, Help: "Mooncake's name for --put_timeout (seconds)",
@@ -403,6 +407,12 @@ var table = []Setting{
 		Worker: func(w *Worker) any { return &w.PendingWriteTimeout }},
 	{Name: "shm_lease_ttl", Kinds: api, Default: 30 * time.Second, Check: nonNegative, Help: "how long a client on the worker's host may keep an object pinned (ShmPin) without releasing it",
 		Worker: func(w *Worker) any { return &w.ShmLeaseTTL }},
+
+	// mooncake_http_metadata_server's flags.
+	{Name: "host", Kinds: KindMetadataHTTP, Default: metadataHost, Help: "address to bind",
+		Master: func(m *Master) any { return &m.HTTPMetadataServerHost }},
+	{Name: "port", Kinds: KindMetadataHTTP, Unit: "port", Default: metadataPort, Check: portOrZero, Help: "port to listen on",
+		Master: func(m *Master) any { return &m.HTTPMetadataServerPort }},
 
 	// Mooncake's mooncake_master flags without effect here, in its source's order.
 	noEffect(master, "max_threads", mm("int32", "4", "", whyThreads)),

@@ -12,13 +12,13 @@ import (
 	"github.com/mooncake-go/mooncake/internal/base"
 )
 
-var allKinds = []Kind{KindMaster, KindWorker, KindMooncakeClient, KindStandalone, KindAPI}
+var allKinds = []Kind{KindMaster, KindWorker, KindMooncakeClient, KindStandalone, KindMetadataHTTP, KindAPI}
 
 // TestTable: every setting fills a field of its default's type (or, without a field, is one
 // of Mooncake's flags with a gflags default and a reason), its default passes its own check,
 // and no command takes one name twice.
 func TestTable(t *testing.T) {
-	for _, k := range allKinds[:5] { // the commands' flags and the Go API's defaults
+	for _, k := range allKinds { // the commands' flags and the Go API's defaults
 		seen := map[string]bool{}
 		for i := range table {
 			s := &table[i]
@@ -82,7 +82,7 @@ func TestTable(t *testing.T) {
 // TestRegister: every command kind's flags register (each field type has a flag type), at
 // the table's defaults, and parse back into the fields.
 func TestRegister(t *testing.T) {
-	for _, k := range allKinds[:4] {
+	for _, k := range allKinds[:5] {
 		var m Master
 		var w Worker
 		fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
