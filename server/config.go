@@ -214,7 +214,7 @@ func (c *MasterConfig) Validate() error {
 	case c.MetricsAddress != "" && !validHostPort(c.MetricsAddress):
 		return bad("metrics address %q is not host:port", c.MetricsAddress)
 	}
-	if err := checkTable(config.KindMaster, "master config: ", "client_ttl", c.ClientTTL, "worker_restart_grace", c.WorkerRestartGrace,
+	if err := config.CheckEach(config.KindMaster, "master config: ", "client_ttl", c.ClientTTL, "worker_restart_grace", c.WorkerRestartGrace,
 		"client_disconnect_grace", c.ClientDisconnectGrace, "eviction_high_watermark_ratio", c.EvictionHighWatermarkRatio,
 		"eviction_ratio", c.EvictionRatio, "put_timeout", c.PutTimeout, "max_value_size", c.MaxValueSize,
 		"summary_interval", c.SummaryInterval); err != nil {
@@ -429,7 +429,7 @@ func (c *WorkerConfig) Validate() error {
 	case c.RootFSDir == "" && c.Persistence != base.PersistenceCache:
 		return bad("persistence %s needs root_fs_dir (without it the worker is DRAM only: use cache)", c.Persistence)
 	}
-	if err := checkTable(config.KindWorker, "worker config: ", "global_segment_size", c.GlobalSegmentSize, "ssd_capacity", c.SSDCapacity,
+	if err := config.CheckEach(config.KindWorker, "worker config: ", "global_segment_size", c.GlobalSegmentSize, "ssd_capacity", c.SSDCapacity,
 		"heartbeat_interval", c.HeartbeatInterval, "pending_write_timeout", c.PendingWriteTimeout, "shm_lease_ttl", c.ShmLeaseTTL); err != nil {
 		return err
 	}
@@ -449,17 +449,6 @@ func (c *WorkerConfig) logAttrs() []any {
 		"master_server_address", strings.Join(c.MasterAddresses, ","), "address", c.Address, "metrics_address", c.MetricsAddress,
 		"persistence", c.Persistence.String(), "hugepages", c.HugePages.String(), "shared_arena", !c.PrivateArena,
 		"size_units", base.SizeUnits)
-}
-
-// checkTable runs the config table's check of each name on its value (name, value, name,
-// value, ...): the Go API's values pass the same checks as flags, files and variables.
-func checkTable(kind config.Kind, prefix string, nameValues ...any) error {
-	for i := 0; i+1 < len(nameValues); i += 2 {
-		if err := config.Check(kind|config.KindAPI, prefix, nameValues[i].(string), nameValues[i+1]); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // validHostPort reports whether s is host:port with a numeric port (host may be empty).

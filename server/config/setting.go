@@ -141,6 +141,18 @@ func Check(kind Kind, prefix, name string, v any) error {
 	return checked(s.Check(v), prefix+name)
 }
 
+// CheckEach runs Check on each name and value of nameValues (name, value, name, value, ...),
+// of kind or the Go API's settings: the Go API's values (server.MasterConfig, WorkerConfig)
+// pass the same checks as flags, files and variables. It returns the first failure.
+func CheckEach(kind Kind, prefix string, nameValues ...any) error {
+	for i := 0; i+1 < len(nameValues); i += 2 {
+		if err := Check(kind|KindAPI, prefix, nameValues[i].(string), nameValues[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // checked words a check's failure after name ("--global_segment_size must be positive"); a
 // check that wrote its whole message (an error of a class) is returned as it is.
 func checked(err error, name string) error {
