@@ -18,6 +18,7 @@ import (
 	"github.com/mooncake-go/mooncake/client/mooncakestore"
 	"github.com/mooncake-go/mooncake/cmd/internal/mcconfig"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/config"
 	"github.com/mooncake-go/mooncake/server/worker"
 )
 
@@ -221,8 +222,10 @@ func (s *store) setup(a setupArgs, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	if a.globalSegmentSize > 1<<50 {
-		return fmt.Errorf("%w: global_segment_size %d is implausible", base.ErrInvalidParams, a.globalSegmentSize)
+	if a.globalSegmentSize > 0 { // 0: no embedded worker
+		if err := config.Check(config.KindFile, "", "global_segment_size", a.globalSegmentSize); err != nil {
+			return err
+		}
 	}
 	addr, picked, err := localAddress(a.localHostname, pickHostPort)
 	if err != nil {

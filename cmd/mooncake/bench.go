@@ -15,6 +15,7 @@ import (
 	"github.com/mooncake-go/mooncake/benchmarks"
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/config"
 )
 
 func newBenchCmd(e *env) *cobra.Command {
@@ -306,7 +307,7 @@ func connectBench(cmd *cobra.Command, e *env, f *clientFlags, keep bool, prefix 
 
 // cleanupBench removes the run's objects, even after an interrupt.
 func cleanupBench(c *client.Client, e *env, prefix string) {
-	ctx, cancel := context.WithTimeout(context.Background(), defaultShutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), config.WorkerDefaults.ShutdownTimeout)
 	defer cancel()
 	if _, err := c.RemoveByRegex(ctx, "^"+regexp.QuoteMeta(prefix)); err != nil {
 		fmt.Fprintf(e.stderr, "mooncake: bench: removing the objects under %q: %v\n", prefix, err)

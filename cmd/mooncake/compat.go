@@ -19,6 +19,7 @@ import (
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/config"
 )
 
 // Mooncake's own command lines, config files and environment, so that a Mooncake user's
@@ -80,25 +81,6 @@ func gflagsArgs(args []string) []string {
 	return out
 }
 
-// secondsDuration is a duration flag that takes a plain number as seconds, as Mooncake's
-// --client_ttl does, and Go durations ("10s", "1m") too.
-type secondsDuration time.Duration
-
-func (d *secondsDuration) String() string { return time.Duration(*d).String() }
-func (d *secondsDuration) Type() string   { return "duration" }
-func (d *secondsDuration) Set(s string) error {
-	if n, err := strconv.ParseFloat(s, 64); err == nil {
-		*d = secondsDuration(time.Duration(n * float64(time.Second)))
-		return nil
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("want seconds (10) or a duration (10s, 1m)")
-	}
-	*d = secondsDuration(v)
-	return nil
-}
-
 // bareHost reports whether a is a host without a port ("0.0.0.0", "[::1]", "node1").
 func bareHost(a string) bool {
 	if _, _, err := net.SplitHostPort(a); err == nil {
@@ -141,125 +123,15 @@ func (e *env) printNotices(cmd string) {
 	e.file.notices = nil
 }
 
-// mooncakeOnlyKeys are keys of Mooncake's client config (mooncake.json, SGLang's and vLLM's
-// extra config) that have no effect here; each is accepted with a notice saying why.
-type mooncakeOnlyKeys struct {
-	TenantID               json.RawMessage `json:"tenant_id"`
-	MasterMetricsPort      json.RawMessage `json:"master_metrics_port"`
-	CheckServer            json.RawMessage `json:"check_server"`
-	StandaloneStorage      json.RawMessage `json:"standalone_storage"`
-	ClientServerAddress    json.RawMessage `json:"client_server_address"`
-	PreferredSegment       json.RawMessage `json:"preferred_segment"`
-	PreferAllocInSameNode  json.RawMessage `json:"prefer_alloc_in_same_node"`
-	ReplicaNum             json.RawMessage `json:"replica_num"`
-	TransferTimeout        json.RawMessage `json:"transfer_timeout"`
-	EnableSSDPrefetch      json.RawMessage `json:"enable_ssd_prefetch"`
-	PrefetchThreshold      json.RawMessage `json:"prefetch_threshold"`
-	RDMADevices            json.RawMessage `json:"rdma_devices"`
-	MasterServerAddrLegacy json.RawMessage `json:"master_server_addr"`
-	// vLLM's MooncakeStoreConfig keys.
-	Mode             json.RawMessage `json:"mode"`
-	EnableOffload    json.RawMessage `json:"enable_offload"`
-	DeviceNamePerGPU json.RawMessage `json:"device_name_per_gpu"`
-	// Keys of Mooncake's current client config (MooncakeConfig, setup's keywords).
-	EnableClientHTTPServer json.RawMessage `json:"enable_client_http_server"`
-	ClientHTTPPort         json.RawMessage `json:"client_http_port"`
-	IPCSocketPath          json.RawMessage `json:"ipc_socket_path"`
-}
-
-// noEffect lists the mooncakeOnlyKeys that are set, with why they do nothing here.
-func (k *mooncakeOnlyKeys) noEffect() [][2]string {
-	var out [][2]string
-	add := func(v json.RawMessage, key, why string) {
-		if len(v) > 0 {
-			out = append(out, [2]string{key, why})
-		}
-	}
-	add(k.TenantID, "tenant_id", "tenants are not separated in this build: every client shares the cluster's key space")
-	add(k.MasterMetricsPort, "master_metrics_port", "each master serves its metrics on its own --metrics_port")
-	add(k.CheckServer, "check_server", "clients check the masters when they connect")
-	add(k.StandaloneStorage, "standalone_storage", "the Go client talks to masters and workers directly (no separate client service)")
-	add(k.ClientServerAddress, "client_server_address", "the Go client talks to masters and workers directly (no separate client service)")
-	add(k.PreferredSegment, "preferred_segment", "placement picks the worker with the most free room; a put may name a preferred worker")
-	add(k.PreferAllocInSameNode, "prefer_alloc_in_same_node", "placement picks the worker with the most free room; a put may name a preferred worker")
-	add(k.ReplicaNum, "replica_num", "the replica count is set per put (--replicas, ReplicateConfig)")
-	add(k.TransferTimeout, "transfer_timeout", "calls use the client's --timeout")
-	add(k.EnableSSDPrefetch, "enable_ssd_prefetch", "a client setup option: is_exist(key, prefetch_to_memory=True) has the worker promote the object; workers bound it with --prefetch_budget")
-	add(k.PrefetchThreshold, "prefetch_threshold", "workers promote objects read from NVMe back to DRAM on their own")
-	add(k.RDMADevices, "rdma_devices", "this build moves bytes over TCP")
-	add(k.MasterServerAddrLegacy, "master_server_addr", "use master_server_address")
-	add(k.Mode, "mode", "the cluster's DRAM always comes from its workers (mooncake worker / mooncake_client), as in Mooncake's standalone-store mode")
-	add(k.EnableOffload, "enable_offload", "a worker with root_fs_dir (or ssd_offload_path with enable_ssd_offload, or the master's --root_fs_dir) spills to NVMe on its own")
-	add(k.DeviceNamePerGPU, "device_name_per_gpu", "this build moves bytes over TCP")
-	add(k.EnableClientHTTPServer, "enable_client_http_server", "a client has no HTTP endpoint of its own; workers and masters serve /metrics and /health on --metrics_port")
-	add(k.ClientHTTPPort, "client_http_port", "a client has no HTTP endpoint of its own; workers and masters serve /metrics and /health on --metrics_port")
-	add(k.IPCSocketPath, "ipc_socket_path", "there is no separate client process to reach over a socket: clients talk to masters and workers directly")
-	return out
-}
-
-// applyMooncake fills what the file does not set from Mooncake's MOONCAKE_* variables, maps
-// enable_ssd_offload and ssd_offload_path onto root_fs_dir, runs a non-TCP protocol over TCP
-// with a warning, and records a notice for every key without effect.
+// applyMooncake fills what the file does not set from Mooncake's MOONCAKE_* variables (the
+// table's ApplyEnv), maps enable_ssd_offload and ssd_offload_path onto root_fs_dir, runs a
+// non-TCP protocol over TCP with a warning, and records a notice for every key and variable
+// without effect.
 func (fc *fileConfig) applyMooncake(getenv func(string) string) error {
-	envSet := func(name string) (string, bool) {
-		v := strings.TrimSpace(getenv(name))
-		return v, v != ""
+	envNoEffect, err := config.ApplyEnv(&fc.File, getenv)
+	if err != nil {
+		return err
 	}
-	if v, ok := envSet(envMaster); ok {
-		m, err := parseAddressList(v)
-		if err != nil {
-			return fmt.Errorf("$%s: %w", envMaster, err)
-		}
-		fc.envMasters = m
-	}
-	if v, ok := envSet("MOONCAKE_LOCAL_HOSTNAME"); ok && fc.LocalHostname == "" {
-		if h, _, err := net.SplitHostPort(v); err == nil {
-			v = h // Mooncake accepts host:port; the port is the worker's own flag here
-		}
-		if strings.ContainsAny(v, "/ ") {
-			return fmt.Errorf("%w: $MOONCAKE_LOCAL_HOSTNAME %q is not a host name", base.ErrInvalidParams, v)
-		}
-		fc.LocalHostname = v
-	}
-	if v, ok := envSet("MOONCAKE_GLOBAL_SEGMENT_SIZE"); ok && fc.GlobalSegmentSize == nil {
-		b, err := base.ParseBytes(v)
-		if err != nil || b <= 0 {
-			return fmt.Errorf("%w: $MOONCAKE_GLOBAL_SEGMENT_SIZE %q: want a positive size", base.ErrInvalidParams, v)
-		}
-		fc.GlobalSegmentSize = &b
-	}
-	if v, ok := envSet("MOONCAKE_LOCAL_BUFFER_SIZE"); ok && fc.LocalBufferSize == nil {
-		if b, err := base.ParseBytes(v); err == nil {
-			fc.LocalBufferSize = &b
-		}
-	}
-	if v, ok := envSet("MOONCAKE_PROTOCOL"); ok && fc.Protocol == "" {
-		fc.Protocol = v
-	}
-	if v, ok := envSet("MOONCAKE_DEVICE"); ok && fc.DeviceName == "" {
-		fc.DeviceName = v
-	}
-	if v, ok := envSet("MOONCAKE_TE_META_DATA_SERVER"); ok && len(fc.MetadataServer) == 0 {
-		fc.MetadataServer, _ = json.Marshal(v)
-	}
-	if v, ok := envSet("MOONCAKE_TENANT_ID"); ok && len(fc.TenantID) == 0 {
-		fc.TenantID, _ = json.Marshal(v)
-	}
-	// MOONCAKE_OFFLOAD_ENABLED is the current Python package's name, MOONCAKE_ENABLE_SSD_OFFLOAD
-	// an older one.
-	for _, name := range []string{"MOONCAKE_OFFLOAD_ENABLED", "MOONCAKE_ENABLE_SSD_OFFLOAD"} {
-		if v, ok := envSet(name); ok && fc.EnableSSDOffload == nil {
-			on, err := parseMooncakeBool(v)
-			if err != nil {
-				return fmt.Errorf("%w: $%s %q: want true or false", base.ErrInvalidParams, name, v)
-			}
-			fc.EnableSSDOffload = &on
-		}
-	}
-	if v, ok := envSet("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH"); ok && fc.SSDOffloadPath == "" {
-		fc.SSDOffloadPath = v
-	}
-
 	switch {
 	case fc.EnableSSDOffload != nil && *fc.EnableSSDOffload:
 		switch {
@@ -275,8 +147,11 @@ func (fc *fileConfig) applyMooncake(getenv func(string) string) error {
 		fc.note(false, "config: ssd_offload_path is ignored without enable_ssd_offload")
 	}
 	fc.Protocol = tcpOnly(fc, "protocol", fc.Protocol)
-	fc.noteEnvNoEffect(getenv)
-	for _, kw := range fc.noEffect() {
+	for _, v := range envNoEffect {
+		fc.note(false, "$%s: accepted, no effect here: %s", v[0], v[1])
+	}
+	// fileNotices words these three itself, with their values.
+	for _, kw := range fc.NoEffect("metadata_server", "device_name", "local_buffer_size") {
 		fc.note(false, "config: %s has no effect here: %s", kw[0], kw[1])
 	}
 	return nil
@@ -333,32 +208,6 @@ func watermarks(high, ratio float64) (hi, lo float64) {
 	return high, math.Round(max(0, high-ratio)*1e6) / 1e6 // 0.95-0.05 is 0.8999999999999999 in floats
 }
 
-// mooncakeMasterFlags are mooncake_master's flags beyond `mooncake master`'s that have an
-// effect here; the others are registered from the table in compat_flags.go.
-type mooncakeMasterFlags struct {
-	port, verbosity, httpMetaPort, rpcConnTimeout int
-	configPath, rootFSDir, metricsHost            string
-	httpMetaHost, rpcInterface                    string
-	enableMetricReporting, httpMeta               bool
-	putStartDiscard                               secondsDuration
-}
-
-func (f *mooncakeMasterFlags) register(fs *pflag.FlagSet) {
-	fs.IntVar(&f.port, "port", defaultRPCPort, "Mooncake's name for --rpc_port")
-	fs.IntVarP(&f.verbosity, "v", "v", 0, "glog verbosity: 1 or more logs at debug level")
-	fs.StringVar(&f.configPath, "config_path", "", "a master config file (JSON) with Mooncake's keys; flags given on the command line win")
-	fs.StringVar(&f.rootFSDir, "root_fs_dir", "", "NVMe directory handed to workers that set none of their own")
-	fs.StringVar(&f.metricsHost, "metrics_host", "", "host the metrics port binds (default: the RPC host)")
-	fs.BoolVar(&f.enableMetricReporting, "enable_metric_reporting", true, "log the \"Master Metrics:\" line every 10 s")
-	fs.BoolVar(&f.httpMeta, "enable_http_metadata_server", false, "also serve Mooncake's HTTP metadata store (not needed by this build)")
-	fs.IntVar(&f.httpMetaPort, "http_metadata_server_port", 8080, "port of the HTTP metadata store")
-	fs.StringVar(&f.httpMetaHost, "http_metadata_server_host", "0.0.0.0", "host of the HTTP metadata store")
-	fs.Var(&f.putStartDiscard, "put_start_discard_timeout_sec", "Mooncake's name for --put_timeout (seconds)")
-	fs.StringVar(&f.rpcInterface, "rpc_interface", "", "a network interface whose IPv4 address becomes --rpc_address (Mooncake's)")
-	fs.IntVar(&f.rpcConnTimeout, "rpc_conn_timeout_seconds", 0, "above 0: Mooncake's name for --conn_idle_timeout, in seconds (0: ours)")
-	registerNoEffect(fs, nameMaster)
-}
-
 // masterConfigKeys maps the keys of Mooncake's master config file to flag names.
 var masterConfigKeys = map[string]string{"client_live_ttl_sec": "client_ttl"}
 
@@ -407,7 +256,6 @@ func applyMasterConfigFile(fs *pflag.FlagSet, path string) error {
 
 func newMooncakeMasterCmd(e *env) *cobra.Command {
 	var f masterFlags
-	var mf mooncakeMasterFlags
 	cmd := &cobra.Command{
 		Use:   nameMaster + " [--port 50051] [--root_fs_dir DIR] [--cluster_id ID] [Mooncake's other flags]",
 		Short: "Run a master with Mooncake's flags; with no --id/--peers a one-master cluster with data under ./mooncake-data",
@@ -419,14 +267,14 @@ effect here are accepted with one line saying why.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fs := cmd.Flags()
-			s, err := resolveMooncakeMaster(fs, &f, &mf, e, true)
+			s, err := resolveMooncakeMaster(fs, &f, e, true)
 			if err != nil {
 				return err
 			}
 			e.mooncakeLines = true
 			e.fileNotices("master")
-			if mf.httpMeta {
-				stop, err := startMetadataServer(e, net.JoinHostPort(mf.httpMetaHost, strconv.Itoa(mf.httpMetaPort)))
+			if f.EnableHTTPMetadataServer {
+				stop, err := startMetadataServer(e, net.JoinHostPort(f.HTTPMetadataServerHost, strconv.Itoa(f.HTTPMetadataServerPort)))
 				if err != nil {
 					return err
 				}
@@ -436,55 +284,52 @@ effect here are accepted with one line saying why.`,
 		},
 	}
 	f.register(cmd.Flags(), false)
-	mf.register(cmd.Flags())
 	return cmd
 }
 
 // resolveMooncakeMaster turns mooncake_master's flags into master settings. With mayRunAlone
 // (mooncake_master) a master without --id, --raft_address, --peers and --join is a one-master
 // cluster with its data under ./mooncake-data; without it (mooncake master) those stay required.
-func resolveMooncakeMaster(fs *pflag.FlagSet, f *masterFlags, mf *mooncakeMasterFlags, e *env, mayRunAlone bool) (masterSettings, error) {
-	if mf.configPath != "" {
-		if err := applyMasterConfigFile(fs, mf.configPath); err != nil {
+func resolveMooncakeMaster(fs *pflag.FlagSet, f *masterFlags, e *env, mayRunAlone bool) (masterSettings, error) {
+	if f.ConfigPath != "" {
+		if err := applyMasterConfigFile(fs, f.ConfigPath); err != nil {
 			return masterSettings{}, err
 		}
 	}
 	fc := e.file
-	e.verbosity = mf.verbosity
-	if err := checkPort("--port", mf.port, false); err != nil {
+	e.verbosity = f.Verbosity
+	// Mooncake's --port is checked before it stands in for --rpc_port.
+	if err := config.Check(config.KindMaster, "--", "port", f.Port); err != nil {
 		return masterSettings{}, err
 	}
 	switch {
-	case changed(fs, "rpc_port") && f.rpcPort == 0:
-		f.rpcPort = mf.port // Mooncake's: 0 means --port
-	case changed(fs, "port") && changed(fs, "rpc_port") && mf.port != f.rpcPort:
-		fc.note(false, "both --port and --rpc_port are set: using --rpc_port %d", f.rpcPort)
+	case changed(fs, "rpc_port") && f.RPCPort == 0:
+		f.RPCPort = f.Port // Mooncake's: 0 means --port
+	case changed(fs, "port") && changed(fs, "rpc_port") && f.Port != f.RPCPort:
+		fc.note(false, "both --port and --rpc_port are set: using --rpc_port %d", f.RPCPort)
 	case changed(fs, "port"):
-		f.rpcPort = mf.port
+		f.RPCPort = f.Port
 	}
-	if f.dataDir == "" && mayRunAlone {
-		f.dataDir = defaultStandaloneDir
+	if f.DataDir == "" && mayRunAlone {
+		f.DataDir = defaultStandaloneDir
 	}
-	if mf.rpcInterface != "" {
-		ip, err := rpcInterfaceAddr(mf.rpcInterface, interfaceAddrs)
+	if f.RPCInterface != "" {
+		ip, err := rpcInterfaceAddr(f.RPCInterface, interfaceAddrs)
 		if err != nil {
 			return masterSettings{}, err
 		}
-		if changed(fs, "rpc_address") && f.rpcAddress != ip && f.rpcAddress != "0.0.0.0" {
-			fc.note(false, "--rpc_interface %s overrides --rpc_address %s with %s", mf.rpcInterface, f.rpcAddress, ip)
+		if changed(fs, "rpc_address") && f.RPCAddress != ip && f.RPCAddress != "0.0.0.0" {
+			fc.note(false, "--rpc_interface %s overrides --rpc_address %s with %s", f.RPCInterface, f.RPCAddress, ip)
 		}
-		f.rpcAddress = ip
+		f.RPCAddress = ip
 		_ = fs.Set("rpc_address", ip)
 	}
-	switch {
-	case mf.rpcConnTimeout < 0:
-		return masterSettings{}, fmt.Errorf("%w: --rpc_conn_timeout_seconds must not be negative", base.ErrInvalidParams)
-	case mf.rpcConnTimeout > 0 && !changed(fs, "conn_idle_timeout") && fs.Lookup("conn_idle_timeout") != nil:
-		f.conns.idle = time.Duration(mf.rpcConnTimeout) * time.Second
+	if f.RPCConnTimeoutSeconds > 0 && !changed(fs, "conn_idle_timeout") && fs.Lookup("conn_idle_timeout") != nil {
+		f.Conns.IdleTimeout = time.Duration(f.RPCConnTimeoutSeconds) * time.Second
 	}
 	lone := mayRunAlone && !changed(fs, "id") && !changed(fs, "peers") && !changed(fs, "raft_address") && !changed(fs, "join")
 	if lone && !changed(fs, "rpc_address") && !changed(fs, "local_hostname") && fc.LocalHostname == "" {
-		f.rpcAddress = "0.0.0.0" // Mooncake's default: every interface
+		f.RPCAddress = "0.0.0.0" // Mooncake's default: every interface
 	}
 	s, err := f.resolve(fs, fc, lone)
 	if err != nil {
@@ -492,7 +337,7 @@ func resolveMooncakeMaster(fs *pflag.FlagSet, f *masterFlags, mf *mooncakeMaster
 	}
 	rpcHost, _, _ := net.SplitHostPort(s.RPCAddress)
 	if lone {
-		s.DataDir = f.dataDir
+		s.DataDir = f.DataDir
 		if ip := net.ParseIP(rpcHost); ip != nil && ip.IsUnspecified() {
 			// Raft must advertise a usable address; a lone master only talks to itself.
 			s.RaftAddress = "127.0.0.1:0"
@@ -500,25 +345,22 @@ func resolveMooncakeMaster(fs *pflag.FlagSet, f *masterFlags, mf *mooncakeMaster
 	}
 	if changed(fs, "metrics_host") {
 		_, port, _ := net.SplitHostPort(s.MetricsAddress)
-		s.MetricsAddress = net.JoinHostPort(mf.metricsHost, port)
+		s.MetricsAddress = net.JoinHostPort(f.MetricsHost, port)
 	}
-	if mf.rootFSDir != "" {
-		abs, err := filepath.Abs(mf.rootFSDir)
+	if f.RootFSDir != "" {
+		abs, err := filepath.Abs(f.RootFSDir)
 		if err != nil {
 			return s, fmt.Errorf("--root_fs_dir: %w", err)
 		}
 		s.RootFSDir = abs
 	}
-	s.NoSummary = !mf.enableMetricReporting
+	s.NoSummary = !f.EnableMetricReporting
 	if changed(fs, "put_start_discard_timeout_sec") && !changed(fs, "put_timeout") {
-		if mf.putStartDiscard <= 0 {
-			return s, fmt.Errorf("%w: --put_start_discard_timeout_sec must be positive", base.ErrInvalidParams)
-		}
-		s.PutTimeout = time.Duration(mf.putStartDiscard)
+		s.PutTimeout = f.PutStartDiscardTimeout
 	}
-	noteNoEffect(fs, fc, nameMaster)
-	if mf.httpMeta {
-		fc.note(false, "--enable_http_metadata_server: serving Mooncake's HTTP metadata store on %s:%d; this build needs none (raft replaces it)", mf.httpMetaHost, mf.httpMetaPort)
+	noteNoEffect(fs, fc, config.KindMaster)
+	if f.EnableHTTPMetadataServer {
+		fc.note(false, "--enable_http_metadata_server: serving Mooncake's HTTP metadata store on %s:%d; this build needs none (raft replaces it)", f.HTTPMetadataServerHost, f.HTTPMetadataServerPort)
 	}
 	return s, nil
 }
@@ -537,17 +379,8 @@ func printMooncakeMasterLines(e *env, m interface {
 	}
 }
 
-// mooncakeClientFlags are mooncake_client's flags beyond `mooncake worker`'s that have an
-// effect here; the others are registered from the table in compat_flags.go.
-type mooncakeClientFlags struct {
-	host                      string
-	port, verbosity, httpPort int
-	enableOffload, enableHTTP bool
-}
-
 func newMooncakeClientCmd(e *env) *cobra.Command {
 	var f workerFlags
-	var cf mooncakeClientFlags
 	cmd := &cobra.Command{
 		Use:   nameClient + " --master_server_address HOST:PORT [--host H] [--port P] [--global_segment_size \"4 GB\"] [--protocol tcp]",
 		Short: "Run a worker with the flags of Mooncake's mooncake_client (it contributes --global_segment_size)",
@@ -555,26 +388,23 @@ func newMooncakeClientCmd(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fs := cmd.Flags()
 			fc := e.file
-			e.verbosity = cf.verbosity
+			e.verbosity = f.Verbosity
+			if err := config.Validate(config.KindMooncakeClient, nil, &f.Worker); err != nil {
+				return err
+			}
 			if changed(fs, "host") && !changed(fs, "local_hostname") {
-				if ip := net.ParseIP(cf.host); ip != nil && ip.IsUnspecified() {
-					fc.note(false, "--host %s is not an address clients can reach; advertising %s (set --local_hostname)", cf.host, pick(fs, "local_hostname", f.localHostname, fc.LocalHostname, "127.0.0.1"))
+				if ip := net.ParseIP(f.Host); ip != nil && ip.IsUnspecified() {
+					fc.note(false, "--host %s is not an address clients can reach; advertising %s (set --local_hostname)", f.Host, pick(fs, "local_hostname", f.LocalHostname, fc.LocalHostname, "127.0.0.1"))
 				} else {
-					f.localHostname = cf.host
-					_ = fs.Set("local_hostname", cf.host)
+					f.LocalHostname = f.Host
+					_ = fs.Set("local_hostname", f.Host)
 				}
 			}
 			if changed(fs, "port") && !changed(fs, "worker_address") {
-				if err := checkPort("--port", cf.port, true); err != nil {
-					return err
-				}
-				f.address = net.JoinHostPort(pick(fs, "local_hostname", f.localHostname, fc.LocalHostname, "127.0.0.1"), strconv.Itoa(cf.port))
+				f.WorkerAddress = net.JoinHostPort(pick(fs, "local_hostname", f.LocalHostname, fc.LocalHostname, "127.0.0.1"), strconv.Itoa(f.Port))
 			}
 			if changed(fs, "http_port") && !changed(fs, "metrics_port") {
-				if err := checkPort("--http_port", cf.httpPort, true); err != nil {
-					return err
-				}
-				f.metricsPort = cf.httpPort
+				f.MetricsPort = f.HTTPPort
 			}
 			devices := fs.Lookup("device_names").Value.String()
 			if devices != "" && fc.DeviceName == "" {
@@ -584,32 +414,26 @@ func newMooncakeClientCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if !cf.enableHTTP {
+			if !f.EnableHTTPServer {
 				s.MetricsAddress = "" // Mooncake's --enable_http_server=false: no HTTP port
 			}
 			skip := []string{}
 			if fc.devicesWarned {
 				skip = append(skip, "device_names") // the protocol warning names them
 			}
-			noteNoEffect(fs, fc, nameClient, skip...)
+			noteNoEffect(fs, fc, config.KindMooncakeClient, skip...)
 			e.mooncakeLines = true
 			e.fileNotices("worker")
 			s = inheritFromMaster(cmd.Context(), e, s)
-			if cf.enableOffload && s.RootFSDir == "" {
+			if f.EnableOffload && s.RootFSDir == "" {
 				e.logger().Warn("--enable_offload: no root_fs_dir (none set, none from the master): the worker is DRAM only")
 			}
 			return runWorker(cmd.Context(), e, s)
 		},
 	}
 	f.register(cmd.Flags(), false)
-	fs := cmd.Flags()
-	fs.StringVar(&cf.host, "host", "", "Mooncake's name for --local_hostname")
-	fs.IntVar(&cf.port, "port", 0, "Mooncake's client port: the worker's data port here (--worker_address)")
-	fs.BoolVar(&cf.enableOffload, "enable_offload", false, "use an NVMe tier: root_fs_dir from the flag, the config file or the master")
-	fs.IntVarP(&cf.verbosity, "v", "v", 0, "glog verbosity: 1 or more logs at debug level")
-	fs.BoolVar(&cf.enableHTTP, "enable_http_server", true, "serve /metrics and /health (false: no HTTP port)")
-	fs.IntVar(&cf.httpPort, "http_port", 0, "Mooncake's name for --metrics_port")
-	registerNoEffect(fs, nameClient)
+	// Mooncake's client flags beyond the worker's (with and without effect).
+	config.Register(cmd.Flags(), config.KindMooncakeClient, nil, &f.Worker)
 	return cmd
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mooncake-go/mooncake/server/config"
 	"github.com/spf13/cobra"
 )
 
@@ -21,40 +22,40 @@ func TestMooncakeFlagTable(t *testing.T) {
 		cmd *cobra.Command
 	}{{nameMaster, newMooncakeMasterCmd(e)}, {nameClient, newMooncakeClientCmd(e)}} {
 		seen := map[string]bool{}
-		for _, f := range mooncakeFlagsOf(c.bin) {
-			if seen[f.name] {
-				t.Errorf("%s: --%s is in the table twice", c.bin, f.name)
+		for _, f := range config.MooncakeFlags(c.bin) {
+			if seen[f.Name] {
+				t.Errorf("%s: --%s is in the table twice", c.bin, f.Name)
 			}
-			seen[f.name] = true
-			fl := c.cmd.Flags().Lookup(f.name)
+			seen[f.Name] = true
+			fl := c.cmd.Flags().Lookup(f.Name)
 			if fl == nil {
-				t.Errorf("%s does not take Mooncake's --%s", c.bin, f.name)
+				t.Errorf("%s does not take Mooncake's --%s", c.bin, f.Name)
 				continue
 			}
-			if err := checkGflag(f.kind, f.def); err != nil {
-				t.Errorf("%s --%s: default %q is not a %s", c.bin, f.name, f.def, f.kind)
+			if err := config.CheckGflag(f.Mooncake.Type, f.Mooncake.Default); err != nil {
+				t.Errorf("%s --%s: default %q is not a %s", c.bin, f.Name, f.Mooncake.Default, f.Mooncake.Type)
 			}
-			if f.ours != "" {
-				name := strings.TrimLeft(f.ours, "-")
+			if ours := f.Ours(); ours != "" {
+				name := strings.TrimLeft(ours, "-")
 				if c.cmd.Flags().Lookup(name) == nil {
-					t.Errorf("%s --%s maps onto %s, which %s does not have", c.bin, f.name, f.ours, c.bin)
+					t.Errorf("%s --%s maps onto %s, which %s does not have", c.bin, f.Name, ours, c.bin)
 				}
-				if _, ok := fl.Value.(*gflagValue); ok {
-					t.Errorf("%s --%s has an effect (%s) but is registered as one without", c.bin, f.name, f.ours)
+				if _, ok := fl.Value.(*config.GflagValue); ok {
+					t.Errorf("%s --%s has an effect (%s) but is registered as one without", c.bin, f.Name, ours)
 				}
-			} else if _, ok := fl.Value.(*gflagValue); !ok {
-				t.Errorf("%s --%s has no effect here but is registered by code, not by the table", c.bin, f.name)
+			} else if _, ok := fl.Value.(*config.GflagValue); !ok {
+				t.Errorf("%s --%s has no effect here but is registered by code, not by the table", c.bin, f.Name)
 			}
-			if f.why == "" {
-				t.Errorf("%s --%s: no reason", c.bin, f.name)
+			if f.Mooncake.Why == "" {
+				t.Errorf("%s --%s: no reason", c.bin, f.Name)
 			}
 		}
 	}
-	v := &gflagValue{kind: "uint32"}
+	v := &config.GflagValue{Kind: "uint32"}
 	if v.Set("-1") == nil || v.Set("x") == nil || v.Set("7") != nil || v.String() != "7" {
 		t.Errorf("uint32 value: %q", v.String())
 	}
-	if !sameGflag("bool", "1", "true") || !sameGflag("double", "0.50", "0.5") || sameGflag("string", "a", "b") {
+	if !config.SameGflag("bool", "1", "true") || !config.SameGflag("double", "0.50", "0.5") || config.SameGflag("string", "a", "b") {
 		t.Error("sameGflag")
 	}
 }
@@ -69,9 +70,11 @@ func TestMooncakeFlagDocs(t *testing.T) {
 	}
 	doc := string(data)
 	sections := []struct{ name, want string }{
-		{nameMaster + " flags", mooncakeFlagDocs(nameMaster)},
-		{nameClient + " flags", mooncakeFlagDocs(nameClient)},
-		{"MOONCAKE_* variables", mooncakeEnvDocs()},
+		{"settings", config.SettingsDocs()},
+		{nameMaster + " flags", config.MooncakeFlagDocs(nameMaster)},
+		{nameClient + " flags", config.MooncakeFlagDocs(nameClient)},
+		{"MOONCAKE_* variables", config.EnvDocs()},
+		{"mooncake.json keys", config.FileDocs()},
 	}
 	for _, sec := range sections {
 		begin, end := "<!-- generated: "+sec.name+" -->\n", "<!-- end: "+sec.name+" -->\n"
@@ -121,8 +124,8 @@ func TestMooncakeEnvNoEffect(t *testing.T) {
 		t.Error("MOONCAKE_OFFLOAD_ENABLED=maybe accepted")
 	}
 	seen := map[string]bool{}
-	for _, g := range mooncakeEnvVars {
-		for _, n := range g.names {
+	for _, g := range config.Settings() {
+		for _, n := range g.Env {
 			if seen[n] || !strings.HasPrefix(n, "MOONCAKE_") {
 				t.Errorf("%s: twice, or not a MOONCAKE_ variable", n)
 			}

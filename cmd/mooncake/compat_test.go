@@ -32,21 +32,6 @@ func TestCompatArgs(t *testing.T) {
 	f([]string{"mooncake", "mooncake"}, []string{"mooncake"})
 }
 
-func TestSecondsDuration(t *testing.T) {
-	f := func(in string, want time.Duration, ok bool) {
-		t.Helper()
-		var d secondsDuration
-		err := d.Set(in)
-		if (err == nil) != ok || (ok && time.Duration(d) != want) {
-			t.Fatalf("Set(%q) = %v, %v; want %v, ok %v", in, time.Duration(d), err, want, ok)
-		}
-	}
-	f("10", 10*time.Second, true)
-	f("2.5", 2500*time.Millisecond, true)
-	f("1m", time.Minute, true)
-	f("ten", 0, false)
-}
-
 // TestMooncakeConfigKeys: Mooncake's client config keys are accepted; enable_ssd_offload maps
 // onto root_fs_dir; rdma runs over tcp with one warning; MOONCAKE_* variables fill what the
 // file does not set; keys Mooncake does not have either stay errors.
@@ -102,7 +87,7 @@ func TestMooncakeConfigKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fc.envMasters) != 2 || fc.LocalHostname != "10.0.0.9" || *fc.GlobalSegmentSize != 4<<30 || fc.RootFSDir != "/nvme" || fc.Protocol != "tcp" {
+	if len(fc.EnvMasters) != 2 || fc.LocalHostname != "10.0.0.9" || *fc.GlobalSegmentSize != 4<<30 || fc.RootFSDir != "/nvme" || fc.Protocol != "tcp" {
 		t.Fatalf("from env: %+v", fc)
 	}
 
@@ -126,14 +111,12 @@ func TestMooncakeMasterFlags(t *testing.T) {
 		t.Helper()
 		e := &env{file: &fileConfig{}, stderr: &strings.Builder{}}
 		var f masterFlags
-		var mf mooncakeMasterFlags
 		fs := pflag.NewFlagSet("m", pflag.ContinueOnError)
 		f.register(fs, false)
-		mf.register(fs)
 		if err := fs.Parse(compatArgs(append([]string{nameMaster}, args...))[2:]); err != nil {
 			return masterSettings{}, e, err
 		}
-		s, err := resolveMooncakeMaster(fs, &f, &mf, e, true)
+		s, err := resolveMooncakeMaster(fs, &f, e, true)
 		return s, e, err
 	}
 	s, e, err := resolve("--port", "10001", "--root_fs_dir", dir, "--cluster_id", "mooncake_cluster", "--client_ttl", "20",

@@ -1,60 +1,37 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
-	"github.com/mooncake-go/mooncake/cmd/internal/mcconfig"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/config"
 )
 
-// The variables and the address-list parsing are package mcconfig's, shared with the C
-// library (cmd/libmooncake_store), which resolves masters as these commands do.
+// The variables, keys and checks are the config table's (server/config), which the C
+// library (cmd/libmooncake_store) reads them through too.
 const (
 	// envConfigPath names a mooncake.json (Mooncake's variable).
-	envConfigPath = mcconfig.EnvConfigPath
+	envConfigPath = config.EnvConfigPath
 	// envMaster is the default master address list of the client commands.
-	envMaster = mcconfig.EnvMaster
+	envMaster = config.EnvMaster
 )
 
-// addressList accepts "a:1,b:2" or ["a:1", "b:2"].
-type addressList = mcconfig.AddressList
+func parseAddressList(s string) ([]string, error) { return config.ParseAddressList(s) }
+func checkHostPort(a string, needPort bool) error { return config.CheckHostPort(a, needPort) }
 
-func parseAddressList(s string) ([]string, error) { return mcconfig.ParseAddressList(s) }
-func checkHostPort(a string, needPort bool) error { return mcconfig.CheckHostPort(a, needPort) }
-
-// fileConfig is a mooncake.json with Mooncake's keys. Every key is optional; a key that is not
-// listed here is an error (json.Decoder.DisallowUnknownFields), so a typo is never ignored.
-// Flags given on the command line override the file.
+// fileConfig is a mooncake.json with Mooncake's keys, then the MOONCAKE_* variables for what
+// it does not set: the table's File (every key optional; a key the table does not declare is
+// an error, so a typo is never ignored), with what this command noticed. Flags given on the
+// command line override it.
 type fileConfig struct {
-	LocalHostname       string      `json:"local_hostname"`
-	MasterServerAddress addressList `json:"master_server_address"`
-	GlobalSegmentSize   *base.Bytes `json:"global_segment_size"`
-	LocalBufferSize     *base.Bytes `json:"local_buffer_size"`
-	Protocol            string      `json:"protocol"`
-	DeviceName          string      `json:"device_name"`
-	RootFSDir           string      `json:"root_fs_dir"`
-	ClusterID           string      `json:"cluster_id"`
-	// MetadataServer is Mooncake's etcd/HTTP metadata service. Raft replaces it: the key is
-	// accepted so existing files keep working, and ignored with a notice.
-	MetadataServer json.RawMessage `json:"metadata_server"`
-	// EnableSSDOffload with SSDOffloadPath is Mooncake's SSD tier: it maps onto root_fs_dir
-	// (compat.go). The other keys below are Mooncake's too, accepted with a notice.
-	EnableSSDOffload *bool  `json:"enable_ssd_offload"`
-	SSDOffloadPath   string `json:"ssd_offload_path"`
-	mooncakeOnlyKeys
+	config.File
 
 	path string // where the file was read from; "" when there is none
 	// notices are what resolving the configuration noticed (keys without effect, a protocol
 	// run over TCP), printed once by fileNotices.
 	notices []notice
-	// envMasters is $MOONCAKE_MASTER, which `worker` honours as client commands do.
-	envMasters []string
 	// devicesWarned: the protocol warning named device_name already (tcpOnly).
 	devicesWarned bool
 }
@@ -103,47 +80,16 @@ func parseFileConfig(r io.Reader) (*fileConfig, error) {
 	if len(data) > 1<<20 {
 		return nil, fmt.Errorf("%w: the file is over 1 MiB", base.ErrInvalidParams)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var fc fileConfig
-	if err := dec.Decode(&fc); err != nil {
-		return nil, jsonError(err)
+	f, err := config.ParseFile(data, config.KindFile)
+	if err != nil {
+		return nil, err
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: data after the JSON object", base.ErrInvalidParams)
-	}
-	switch {
-	case fc.GlobalSegmentSize != nil && *fc.GlobalSegmentSize <= 0:
-		return nil, fmt.Errorf("%w: global_segment_size must be positive", base.ErrInvalidParams)
-	case fc.LocalBufferSize != nil && *fc.LocalBufferSize < 0:
-		return nil, fmt.Errorf("%w: local_buffer_size must not be negative", base.ErrInvalidParams)
-	case fc.LocalHostname != "" && strings.ContainsAny(fc.LocalHostname, ":/ "):
-		return nil, fmt.Errorf("%w: local_hostname %q must be a host name or IP without a port", base.ErrInvalidParams, fc.LocalHostname)
-	}
-	if fc.ClusterID != "" {
-		if err := validateClusterID(fc.ClusterID); err != nil {
-			return nil, err
-		}
-	}
-	return &fc, nil
-}
-
-// jsonError turns encoding/json's errors into one-line messages naming the key.
-func jsonError(err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return fmt.Errorf("%w: key %q: want %s, got a JSON %s", base.ErrInvalidParams, te.Field, te.Type, te.Value)
-	}
-	if errors.Is(err, base.ErrInvalidParams) || errors.Is(err, base.ErrNotSupported) {
-		return err
-	}
-	// Unknown keys come back as `json: unknown field "x"`.
-	return fmt.Errorf("%w: %v", base.ErrInvalidParams, err)
+	return &fileConfig{File: *f}, nil
 }
 
 // validateClusterID allows what a directory name under root_fs_dir can hold.
-func validateClusterID(id string) error { return mcconfig.ValidateClusterID(id) }
+func validateClusterID(id string) error { return config.ValidateClusterID(id) }
 
 // validateMasterID allows the same characters as a cluster id (a master id names a raft
 // server and appears in paths and status output).
-func validateMasterID(id string) error { return mcconfig.ValidateMasterID(id) }
+func validateMasterID(id string) error { return config.ValidateMasterID(id) }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mooncake-go/mooncake/server/config"
 )
 
 // mooncakeMasterFlagValues is every flag of Mooncake's mooncake_master (mooncake-store/src/
@@ -162,12 +164,12 @@ func TestMooncakeMasterEveryFlag(t *testing.T) {
 		t.Errorf("--enable_http_metadata_server on --http_metadata_server_port: %d %q", code, body)
 	}
 	stderr := m.stderr.String()
-	for _, f := range mooncakeFlagsOf(nameMaster) {
-		if f.ours != "" {
+	for _, f := range config.MooncakeFlags(nameMaster) {
+		if f.Ours() != "" {
 			continue
 		}
-		if n := strings.Count(stderr, "--"+f.name+"="); n != 1 {
-			t.Errorf("--%s: %d lines in the log, want one \"accepted, no effect here\" line", f.name, n)
+		if n := strings.Count(stderr, "--"+f.Name+"="); n != 1 {
+			t.Errorf("--%s: %d lines in the log, want one \"accepted, no effect here\" line", f.Name, n)
 		}
 	}
 	if n := strings.Count(stderr, "accepted, no effect here"); n != countNoEffect(nameMaster) {
@@ -181,8 +183,8 @@ func TestMooncakeMasterEveryFlag(t *testing.T) {
 // countNoEffect is the number of bin's flags without an equivalent here.
 func countNoEffect(bin string) int {
 	n := 0
-	for _, f := range mooncakeFlagsOf(bin) {
-		if f.ours == "" {
+	for _, f := range config.MooncakeFlags(bin) {
+		if f.Ours() == "" {
 			n++
 		}
 	}
@@ -233,11 +235,11 @@ func checkFlagList(t *testing.T, binary string, list []flagValue) {
 	for _, v := range list {
 		inList[v.name] = true
 	}
-	for _, f := range mooncakeFlagsOf(binary) {
-		if !inList[f.name] {
-			t.Errorf("the flag table has --%s, the test's list does not", f.name)
+	for _, f := range config.MooncakeFlags(binary) {
+		if !inList[f.Name] {
+			t.Errorf("the flag table has --%s, the test's list does not", f.Name)
 		}
-		delete(inList, f.name)
+		delete(inList, f.Name)
 	}
 	for n := range inList {
 		t.Errorf("the test's list has --%s, the flag table does not", n)
@@ -321,16 +323,16 @@ func TestMooncakeClientEveryFlag(t *testing.T) {
 		t.Errorf("--enable_offload takes the master's root_fs_dir: %v", err)
 	}
 	stderr := w.stderr.String()
-	for _, f := range mooncakeFlagsOf(nameClient) {
-		if f.ours != "" {
+	for _, f := range config.MooncakeFlags(nameClient) {
+		if f.Ours() != "" {
 			continue
 		}
 		want := 1
-		if f.name == "device_names" {
+		if f.Name == "device_names" {
 			want = 0 // --protocol=rdma's warning names the devices instead
 		}
-		if n := strings.Count(stderr, "--"+f.name+"="); n != want {
-			t.Errorf("--%s: %d lines in the log, want %d", f.name, n, want)
+		if n := strings.Count(stderr, "--"+f.Name+"="); n != want {
+			t.Errorf("--%s: %d lines in the log, want %d", f.Name, n, want)
 		}
 	}
 	if !strings.Contains(stderr, `devices mlx5_0 unused`) {

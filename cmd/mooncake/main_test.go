@@ -16,6 +16,7 @@ import (
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/internal/testutil"
+	"github.com/mooncake-go/mooncake/server/config"
 	"github.com/mooncake-go/mooncake/server/master"
 )
 
@@ -197,12 +198,12 @@ func TestMasterSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.ID != "m2" || len(s.Peers) != 3 || s.Peers[2] != (peer{"m3", "127.0.0.1:7003", ""}) || s.Peers[0].RPCAddr != "127.0.0.1:50051" || s.MetricsAddress != "127.0.0.1:9004" ||
-		s.ClusterID != base.DefaultClusterID || s.ClientTTL != defaultClientTTL || s.EvictionRatio != defaultEvictRatio ||
-		s.WorkerRestartGrace != defaultRestartGrace {
+		s.ClusterID != base.DefaultClusterID || s.ClientTTL != config.MasterDefaults.ClientTTL || s.EvictionRatio != config.MasterDefaults.EvictionRatio ||
+		s.WorkerRestartGrace != config.MasterDefaults.WorkerRestartGrace {
 		t.Fatalf("%+v", s)
 	}
-	if defaultRestartGrace != master.DefaultWorkerRestartGrace {
-		t.Fatalf("--worker_restart_grace default %v, the server's %v", defaultRestartGrace, master.DefaultWorkerRestartGrace)
+	if s.WorkerRestartGrace != master.DefaultWorkerRestartGrace {
+		t.Fatalf("--worker_restart_grace default %v, the server's %v", s.WorkerRestartGrace, master.DefaultWorkerRestartGrace)
 	}
 	if s.ClientDisconnectGrace != master.DefaultClientDisconnectGrace {
 		t.Fatalf("--client_disconnect_grace default %v, the server's %v", s.ClientDisconnectGrace, master.DefaultClientDisconnectGrace)
@@ -213,7 +214,7 @@ func TestMasterSettings(t *testing.T) {
 	for _, tc := range []struct {
 		arg  string
 		want time.Duration
-	}{{"0", defaultClientTTL}, {"5m", 5 * time.Minute}} {
+	}{{"0", config.MasterDefaults.ClientTTL}, {"5m", 5 * time.Minute}} {
 		f := masterFlags{}
 		fs := pflag.NewFlagSet("master", pflag.ContinueOnError)
 		f.register(fs, true)
@@ -263,6 +264,36 @@ func TestRaftFsyncFlag(t *testing.T) {
 			}
 			if got := e.masterConfig(s).RaftNoSync; got != tc.wantNoSync {
 				t.Fatalf("standalone %v, %v: RaftNoSync %v, want %v", standalone, tc.args, got, tc.wantNoSync)
+			}
+		}
+	}
+}
+
+// TestSummaryIntervalFlag: --summary_interval (declared once, in the config table) reaches the
+// master's config, in `mooncake master` and standalone alike; the default is the table's.
+func TestSummaryIntervalFlag(t *testing.T) {
+	e := env{stderr: io.Discard}
+	for _, standalone := range []bool{false, true} {
+		for _, tc := range []struct {
+			args []string
+			want time.Duration
+		}{{nil, config.MasterDefaults.SummaryInterval}, {[]string{"--summary_interval", "3s"}, 3 * time.Second}} {
+			var f masterFlags
+			fs := pflag.NewFlagSet("master", pflag.ContinueOnError)
+			f.register(fs, standalone)
+			args := tc.args
+			if !standalone {
+				args = append([]string{"--id", "m1", "--data_dir", "/d", "--raft_address", "127.0.0.1:7001"}, args...)
+			}
+			if err := fs.Parse(args); err != nil {
+				t.Fatal(err)
+			}
+			s, err := f.resolve(fs, &fileConfig{}, standalone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := e.masterConfig(s).SummaryInterval; got != tc.want {
+				t.Fatalf("standalone %v, %v: SummaryInterval %v, want %v", standalone, tc.args, got, tc.want)
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mooncake-go/mooncake/server/config"
 	"github.com/spf13/cobra"
 )
 
@@ -98,18 +99,17 @@ func startMetadataServer(e *env, addr string) (stop func(), err error) {
 }
 
 func newMetadataServerCmd(e *env) *cobra.Command {
-	var host string
-	var port int
+	var f config.Master // its two settings: host and port
 	cmd := &cobra.Command{
 		Use:   nameMetadataHTTP + " [--host 0.0.0.0] [--port 8080]",
 		Short: "Serve Mooncake's HTTP metadata store (this build needs none; for tools that expect one)",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkPort("--port", port, true); err != nil {
+			if err := config.Validate(config.KindMetadataHTTP, &f, nil); err != nil {
 				return err
 			}
 			e.logger().Info("this build needs no metadata server (the masters keep metadata with raft); serving one for tools that expect it")
-			stop, err := startMetadataServer(e, net.JoinHostPort(host, strconv.Itoa(port)))
+			stop, err := startMetadataServer(e, net.JoinHostPort(f.HTTPMetadataServerHost, strconv.Itoa(f.HTTPMetadataServerPort)))
 			if err != nil {
 				return err
 			}
@@ -119,7 +119,6 @@ func newMetadataServerCmd(e *env) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&host, "host", "0.0.0.0", "address to bind")
-	cmd.Flags().IntVar(&port, "port", 8080, "port to listen on")
+	config.Register(cmd.Flags(), config.KindMetadataHTTP, &f, nil)
 	return cmd
 }

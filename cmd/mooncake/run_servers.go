@@ -11,6 +11,7 @@ import (
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
 	"github.com/mooncake-go/mooncake/server"
+	"github.com/mooncake-go/mooncake/server/config"
 	"github.com/mooncake-go/mooncake/server/master"
 	"github.com/mooncake-go/mooncake/server/worker"
 )
@@ -29,7 +30,7 @@ func (e *env) masterConfig(s masterSettings) master.Config {
 		// gives none.
 		grace = s.ClientTTL
 	}
-	return master.Config{
+	cfg := master.Config{
 		ID: s.ID, DataDir: s.DataDir, RPCAddress: s.RPCAddress, RaftAddress: s.RaftAddress,
 		MetricsAddress: s.MetricsAddress, Peers: peers, ClusterID: s.ClusterID, ClientTTL: s.ClientTTL,
 		EvictionHighWatermarkRatio: s.EvictionHighWatermarkRatio, EvictionRatio: s.EvictionRatio,
@@ -37,16 +38,20 @@ func (e *env) masterConfig(s masterSettings) master.Config {
 		ClientDisconnectGrace: s.ClientDisconnectGrace,
 		RootFSDir:             s.RootFSDir, NoSummary: s.NoSummary, Conns: s.Conns, RaftNoSync: s.RaftNoSync, KVEvents: s.KVEvents,
 	}
+	config.Pass(&s.flags, &cfg) // the settings that need no composing, by name
+	return cfg
 }
 
 func (e *env) workerConfig(s workerSettings) worker.Config {
-	return worker.Config{
+	cfg := worker.Config{
 		WorkerID: s.WorkerID, ClusterID: s.ClusterID, MasterAddresses: s.MasterAddresses, Address: s.Address,
 		MetricsAddress: s.MetricsAddress, GlobalSegmentSize: s.GlobalSegmentSize, RootFSDir: s.RootFSDir,
 		Persistence: s.Persistence, SSDCapacity: s.SSDCapacity, Protocol: s.Protocol, HugePages: s.HugePages,
 		PrefaultArena: s.PrefaultArena, PopulateArena: s.PopulateArena, WarmUp: s.WarmUp, PrivateArena: s.PrivateArena, TCPSendfile: s.TCPSendfile, Conns: s.Conns, Logger: e.logger(),
 		HighWatermark: s.HighWatermark, LowWatermark: s.LowWatermark, PrefetchBudget: s.PrefetchBudget,
 	}
+	config.Pass(&s.flags, &cfg) // the settings that need no composing, by name
+	return cfg
 }
 
 // runMaster serves until ctx ends (SIGTERM or SIGINT), then shuts down gracefully. The
@@ -68,7 +73,7 @@ func runMaster(ctx context.Context, e *env, s masterSettings) error {
 	}
 	<-ctx.Done()
 	e.logger().Info("signal received, shutting down", "master", s.ID)
-	sctx, cancel := shutdownCtx(defaultShutdownTimeout)
+	sctx, cancel := shutdownCtx(config.WorkerDefaults.ShutdownTimeout)
 	defer cancel()
 	return m.Shutdown(sctx)
 }
@@ -107,7 +112,7 @@ func runStandalone(ctx context.Context, e *env, ms masterSettings, ws workerSett
 	rctx, rcancel := context.WithTimeout(ctx, registerTimeout)
 	defer rcancel()
 	if err := srv.WaitReady(rctx); err != nil {
-		sctx, cancel := shutdownCtx(defaultShutdownTimeout)
+		sctx, cancel := shutdownCtx(config.WorkerDefaults.ShutdownTimeout)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 		return fmt.Errorf("standalone: %w", err)
@@ -121,7 +126,7 @@ func runStandalone(ctx context.Context, e *env, ms masterSettings, ws workerSett
 	sctx, cancel := shutdownCtx(ws.ShutdownTimeout)
 	defer cancel()
 	werr := w.Shutdown(sctx)
-	mctx, mcancel := shutdownCtx(defaultShutdownTimeout)
+	mctx, mcancel := shutdownCtx(config.WorkerDefaults.ShutdownTimeout)
 	defer mcancel()
 	merr := m.Shutdown(mctx)
 	if werr != nil {

@@ -17,25 +17,17 @@ import (
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/dram"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/config"
 	"github.com/mooncake-go/mooncake/server/master"
 	"github.com/mooncake-go/mooncake/server/rpcsrv"
-	"github.com/mooncake-go/mooncake/server/worker"
 )
 
-// Defaults of the server flags (Mooncake's where it has one).
-const (
-	defaultRPCPort          = 50051
-	defaultMetricsPort      = 9003
-	defaultWorkerPort       = 12300
-	defaultSegmentSize      = base.Bytes(1 << 30)
-	defaultClientTTL        = 10 * time.Second
-	defaultRestartGrace     = 2 * time.Minute // master.DefaultWorkerRestartGrace
-	defaultDisconnectGrace  = 2 * time.Second // master.DefaultClientDisconnectGrace
-	defaultEvictHigh        = 0.95            // Mooncake's eviction_high_watermark_ratio
-	defaultEvictRatio       = 0.05            // Mooncake's eviction_ratio
-	defaultShutdownTimeout  = 30 * time.Second
-	defaultStandaloneDir    = "./mooncake-data"
-	defaultStandaloneWorker = "standalone"
+// Defaults that the table (server/config) declares and the commands compose with.
+var (
+	// defaultStandaloneDir is standalone's --data_dir, and a lone mooncake_master's.
+	defaultStandaloneDir = config.Lookup(config.KindStandalone, "data_dir").Default.(string)
+	// defaultStandaloneWorker is standalone's worker id.
+	defaultStandaloneWorker = config.WorkerDefaults.StandaloneWorkerID
 )
 
 // peer is one entry of --peers; RPCAddr comes from --peer_rpc_addresses ("" unknown).
@@ -67,6 +59,9 @@ type masterSettings struct {
 	Conns rpcsrv.ConnLimits
 	// KVEvents is the KV event publisher (--enable_kv_events, kv_events_*).
 	KVEvents master.KVEventsConfig
+	// flags are the table's settings as the flags gave them: what the fields above do not
+	// compose reaches master.Config by name (config.Pass).
+	flags config.Master
 }
 
 // workerSettings is the effective configuration of a worker; it maps onto worker.Config.
@@ -97,92 +92,75 @@ type workerSettings struct {
 	rootFromUser bool
 	// Conns bounds the worker's idle and stalled connections.
 	Conns rpcsrv.ConnLimits
+	// flags are the table's settings as the flags gave them: what the fields above do not
+	// compose reaches worker.Config by name (config.Pass).
+	flags config.Worker
 }
 
-// masterFlags are the flags of `mooncake master` (and the master half of standalone).
+// masterFlags are the flags of `mooncake master` and mooncake_master (Mooncake's flags
+// included), or of the master half of standalone: the table's master settings, registered,
+// defaulted and checked by package config.
 type masterFlags struct {
-	id, dataDir, rpcAddress, raftAddress, peers, peerRPC, clusterID, localHostname string
-	rpcPort, metricsPort                                                           int
-	clientTTL, putTimeout, restartGrace, disconnectGrace                           time.Duration
-	evictHigh, evictRatio                                                          float64
-	maxValueSize                                                                   base.Bytes
-	join, raftFsync                                                                bool
-	// conns is registered by `mooncake master` only; standalone's master takes the worker's.
-	conns connFlags
-	kv    kvEventFlags
+	config.Master
+}
+
+// masterKind is the table's process kind of a master's flags.
+func masterKind(standalone bool) config.Kind {
+	if standalone {
+		return config.KindStandalone
+	}
+	return config.KindMaster
 }
 
 func (f *masterFlags) register(fs *pflag.FlagSet, standalone bool) {
-	if !standalone {
-		fs.StringVar(&f.id, "id", "", "this master's id, one of --peers (required), e.g. m1")
-		fs.StringVar(&f.rpcAddress, "rpc_address", "", "client RPC address host:port (default <local_hostname>:<rpc_port>)")
-		fs.StringVar(&f.raftAddress, "raft_address", "", "raft address host:port of this master (required)")
-		fs.StringVar(&f.peers, "peers", "", "the initial masters, id=raft_host:port,... (default: this master alone)")
-		fs.StringVar(&f.peerRPC, "peer_rpc_addresses", "", "optional: the masters' client RPC addresses, id=host:port,... (followers register their own address with the leader, so this is rarely needed)")
-		fs.StringVar(&f.dataDir, "data_dir", "", "directory of the raft log, stable store and snapshots (required)")
-		f.conns.register(fs)
-		fs.BoolVar(&f.join, "join", false, "start without bootstrapping a cluster and wait to be added with `mooncake master add` (a new or replacement master; not with --peers)")
-	} else {
-		fs.StringVar(&f.dataDir, "data_dir", defaultStandaloneDir, "directory of the metadata (raft log and snapshots)")
-	}
-	fs.IntVar(&f.rpcPort, "rpc_port", defaultRPCPort, "client RPC port (used when --rpc_address is not given)")
-	fs.IntVar(&f.metricsPort, "metrics_port", defaultMetricsPort, "HTTP port of /metrics, /health and /api/v1/status (0: a free port)")
-	fs.StringVar(&f.clusterID, "cluster_id", "", "cluster id; masters, workers and clients must agree (default "+base.DefaultClusterID+")")
-	fs.StringVar(&f.localHostname, "local_hostname", "", "host to bind and advertise (default: the config file's, else 127.0.0.1)")
-	f.clientTTL = defaultClientTTL
-	fs.Var((*secondsDuration)(&f.clientTTL), "client_ttl", "a worker silent this long is marked dead and its replicas dropped; a plain number is seconds, as in Mooncake (default 10s)")
-	fs.DurationVar(&f.restartGrace, "worker_restart_grace", defaultRestartGrace, "a worker stopped with SIGTERM (which tells the leader it is restarting) keeps its replicas this long instead of client_ttl (0: no grace)")
-	f.disconnectGrace = defaultDisconnectGrace
-	fs.Var((*secondsDuration)(&f.disconnectGrace), "client_disconnect_grace", "a worker whose connection to the leader closes (its process killed, its host gone) gets no new puts at once and is marked dead this long after unless it reconnects; client_ttl still bounds a worker that hangs; a plain number is seconds (default 2s)")
-	fs.DurationVar(&f.putTimeout, "put_timeout", 0, "a put not ended within this time is dropped (default: the server's)")
-	fs.Float64Var(&f.evictHigh, "eviction_high_watermark_ratio", defaultEvictHigh, "DRAM fill ratio at which workers start evicting")
-	fs.Float64Var(&f.evictRatio, "eviction_ratio", defaultEvictRatio, "fraction of DRAM an eviction round frees")
-	fs.Var(&f.maxValueSize, "max_value_size", "largest value a put may store, e.g. 4GiB (default: the server's)")
-	f.kv.register(fs)
-	fs.BoolVar(&f.raftFsync, "raft_fsync", true, "fsync the raft log before acknowledging a write; false: faster small puts, and an acknowledged put survives master process crashes but not an OS crash or power loss of a quorum of master hosts at once")
+	config.Register(fs, masterKind(standalone), &f.Master, nil)
 }
 
 // resolve builds the master settings; standalone masters are a single voter on local_hostname.
 func (f *masterFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool) (masterSettings, error) {
-	host := pick(fs, "local_hostname", f.localHostname, fc.LocalHostname, "127.0.0.1")
+	host := pick(fs, "local_hostname", f.LocalHostname, fc.LocalHostname, "127.0.0.1")
 	s := masterSettings{
-		ID:                         f.id,
-		DataDir:                    f.dataDir,
-		RPCAddress:                 f.rpcAddress,
-		RaftAddress:                f.raftAddress,
-		ClusterID:                  pick(fs, "cluster_id", f.clusterID, fc.ClusterID, base.DefaultClusterID),
-		ClientTTL:                  f.clientTTL,
-		WorkerRestartGrace:         f.restartGrace,
-		ClientDisconnectGrace:      f.disconnectGrace,
-		PutTimeout:                 f.putTimeout,
-		EvictionHighWatermarkRatio: f.evictHigh,
-		EvictionRatio:              f.evictRatio,
-		MaxValueSize:               int64(f.maxValueSize),
-		RaftNoSync:                 !f.raftFsync,
+		ID:                         f.ID,
+		DataDir:                    f.DataDir,
+		RPCAddress:                 f.RPCAddress,
+		RaftAddress:                f.RaftAddress,
+		ClusterID:                  pick(fs, "cluster_id", f.ClusterID, fc.ClusterID, base.DefaultClusterID),
+		ClientTTL:                  f.ClientTTL,
+		WorkerRestartGrace:         f.WorkerRestartGrace,
+		ClientDisconnectGrace:      f.ClientDisconnectGrace,
+		PutTimeout:                 f.PutTimeout,
+		EvictionHighWatermarkRatio: f.EvictionHighWatermarkRatio,
+		EvictionRatio:              f.EvictionRatio,
+		MaxValueSize:               int64(f.MaxValueSize),
+		RaftNoSync:                 !f.RaftFsync,
+		flags:                      f.Master,
+	}
+	if err := config.Validate(masterKind(standalone), &f.Master, nil); err != nil {
+		return s, err
 	}
 	var err error
-	if s.KVEvents, err = f.kv.config(); err != nil {
+	if s.KVEvents, err = kvEventsConfig(f.KVEvents); err != nil {
 		return s, err
 	}
-	if err := checkPort("--rpc_port", f.rpcPort, false); err != nil {
-		return s, err
-	}
-	if err := checkPort("--metrics_port", f.metricsPort, true); err != nil {
-		return s, err
+	if !standalone {
+		// Standalone's master takes the worker's connection limits.
+		if s.Conns, err = connLimits(f.Conns); err != nil {
+			return s, err
+		}
 	}
 	if s.RPCAddress == "" {
-		s.RPCAddress = net.JoinHostPort(host, strconv.Itoa(f.rpcPort))
+		s.RPCAddress = net.JoinHostPort(host, strconv.Itoa(f.RPCPort))
 	} else if bareHost(s.RPCAddress) {
 		// Mooncake's --rpc_address is a host; the port is --rpc_port (or --port).
-		s.RPCAddress = net.JoinHostPort(strings.Trim(s.RPCAddress, "[]"), strconv.Itoa(f.rpcPort))
+		s.RPCAddress = net.JoinHostPort(strings.Trim(s.RPCAddress, "[]"), strconv.Itoa(f.RPCPort))
 	}
 	if err := checkHostPort(s.RPCAddress, false); err != nil {
 		return s, fmt.Errorf("--rpc_address: %w", err)
 	}
 	rpcHost, _, _ := net.SplitHostPort(s.RPCAddress)
-	s.MetricsAddress = net.JoinHostPort(rpcHost, strconv.Itoa(f.metricsPort))
+	s.MetricsAddress = net.JoinHostPort(rpcHost, strconv.Itoa(f.MetricsPort))
 	if standalone {
-		s.ID = "m1"
+		s.ID = config.MasterDefaults.MasterID
 		s.RaftAddress = net.JoinHostPort(rpcHost, "0")
 	} else {
 		switch {
@@ -199,7 +177,7 @@ func (f *masterFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		if err := checkHostPort(s.RaftAddress, true); err != nil {
 			return s, fmt.Errorf("--raft_address: %w", err)
 		}
-		if f.join {
+		if f.Join {
 			// A joining master must not bootstrap: with --peers (even naming only itself) an
 			// empty data dir would start a second cluster instead of joining this one.
 			if changed(fs, "peers") || changed(fs, "peer_rpc_addresses") {
@@ -207,11 +185,11 @@ func (f *masterFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 			}
 			s.Join = true
 		} else {
-			peers, err := parsePeers(f.peers, s.ID, s.RaftAddress)
+			peers, err := parsePeers(f.Peers, s.ID, s.RaftAddress)
 			if err != nil {
 				return s, err
 			}
-			if err := addPeerRPC(peers, f.peerRPC, s.ID, s.RPCAddress); err != nil {
+			if err := addPeerRPC(peers, f.PeerRPCAddresses, s.ID, s.RPCAddress); err != nil {
 				return s, err
 			}
 			s.Peers = peers
@@ -219,22 +197,6 @@ func (f *masterFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 	}
 	if err := validateClusterID(s.ClusterID); err != nil {
 		return s, err
-	}
-	switch {
-	case s.ClientTTL <= 0:
-		return s, fmt.Errorf("%w: --client_ttl must be positive", base.ErrInvalidParams)
-	case s.WorkerRestartGrace < 0:
-		return s, fmt.Errorf("%w: --worker_restart_grace must not be negative", base.ErrInvalidParams)
-	case s.ClientDisconnectGrace <= 0:
-		return s, fmt.Errorf("%w: --client_disconnect_grace must be positive", base.ErrInvalidParams)
-	case s.PutTimeout < 0:
-		return s, fmt.Errorf("%w: --put_timeout must not be negative", base.ErrInvalidParams)
-	case !(s.EvictionHighWatermarkRatio > 0 && s.EvictionHighWatermarkRatio <= 1):
-		return s, fmt.Errorf("%w: --eviction_high_watermark_ratio must be in (0, 1], got %v", base.ErrInvalidParams, s.EvictionHighWatermarkRatio)
-	case !(s.EvictionRatio > 0 && s.EvictionRatio < 1):
-		return s, fmt.Errorf("%w: --eviction_ratio must be in (0, 1), got %v", base.ErrInvalidParams, s.EvictionRatio)
-	case s.MaxValueSize < 0:
-		return s, fmt.Errorf("%w: --max_value_size must not be negative", base.ErrInvalidParams)
 	}
 	return s, nil
 }
@@ -307,51 +269,26 @@ func addPeerRPC(peers []peer, s, self, selfRPC string) error {
 	return nil
 }
 
-// workerFlags are the flags of `mooncake worker` (and the worker half of standalone).
+// workerFlags are the flags of `mooncake worker` and mooncake_client, or of the worker half
+// of standalone: the table's worker settings, registered, defaulted and checked by package
+// config.
 type workerFlags struct {
-	workerID, masters, address, rootFSDir, persistence, clusterID, protocol, hugePages, localHostname string
-	metricsPort                                                                                       int
-	segmentSize, ssdCapacity                                                                          base.Bytes
-	prefetchBudget                                                                                    base.Bytes
-	shutdownTimeout                                                                                   time.Duration
-	warmUp, sharedMemory, prefaultArena, tcpSendfile                                                  bool
-	conns                                                                                             connFlags
-	populateArena                                                                                     bool
-	// dramOnly (standalone only): no NVMe tier, objects are lost on a restart.
-	dramOnly bool
+	config.Worker
 	// defaultRoot is the root_fs_dir when neither a flag nor the file names one: standalone's
 	// <data_dir>/nvme unless --dram_only, "" (DRAM only) for `mooncake worker`.
 	defaultRoot string
 }
 
-func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
-	f.segmentSize = defaultSegmentSize
-	fs.Var(&f.segmentSize, "global_segment_size", "DRAM this worker contributes, e.g. 256MiB or 4GB (default 1GiB)")
-	fs.StringVar(&f.rootFSDir, "root_fs_dir", "", "directory of the NVMe tier; objects persist under <root_fs_dir>/<cluster_id>/<worker_id> (default: DRAM only)")
-	fs.StringVar(&f.persistence, "persistence", "", "cache, spill or durable (default: spill with --root_fs_dir, else cache)")
-	fs.Var(&f.ssdCapacity, "ssd_capacity", "bytes the NVMe tier may use (default 90% of the free disk)")
-	fs.StringVar(&f.hugePages, "huge_pages", "auto", "DRAM arena pages: auto (hugetlb, else THP, else plain), off, or require")
-	fs.BoolVar(&f.prefaultArena, "prefault_arena", false, "fault in the whole DRAM arena at start: puts never wait for first-touch page faults, but RSS is global_segment_size from the start and start takes ~0.3-1 s per GiB")
-	fs.BoolVar(&f.populateArena, "populate_arena", true, "fault in the DRAM arena in the background after start, at low priority and ahead of the allocator, so puts seldom wait for first-touch page faults while start stays fast (RSS grows to global_segment_size within seconds per GiB); --prefault_arena does it before start instead")
-	fs.BoolVar(&f.tcpSendfile, "tcp_sendfile", false, "send the DRAM bytes of TCP reads to checksum-verifying clients with sendfile from the shared arena (by reference) instead of copying them; off by default: it cost more worker CPU than the copy where measured (docs/benchmarks.md)")
-	fs.DurationVar(&f.shutdownTimeout, "shutdown_timeout", defaultShutdownTimeout, "on SIGTERM, time allowed to spill DRAM to the NVMe tier before exit")
-	f.prefetchBudget = worker.DefaultPrefetchBudget
-	fs.Var(&f.prefetchBudget, "prefetch_budget", "bytes of prefetches (is_exist with prefetch_to_memory: promote NVMe objects to DRAM) in flight at once; more are dropped and counted; 0 turns prefetch off")
-	fs.BoolVar(&f.warmUp, "warm_up", false, "with --root_fs_dir: at start, copy objects found on NVMe back into DRAM (in the background)")
-	f.conns.register(fs)
-	fs.BoolVar(&f.sharedMemory, "shared_memory", true, "let clients on this host (same uid, or root) map the DRAM arena read-only and copy objects out of it instead of reading over TCP, and put through a staging area this worker copies from")
+// workerKind is the table's process kind of a worker's flags.
+func workerKind(standalone bool) config.Kind {
 	if standalone {
-		fs.StringVar(&f.address, "worker_address", "", "worker data address host:port (default: a free port on 127.0.0.1)")
-		fs.BoolVar(&f.dramOnly, "dram_only", false, "no NVMe tier: objects live in DRAM only and are lost on a restart (default: an NVMe tier under <data_dir>/nvme, capped at 25% of the free disk)")
-		return
+		return config.KindStandalone
 	}
-	fs.StringVar(&f.masters, "master_server_address", "", "the masters, host:port,host:port (default $"+envMaster+", else the config file's, else "+client.DefaultMasterAddress+")")
-	fs.StringVar(&f.address, "worker_address", "", "worker data address host:port (default <local_hostname>:12300)")
-	fs.StringVar(&f.workerID, "worker_id", "", "worker id, stable across restarts (default: derived from --worker_address, kept under --root_fs_dir)")
-	fs.IntVar(&f.metricsPort, "metrics_port", 0, "HTTP port of /metrics, /health and /api/v1/status (0: a free port)")
-	fs.StringVar(&f.clusterID, "cluster_id", "", "cluster id (default: the config file's, else "+base.DefaultClusterID+")")
-	fs.StringVar(&f.protocol, "protocol", "", "transport: tcp; Mooncake's rdma and others run over tcp with a warning (default: the config file's, else tcp)")
-	fs.StringVar(&f.localHostname, "local_hostname", "", "host to bind and advertise (default: the config file's, else 127.0.0.1)")
+	return config.KindWorker
+}
+
+func (f *workerFlags) register(fs *pflag.FlagSet, standalone bool) {
+	config.Register(fs, workerKind(standalone), nil, &f.Worker)
 }
 
 // prefetchBudget maps --prefetch_budget to WorkerConfig.PrefetchBudget: 0 (off) is -1 there,
@@ -365,25 +302,29 @@ func prefetchBudget(b base.Bytes) int64 {
 
 func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool) (workerSettings, error) {
 	s := workerSettings{
-		WorkerID:          base.WorkerID(f.workerID),
-		GlobalSegmentSize: int64(f.segmentSize),
-		RootFSDir:         pick(fs, "root_fs_dir", f.rootFSDir, fc.RootFSDir, f.defaultRoot),
+		WorkerID:          base.WorkerID(f.WorkerID),
+		GlobalSegmentSize: int64(f.GlobalSegmentSize),
+		RootFSDir:         pick(fs, "root_fs_dir", f.RootFSDir, fc.RootFSDir, f.defaultRoot),
 		rootFromUser:      changed(fs, "root_fs_dir") || fc.RootFSDir != "",
-		SSDCapacity:       int64(f.ssdCapacity),
-		ShutdownTimeout:   f.shutdownTimeout,
-		WarmUp:            f.warmUp,
-		PrefetchBudget:    prefetchBudget(f.prefetchBudget),
-		PrivateArena:      !f.sharedMemory,
-		Protocol:          tcpOnly(fc, "protocol", pick(fs, "protocol", f.protocol, fc.Protocol, "tcp")),
-		ClusterID:         pick(fs, "cluster_id", f.clusterID, fc.ClusterID, base.DefaultClusterID),
+		SSDCapacity:       int64(f.SSDCapacity),
+		ShutdownTimeout:   f.ShutdownTimeout,
+		WarmUp:            f.WarmUp,
+		PrefetchBudget:    prefetchBudget(f.PrefetchBudget),
+		PrivateArena:      !f.SharedMemory,
+		Protocol:          tcpOnly(fc, "protocol", pick(fs, "protocol", f.Protocol, fc.Protocol, rpcsrv.DefaultProtocol)),
+		ClusterID:         pick(fs, "cluster_id", f.ClusterID, fc.ClusterID, base.DefaultClusterID),
+		flags:             f.Worker,
+	}
+	if err := config.Validate(workerKind(standalone), nil, &f.Worker); err != nil {
+		return s, err
 	}
 	if !changed(fs, "global_segment_size") && fc.GlobalSegmentSize != nil {
 		s.GlobalSegmentSize = int64(*fc.GlobalSegmentSize)
 	}
-	host := pick(fs, "local_hostname", f.localHostname, fc.LocalHostname, "127.0.0.1")
-	s.Address = f.address
+	host := pick(fs, "local_hostname", f.LocalHostname, fc.LocalHostname, "127.0.0.1")
+	s.Address = f.WorkerAddress
 	if s.Address == "" {
-		port := defaultWorkerPort
+		port := config.WorkerDefaults.WorkerPort
 		if standalone {
 			port = 0
 		}
@@ -394,26 +335,23 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 	}
 	addrHost, _, _ := net.SplitHostPort(s.Address)
 	if !standalone {
-		if err := checkPort("--metrics_port", f.metricsPort, true); err != nil {
-			return s, err
-		}
-		s.MetricsAddress = net.JoinHostPort(addrHost, strconv.Itoa(f.metricsPort))
+		s.MetricsAddress = net.JoinHostPort(addrHost, strconv.Itoa(f.MetricsPort))
 		switch {
 		case changed(fs, "master_server_address"):
-			m, err := parseAddressList(f.masters)
+			m, err := parseAddressList(f.MasterServerAddress)
 			if err != nil {
 				return s, fmt.Errorf("--master_server_address: %w", err)
 			}
 			s.MasterAddresses = m
-		case len(fc.envMasters) > 0:
-			s.MasterAddresses = fc.envMasters
+		case len(fc.EnvMasters) > 0:
+			s.MasterAddresses = fc.EnvMasters
 		case len(fc.MasterServerAddress) > 0:
 			s.MasterAddresses = fc.MasterServerAddress
 		default:
 			s.MasterAddresses = []string{client.DefaultMasterAddress}
 		}
 	} else {
-		s.WorkerID = defaultStandaloneWorker
+		s.WorkerID = base.WorkerID(defaultStandaloneWorker)
 	}
 	// Without --worker_id the server derives one from the address and, with root_fs_dir,
 	// persists it there, so a restart finds its NVMe directory again.
@@ -425,7 +363,7 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 	if err := validateClusterID(s.ClusterID); err != nil {
 		return s, err
 	}
-	p, err := base.ParsePersistence(f.persistence)
+	p, err := base.ParsePersistence(f.Persistence)
 	if err != nil {
 		return s, fmt.Errorf("--persistence: %w", err)
 	}
@@ -435,32 +373,26 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		needRoot = "the NVMe tier (standalone has one unless --dram_only)"
 	}
 	switch {
-	case f.dramOnly && s.rootFromUser:
+	case f.DRAMOnly && s.rootFromUser:
 		return s, usagef("--dram_only and root_fs_dir both given: choose DRAM only or an NVMe tier")
-	case s.GlobalSegmentSize <= 0:
-		return s, fmt.Errorf("%w: --global_segment_size must be positive", base.ErrInvalidParams)
-	case s.SSDCapacity < 0:
-		return s, fmt.Errorf("%w: --ssd_capacity must not be negative", base.ErrInvalidParams)
 	case s.RootFSDir == "" && (p == base.PersistenceSpill || p == base.PersistenceDurable):
 		return s, usagef("--persistence %s needs %s", p, needRoot)
 	case s.RootFSDir == "" && changed(fs, "ssd_capacity"):
 		return s, usagef("--ssd_capacity needs %s", needRoot)
 	case s.RootFSDir == "" && s.WarmUp:
 		return s, usagef("--warm_up needs %s", needRoot)
-	case s.ShutdownTimeout <= 0:
-		return s, fmt.Errorf("%w: --shutdown_timeout must be positive", base.ErrInvalidParams)
 	}
-	if s.Conns, err = f.conns.resolve(); err != nil {
+	if s.Conns, err = connLimits(f.Conns); err != nil {
 		return s, err
 	}
-	hp, err := dram.ParseHugePages(f.hugePages)
+	hp, err := dram.ParseHugePages(f.HugePages)
 	if err != nil {
 		return s, fmt.Errorf("--huge_pages: %w", err)
 	}
 	s.HugePages = hp
-	s.PrefaultArena = f.prefaultArena
-	s.PopulateArena = f.populateArena
-	s.TCPSendfile = f.tcpSendfile
+	s.PrefaultArena = f.PrefaultArena
+	s.PopulateArena = f.PopulateArena
+	s.TCPSendfile = f.TCPSendfile
 	if s.RootFSDir != "" {
 		abs, err := filepath.Abs(s.RootFSDir)
 		if err != nil {
@@ -487,13 +419,6 @@ func pick(fs *pflag.FlagSet, name, flagVal, fileVal, def string) string {
 		return flagVal
 	}
 	return def
-}
-
-func checkPort(name string, p int, zeroOK bool) error {
-	if p < 0 || p > 65535 || (!zeroOK && p == 0) {
-		return fmt.Errorf("%w: %s %d is not a port", base.ErrInvalidParams, name, p)
-	}
-	return nil
 }
 
 // fileNotices logs what the config file holds that this build accepts but does not use: at
@@ -528,7 +453,6 @@ func (e *env) fileNotices(cmd string) {
 
 func newMasterCmd(e *env) *cobra.Command {
 	var f masterFlags
-	var mf mooncakeMasterFlags
 	cmd := &cobra.Command{
 		Use:   "master --id m1 --data_dir DIR --rpc_address HOST:PORT --raft_address HOST:PORT --peers m1=HOST:PORT,... | --join",
 		Short: "Run one master (metadata replicated with raft); master add|remove|list change and show the masters",
@@ -540,7 +464,7 @@ commands that change and show the masters of a running cluster.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Mooncake's master flags are accepted here too (compat.go); a master of this
 			// command is always a raft member with an id (mooncake_master also runs alone).
-			s, err := resolveMooncakeMaster(cmd.Flags(), &f, &mf, e, false)
+			s, err := resolveMooncakeMaster(cmd.Flags(), &f, e, false)
 			if err != nil {
 				return err
 			}
@@ -549,7 +473,6 @@ commands that change and show the masters of a running cluster.`,
 		},
 	}
 	f.register(cmd.Flags(), false)
-	mf.register(cmd.Flags())
 	addMasterCmds(cmd, e)
 	return cmd
 }
@@ -588,8 +511,8 @@ func newStandaloneCmd(e *env) *cobra.Command {
 				return err
 			}
 			// The shared flags (--cluster_id, --local_hostname) are bound to the master half.
-			wf.clusterID, wf.localHostname = mf.clusterID, mf.localHostname
-			if !wf.dramOnly {
+			wf.ClusterID, wf.LocalHostname = mf.ClusterID, mf.LocalHostname
+			if !wf.DRAMOnly {
 				wf.defaultRoot = filepath.Join(ms.DataDir, standaloneNVMeSubdir)
 			}
 			ws, err := wf.resolve(cmd.Flags(), e.file, true)
@@ -604,8 +527,10 @@ func newStandaloneCmd(e *env) *cobra.Command {
 			return runStandalone(cmd.Context(), e, ms, ws)
 		},
 	}
-	mf.register(cmd.Flags(), true)
+	// The worker registers first: the flags both halves take (the connection limits) are
+	// bound to it.
 	wf.register(cmd.Flags(), true)
+	mf.register(cmd.Flags(), true)
 	return cmd
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/config"
 )
 
 // The one-machine default keeps its cache (issue 24, item 6): `mooncake standalone` with no
@@ -26,10 +27,11 @@ const (
 	// inference host's system disk, which has other tenants; --ssd_capacity or --root_fs_dir
 	// (which takes nvme's 90%) give more.
 	standaloneNVMeShare = 0.25
-	// standaloneNVMeMin is the smallest default tier standalone starts with: the default
-	// global_segment_size, so a SIGTERM can spill a full default DRAM segment.
-	standaloneNVMeMin = defaultSegmentSize
 )
+
+// standaloneNVMeMin is the smallest default tier standalone starts with: the default
+// global_segment_size, so a SIGTERM can spill a full default DRAM segment.
+var standaloneNVMeMin = config.WorkerDefaults.GlobalSegmentSize
 
 // standaloneNVMeCapacity is the default tier's capacity on a disk with avail bytes free when
 // the tier already holds used bytes; an error when that is under standaloneNVMeMin.

@@ -80,10 +80,13 @@ type Config struct {
 	// MaxQueuedDrops bounds the drops queued for one worker; past it the queue is cleared
 	// and the worker asked to re-register (its reconciliation finds every orphan). Default 1<<20.
 	MaxQueuedDrops int
-	// PutTimeout: a put not ended this long after PutStart is dropped. Default 30 s.
+	// PutTimeout: a put not ended this long after PutStart is dropped. Required: the
+	// master passes its put_timeout, whose one default is the config table's
+	// (server/config); the lifecycle keeps none of its own.
 	PutTimeout time.Duration
 	// HighWatermark: a worker whose used plus reserved DRAM is past this fraction of its
-	// capacity is weighed as full by placement. Default 0.95.
+	// capacity is weighed as full by placement. Required: the master passes its
+	// eviction_high_watermark_ratio, whose one default is the config table's.
 	HighWatermark float64
 	// MaxReservations bounds the puts in flight. Default 1<<20.
 	MaxReservations int
@@ -100,12 +103,6 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.MaxQueuedDrops == 0 {
 		c.MaxQueuedDrops = 1 << 20
-	}
-	if c.PutTimeout == 0 {
-		c.PutTimeout = 30 * time.Second
-	}
-	if c.HighWatermark == 0 {
-		c.HighWatermark = 0.95
 	}
 	if c.MaxReservations == 0 {
 		c.MaxReservations = 1 << 20

@@ -123,6 +123,9 @@ func TestMachine(t *testing.T) {
 				if g := str("session-ttl"); g != "" {
 					cfg.Sessions.TTL = dur(t, g)
 				}
+				// The scripts' put timeout is 30s unless they name one, their high watermark
+				// 0.95 (both are required).
+				cfg.PutTimeout, cfg.HighWatermark = 30*time.Second, 0.95
 				if g := str("put-timeout"); g != "" {
 					cfg.PutTimeout = dur(t, g)
 				}

@@ -55,7 +55,7 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 	t.Helper()
 	r := rand.New(rand.NewPCG(s, 11))
 	const ttl, grace, connGrace = 10 * time.Second, 25 * time.Second, 2 * time.Second
-	m := New(Config{ClientTTL: ttl, RestartGrace: grace, ConnGrace: connGrace, Repair: RepairConfig{Concurrency: 3, BytesPerSec: 500}})
+	m := New(Config{ClientTTL: ttl, RestartGrace: grace, ConnGrace: connGrace, PutTimeout: 30 * time.Second, HighWatermark: 0.95, Repair: RepairConfig{Concurrency: 3, BytesPerSec: 500}})
 	ids := []base.WorkerID{"w0", "w1", "w2", "w3"}
 	now := epoch
 	type model struct {

@@ -5,46 +5,39 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
+	"github.com/mooncake-go/mooncake/server/config"
 	"github.com/mooncake-go/mooncake/server/lifecycle"
 	"github.com/mooncake-go/mooncake/server/rpcsrv"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
-// Defaults. Each names the Mooncake flag it mirrors where there is one.
-const (
-	// DefaultClientTTL is how long a worker may stay silent before the leader marks it dead
-	// (Mooncake --client_ttl, 10 s there too). Ten missed heartbeats at rpcsrv.DefaultHeartbeatInterval.
-	DefaultClientTTL = 10 * time.Second
-	// DefaultWorkerRestartGrace is how long the leader keeps a worker that announced a graceful
-	// shutdown (its final heartbeat says it is leaving to restart) before marking it dead. Two
-	// minutes covers a spill of a large DRAM arena, the process restart and the reopening of a
-	// large NVMe index (about 10 s for a million objects), with room to spare; it is short
-	// enough that the replicas of a worker that was decommissioned rather than restarted are
-	// dropped soon. During the grace lookups still list the worker: clients fail over to other
-	// replicas, or get an error for objects held only there, until it is back.
-	DefaultWorkerRestartGrace = 2 * time.Minute
-	// DefaultClientDisconnectGrace is how long the leader waits for a worker whose connection
-	// to it broke (its process killed, its host gone) to attach again before it marks the
-	// worker dead. The worker stops getting puts at once; 2 s covers a reconnect after a
-	// transient reset (the worker redials within 500 ms) and is five times shorter than
-	// client_ttl, which still bounds a worker that hangs with its connection open.
-	DefaultClientDisconnectGrace = 2 * time.Second
+// Defaults, as the config table (server/config) declares them: these names read it, none
+// writes a value of its own. Each is documented, with the evidence for it, at its Setting.
+var (
+	// DefaultClientTTL: a worker silent this long is marked dead (--client_ttl).
+	DefaultClientTTL = config.MasterDefaults.ClientTTL
+	// DefaultWorkerRestartGrace: a worker that announced a graceful shutdown is kept this long
+	// (--worker_restart_grace).
+	DefaultWorkerRestartGrace = config.MasterDefaults.WorkerRestartGrace
+	// DefaultClientDisconnectGrace: a worker whose connection to the leader broke is marked
+	// dead this long after (--client_disconnect_grace).
+	DefaultClientDisconnectGrace = config.MasterDefaults.ClientDisconnectGrace
 	// DefaultEvictionHighWatermarkRatio is Mooncake's --eviction_high_watermark_ratio default.
-	DefaultEvictionHighWatermarkRatio = 0.95
+	DefaultEvictionHighWatermarkRatio = config.MasterDefaults.EvictionHighWatermarkRatio
 	// DefaultEvictionRatio is Mooncake's --eviction_ratio default.
-	DefaultEvictionRatio = 0.05
-	// DefaultMaxValueSize bounds one value: 64 GiB, far above a KV-cache block and still a
-	// bound every length check can use.
-	DefaultMaxValueSize = 64 << 30
+	DefaultEvictionRatio = config.MasterDefaults.EvictionRatio
+	// DefaultMaxValueSize bounds one value (--max_value_size).
+	DefaultMaxValueSize = int64(config.MasterDefaults.MaxValueSize)
 	// DefaultSummaryInterval is how often the leader logs its "Master Metrics:" line.
-	DefaultSummaryInterval = 10 * time.Second
+	DefaultSummaryInterval = config.MasterDefaults.SummaryInterval
 	// DefaultMasterID names a master when Config.ID is empty (a standalone master).
-	DefaultMasterID = "m1"
+	DefaultMasterID = config.MasterDefaults.MasterID
 )
 
 // Config configures one master. A zero field takes the default its comment names.
@@ -157,7 +150,7 @@ func (c *Config) EnsureDefaults() {
 		c.ID = DefaultMasterID
 	}
 	if c.RPCAddress == "" {
-		c.RPCAddress = "127.0.0.1:50051"
+		c.RPCAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(config.MasterDefaults.RPCPort))
 	}
 	if c.RaftAddress == "" {
 		host, port, err := net.SplitHostPort(c.RPCAddress)
@@ -165,7 +158,7 @@ func (c *Config) EnsureDefaults() {
 			if port == "0" {
 				c.RaftAddress = net.JoinHostPort(host, "0")
 			} else {
-				c.RaftAddress = net.JoinHostPort(host, "7001")
+				c.RaftAddress = net.JoinHostPort(host, strconv.Itoa(config.MasterDefaults.RaftPort))
 			}
 		}
 	}
@@ -216,22 +209,12 @@ func (c *Config) Validate() error {
 		return bad("raft_address %q is not host:port", c.RaftAddress)
 	case c.MetricsAddress != "" && !rpcsrv.ValidHostPort(c.MetricsAddress):
 		return bad("metrics address %q is not host:port", c.MetricsAddress)
-	case c.ClientTTL < 0:
-		return bad("client_ttl %v is negative", c.ClientTTL)
-	case c.WorkerRestartGrace < 0:
-		return bad("worker_restart_grace %v is negative", c.WorkerRestartGrace)
-	case c.ClientDisconnectGrace < 0:
-		return bad("client_disconnect_grace %v is negative", c.ClientDisconnectGrace)
-	case c.EvictionHighWatermarkRatio <= 0 || c.EvictionHighWatermarkRatio > 1:
-		return bad("eviction_high_watermark_ratio %v is not in (0, 1]", c.EvictionHighWatermarkRatio)
-	case c.EvictionRatio <= 0 || c.EvictionRatio >= 1:
-		return bad("eviction_ratio %v is not in (0, 1)", c.EvictionRatio)
-	case c.PutTimeout < 0:
-		return bad("put timeout %v is negative", c.PutTimeout)
-	case c.MaxValueSize < 0:
-		return bad("max value size %d is negative", c.MaxValueSize)
-	case c.SummaryInterval < 0:
-		return bad("summary interval %v is negative", c.SummaryInterval)
+	}
+	if err := config.CheckEach(config.KindMaster, "master config: ", "client_ttl", c.ClientTTL, "worker_restart_grace", c.WorkerRestartGrace,
+		"client_disconnect_grace", c.ClientDisconnectGrace, "eviction_high_watermark_ratio", c.EvictionHighWatermarkRatio,
+		"eviction_ratio", c.EvictionRatio, "put_timeout", c.PutTimeout, "max_value_size", c.MaxValueSize,
+		"summary_interval", c.SummaryInterval); err != nil {
+		return err
 	}
 	if err := c.Conns.Validate(); err != nil {
 		return err
@@ -264,18 +247,15 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// logAttrs is the effective config as logged once at start; the id is on the logger itself.
+// logAttrs is the effective config as logged once at start: every setting of the config
+// table this config has a field for (server/config's LogAttrs), then what the server
+// composes; the id is on the logger itself.
 func (c *Config) logAttrs() []any {
 	peers := make([]string, len(c.Peers))
 	for i, p := range c.Peers {
 		peers[i] = p.ID + "=" + p.RaftAddr
 	}
-	return []any{
-		"data_dir", c.DataDir, "rpc_address", c.RPCAddress, "raft_address", c.RaftAddress,
-		"metrics_address", c.MetricsAddress, "peers", strings.Join(peers, ","), "join", c.Join, "cluster_id", c.ClusterID,
-		"client_ttl", c.ClientTTL, "worker_restart_grace", c.WorkerRestartGrace, "client_disconnect_grace", c.ClientDisconnectGrace, "eviction_high_watermark_ratio", c.EvictionHighWatermarkRatio,
-		"eviction_ratio", c.EvictionRatio, "put_timeout", c.PutTimeout, "max_value_size", base.Bytes(c.MaxValueSize).String(),
-		"summary_interval", c.SummaryInterval, "raft_fsync", !c.RaftNoSync, "size_units", base.SizeUnits,
-		"enable_kv_events", c.KVEvents.Enabled,
-	}
+	return config.LogAttrs(&config.Master{}, c, []string{"id"},
+		"metrics_address", c.MetricsAddress, "peers", strings.Join(peers, ","), "raft_fsync", !c.RaftNoSync,
+		"enable_kv_events", c.KVEvents.Enabled, "size_units", base.SizeUnits)
 }

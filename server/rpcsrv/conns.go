@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/config"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -107,13 +108,16 @@ func ValidHostPort(s string) bool {
 // Defaults both services must agree on: the worker heartbeats at the interval the master
 // announces, bounds a registration call by what the master allows it, drops a pending write after the put timeout the master keeps a reservation, and
 // both speak the one protocol this build implements.
+var (
+	// DefaultHeartbeatInterval is how often a worker heartbeats the leader (the config
+	// table's default, server/config).
+	DefaultHeartbeatInterval = config.WorkerDefaults.HeartbeatInterval
+	// DefaultPutTimeout bounds a put between PutStart and PutEnd (--put_timeout; the config
+	// table's default).
+	DefaultPutTimeout = config.MasterDefaults.PutTimeout
+)
+
 const (
-	// DefaultHeartbeatInterval is how often a worker heartbeats the leader.
-	DefaultHeartbeatInterval = time.Second
-	// DefaultPutTimeout bounds a put between PutStart and PutEnd. After it the leader forgets the
-	// reservation and the workers drop the pending bytes. 60 s leaves room for a multi-GiB value
-	// over a slow link; a stuck client holds arena bytes at most this long.
-	DefaultPutTimeout = 60 * time.Second
 	// RegisterTimeout bounds one RegisterWorker call: it carries one page of the inventory,
 	// and at the final page the master reconciles the whole inventory (O(objects) plus a raft
 	// commit or two).

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mooncake-go/mooncake/dram"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/config"
 	"github.com/mooncake-go/mooncake/server/rpcsrv"
 )
 
@@ -138,7 +139,7 @@ func (c *Config) EnsureDefaults() {
 		c.HeartbeatInterval = rpcsrv.DefaultHeartbeatInterval
 	}
 	if c.PendingWriteTimeout == 0 {
-		c.PendingWriteTimeout = rpcsrv.DefaultPutTimeout
+		c.PendingWriteTimeout = config.WorkerDefaults.PendingWriteTimeout
 	}
 	if c.ShmLeaseTTL == 0 {
 		c.ShmLeaseTTL = DefaultShmLeaseTTL
@@ -153,13 +154,13 @@ func (c *Config) EnsureDefaults() {
 
 // DefaultGlobalSegmentSize is Config.GlobalSegmentSize's default: the DRAM arena when none is
 // configured.
-const DefaultGlobalSegmentSize = 1 << 30
+var DefaultGlobalSegmentSize = int64(config.WorkerDefaults.GlobalSegmentSize) // the config table's default (server/config)
 
 // DefaultPrefetchBudget is Config.PrefetchBudget's default.
-const DefaultPrefetchBudget = 64 << 20
+var DefaultPrefetchBudget = int64(config.WorkerDefaults.PrefetchBudget) // the config table's default (server/config)
 
 // DefaultShmLeaseTTL is Config.ShmLeaseTTL's default.
-const DefaultShmLeaseTTL = 30 * time.Second
+var DefaultShmLeaseTTL = config.WorkerDefaults.ShmLeaseTTL // the config table's default (server/config)
 
 // Validate reports the first invalid field as an error wrapping base.ErrInvalidParams (or
 // base.ErrNotSupported for a protocol this build lacks). It presumes EnsureDefaults.
@@ -185,19 +186,17 @@ func (c *Config) Validate() error {
 		return bad("address %q is not host:port", c.Address)
 	case c.MetricsAddress != "" && !rpcsrv.ValidHostPort(c.MetricsAddress):
 		return bad("metrics address %q is not host:port", c.MetricsAddress)
-	case c.GlobalSegmentSize < 0:
-		return bad("global_segment_size %d is negative", c.GlobalSegmentSize)
-	case c.SSDCapacity < 0:
-		return bad("ssd_capacity %d is negative", c.SSDCapacity)
 	case c.HighWatermark < 0 || c.HighWatermark > 1 || c.LowWatermark < 0 || c.LowWatermark > 1 ||
 		(c.HighWatermark > 0 && c.LowWatermark > c.HighWatermark):
 		return bad("watermarks high %v, low %v: want 0 <= low <= high <= 1", c.HighWatermark, c.LowWatermark)
-	case c.HeartbeatInterval < 0, c.PendingWriteTimeout < 0, c.ShmLeaseTTL < 0:
-		return bad("negative interval")
 	case c.Persistence > base.PersistenceDurable:
 		return bad("unknown persistence %d", c.Persistence)
 	case c.RootFSDir == "" && c.Persistence != base.PersistenceCache:
 		return bad("persistence %s needs root_fs_dir (without it the worker is DRAM only: use cache)", c.Persistence)
+	}
+	if err := config.CheckEach(config.KindWorker, "worker config: ", "global_segment_size", c.GlobalSegmentSize, "ssd_capacity", c.SSDCapacity,
+		"heartbeat_interval", c.HeartbeatInterval, "pending_write_timeout", c.PendingWriteTimeout, "shm_lease_ttl", c.ShmLeaseTTL); err != nil {
+		return err
 	}
 	for _, a := range c.MasterAddresses {
 		if !rpcsrv.ValidHostPort(a) {
@@ -211,12 +210,8 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) logAttrs() []any {
-	return []any{
-		"cluster_id", c.ClusterID, "master_server_address", strings.Join(c.MasterAddresses, ","),
-		"address", c.Address, "metrics_address", c.MetricsAddress, "global_segment_size", base.Bytes(c.GlobalSegmentSize).String(),
-		"root_fs_dir", c.RootFSDir, "persistence", c.Persistence.String(), "ssd_capacity", base.Bytes(c.SSDCapacity).String(),
-		"protocol", c.Protocol, "hugepages", c.HugePages.String(), "prefault_arena", c.PrefaultArena, "populate_arena", c.PopulateArena, "heartbeat_interval", c.HeartbeatInterval,
-		"pending_write_timeout", c.PendingWriteTimeout, "warm_up", c.WarmUp, "prefetch_budget", base.Bytes(c.PrefetchBudget).String(),
-		"shared_arena", !c.PrivateArena, "shm_lease_ttl", c.ShmLeaseTTL, "size_units", base.SizeUnits,
-	}
+	return config.LogAttrs(&config.Worker{}, c, []string{"worker_id"},
+		"master_server_address", strings.Join(c.MasterAddresses, ","), "address", c.Address, "metrics_address", c.MetricsAddress,
+		"persistence", c.Persistence.String(), "hugepages", c.HugePages.String(), "shared_arena", !c.PrivateArena,
+		"size_units", base.SizeUnits)
 }
