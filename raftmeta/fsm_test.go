@@ -28,6 +28,7 @@ func applyEncoded(t testing.TB, f *fsm, index uint64, c Command) Result {
 // checkInvariants recomputes every derived counter and checks the record invariants.
 func checkInvariants(t testing.TB, st *state) {
 	t.Helper()
+	checkKVSessions(t, st)
 	want := newState()
 	want.slots = make([]*segRec, len(st.slots))
 	for i, s := range st.slots {
@@ -138,6 +139,9 @@ func statesEqual(a, b *state) string {
 	}
 	if !reflect.DeepEqual(a.models(), b.models()) {
 		return fmt.Sprintf("models differ: %+v vs %+v", a.models(), b.models())
+	}
+	if ka, kb := formatKVSessions(&a.kvs), formatKVSessions(&b.kvs); ka != kb {
+		return fmt.Sprintf("KV sessions differ:\n%s\nvs\n%s", ka, kb)
 	}
 	return ""
 }

@@ -86,6 +86,8 @@ extern "C" {
                                                              closed */
 #define MOONCAKE_ERR_NOT_SUPPORTED (-1012)     /* a feature this build lacks (an etcd:// master
                                                   address; protocol "rdma" is served over tcp) */
+#define MOONCAKE_ERR_SESSION_NOT_FOUND (-1800) /* no KV session of that id */
+#define MOONCAKE_ERR_SESSION_LIMIT_EXCEEDED (-1802) /* a KV-session limit would be passed */
 
 /* An opaque handle (an integer, not a pointer to library memory). 0/NULL is never valid. */
 typedef void *mooncake_store_t;
