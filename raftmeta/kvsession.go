@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 )
@@ -33,8 +32,6 @@ const TypeKVSession CommandType = 27
 
 // KV-session limits: Mooncake's KvSessionLimits defaults.
 const (
-	// MaxKVSessionIDLen bounds a session id (Mooncake: nonempty, at most 4096 bytes, no NUL).
-	MaxKVSessionIDLen = 4096
 	// MaxKVSessions bounds the sessions of the cluster.
 	MaxKVSessions = 100000
 	// MaxKVSessionMembers bounds the members of one session (and the keep set of an update).
@@ -70,17 +67,8 @@ type KVSession struct {
 
 func (KVSession) Type() CommandType { return TypeKVSession }
 
-// ValidateKVSessionID checks a session id as Mooncake does: 1 to MaxKVSessionIDLen bytes, no
-// NUL. Errors wrap base.ErrInvalidParams.
-func ValidateKVSessionID(id string) error {
-	if id == "" || len(id) > MaxKVSessionIDLen || strings.IndexByte(id, 0) >= 0 {
-		return invalidf("KV session id of %d bytes: want 1 to %d bytes without NUL", len(id), MaxKVSessionIDLen)
-	}
-	return nil
-}
-
 func (c KVSession) Validate() error {
-	if err := ValidateKVSessionID(c.ID); err != nil {
+	if err := base.ValidateKVSessionID(c.ID); err != nil {
 		return err
 	}
 	switch c.Op {
@@ -122,7 +110,7 @@ func decodeKVSession(d *decoder) Command {
 	}
 	c.Op = KVSessionOp(d.b[0])
 	d.b = d.b[1:]
-	c.ID = d.str(MaxKVSessionIDLen)
+	c.ID = d.str(base.MaxKVSessionIDLen)
 	n := d.count(MaxKVSessionBatch, 2)
 	if n > 0 {
 		c.Keys = make([]string, n)
@@ -389,13 +377,13 @@ func readKVSessionsSection(d *snapReader, st *state) {
 	}
 	st.kvs = kvSessions{byID: make(map[string]*kvSess), byKey: make(map[string][]string)}
 	for range ns {
-		id := d.str(MaxKVSessionIDLen)
+		id := d.str(base.MaxKVSessionIDLen)
 		pinned := d.byte1()
 		nm := d.uvarint()
 		if d.err != nil {
 			return
 		}
-		if ValidateKVSessionID(id) != nil || pinned > 1 || nm == 0 || nm > MaxKVSessionMembers || st.kvs.byID[id] != nil {
+		if base.ValidateKVSessionID(id) != nil || pinned > 1 || nm == 0 || nm > MaxKVSessionMembers || st.kvs.byID[id] != nil {
 			d.fail("bad KV session of %d bytes (%d members)", len(id), nm)
 			return
 		}

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/mooncake-go/mooncake/internal/base"
 )
 
 // kvSessionScript runs the KV-session commands of the FSM scripts (testdata/fsm/kvsessions):
@@ -101,7 +103,7 @@ func countOf(ids []string, id string) int {
 func TestKVSessionCommandRoundTrip(t *testing.T) {
 	for _, c := range []KVSession{
 		{Op: KVSessionAttach, ID: "conv-a", Keys: []string{"k1", "k2"}},
-		{Op: KVSessionDetach, ID: strings.Repeat("s", MaxKVSessionIDLen), Keys: []string{"k"}},
+		{Op: KVSessionDetach, ID: strings.Repeat("s", base.MaxKVSessionIDLen), Keys: []string{"k"}},
 		{Op: KVSessionPin, ID: "a"},
 		{Op: KVSessionUnpin, ID: "a"},
 	} {
@@ -116,7 +118,7 @@ func TestKVSessionCommandRoundTrip(t *testing.T) {
 	for _, c := range []KVSession{
 		{Op: KVSessionPin, ID: ""},
 		{Op: KVSessionPin, ID: "a\x00b"},
-		{Op: KVSessionPin, ID: strings.Repeat("s", MaxKVSessionIDLen+1)},
+		{Op: KVSessionPin, ID: strings.Repeat("s", base.MaxKVSessionIDLen+1)},
 		{Op: KVSessionAttach, ID: "a"},
 		{Op: KVSessionPin, ID: "a", Keys: []string{"k"}},
 		{Op: 9, ID: "a"},

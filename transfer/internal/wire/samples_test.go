@@ -100,6 +100,13 @@ func sampleRequests() []Message {
 		&QueryTaskRequest{ID: base.TaskID{Hi: 1 << 63, Lo: 42}},
 		// Put sessions (120).
 		&SessionCommitRequest{Key: "layerwise/block-7/rank-0", Version: 42},
+		// KV sessions (140-145).
+		&KVSessionRequest{Call: OpKVSessionPin, ID: "conv-a"},
+		&KVSessionRequest{Call: OpKVSessionUnpin, ID: "conv-a"},
+		&KVSessionRequest{Call: OpKVSessionUpdate, ID: "conv-a", Keys: []string{"block-1", "block-2"}},
+		&KVSessionRequest{Call: OpKVSessionGet, ID: "conv-a"},
+		&KVSessionListRequest{ID: "conv-a", Cursor: "block-1", Limit: 1024},
+		&KVSessionRequest{Call: OpKVSessionAttach, ID: "conv-a", Keys: []string{"block-3"}},
 	}
 }
 
@@ -153,6 +160,12 @@ func sampleResponses() []Message {
 		&QueryTaskResponse{Type: base.TaskMove, Status: base.TaskFailed, Key: "k", CreatedMs: 1_790_000_000_000,
 			UpdatedMs: 1_790_000_000_250, AssignedClient: "w-1", Message: "copy to w-2: no space"},
 		&SessionCommitResponse{Checksum: 0x0123456789abcdef, Size: 28 << 20},
+		NewEmpty(OpKVSessionPin),
+		NewEmpty(OpKVSessionUnpin),
+		NewEmpty(OpKVSessionUpdate),
+		&KVSessionInfoResponse{ID: "conv-a", Pinned: true, MemberCount: 3},
+		&KVSessionPageResponse{Keys: []string{"block-2", "block-3"}, NextCursor: "block-3"},
+		NewBatchResponse(OpKVSessionAttach, []ItemError{{}, {Code: base.CodeObjectNotFound, Msg: "absent"}}),
 	}
 }
 
