@@ -59,7 +59,7 @@ from ._hostmem import MooncakeHostMemAllocator
 from ._more import MoreMethods
 from ._reads import ReadMethods
 from ._segments import SegmentMethods
-from ._sessions import SessionMethods
+from ._sessions import KvSessionInfo, KvSessionPage, SessionMethods
 from ._tasks import TaskMethods
 from ._tensor import TensorMethods
 from ._types import (
@@ -104,6 +104,8 @@ __all__ = [
     "bind_to_numa_node",
     "get_alloc_func_addr",
     "get_free_func_addr",
+    "KvSessionInfo",
+    "KvSessionPage",
 ]
 
 
