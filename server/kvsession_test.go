@@ -15,7 +15,7 @@ import (
 // registry is replicated; Mooncake's is lost on failover) and follows removals.
 func TestKVSessionsAcrossLeaderChange(t *testing.T) {
 	c := startMasters(t, 3, nil)
-	c.addWorker("", nil)
+	w := c.addWorker("", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
 	defer cancel()
 	cli, err := client.Connect(ctx, client.Config{MasterAddresses: c.masterAddrs(), Logger: testLogger()})
@@ -40,6 +40,24 @@ func TestKVSessionsAcrossLeaderChange(t *testing.T) {
 	}
 	if err := cli.PinKVSession(ctx, "conv-a"); err != nil {
 		t.Fatal(err)
+	}
+	// The pin reached the worker's eviction order: x and y are session-pinned there, z not.
+	sessionPinned := func(k string) bool {
+		info, err := w.TestHooks().Engine().Info(k, 0)
+		return err == nil && info.SessionPinned
+	}
+	if !sessionPinned("x") || !sessionPinned("y") || sessionPinned("z") {
+		t.Fatalf("worker marks after pin: x=%t y=%t z=%t", sessionPinned("x"), sessionPinned("y"), sessionPinned("z"))
+	}
+	// Unpinning conv-b (which also holds y) leaves y marked: conv-a still pins it.
+	if err := cli.PinKVSession(ctx, "conv-b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.UnpinKVSession(ctx, "conv-b"); err != nil {
+		t.Fatal(err)
+	}
+	if !sessionPinned("y") || sessionPinned("z") {
+		t.Fatalf("after unpinning conv-b: y=%t z=%t", sessionPinned("y"), sessionPinned("z"))
 	}
 
 	c.transferLeadership(ctx)
@@ -68,6 +86,12 @@ func TestKVSessionsAcrossLeaderChange(t *testing.T) {
 	}
 	if err := cli.UpdateKVSession(ctx, "conv-a", []string{"x", "absent"}); err != nil {
 		t.Fatal(err)
+	}
+	if err := cli.UnpinKVSession(ctx, "conv-a"); err != nil {
+		t.Fatal(err)
+	}
+	if sessionPinned("x") {
+		t.Fatal("x still session-pinned on its worker after unpin")
 	}
 	if info, err := cli.KVSession(ctx, "conv-b"); err != nil || info.MemberCount != 1 {
 		t.Fatalf("conv-b after removing y: %+v %v", info, err)

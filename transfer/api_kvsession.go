@@ -8,6 +8,7 @@ type (
 	KVSessionListRequest  = wire.KVSessionListRequest
 	KVSessionInfoResponse = wire.KVSessionInfoResponse
 	KVSessionPageResponse = wire.KVSessionPageResponse
+	KVSessionPinsRequest  = wire.KVSessionPinsRequest
 )
 
 const (
@@ -17,6 +18,7 @@ const (
 	OpKVSessionGet    = wire.OpKVSessionGet
 	OpKVSessionList   = wire.OpKVSessionList
 	OpKVSessionAttach = wire.OpKVSessionAttach
+	OpKVSessionPins   = wire.OpKVSessionPins
 	// MaxKVSessionKeys bounds the keys of one KVSessionRequest (an update's keep set).
 	MaxKVSessionKeys = wire.MaxKVSessionKeys
 )

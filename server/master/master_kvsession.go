@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
@@ -49,6 +51,9 @@ func (h *masterHandler) callKVSession(ctx context.Context, req transfer.Message)
 			res, err := m.node.Apply(actx, raftmeta.KVSession{Op: op, ID: r.ID})
 			if err == nil {
 				err = res.Err
+			}
+			if err == nil {
+				m.pushSessionPins(ctx, r.ID, op == raftmeta.KVSessionPin)
 			}
 			return nil, true, err
 		case transfer.OpKVSessionUpdate:
@@ -100,8 +105,16 @@ func (m *Master) kvSessionAttach(ctx context.Context, id string, keys []string) 
 	if res.Items == nil {
 		return nil, res.Err
 	}
+	var added []string
 	for i, e := range res.Items {
 		items[i] = transfer.ItemErrorOf(e)
+		if e == nil {
+			added = append(added, keys[i])
+		}
+	}
+	// A pinned session's new members are pinned on their workers too.
+	if info, err := m.node.KVSession(id); err == nil && info.Pinned {
+		m.pushPins(ctx, added, true)
 	}
 	return items, nil
 }
@@ -119,6 +132,10 @@ func (m *Master) kvSessionUpdate(ctx context.Context, id string, keep []string) 
 	}
 	actx, cancel := context.WithTimeout(ctx, applyTimeout)
 	defer cancel()
+	info, err := m.node.KVSession(id)
+	if errors.Is(err, base.ErrSessionNotFound) {
+		return nil
+	}
 	cursor := ""
 	for {
 		page, next, err := m.node.KVSessionKeys(id, cursor, raftmeta.MaxKVSessionBatch)
@@ -142,10 +159,77 @@ func (m *Master) kvSessionUpdate(ctx context.Context, id string, keep []string) 
 			if err != nil {
 				return err
 			}
+			if info.Pinned {
+				m.pushPins(ctx, drop, false) // they left a pinned session
+			}
 		}
 		if next == "" {
 			return nil
 		}
 		cursor = next
 	}
+}
+
+// workerPinTimeout bounds one worker's KVSessionPins answer.
+const workerPinTimeout = 5 * time.Second
+
+// pushSessionPins marks (or unmarks) every member of session id on the workers holding it,
+// after a pin or unpin committed.
+func (m *Master) pushSessionPins(ctx context.Context, id string, pinned bool) {
+	for cursor := ""; ; {
+		page, next, err := m.node.KVSessionKeys(id, cursor, raftmeta.MaxKVSessionBatch)
+		if err != nil {
+			return // the session went meanwhile
+		}
+		m.pushPins(ctx, page, pinned)
+		if next == "" {
+			return
+		}
+		cursor = next
+	}
+}
+
+// pushPins tells the workers holding keys to mark them as members of a pinned KV session (or
+// to lift the mark), so their eviction keeps them with the soft pins: one KVSessionPins call
+// per worker, in parallel. A key that still belongs to another pinned session keeps its mark.
+// Best effort, as Mooncake's session pin is a retention hint: a worker that does not answer is
+// logged and the call still succeeds (the registry change is committed).
+func (m *Master) pushPins(ctx context.Context, keys []string, pinned bool) {
+	addrs := map[base.WorkerID]string{}
+	for _, s := range m.node.Segments() {
+		if s.State == raftmeta.SegmentActive {
+			addrs[s.ID] = s.Address
+		}
+	}
+	byWorker := map[base.WorkerID][]transfer.KeyVersion{}
+	for _, k := range keys {
+		if !pinned && m.node.KVSessionPinned(k) {
+			continue
+		}
+		o, ok := m.node.Lookup(k)
+		if !ok {
+			continue
+		}
+		for _, w := range o.Replicas {
+			byWorker[w] = append(byWorker[w], transfer.KeyVersion{Key: k, Version: o.Version})
+		}
+	}
+	var wg sync.WaitGroup
+	for w, items := range byWorker {
+		addr := addrs[w]
+		if addr == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, workerPinTimeout)
+			defer cancel()
+			resp := transfer.NewBatchResponse(transfer.OpKVSessionPins, nil)
+			if err := m.cli.Call(cctx, addr, &transfer.KVSessionPinsRequest{Pinned: pinned, Items: items}, resp); err != nil {
+				m.log.Warn("KV session pins not delivered to a worker", "worker", w, "keys", len(items), "pinned", pinned, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
 }

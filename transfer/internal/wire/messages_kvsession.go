@@ -22,6 +22,11 @@ const (
 	// OpKVSessionAttach adds Keys to the session (creating it): a BatchResponse with one item
 	// per key, OK, OBJECT_NOT_FOUND or SESSION_LIMIT_EXCEEDED.
 	OpKVSessionAttach Op = 145
+	// OpKVSessionPins is the leader's call to a worker: mark (or unmark) the listed object
+	// versions as members of a pinned KV session, which the worker's eviction keeps with the
+	// soft pins (KVSessionPinsRequest; a BatchResponse, one item each: OK, OBJECT_NOT_FOUND,
+	// INVALID_VERSION).
+	OpKVSessionPins Op = 146
 )
 
 // MaxKVSessionKeys bounds the keys of one KVSessionRequest: an update's keep set (Mooncake's
@@ -106,8 +111,27 @@ func (m *KVSessionPageResponse) Decode(d *Decoder) {
 	m.NextCursor = d.Str(base.MaxKeyLen, "cursor")
 }
 
+// KVSessionPinsRequest (op 146, leader to worker) sets the session-pin mark of each item's
+// version (0: whichever the worker holds) to Pinned.
+type KVSessionPinsRequest struct {
+	Pinned bool
+	Items  []KeyVersion
+}
+
+func (m *KVSessionPinsRequest) Op() Op { return OpKVSessionPins }
+func (m *KVSessionPinsRequest) Encode(e *Encoder) {
+	e.Bool(m.Pinned)
+	encodeKeyVersions(e, m.Items)
+}
+func (m *KVSessionPinsRequest) Decode(d *Decoder) {
+	m.Pinned = d.Bool()
+	m.Items = decodeBoundedKeyVersions(d, MaxPrefetch, "KV session pins")
+}
+
 func newKVSessionRequest(op Op) Message {
 	switch op {
+	case OpKVSessionPins:
+		return new(KVSessionPinsRequest)
 	case OpKVSessionPin, OpKVSessionUnpin, OpKVSessionUpdate, OpKVSessionGet, OpKVSessionAttach:
 		return &KVSessionRequest{Call: op}
 	case OpKVSessionList:
@@ -124,7 +148,7 @@ func newKVSessionResponse(op Op) Message {
 		return new(KVSessionInfoResponse)
 	case OpKVSessionList:
 		return new(KVSessionPageResponse)
-	case OpKVSessionAttach:
+	case OpKVSessionAttach, OpKVSessionPins:
 		return NewBatchResponse(op, nil)
 	}
 	return nil

@@ -155,6 +155,7 @@ var ops = [256]opInfo{
 	OpKVSessionGet:    {name: "KVSessionGet", idempotent: true},
 	OpKVSessionList:   {name: "KVSessionList", idempotent: true},
 	OpKVSessionAttach: {name: "KVSessionAttach", idempotent: true},
+	OpKVSessionPins:   {name: "KVSessionPins", idempotent: true},
 }
 
 // Known reports whether this build defines op.

@@ -107,6 +107,7 @@ func sampleRequests() []Message {
 		&KVSessionRequest{Call: OpKVSessionGet, ID: "conv-a"},
 		&KVSessionListRequest{ID: "conv-a", Cursor: "block-1", Limit: 1024},
 		&KVSessionRequest{Call: OpKVSessionAttach, ID: "conv-a", Keys: []string{"block-3"}},
+		&KVSessionPinsRequest{Pinned: true, Items: []KeyVersion{{Key: "block-1", Version: 3}, {Key: "block-2"}}},
 	}
 }
 
@@ -166,6 +167,7 @@ func sampleResponses() []Message {
 		&KVSessionInfoResponse{ID: "conv-a", Pinned: true, MemberCount: 3},
 		&KVSessionPageResponse{Keys: []string{"block-2", "block-3"}, NextCursor: "block-3"},
 		NewBatchResponse(OpKVSessionAttach, []ItemError{{}, {Code: base.CodeObjectNotFound, Msg: "absent"}}),
+		NewBatchResponse(OpKVSessionPins, []ItemError{{}, {Code: base.CodeInvalidVersion, Msg: "at version 4"}}),
 	}
 }
 
