@@ -17,7 +17,7 @@ returns a code per key. docs/python.md, "KV sessions"."""
 import ctypes
 from typing import Any, List, Optional, Sequence
 
-from . import _lib
+from . import _kvtags, _lib
 from ._args import _INVALID, Key, _addrs, _batched, _chunks, _cp, _key, _keys, _not_set_up, _seq, _sizes, _sz, _vp
 from ._config import ReplicateConfig
 from ._types import ErrorCode
@@ -70,11 +70,21 @@ class SessionMethods:
             _lib.set_error(f"{n} keys but {len(ns)} sizes")
             return [_INVALID] * n
         c = _lib.config(config)
+        tags = _kvtags.check(config, n)
+        if tags is _kvtags.BAD:
+            return _kvtags.invalid(n)
         h = self._h  # type: ignore[attr-defined]
         if not h:
             return [_not_set_up()] * n
         fn = self._L.mooncake_store_batch_put_session_start  # type: ignore[attr-defined]
-        return _batched(n, ctypes.c_int, lambda i, j, res: fn(h, _cp(ks[i:j]), _sz(ns[i:j]), j - i, c, res))
+        rs = _batched(n, ctypes.c_int, lambda i, j, res: fn(h, _cp(ks[i:j]), _sz(ns[i:j]), j - i, c, res))
+        if tags:
+            # The tags join at the session's end, when the objects are stored (_kvtags.py).
+            pending = self.__dict__.setdefault("_kv_pending", {})
+            for i, rc in enumerate(rs):
+                if rc == 0 and tags[i]:
+                    pending[ks[i]] = tags[i]
+        return rs
 
     def batch_put_from_multi_buffer_ranges(
         self,
@@ -93,11 +103,21 @@ class SessionMethods:
         """Makes each key's object visible, whole; all keys of the call in one commit. Per key
         0 or a code (INVALID_PARAMS: no session, or bytes never written; INVALID_VERSION: the
         reservation is gone). A failed key stays for batch_put_session_revoke."""
-        return self._keys_call("mooncake_store_batch_put_session_end", keys)
+        rs = self._keys_call("mooncake_store_batch_put_session_end", keys)
+        pending = self.__dict__.get("_kv_pending")
+        if not pending:
+            return rs
+        ks = _keys(keys)
+        tags = [pending.pop(k, []) if rc == 0 else pending.get(k, []) for k, rc in zip(ks, rs)]
+        return _kvtags.attach(self, ks, tags, rs)
 
     def batch_put_session_revoke(self, keys: Sequence[Key]) -> List[int]:
         """Abandons put sessions: nothing becomes visible, the space is freed at once. Per key
         0 or INVALID_PARAMS (no session)."""
+        pending = self.__dict__.get("_kv_pending")
+        if pending:
+            for k in _keys(keys):
+                pending.pop(k, None)
         return self._keys_call("mooncake_store_batch_put_session_revoke", keys)
 
     # -- get sessions --

@@ -122,6 +122,39 @@ class KVSessionTest(StandaloneCase):
         with self.assertRaisesRegex(RuntimeError, "SESSION_NOT_FOUND"):
             self.s.get_kv_session(self.sid)
 
+    def test_tagged_writes(self):
+        from mooncake.store import ReplicateConfig
+
+        a, b = self.sid, key("conv")
+        x, y, z, r = key("x"), key("y"), key("z"), key("r")
+        self.assertEqual(self.s.put(x, b"x", ReplicateConfig(kv_sessions=[[a]])), 0)
+        self.s.pin_kv_session(a)
+        # A put of a stored key keeps its value and still adds the membership.
+        self.assertEqual(self.s.put(x, b"other", ReplicateConfig(kv_sessions=[[b, b]])), 0)
+        self.assertEqual(self.s.get(x), b"x")
+        self.assertEqual(self.s.put_batch([y, z], [b"yy", b"zzz"], ReplicateConfig(kv_sessions=[[a], [b]])), 0)
+        self.assertEqual(self.s.list_kv_session_keys(a).keys, sorted([x, y]))
+        self.assertEqual(self.s.get_kv_session(b).member_count, 2)
+        self.assertTrue(self.s.get_kv_session(a).pinned)  # new members join a pinned session
+        buf = bytearray(b"buffer-data")
+        import ctypes
+
+        c = (ctypes.c_char * len(buf)).from_buffer(buf)
+        addr = ctypes.addressof(c)
+        self.assertEqual(self.s.batch_put_session_start([r], [11], ReplicateConfig(kv_sessions=[[b]])), [0])
+        self.assertEqual(self.s.batch_put_from_multi_buffer_ranges([r], [[addr]], [[11]], [[0]]), [11])
+        self.assertEqual(self.s.get_kv_session(b).member_count, 2)  # joins at the end
+        self.assertEqual(self.s.batch_put_session_end([r]), [0])
+        self.assertIn(r, self.s.list_kv_session_keys(b).keys)
+        # Failures: tags that do not fit the keys write nothing; a bad id likewise.
+        bad = key("bad")
+        self.assertEqual(self.s.put(bad, b"x", ReplicateConfig(kv_sessions=[[a], [b]])), -600)
+        self.assertEqual(self.s.batch_put_from([bad], [addr], [11], ReplicateConfig(kv_sessions=[[""]])), [-600])
+        self.assertEqual(self.s.is_exist(bad), 0)
+        with self.assertRaises(TypeError):
+            ReplicateConfig(kv_sessions=["not-a-list-of-lists"])
+        del c
+
 
 if __name__ == "__main__":
     unittest.main()
