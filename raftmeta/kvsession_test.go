@@ -2,6 +2,7 @@ package raftmeta
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -98,6 +99,17 @@ func countOf(ids []string, id string) int {
 		}
 	}
 	return n
+}
+
+// randomKVSession draws a KV-session command over a few sessions (randomCommand).
+func randomKVSession(r *rand.Rand, key func() string) Command {
+	c := KVSession{Op: KVSessionOp(1 + r.IntN(4)), ID: fmt.Sprintf("s%d", r.IntN(4))}
+	if c.Op == KVSessionAttach || c.Op == KVSessionDetach {
+		for range 1 + r.IntN(5) {
+			c.Keys = append(c.Keys, key())
+		}
+	}
+	return c
 }
 
 func TestKVSessionCommandRoundTrip(t *testing.T) {
