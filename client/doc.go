@@ -58,6 +58,10 @@
 //     the keys in one BatchPutEnd; PutSessionRevoke (and Close) drop them on the leader and
 //     the workers. GetSessionStart caches one lookup per key; GetSessionRead reads ranges
 //     with it (ReadRange, the worker checks the version). Sessions are this client's state.
+//   - KV sessions (kvsession.go; Mooncake's pin_kv_session ... attach_kv_session):
+//     AttachKVSession, PinKVSession, UnpinKVSession, UpdateKVSession, CloseKVSession,
+//     KVSession and ListKVSessionKeys, answered by the leader from the registry it keeps in
+//     raft (shared by every client; unlike put sessions, not this client's state).
 //   - AddMaster and RemoveMaster change the masters' raft configuration (operators; the CLI's
 //     `mooncake master add|remove`). A RemoveMaster retried after an ambiguous failure and
 //     answered "not found" is a success, as for Remove.

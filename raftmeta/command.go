@@ -546,6 +546,9 @@ func DecodeCommand(b []byte) (Command, error) {
 		if c, ok = decodeLifecycle(CommandType(b[1]), d); !ok {
 			c = decodeModelCommand(CommandType(b[1]), d)
 		}
+		if CommandType(b[1]) == TypeKVSession {
+			c = decodeKVSession(d)
+		}
 		if c == nil {
 			return nil, fmt.Errorf("%w: unknown command type %d", ErrBadCommand, b[1])
 		}

@@ -104,6 +104,7 @@
 //	25 AddReplicas     worker_id, n uvarint, n × (key, version uvarint)
 //	30 RegisterModel   name, bytes_per_token varint, description
 //	31 RemoveModel     name
+//	27 KVSession       op 1B (1 attach, 2 detach, 3 pin, 4 unpin), session_id, n uvarint, n × key (kvsession.go)
 //
 // PutEnd may end with a tokens section (models.go), present only when an item carries a token
 // count or a model: m uvarint (>= 1), m × (item index uvarint, strictly increasing, tokens
@@ -122,7 +123,8 @@
 //	|          created varint, soft_pin_until varint, r uvarint, r × slot u16) |
 //	| trailing sections, each | id (1B) | version (1B) | body |: 20 lifecycle (always
 //	|   written), 30 models (models.go: only when a model is registered or an object
-//	|   carries tokens), 40 events (kvevents.go: the KV event sequence, when above 0) |
+//	|   carries tokens), 40 events (kvevents.go: the KV event sequence, when above 0),
+//	|   27 KV sessions (kvsession.go: only when a session exists) |
 //	| checksum u64: HighwayHash-64 (base.Checksum) of every byte before it |
 //
 // Trailing sections (one function each, so branches adding one merge easily): tag 20, the

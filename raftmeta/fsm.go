@@ -131,6 +131,8 @@ type state struct {
 	lost map[string]string
 	// mdl is the model registry and per-model counters (models.go).
 	mdl modelTable
+	// kvs is the KV-session registry (kvsession.go).
+	kvs kvSessions
 
 	// Counters kept by apply (see Stats). invisible counts objects with no live replica.
 	keyBytes, bytes, replicas, softPinned, hardPinned int64
@@ -246,6 +248,8 @@ func (st *state) apply(c Command) Result {
 		}
 		st.account(rec)
 		return Result{}
+	case KVSession:
+		return st.applyKVSession(&c)
 	case RegisterModel:
 		return st.registerModel(c)
 	case RemoveModel:
@@ -322,6 +326,7 @@ func (st *state) applyRemove(c Command) Result {
 		st.keyBytes, st.bytes, st.replicas, st.softPinned, st.hardPinned = 0, 0, 0, 0, 0
 		st.invisible, st.lostReplicas = 0, 0
 		st.mdl.clearObjects()
+		st.kvs = kvSessions{}
 		for _, s := range st.slots {
 			if s != nil {
 				s.objects, s.bytes, s.lost = 0, 0, 0
@@ -489,6 +494,7 @@ func (st *state) removeAt(key string, i uint32) {
 	st.keyBytes -= int64(len(key))
 	st.recs.release(i)
 	delete(st.objects, key)
+	st.kvs.dropKey(key)
 }
 
 // account adds rec to the counters; unaccount takes it out. Key bytes are counted by the
@@ -737,5 +743,6 @@ func (st *state) clone() *state {
 	c.masters = maps.Clone(st.masters)
 	c.lost = maps.Clone(st.lost)
 	c.mdl = st.mdl.clone()
+	c.kvs = st.kvs.clone()
 	return &c
 }

@@ -191,6 +191,9 @@ func TestFSMDataDriven(t *testing.T) {
 				f = g
 				return fmt.Sprintf("restored %d bytes\n", n)
 			}
+			if out, ok := kvSessionScript(t, f, d, apply); ok {
+				return out
+			}
 			t.Fatalf("unknown command %q", d.Cmd)
 			return ""
 		})

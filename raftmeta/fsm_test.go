@@ -28,6 +28,7 @@ func applyEncoded(t testing.TB, f *fsm, index uint64, c Command) Result {
 // checkInvariants recomputes every derived counter and checks the record invariants.
 func checkInvariants(t testing.TB, st *state) {
 	t.Helper()
+	checkKVSessions(t, st)
 	want := newState()
 	want.slots = make([]*segRec, len(st.slots))
 	for i, s := range st.slots {
@@ -139,6 +140,9 @@ func statesEqual(a, b *state) string {
 	if !reflect.DeepEqual(a.models(), b.models()) {
 		return fmt.Sprintf("models differ: %+v vs %+v", a.models(), b.models())
 	}
+	if ka, kb := formatKVSessions(&a.kvs), formatKVSessions(&b.kvs); ka != kb {
+		return fmt.Sprintf("KV sessions differ:\n%s\nvs\n%s", ka, kb)
+	}
 	return ""
 }
 
@@ -219,6 +223,8 @@ func randomCommand(r *rand.Rand, now int64) Command {
 		return c
 	case p < 93:
 		return SetWorkerDraining{ID: worker(), Draining: r.IntN(2) == 0}
+	case p < 95:
+		return randomKVSession(r, key)
 	case p < 97:
 		return SetPin{Key: key(), Version: base.Version(r.IntN(3)), SoftPinUntil: r.Int64N(1000), HardPin: r.IntN(2) == 0}
 	default:
@@ -368,6 +374,8 @@ func FuzzDecodeCommand(f *testing.F) {
 	}
 	f.Add(EncodeCommand(RegisterModel{Name: "qwen2-7b", BytesPerToken: 57344, Description: "d"}))
 	f.Add(EncodeCommand(LeaveWorker{ID: "w1", Keep: true, Now: 5}))
+	f.Add(EncodeCommand(KVSession{Op: KVSessionAttach, ID: "conv", Keys: []string{"k", "j"}}))
+	f.Add(EncodeCommand(KVSession{Op: KVSessionPin, ID: "conv"}))
 	f.Add(EncodeCommand(LeaveWorker{ID: "embedded-h-1-0000beef"}))
 	f.Add(EncodeCommand(PutEnd{Items: []base.Object{{ObjectMeta: base.ObjectMeta{Key: "k", Size: 9, Version: 1},
 		Replicas: []base.WorkerID{"w1"}, Tokens: 3, Model: "m"}}}))

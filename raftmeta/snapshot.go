@@ -93,6 +93,12 @@ func writeSnapshot(w io.Writer, st *state, applied uint64) error {
 	if err != nil {
 		return err
 	}
+	if b, err = appendKVSessionsSection(b, st, func(p []byte) ([]byte, error) {
+		_, err := bw.Write(p)
+		return p[:0], err
+	}); err != nil {
+		return err
+	}
 	b = appendEventsSection(b, st)
 	if err := flush(); err != nil {
 		return err

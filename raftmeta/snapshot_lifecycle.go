@@ -73,6 +73,8 @@ func (d *snapReader) readTrailingSections(st *state) {
 			readModelsSection(d, st)
 		case sectionEvents:
 			readEventsSection(d, st)
+		case sectionKVSessions:
+			readKVSessionsSection(d, st)
 		default:
 			if d.err == nil {
 				d.fail("unknown section tag %d after the objects", tag)

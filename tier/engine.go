@@ -77,6 +77,8 @@ type object struct {
 	persistence base.Persistence
 	hardPin     bool
 	softUntil   time.Time
+	// sessionPin: a member of a pinned KV session (kvpin.go), soft pinned without a deadline.
+	sessionPin bool
 	// copy is the DRAM copy; nil when the object is on the lower tier only.
 	copy *dramCopy
 	// onLower: the bytes are on the lower tier (durable put, spilled, SpillAll, or found at Open).
@@ -497,7 +499,7 @@ func (e *Engine) Exists(key string) bool {
 
 func (e *Engine) infoLocked(o *object) ObjectInfo {
 	info := ObjectInfo{ObjectMeta: o.meta, Tier: base.TierNVMe, OnLower: o.onLower,
-		Persistence: o.persistence, HardPin: o.hardPin, SoftPinUntil: o.softUntil}
+		Persistence: o.persistence, HardPin: o.hardPin, SoftPinUntil: o.softUntil, SessionPinned: o.sessionPin}
 	if o.copy != nil {
 		info.Tier = base.TierDRAM
 	}
@@ -560,7 +562,7 @@ func (e *Engine) setPins(key string, until time.Time, hard bool) error {
 		return err
 	}
 	o.hardPin, o.softUntil = hard, until
-	if err := e.mu.pol.SetPins(o.id, hard, unixNanos(until)); err != nil {
+	if err := e.mu.pol.SetPins(o.id, hard, o.softPinNanos()); err != nil {
 		return invariants.AssertionFailedf("tier: pin %q: %v", key, err)
 	}
 	return nil

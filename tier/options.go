@@ -172,6 +172,9 @@ type ObjectInfo struct {
 	Persistence  base.Persistence
 	HardPin      bool
 	SoftPinUntil time.Time // zero: none
+	// SessionPinned: a member of a pinned KV session (SetSessionPin), soft pinned without a
+	// deadline.
+	SessionPinned bool
 }
 
 // EvictReason says what started an eviction.

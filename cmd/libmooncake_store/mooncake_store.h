@@ -86,6 +86,8 @@ extern "C" {
                                                              closed */
 #define MOONCAKE_ERR_NOT_SUPPORTED (-1012)     /* a feature this build lacks (an etcd:// master
                                                   address; protocol "rdma" is served over tcp) */
+#define MOONCAKE_ERR_SESSION_NOT_FOUND (-1800) /* no KV session of that id */
+#define MOONCAKE_ERR_SESSION_LIMIT_EXCEEDED (-1802) /* a KV-session limit would be passed */
 
 /* An opaque handle (an integer, not a pointer to library memory). 0/NULL is never valid. */
 typedef void *mooncake_store_t;
@@ -353,6 +355,53 @@ int mooncake_store_batch_get_into_multi_buffer_ranges(mooncake_store_t store, co
  * not set up, NULL keys or count over 4096. */
 int mooncake_store_batch_get_session_end(mooncake_store_t store, const char **keys,
                                          size_t count);
+
+/* ------------------------------------------------------------------------------------------
+ * KV sessions (extension: Mooncake's Python pin_kv_session ... attach_kv_session; docs/clib.md)
+ *
+ * A session is an application's conversation id (1 to 4096 bytes), shared by every client
+ * naming it; its members are keys of stored objects. Attach creates a session on its first
+ * member; a session whose last member goes (detached, removed, evicted) is gone with its pin.
+ * The cluster keeps sessions in its replicated state: they survive a master failover. Thread
+ * safe; each call is one or more round trips to the leader.
+ * ------------------------------------------------------------------------------------------ */
+
+/* Pins (unpins) a session: its members get soft-pin priority; no TTL. Returns 0,
+ * MOONCAKE_ERR_SESSION_NOT_FOUND when no session has that id, MOONCAKE_ERR_INVALID_PARAMS for
+ * a bad id. */
+int mooncake_store_pin_kv_session(mooncake_store_t store, const char *session_id);
+int mooncake_store_unpin_kv_session(mooncake_store_t store, const char *session_id);
+
+/* Keeps only the members named in keep_keys (count keys: the complete keep set, at most
+ * 1,000,000; never split it into several calls). Unknown keys are ignored, objects are never
+ * deleted, an absent session is no error. Returns 0 or a negative code
+ * (MOONCAKE_ERR_SESSION_LIMIT_EXCEEDED for a keep set over the limit). */
+int mooncake_store_update_kv_session(mooncake_store_t store, const char *session_id,
+                                     const char **keep_keys, size_t count);
+
+/* Removes every member of the session, and so the session; objects stay. 0 also when no
+ * session has that id. */
+int mooncake_store_close_kv_session(mooncake_store_t store, const char *session_id);
+
+/* Writes the session's pin (0 or 1) and member count. Returns 0 or a negative code
+ * (MOONCAKE_ERR_SESSION_NOT_FOUND). */
+int mooncake_store_get_kv_session(mooncake_store_t store, const char *session_id,
+                                  int *pinned_out, uint64_t *member_count_out);
+
+/* Lists up to limit (1 to 4096) member keys sorting after cursor (exclusive; NULL or "" for
+ * the first page). On success *keys_out points at library memory the caller frees with
+ * mooncake_store_free_buffer: every key, then the next page's cursor ("" on the last page),
+ * each NUL-terminated; the total length is returned. On failure a negative code is returned
+ * and *keys_out is NULL. */
+int64_t mooncake_store_list_kv_session_keys(mooncake_store_t store, const char *session_id,
+                                            const char *cursor, size_t limit, void **keys_out);
+
+/* Adds keys to the session, creating it (unpinned) on its first member. results_out[i] is 0
+ * (attached, or a member already), MOONCAKE_ERR_OBJECT_NOT_FOUND or
+ * MOONCAKE_ERR_SESSION_LIMIT_EXCEEDED. Returns 0, or a negative code for the whole call (a bad
+ * id, count over 4096). */
+int mooncake_store_attach_kv_session(mooncake_store_t store, const char *session_id,
+                                     const char **keys, size_t count, int *results_out);
 
 /* Extension: reads the object into memory the library allocates. On success *buffer_out
  * points at the object's bytes and the size (> 0) is returned; the caller owns the memory

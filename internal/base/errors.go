@@ -82,7 +82,7 @@ const (
 	CodeTooLarge            Code = 15 // OBJECT_TOO_LARGE
 	CodeClusterMismatch     Code = 16 // CLUSTER_ID_MISMATCH
 	CodeProtocolVersion     Code = 17 // PROTOCOL_VERSION_MISMATCH
-	numCodes                     = 18
+	numCodes                     = 20 // 18, 19: KV sessions (errtable.go)
 )
 
 // String returns Mooncake's name for the code, or "CODE_<n>" for an unknown one.

@@ -1,5 +1,7 @@
 package base
 
+import "errors"
+
 // The error table: the one declaration of every error class, from which each language's codes
 // are derived. Go reads it through Code (String, Sentinel, CodeOf) and the Mooncake* functions
 // below; the C header's MOONCAKE_ERR_* defines, Python's mooncake.store.ErrorCode and the code
@@ -31,6 +33,9 @@ const (
 	MooncakeUnavailableInCurrentStatus MooncakeCode = -1010
 	MooncakeNotSupported               MooncakeCode = -1012
 	MooncakeFileNotFound               MooncakeCode = -1100
+	// KV sessions (Mooncake's kv_session): -1801 is not one Mooncake's sources name.
+	MooncakeSessionNotFound      MooncakeCode = -1800
+	MooncakeSessionLimitExceeded MooncakeCode = -1802
 )
 
 // MooncakeScope says which layer can return a Mooncake code.
@@ -86,6 +91,8 @@ var mooncakeCodes = []MooncakeCodeInfo{
 	{MooncakeUnavailableInCurrentStatus, "UNAVAILABLE_IN_CURRENT_STATUS", ScopeC},
 	{MooncakeNotSupported, "NOT_SUPPORTED", ScopeC},
 	{MooncakeFileNotFound, "FILE_NOT_FOUND", ScopePython},
+	{MooncakeSessionNotFound, "SESSION_NOT_FOUND", ScopeC},
+	{MooncakeSessionLimitExceeded, "SESSION_LIMIT_EXCEEDED", ScopeC},
 }
 
 // MooncakeCodes returns the Mooncake code table (a copy), in Mooncake's order.
@@ -138,7 +145,26 @@ var errorTable = [numCodes]errorClass{
 	CodeTooLarge:            {"OBJECT_TOO_LARGE", ErrTooLarge, MooncakeInvalidParams, MooncakeInternalError, 500},
 	CodeClusterMismatch:     {"CLUSTER_ID_MISMATCH", ErrClusterMismatch, MooncakeRPCFail, MooncakeInternalError, 500},
 	CodeProtocolVersion:     {"PROTOCOL_VERSION_MISMATCH", ErrProtocolVersion, MooncakeRPCFail, MooncakeInternalError, 500},
+	// KV sessions: the admin endpoints never meet them (INTERNAL_ERROR, 500, as other classes).
+	CodeSessionNotFound:      {"SESSION_NOT_FOUND", ErrSessionNotFound, MooncakeSessionNotFound, MooncakeInternalError, 500},
+	CodeSessionLimitExceeded: {"SESSION_LIMIT_EXCEEDED", ErrSessionLimitExceeded, MooncakeSessionLimitExceeded, MooncakeInternalError, 500},
 }
+
+// The KV-session error classes (Mooncake's SESSION_NOT_FOUND and SESSION_LIMIT_EXCEEDED).
+var (
+	// ErrSessionNotFound: no KV session of that id (it never had a member, or lost its last).
+	// Use errors.Is(err, ErrSessionNotFound).
+	ErrSessionNotFound = errors.New("mooncake: KV session not found")
+	// ErrSessionLimitExceeded: a KV-session limit (sessions, members per session, sessions
+	// per object) would be passed. Use errors.Is(err, ErrSessionLimitExceeded).
+	ErrSessionLimitExceeded = errors.New("mooncake: KV session limit exceeded")
+)
+
+// The KV-session wire codes.
+const (
+	CodeSessionNotFound      Code = 18 // SESSION_NOT_FOUND
+	CodeSessionLimitExceeded Code = 19 // SESSION_LIMIT_EXCEEDED
+)
 
 // row returns c's row; an unknown code reads as INTERNAL_ERROR, as receivers must treat it.
 func (c Code) row() errorClass {

@@ -84,6 +84,12 @@ def _strs(field: str, v: Any) -> List[str]:
     return [_str(field, x) for x in v]
 
 
+def _str_lists(field: str, v: Any) -> List[List[str]]:
+    if isinstance(v, (str, bytes, bytearray)) or not hasattr(v, "__iter__"):
+        raise _type_error(field, "a list of lists of str", v)
+    return [_strs(field, x) for x in v]
+
+
 def _enum(cls: Any, field: str, v: Any) -> Any:
     # pybind11 enums take only their own members; an IntEnum member of ours is also an int,
     # so plain ints are refused explicitly.
@@ -108,6 +114,9 @@ class ReplicateConfig:
     dfs_replica_num (no DFS tier), prefer_alloc_in_same_node (name this host's worker in
     preferred_segment instead), data_type, group_ids.
 
+    kv_sessions (None or one list of KV session ids per key) tags the objects a write stores
+    as members of those sessions (_kvtags.py; docs/python.md, "KV sessions").
+
     As in Mooncake, a put with soft_pin_ttl_ms set while soft_pin_action is not ENABLE returns
     INVALID_PARAMS. Unlike Mooncake's, the constructor also takes the fields as keywords
     (``ReplicateConfig(replica_num=2)``); PRESERVE cannot carry an existing pin across an
@@ -130,6 +139,8 @@ class ReplicateConfig:
         "prefer_alloc_in_same_node": (lambda: False, _bool),
         "data_type": (lambda: ObjectDataType.UNKNOWN, lambda f, v: _enum(ObjectDataType, f, v)),
         "group_ids": (lambda: None, lambda f, v: None if v is None else _strs(f, v)),
+        # Mooncake's KV-session tags: one list of session ids per key (_kvtags.py).
+        "kv_sessions": (lambda: None, lambda f, v: None if v is None else _str_lists(f, v)),
         "persistence": (lambda: "", None),  # mooncake-go's; checked by the put (_lib.config)
     }
     __slots__ = tuple("_" + k for k in _FIELDS)

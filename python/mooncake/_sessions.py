@@ -9,15 +9,16 @@ end call in one commit. Get sessions (batch_get_session_start,
 batch_get_into_multi_buffer_ranges, batch_get_session_end): one lookup at start, then ranges
 read straight from the workers. Sessions belong to the store object, not to a thread.
 
-The KV-session calls of Mooncake's main (pin_kv_session ... attach_kv_session) are not in
-mooncake-go yet: they raise RuntimeError (attach returns NOT_SUPPORTED per key), never
-pretend to work. docs/python.md, "Layer-wise sessions"."""
+The KV-session calls of Mooncake's main (pin_kv_session ... attach_kv_session): a registry of
+conversation ids whose member objects get soft-pin priority, kept by the masters in raft.
+Control failures raise RuntimeError naming the code, as Mooncake's binding does; attach
+returns a code per key. docs/python.md, "KV sessions"."""
 
 import ctypes
 from typing import Any, List, Optional, Sequence
 
-from . import _lib
-from ._args import _INVALID, Key, _addrs, _batched, _chunks, _cp, _keys, _not_set_up, _seq, _sizes, _sz, _vp
+from . import _kvtags, _lib
+from ._args import _INVALID, Key, _addrs, _batched, _chunks, _cp, _key, _keys, _not_set_up, _seq, _sizes, _sz, _vp
 from ._config import ReplicateConfig
 from ._types import ErrorCode
 
@@ -69,11 +70,21 @@ class SessionMethods:
             _lib.set_error(f"{n} keys but {len(ns)} sizes")
             return [_INVALID] * n
         c = _lib.config(config)
+        tags = _kvtags.check(config, n)
+        if tags is _kvtags.BAD:
+            return _kvtags.invalid(n)
         h = self._h  # type: ignore[attr-defined]
         if not h:
             return [_not_set_up()] * n
         fn = self._L.mooncake_store_batch_put_session_start  # type: ignore[attr-defined]
-        return _batched(n, ctypes.c_int, lambda i, j, res: fn(h, _cp(ks[i:j]), _sz(ns[i:j]), j - i, c, res))
+        rs = _batched(n, ctypes.c_int, lambda i, j, res: fn(h, _cp(ks[i:j]), _sz(ns[i:j]), j - i, c, res))
+        if tags:
+            # The tags join at the session's end, when the objects are stored (_kvtags.py).
+            pending = self.__dict__.setdefault("_kv_pending", {})
+            for i, rc in enumerate(rs):
+                if rc == 0 and tags[i]:
+                    pending[ks[i]] = tags[i]
+        return rs
 
     def batch_put_from_multi_buffer_ranges(
         self,
@@ -92,11 +103,21 @@ class SessionMethods:
         """Makes each key's object visible, whole; all keys of the call in one commit. Per key
         0 or a code (INVALID_PARAMS: no session, or bytes never written; INVALID_VERSION: the
         reservation is gone). A failed key stays for batch_put_session_revoke."""
-        return self._keys_call("mooncake_store_batch_put_session_end", keys)
+        rs = self._keys_call("mooncake_store_batch_put_session_end", keys)
+        pending = self.__dict__.get("_kv_pending")
+        if not pending:
+            return rs
+        ks = _keys(keys)
+        tags = [pending.pop(k, []) if rc == 0 else pending.get(k, []) for k, rc in zip(ks, rs)]
+        return _kvtags.attach(self, ks, tags, rs)
 
     def batch_put_session_revoke(self, keys: Sequence[Key]) -> List[int]:
         """Abandons put sessions: nothing becomes visible, the space is freed at once. Per key
         0 or INVALID_PARAMS (no session)."""
+        pending = self.__dict__.get("_kv_pending")
+        if pending:
+            for k in _keys(keys):
+                pending.pop(k, None)
         return self._keys_call("mooncake_store_batch_put_session_revoke", keys)
 
     # -- get sessions --
@@ -160,33 +181,134 @@ class SessionMethods:
             ),
         )
 
-    # -- KV sessions (Mooncake's main): not in mooncake-go yet --
+    # -- KV sessions (Mooncake's main: session-aware membership and soft pin) --
 
     def pin_kv_session(self, session_id: str) -> int:
-        """Not supported yet: raises RuntimeError (Mooncake raises on a control failure)."""
-        raise _kv_unsupported("pin_kv_session")
+        """Gives the session's current and future members soft-pin priority (no TTL). 0;
+        RuntimeError (SESSION_NOT_FOUND: no session of that id; register keys first)."""
+        return self._kv_control("mooncake_store_pin_kv_session", "pin_kv_session", session_id)
 
     def unpin_kv_session(self, session_id: str) -> int:
-        """Not supported yet: raises RuntimeError."""
-        raise _kv_unsupported("unpin_kv_session")
+        """Lifts the session's pin (memberships and other sessions' pins stay). 0;
+        RuntimeError (SESSION_NOT_FOUND)."""
+        return self._kv_control("mooncake_store_unpin_kv_session", "unpin_kv_session", session_id)
 
     def close_kv_session(self, session_id: str) -> int:
-        """Not supported yet: raises RuntimeError."""
-        raise _kv_unsupported("close_kv_session")
+        """Removes every association of the session (objects stay). 0, also for an absent
+        session."""
+        return self._kv_control("mooncake_store_close_kv_session", "close_kv_session", session_id)
 
     def update_kv_session(self, session_id: str, keep_keys: Sequence[str]) -> int:
-        """Not supported yet: raises RuntimeError."""
-        raise _kv_unsupported("update_kv_session")
+        """Keeps only the members in keep_keys, one complete keep set (never split it into
+        several calls); unknown keys are ignored, objects never deleted, an absent session is
+        0. A session left empty is removed with its pin."""
+        ks = _keys(keep_keys)
+        return self._kv_control("mooncake_store_update_kv_session", "update_kv_session", session_id, _cp(ks), len(ks))
 
-    def get_kv_session(self, session_id: str) -> Any:
-        """Not supported yet: raises RuntimeError."""
-        raise _kv_unsupported("get_kv_session")
+    def get_kv_session(self, session_id: str) -> "KvSessionInfo":
+        """KvSessionInfo(session_id, pinned, member_count); RuntimeError (SESSION_NOT_FOUND)."""
+        pinned, count = ctypes.c_int(0), ctypes.c_uint64(0)
+        self._kv_control("mooncake_store_get_kv_session", "get_kv_session", session_id, ctypes.byref(pinned), ctypes.byref(count))
+        return KvSessionInfo(session_id, bool(pinned.value), count.value)
 
-    def list_kv_session_keys(self, session_id: str, cursor: str = "", limit: int = 1024) -> Any:
-        """Not supported yet: raises RuntimeError."""
-        raise _kv_unsupported("list_kv_session_keys")
+    def list_kv_session_keys(self, session_id: str, cursor: str = "", limit: int = 1024) -> "KvSessionPage":
+        """KvSessionPage(keys, next_cursor): up to limit (1 to 4096) member keys after cursor
+        in lexical order; continue with next_cursor until it is "". RuntimeError
+        (SESSION_NOT_FOUND, INVALID_PARAMS)."""
+        if type(limit) is bool or not isinstance(limit, int):
+            raise TypeError(f"limit must be an int, not {type(limit).__name__}")
+        if limit < 0:
+            raise _kv_error("list_kv_session_keys", int(ErrorCode.INVALID_PARAMS), f"limit {limit}")
+        out = ctypes.c_void_p()
+        n = self._kv_control(
+            "mooncake_store_list_kv_session_keys", "list_kv_session_keys", session_id, _key(cursor), limit, ctypes.byref(out)
+        )
+        try:
+            parts = ctypes.string_at(out.value, n).split(b"\0")[:-1] if n > 0 and out.value else [b""]
+        finally:
+            if out.value:
+                self._L.mooncake_store_free_buffer(out)  # type: ignore[attr-defined]
+        return KvSessionPage([p.decode("utf-8", "surrogateescape") for p in parts[:-1]], parts[-1].decode("utf-8", "surrogateescape"))
 
     def attach_kv_session(self, session_id: str, keys: Sequence[str]) -> List[int]:
-        """Not supported yet: NOT_SUPPORTED for every key (Mooncake returns a code per key)."""
-        _kv_unsupported("attach_kv_session")
-        return [int(ErrorCode.NOT_SUPPORTED)] * len(_seq(keys, "keys"))
+        """Adds keys to the session, creating it (unpinned) on its first member. One code per
+        key: 0, OBJECT_NOT_FOUND, SESSION_LIMIT_EXCEEDED; INVALID_PARAMS for every key when
+        the id is invalid or there are more than 4096 keys (not a cross-key transaction)."""
+        ks = _keys(keys)
+        n = len(ks)
+        h = self._h  # type: ignore[attr-defined]
+        if not h:
+            return [_not_set_up()] * n
+        sid = _kv_id(session_id)
+        if sid is None or n > _MAX_ATTACH:
+            _lib.set_error(f"attach_kv_session: invalid session id or {n} keys (at most {_MAX_ATTACH})")
+            return [_INVALID] * n
+        if n == 0:
+            return []
+        res = (ctypes.c_int * n)()
+        rc = self._L.mooncake_store_attach_kv_session(h, sid, _cp(ks), n, res)  # type: ignore[attr-defined]
+        return [rc] * n if rc < 0 else list(res)
+
+    def _kv_control(self, name: str, call: str, session_id: str, *args: Any) -> int:
+        """Runs a KV-session control call: its result (>= 0), or RuntimeError naming the code,
+        as Mooncake's binding raises when a control call fails."""
+        h = self._h  # type: ignore[attr-defined]
+        if not h:
+            rc = _not_set_up()
+            raise _kv_error(call, rc, _lib.last_error())
+        sid = _kv_id(session_id)
+        if sid is None:
+            raise _kv_error(call, _INVALID, "session id must be 1 to 4096 bytes without NUL")
+        rc = getattr(self._L, name)(h, sid, *args)  # type: ignore[attr-defined]
+        if rc < 0:
+            raise _kv_error(call, rc, _lib.last_error())
+        return 0 if rc is None else rc
+
+
+# attach_kv_session's bound on keys per call (Mooncake's MC_KV_SESSION_MAX_BATCH default).
+_MAX_ATTACH = 4096
+
+
+def _kv_id(session_id: str) -> Optional[bytes]:
+    """The session id as the library takes it; None when Mooncake refuses it (empty, over
+    4096 bytes, a NUL)."""
+    if not isinstance(session_id, str):
+        raise TypeError(f"session_id must be a str, not {type(session_id).__name__}")
+    b = session_id.encode("utf-8", "surrogatepass")
+    if not b or len(b) > 4096 or b"\0" in b:
+        return None
+    return b
+
+
+def _kv_error(call: str, rc: int, detail: str) -> RuntimeError:
+    try:
+        name = ErrorCode(rc).name
+    except ValueError:
+        name = "UNKNOWN"
+    msg = f"{call}: {name} ({rc}): {detail}"
+    _lib.set_error(msg)
+    return RuntimeError(msg)
+
+
+class KvSessionInfo:
+    """Mooncake's KvSessionInfo: session_id, pinned, member_count."""
+
+    __slots__ = ("session_id", "pinned", "member_count")
+
+    def __init__(self, session_id: str, pinned: bool, member_count: int) -> None:
+        self.session_id, self.pinned, self.member_count = session_id, pinned, member_count
+
+    def __repr__(self) -> str:
+        return f"KvSessionInfo(session_id={self.session_id!r}, pinned={self.pinned}, member_count={self.member_count})"
+
+
+class KvSessionPage:
+    """Mooncake's KvSessionPage: keys (lexical order) and next_cursor ("" on the last page)."""
+
+    __slots__ = ("keys", "next_cursor")
+
+    def __init__(self, keys: List[str], next_cursor: str) -> None:
+        self.keys, self.next_cursor = keys, next_cursor
+
+    def __repr__(self) -> str:
+        return f"KvSessionPage(keys={self.keys!r}, next_cursor={self.next_cursor!r})"

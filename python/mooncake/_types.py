@@ -36,6 +36,8 @@ class ErrorCode(enum.IntEnum):
     UNAVAILABLE_IN_CURRENT_STATUS = -1010
     NOT_SUPPORTED = -1012
     FILE_NOT_FOUND = -1100
+    SESSION_NOT_FOUND = -1800
+    SESSION_LIMIT_EXCEEDED = -1802
 
 
 _log = logging.getLogger("mooncake")

@@ -31,7 +31,7 @@ import threading
 import weakref
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from . import _lib
+from . import _kvtags, _lib
 # The shared argument checks live in _args; every name stays importable from here as before.
 from ._args import (  # noqa: F401 (some only re-exported)
     _INVALID,
@@ -59,7 +59,7 @@ from ._hostmem import MooncakeHostMemAllocator
 from ._more import MoreMethods
 from ._reads import ReadMethods
 from ._segments import SegmentMethods
-from ._sessions import SessionMethods
+from ._sessions import KvSessionInfo, KvSessionPage, SessionMethods
 from ._tasks import TaskMethods
 from ._tensor import TensorMethods
 from ._types import (
@@ -104,6 +104,8 @@ __all__ = [
     "bind_to_numa_node",
     "get_alloc_func_addr",
     "get_free_func_addr",
+    "KvSessionInfo",
+    "KvSessionPage",
 ]
 
 
@@ -361,6 +363,13 @@ class MooncakeDistributedStore(ReadMethods, TensorMethods, MoreMethods, SegmentM
         return self._put_parts(key, parts, config, True)
 
     def _put_parts(self, key: Key, parts: Sequence[Any], config: Optional[ReplicateConfig], upsert: bool) -> int:
+        tags = _kvtags.check(config, 1)
+        if tags is _kvtags.BAD:
+            return _INVALID
+        rc = self._put_parts_untagged(key, parts, config, upsert)
+        return _kvtags.attach(self, [_key(key)], tags, [rc])[0] if tags else rc
+
+    def _put_parts_untagged(self, key: Key, parts: Sequence[Any], config: Optional[ReplicateConfig], upsert: bool) -> int:
         k = _key(key)
         c = _lib.config(config)
         h = self._h
@@ -418,6 +427,13 @@ class MooncakeDistributedStore(ReadMethods, TensorMethods, MoreMethods, SegmentM
         return self._put_from(key, buffer_ptr, size, config, True)
 
     def _put_from(self, key: Key, buffer_ptr: int, size: int, config: Optional[ReplicateConfig], upsert: bool) -> int:
+        tags = _kvtags.check(config, 1)
+        if tags is _kvtags.BAD:
+            return _INVALID
+        rc = self._put_from_untagged(key, buffer_ptr, size, config, upsert)
+        return _kvtags.attach(self, [_key(key)], tags, [rc])[0] if tags else rc
+
+    def _put_from_untagged(self, key: Key, buffer_ptr: int, size: int, config: Optional[ReplicateConfig], upsert: bool) -> int:
         k = _key(key)
         p, n = _int(buffer_ptr, "buffer_ptr"), _int(size, "size")
         c = _lib.config(config)
@@ -452,6 +468,12 @@ class MooncakeDistributedStore(ReadMethods, TensorMethods, MoreMethods, SegmentM
         return self._batch_put(ks, ps, ns, config, upsert)
 
     def _batch_put(self, ks: List[bytes], ps: List[int], ns: List[int], config, upsert: bool) -> List[int]:
+        tags = _kvtags.check(config, len(ks))
+        if tags is _kvtags.BAD:
+            return _kvtags.invalid(len(ks))
+        return _kvtags.attach(self, ks, tags, self._batch_put_untagged(ks, ps, ns, config, upsert))
+
+    def _batch_put_untagged(self, ks: List[bytes], ps: List[int], ns: List[int], config, upsert: bool) -> List[int]:
         c = _lib.config(config)
         h = self._h
         n = len(ks)
@@ -470,7 +492,12 @@ class MooncakeDistributedStore(ReadMethods, TensorMethods, MoreMethods, SegmentM
         """Stores, under keys[i], the concatenation of the buffers all_buffer_ptrs[i] (sizes
         all_sizes[i]); one code per key. Mismatched shapes give INVALID_PARAMS for every key."""
         c = _lib.config(config)
-        return self._multi("mooncake_store_batch_put_from_multi_buffers", ctypes.c_int, keys, all_buffer_ptrs, all_sizes, c)
+        ks = _keys(keys)
+        tags = _kvtags.check(config, len(ks))
+        if tags is _kvtags.BAD:
+            return _kvtags.invalid(len(ks))
+        rs = self._multi("mooncake_store_batch_put_from_multi_buffers", ctypes.c_int, ks, all_buffer_ptrs, all_sizes, c)
+        return _kvtags.attach(self, ks, tags, rs)
 
     def _multi(self, name: str, restype: Any, keys, all_buffer_ptrs, all_sizes, *config: Any) -> List[int]:
         """The two multi-buffer batch calls: flattened (keys, buffers, sizes, part counts),

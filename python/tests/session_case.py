@@ -169,22 +169,6 @@ os._exit(0)  # no close, no atexit: the session is abandoned
         self.assertEqual(s.batch_is_exist(late), [0] * BLOCKS)
         self.assertEqual(s.batch_put_session_revoke(late), [0] * BLOCKS)
 
-    def test_e_kv_sessions_not_supported(self):
-        """Mooncake's KV-session calls are not built yet: each fails loudly, never a silent 0."""
-        s = self.s
-        for call in (
-            lambda: s.pin_kv_session("conv-a"),
-            lambda: s.unpin_kv_session(session_id="conv-a"),
-            lambda: s.close_kv_session("conv-a"),
-            lambda: s.update_kv_session("conv-a", ["k"]),
-            lambda: s.get_kv_session("conv-a"),
-            lambda: s.list_kv_session_keys("conv-a", cursor="", limit=10),
-        ):
-            with self.assertRaisesRegex(RuntimeError, "NOT_SUPPORTED"):
-                call()
-        self.assertEqual(s.attach_kv_session("conv-a", ["k1", "k2"]), [-1012, -1012])
-        self.assertIn("NOT_SUPPORTED", s.last_error())
-
 
 if __name__ == "__main__":
     unittest.main()

@@ -104,6 +104,9 @@ func (h *masterHandler) HandleCall(ctx context.Context, req transfer.Message) (t
 		start := time.Now()
 		resp, handled, err := h.callMemory(ctx, req)
 		if !handled {
+			resp, handled, err = h.callKVSession(ctx, req)
+		}
+		if !handled {
 			return nil, fmt.Errorf("%w: %s is not a master call", base.ErrNotSupported, req.Op())
 		}
 		h.m.met.mc.observeCall(req, resp, time.Since(start), err)

@@ -52,6 +52,8 @@ func (h *workerHandler) HandleCall(ctx context.Context, req transfer.Message) (t
 		return resp, err
 	case *transfer.PrefetchRequest:
 		return w.prefetch(r)
+	case *transfer.KVSessionPinsRequest:
+		return w.kvSessionPins(r), nil
 	case *transfer.CommitRequest:
 		err := w.commit(r)
 		w.met.observe(wopCommit, err)

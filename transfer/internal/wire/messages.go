@@ -273,6 +273,9 @@ func NewRequest(op Op) Message {
 	if m := newSessionRequest(op); m != nil {
 		return m
 	}
+	if m := newKVSessionRequest(op); m != nil {
+		return m
+	}
 	return newLifecycleRequest(op)
 }
 
@@ -326,6 +329,9 @@ func NewResponse(op Op) Message {
 		return m
 	}
 	if m := newSessionResponse(op); m != nil {
+		return m
+	}
+	if m := newKVSessionResponse(op); m != nil {
 		return m
 	}
 	return newLifecycleResponse(op)

@@ -148,6 +148,14 @@ var ops = [256]opInfo{
 	OpShmPutClose:    {name: "ShmPutClose", idempotent: true},
 	OpPrefetch:       {name: "Prefetch", idempotent: true},
 	OpSessionCommit:  {name: "SessionCommit", idempotent: true},
+	// KV sessions (messages_kvsession.go).
+	OpKVSessionPin:    {name: "KVSessionPin", idempotent: true},
+	OpKVSessionUnpin:  {name: "KVSessionUnpin", idempotent: true},
+	OpKVSessionUpdate: {name: "KVSessionUpdate", idempotent: true},
+	OpKVSessionGet:    {name: "KVSessionGet", idempotent: true},
+	OpKVSessionList:   {name: "KVSessionList", idempotent: true},
+	OpKVSessionAttach: {name: "KVSessionAttach", idempotent: true},
+	OpKVSessionPins:   {name: "KVSessionPins", idempotent: true},
 }
 
 // Known reports whether this build defines op.

@@ -109,6 +109,14 @@ func sampleRequests() []Message {
 		&SessionCommitRequest{Key: "layerwise/block-7/rank-0", Version: 42},
 		// CreateTask with the client's task id (a trailing optional field, messages_tasks.go).
 		&CreateTaskRequest{Type: base.TaskCopy, Key: "k", Targets: []string{"w-2"}, ID: base.TaskID{Hi: 7, Lo: 1 << 63}},
+		// KV sessions (140-145).
+		&KVSessionRequest{Call: OpKVSessionPin, ID: "conv-a"},
+		&KVSessionRequest{Call: OpKVSessionUnpin, ID: "conv-a"},
+		&KVSessionRequest{Call: OpKVSessionUpdate, ID: "conv-a", Keys: []string{"block-1", "block-2"}},
+		&KVSessionRequest{Call: OpKVSessionGet, ID: "conv-a"},
+		&KVSessionListRequest{ID: "conv-a", Cursor: "block-1", Limit: 1024},
+		&KVSessionRequest{Call: OpKVSessionAttach, ID: "conv-a", Keys: []string{"block-3"}},
+		&KVSessionPinsRequest{Pinned: true, Items: []base.KeyVersion{{Key: "block-1", Version: 3}, {Key: "block-2"}}},
 	}
 }
 
@@ -162,6 +170,13 @@ func sampleResponses() []Message {
 		&QueryTaskResponse{Type: base.TaskMove, Status: base.TaskFailed, Key: "k", CreatedMs: 1_790_000_000_000,
 			UpdatedMs: 1_790_000_000_250, AssignedClient: "w-1", Message: "copy to w-2: no space"},
 		&SessionCommitResponse{Checksum: 0x0123456789abcdef, Size: 28 << 20},
+		NewEmpty(OpKVSessionPin),
+		NewEmpty(OpKVSessionUnpin),
+		NewEmpty(OpKVSessionUpdate),
+		&KVSessionInfoResponse{ID: "conv-a", Pinned: true, MemberCount: 3},
+		&KVSessionPageResponse{Keys: []string{"block-2", "block-3"}, NextCursor: "block-3"},
+		NewBatchResponse(OpKVSessionAttach, []ItemError{{}, {Code: base.CodeObjectNotFound, Msg: "absent"}}),
+		NewBatchResponse(OpKVSessionPins, []ItemError{{}, {Code: base.CodeInvalidVersion, Msg: "at version 4"}}),
 	}
 }
 
