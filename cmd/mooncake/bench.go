@@ -19,19 +19,7 @@ import (
 )
 
 func newBenchCmd(e *env) *cobra.Command {
-	var (
-		f          clientFlags
-		op         string
-		size       = base.Bytes(1 << 20)
-		count      int
-		objects    int
-		batch      int
-		cpuProfile string
-		workload   string
-		bf         benchFlags
-		kf         kvBenchFlags
-		trf        traceBenchFlags
-	)
+	var fl benchCmdFlags
 	cmd := &cobra.Command{
 		Use:   "bench --op put|get --size 1MiB --count N --concurrency C [--baseline] | bench --workload kvcache --model config.json | bench --workload trace --trace FILE --block_bytes 64KiB",
 		Short: "Measure put or get throughput and latency (and raw loopback TCP with --baseline), a KVCache workload, or replay a request trace",
@@ -41,163 +29,244 @@ chunks for prompts with shared prefixes, as a serving fleet does; --workload tra
 request trace of Mooncake's (FAST'25) and sets its token hit ratio beside an LRU cache of
 the store's capacity (docs/benchmarks.md).`,
 		Args: exactArgs(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch workload {
-			case benchObjects:
-				if err := refuseFlags(cmd.Flags(), "--workload objects", slices.Concat(kvOnlyFlags, traceOnlyFlags)...); err != nil {
-					return err
-				}
-			case benchKVCache, benchTrace:
-				refuse := slices.Concat(objectsOnlyFlags, traceOnlyFlags)
-				if workload == benchTrace {
-					// --dtype and --tp apply to --model config.json, as in kvcache.
-					kvOnly := slices.DeleteFunc(slices.Clone(kvOnlyFlags), func(n string) bool { return n == "dtype" || n == "tp" })
-					refuse = slices.Concat(objectsOnlyFlags, kvOnly)
-				}
-				if err := refuseFlags(cmd.Flags(), "--workload "+workload, refuse...); err != nil {
-					return err
-				}
-				if cpuProfile != "" {
-					stop, err := startCPUProfile(cpuProfile)
-					if err != nil {
-						return err
-					}
-					defer stop()
-				}
-				if workload == benchTrace {
-					return runTraceBench(cmd, e, &f, &bf, &kf, &trf)
-				}
-				return runKVBench(cmd, e, &f, &bf, &kf)
-			default:
-				return usagef("--workload: unknown workload %q (want %s, %s or %s)", workload, benchObjects, benchKVCache, benchTrace)
-			}
-			concurrency, replicas, baseline, keep, rounds, tf := bf.concurrency, bf.replicas, bf.baseline, bf.keep, bf.rounds, bf.tf
-			o, err := benchmarks.ParseOp(op)
-			if err != nil {
-				return usageError{err}
-			}
-			w := benchmarks.Workload{Op: o, Size: int64(size), Count: count, Concurrency: concurrency, Objects: objects, Batch: batch}
-			if err := w.Validate(); err != nil {
-				return usageError{err}
-			}
-			rc, err := bf.check()
-			if err != nil {
-				return err
-			}
-			if err := tf.apply(&rc); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			if cpuProfile != "" {
-				stop, err := startCPUProfile(cpuProfile)
-				if err != nil {
-					return err
-				}
-				defer stop()
-			}
-			c, err := f.connect(cmd, e)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			store := benchmarks.ClientStore{C: c, RC: rc}
-			// A put on a worker's host goes through shared memory (a staging area): with
-			// --baseline each round also times the same puts over TCP, from a client with
-			// shared memory off, so the run compares raw TCP, our put, and our TCP put.
-			var tcpStore *benchmarks.ClientStore
-			if o == benchmarks.OpPut && baseline && f.sharedMemory {
-				cfg, err := f.config(cmd.Flags(), e)
-				if err != nil {
-					return err
-				}
-				cfg.DisableSharedMemory = true
-				tc, err := client.Connect(ctx, cfg)
-				if err != nil {
-					return err
-				}
-				defer tc.Close()
-				tcpStore = &benchmarks.ClientStore{C: tc, RC: rc}
-			}
-			keys := w.Keys()
-			if !keep {
-				defer cleanupBench(c, e, w.KeyPrefix)
-			}
-			if err := benchmarks.Prepare(ctx, store, w, keys); err != nil {
-				return fmt.Errorf("bench: storing the objects to get: %w", err)
-			}
-			fmt.Fprintf(e.stdout, "bench: %s %d x %s, concurrency %d, %d replica(s), %d round(s); GB/s = 10^9 bytes/s\n",
-				o, count, size, concurrency, replicas, rounds)
-			// Rounds alternate the store and the baseline, so both see the same machine load
-			// (on a shared machine it changes from second to second).
-			var ratios []float64
-			for round := range rounds {
-				if o == benchmarks.OpPut && round > 0 {
-					keys = roundKeys(keys, round) // a put needs fresh keys
-				}
-				var tcp benchmarks.Result
-				if tcpStore != nil && round%2 == 1 { // alternate which runs first (fresh arena pages)
-					if tcp, err = runTCPPuts(ctx, *tcpStore, w, keys); err != nil {
-						return err
-					}
-				}
-				r, err := benchmarks.Run(ctx, store, w, keys)
-				if err != nil {
-					return fmt.Errorf("bench: %w", err)
-				}
-				fmt.Fprintln(e.stdout, r)
-				if tcpStore != nil && round%2 == 0 {
-					if tcp, err = runTCPPuts(ctx, *tcpStore, w, keys); err != nil {
-						return err
-					}
-				}
-				if tcpStore != nil {
-					fmt.Fprintln(e.stdout, tcp)
-				}
-				if !baseline {
-					continue
-				}
-				bw := w // the same bytes: one loopback exchange per object of a batch
-				bw.Count, bw.Batch = w.Count*max(w.Batch, 1), 0
-				b, err := benchmarks.LoopbackTCP(ctx, bw)
-				if err != nil {
-					return fmt.Errorf("bench: baseline: %w", err)
-				}
-				fmt.Fprintln(e.stdout, b)
-				ratio := 0.0
-				if b.GBps() > 0 {
-					ratio = r.GBps() / b.GBps()
-				}
-				ratios = append(ratios, ratio)
-				fmt.Fprintf(e.stdout, "ratio          %8.3f (mooncake %s GB/s / raw loopback TCP GB/s, same run)\n", ratio, o)
-				if tcpStore != nil && b.GBps() > 0 {
-					fmt.Fprintf(e.stdout, "ratio over TCP %8.3f (mooncake put over TCP GB/s / raw loopback TCP GB/s, same run)\n", tcp.GBps()/b.GBps())
-				}
-			}
-			if o == benchmarks.OpGet {
-				rs := c.ReadStats()
-				fmt.Fprintf(e.stdout, "read path      %d gets through shared memory, %d over TCP\n", rs.SharedMemory, rs.TCP)
-			} else {
-				ws := c.WriteStats()
-				fmt.Fprintf(e.stdout, "write path     %d replica writes through shared memory, %d over TCP (%d of them after a shared-memory fallback)\n",
-					ws.SharedMemory, ws.TCP, ws.Fallbacks)
-			}
-			printMedian(e.stdout, "median ratio", ratios)
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return fl.run(cmd, e) },
 	}
-	f.register(cmd.Flags())
-	fl := cmd.Flags()
-	fl.StringVar(&op, "op", "put", "put or get")
-	fl.Var(&size, "size", "object size, e.g. 1MiB")
-	fl.IntVar(&count, "count", 1000, "number of operations")
-	fl.IntVar(&objects, "objects", 0, "get: distinct objects stored and read round-robin (default: count, capped at 256 MiB of objects)")
-	fl.IntVar(&batch, "batch", 1, "put: objects per operation, each operation one BatchPut of that many objects of --size (GB/s counts every object)")
-	bf.register(fl)
-	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this client (the measurement and its preparation) to this file (go tool pprof reads it)")
-	fl.StringVar(&workload, "workload", benchObjects, "objects (--op put or get of --size objects), kvcache (a model's KV-cache chunks for prompts with shared prefixes; needs --model config.json) or trace (replays --trace FILE)")
-	kf.register(cmd)
-	trf.register(fl)
+	fl.register(cmd)
 	return cmd
+}
+
+// benchCmdFlags are all the flags of `mooncake bench`; which of them a run reads depends on
+// --workload (checkWorkload refuses the others).
+type benchCmdFlags struct {
+	f          clientFlags
+	obj        objectsBenchFlags
+	bf         benchFlags
+	kf         kvBenchFlags
+	trf        traceBenchFlags
+	cpuProfile string
+	workload   string
+}
+
+// objectsBenchFlags are the flags only the objects workload reads: objectsOnlyFlags except
+// --tokens, which benchFlags.tf holds.
+type objectsBenchFlags struct {
+	op      string
+	size    base.Bytes
+	count   int
+	objects int
+	batch   int
+}
+
+// register registers every flag of `mooncake bench` on cmd.
+func (b *benchCmdFlags) register(cmd *cobra.Command) {
+	b.f.register(cmd.Flags())
+	fl := cmd.Flags()
+	b.obj.size = base.Bytes(1 << 20)
+	fl.StringVar(&b.obj.op, "op", "put", "put or get")
+	fl.Var(&b.obj.size, "size", "object size, e.g. 1MiB")
+	fl.IntVar(&b.obj.count, "count", 1000, "number of operations")
+	fl.IntVar(&b.obj.objects, "objects", 0, "get: distinct objects stored and read round-robin (default: count, capped at 256 MiB of objects)")
+	fl.IntVar(&b.obj.batch, "batch", 1, "put: objects per operation, each operation one BatchPut of that many objects of --size (GB/s counts every object)")
+	b.bf.register(fl)
+	fl.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile of this client (the measurement and its preparation) to this file (go tool pprof reads it)")
+	fl.StringVar(&b.workload, "workload", benchObjects, "objects (--op put or get of --size objects), kvcache (a model's KV-cache chunks for prompts with shared prefixes; needs --model config.json) or trace (replays --trace FILE)")
+	b.kf.register(cmd)
+	b.trf.register(fl)
+}
+
+// checkWorkload fails on an unknown --workload, and on a flag given that the workload does
+// not read.
+func (b *benchCmdFlags) checkWorkload(fs *pflag.FlagSet) error {
+	var refuse []string
+	switch b.workload {
+	case benchObjects:
+		refuse = slices.Concat(kvOnlyFlags, traceOnlyFlags)
+	case benchKVCache:
+		refuse = slices.Concat(objectsOnlyFlags, traceOnlyFlags)
+	case benchTrace:
+		// --dtype and --tp apply to --model config.json, as in kvcache.
+		kvOnly := slices.DeleteFunc(slices.Clone(kvOnlyFlags), func(n string) bool { return n == "dtype" || n == "tp" })
+		refuse = slices.Concat(objectsOnlyFlags, kvOnly)
+	default:
+		return usagef("--workload: unknown workload %q (want %s, %s or %s)", b.workload, benchObjects, benchKVCache, benchTrace)
+	}
+	return refuseFlags(fs, "--workload "+b.workload, refuse...)
+}
+
+// run runs the chosen workload.
+func (b *benchCmdFlags) run(cmd *cobra.Command, e *env) error {
+	if err := b.checkWorkload(cmd.Flags()); err != nil {
+		return err
+	}
+	if b.workload == benchObjects {
+		return b.runObjects(cmd, e)
+	}
+	stop, err := startCPUProfile(b.cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if b.workload == benchTrace {
+		return runTraceBench(cmd, e, &b.f, &b.bf, &b.kf, &b.trf)
+	}
+	return runKVBench(cmd, e, &b.f, &b.bf, &b.kf)
+}
+
+// checkObjects validates the objects workload's flags and returns the workload and the puts'
+// replicate config.
+func (b *benchCmdFlags) checkObjects() (benchmarks.Workload, client.ReplicateConfig, error) {
+	o, err := benchmarks.ParseOp(b.obj.op)
+	if err != nil {
+		return benchmarks.Workload{}, client.ReplicateConfig{}, usageError{err}
+	}
+	w := benchmarks.Workload{Op: o, Size: int64(b.obj.size), Count: b.obj.count, Concurrency: b.bf.concurrency, Objects: b.obj.objects, Batch: b.obj.batch}
+	if err := w.Validate(); err != nil {
+		return w, client.ReplicateConfig{}, usageError{err}
+	}
+	rc, err := b.bf.check()
+	if err != nil {
+		return w, rc, err
+	}
+	if err := b.bf.tf.apply(&rc); err != nil {
+		return w, rc, err
+	}
+	return w, rc, nil
+}
+
+// runObjects runs the objects workload: it stores what the gets read, then measures
+// --rounds rounds and prints which path (shared memory or TCP) the bytes took.
+func (b *benchCmdFlags) runObjects(cmd *cobra.Command, e *env) error {
+	w, rc, err := b.checkObjects()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	stop, err := startCPUProfile(b.cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	c, err := b.f.connect(cmd, e)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	run := objectsRun{e: e, w: w, store: benchmarks.ClientStore{C: c, RC: rc}, baseline: b.bf.baseline}
+	if w.Op == benchmarks.OpPut && b.bf.baseline && b.f.sharedMemory {
+		tc, err := b.connectTCP(cmd, e)
+		if err != nil {
+			return err
+		}
+		defer tc.Close()
+		run.tcpStore = &benchmarks.ClientStore{C: tc, RC: rc}
+	}
+	keys := w.Keys()
+	if !b.bf.keep {
+		defer cleanupBench(c, e, w.KeyPrefix)
+	}
+	if err := benchmarks.Prepare(ctx, run.store, w, keys); err != nil {
+		return fmt.Errorf("bench: storing the objects to get: %w", err)
+	}
+	fmt.Fprintf(e.stdout, "bench: %s %d x %s, concurrency %d, %d replica(s), %d round(s); GB/s = 10^9 bytes/s\n",
+		w.Op, b.obj.count, b.obj.size, b.bf.concurrency, b.bf.replicas, b.bf.rounds)
+	// Rounds alternate the store and the baseline, so both see the same machine load
+	// (on a shared machine it changes from second to second).
+	var ratios []float64
+	for round := range b.bf.rounds {
+		if w.Op == benchmarks.OpPut && round > 0 {
+			keys = roundKeys(keys, round) // a put needs fresh keys
+		}
+		ratio, err := run.round(ctx, round, keys)
+		if err != nil {
+			return err
+		}
+		if b.bf.baseline {
+			ratios = append(ratios, ratio)
+		}
+	}
+	printPaths(e.stdout, c, w.Op)
+	printMedian(e.stdout, "median ratio", ratios)
+	return nil
+}
+
+// connectTCP connects a second client with shared memory off. A put on a worker's host goes
+// through shared memory (a staging area): with --baseline each round also times the same
+// puts over TCP through it, so the run compares raw TCP, our put, and our TCP put.
+func (b *benchCmdFlags) connectTCP(cmd *cobra.Command, e *env) (*client.Client, error) {
+	cfg, err := b.f.config(cmd.Flags(), e)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DisableSharedMemory = true
+	return client.Connect(cmd.Context(), cfg)
+}
+
+// objectsRun is what the rounds of one objects workload run share.
+type objectsRun struct {
+	e     *env
+	w     benchmarks.Workload
+	store benchmarks.ClientStore
+	// tcpStore, with --baseline on puts through shared memory, is a client with shared
+	// memory off (connectTCP); nil otherwise.
+	tcpStore *benchmarks.ClientStore
+	baseline bool
+}
+
+// round measures one round on keys and prints it; with --baseline it also measures raw
+// loopback TCP on the same bytes and returns the store's ratio to it (0 without).
+func (r *objectsRun) round(ctx context.Context, round int, keys []string) (float64, error) {
+	var tcp benchmarks.Result
+	var err error
+	if r.tcpStore != nil && round%2 == 1 { // alternate which runs first (fresh arena pages)
+		if tcp, err = runTCPPuts(ctx, *r.tcpStore, r.w, keys); err != nil {
+			return 0, err
+		}
+	}
+	res, err := benchmarks.Run(ctx, r.store, r.w, keys)
+	if err != nil {
+		return 0, fmt.Errorf("bench: %w", err)
+	}
+	fmt.Fprintln(r.e.stdout, res)
+	if r.tcpStore != nil && round%2 == 0 {
+		if tcp, err = runTCPPuts(ctx, *r.tcpStore, r.w, keys); err != nil {
+			return 0, err
+		}
+	}
+	if r.tcpStore != nil {
+		fmt.Fprintln(r.e.stdout, tcp)
+	}
+	if !r.baseline {
+		return 0, nil
+	}
+	bw := r.w // the same bytes: one loopback exchange per object of a batch
+	bw.Count, bw.Batch = r.w.Count*max(r.w.Batch, 1), 0
+	b, err := benchmarks.LoopbackTCP(ctx, bw)
+	if err != nil {
+		return 0, fmt.Errorf("bench: baseline: %w", err)
+	}
+	fmt.Fprintln(r.e.stdout, b)
+	ratio := 0.0
+	if b.GBps() > 0 {
+		ratio = res.GBps() / b.GBps()
+	}
+	fmt.Fprintf(r.e.stdout, "ratio          %8.3f (mooncake %s GB/s / raw loopback TCP GB/s, same run)\n", ratio, r.w.Op)
+	if r.tcpStore != nil && b.GBps() > 0 {
+		fmt.Fprintf(r.e.stdout, "ratio over TCP %8.3f (mooncake put over TCP GB/s / raw loopback TCP GB/s, same run)\n", tcp.GBps()/b.GBps())
+	}
+	return ratio, nil
+}
+
+// printPaths prints how c's gets (op get) or replica writes (op put) went: through shared
+// memory or over TCP.
+func printPaths(out io.Writer, c *client.Client, op benchmarks.Op) {
+	if op == benchmarks.OpGet {
+		rs := c.ReadStats()
+		fmt.Fprintf(out, "read path      %d gets through shared memory, %d over TCP\n", rs.SharedMemory, rs.TCP)
+		return
+	}
+	ws := c.WriteStats()
+	fmt.Fprintf(out, "write path     %d replica writes through shared memory, %d over TCP (%d of them after a shared-memory fallback)\n",
+		ws.SharedMemory, ws.TCP, ws.Fallbacks)
 }
 
 // The workloads of `mooncake bench`.
@@ -264,9 +333,13 @@ func printMedian(w io.Writer, label string, v []float64) {
 	fmt.Fprintf(w, "%-14s %8.3f of %d rounds (min %.3f, max %.3f)\n", label, v[len(v)/2], len(v), v[0], v[len(v)-1])
 }
 
-// startCPUProfile profiles this process into path until the returned stop is called. The
-// servers' side comes from their metrics port (/debug/pprof/profile).
+// startCPUProfile profiles this process into path until the returned stop is called; with
+// path "" (no --cpuprofile) it does nothing. The servers' side comes from their metrics port
+// (/debug/pprof/profile).
 func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("bench: --cpuprofile: %w", err)

@@ -300,6 +300,10 @@ func prefetchBudget(b base.Bytes) int64 {
 	return int64(b)
 }
 
+// resolve builds the worker settings from the flags, the file (fc) and the defaults, in named
+// steps: addresses, ids, the tier (persistence against root_fs_dir), the DRAM arena, and the
+// root directory. Each step fills s in place, so on an error s holds what the steps before
+// it settled.
 func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool) (workerSettings, error) {
 	s := workerSettings{
 		WorkerID:          base.WorkerID(f.WorkerID),
@@ -321,6 +325,28 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 	if !changed(fs, "global_segment_size") && fc.GlobalSegmentSize != nil {
 		s.GlobalSegmentSize = int64(*fc.GlobalSegmentSize)
 	}
+	if err := f.resolveAddresses(&s, fs, fc, standalone); err != nil {
+		return s, err
+	}
+	if err := checkWorkerIDs(&s); err != nil {
+		return s, err
+	}
+	if err := f.resolveTier(&s, fs, standalone); err != nil {
+		return s, err
+	}
+	if err := f.resolveArena(&s); err != nil {
+		return s, err
+	}
+	// NB: not `return s, f.resolveRoot(&s, fs)`: Go leaves unspecified whether s is read
+	// before or after the call.
+	err := f.resolveRoot(&s, fs)
+	return s, err
+}
+
+// resolveAddresses sets the worker's address (standalone's listens on port 0) and, outside
+// standalone, its metrics address and the masters' addresses (flag, then the environment,
+// then the file, then the default); standalone's worker takes the standalone worker id.
+func (f *workerFlags) resolveAddresses(s *workerSettings, fs *pflag.FlagSet, fc *fileConfig, standalone bool) error {
 	host := pick(fs, "local_hostname", f.LocalHostname, fc.LocalHostname, "127.0.0.1")
 	s.Address = f.WorkerAddress
 	if s.Address == "" {
@@ -331,41 +357,49 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 		s.Address = net.JoinHostPort(host, strconv.Itoa(port))
 	}
 	if err := checkHostPort(s.Address, false); err != nil {
-		return s, fmt.Errorf("--worker_address: %w", err)
+		return fmt.Errorf("--worker_address: %w", err)
+	}
+	if standalone {
+		s.WorkerID = base.WorkerID(defaultStandaloneWorker)
+		return nil
 	}
 	addrHost, _, _ := net.SplitHostPort(s.Address)
-	if !standalone {
-		s.MetricsAddress = net.JoinHostPort(addrHost, strconv.Itoa(f.MetricsPort))
-		switch {
-		case changed(fs, "master_server_address"):
-			m, err := parseAddressList(f.MasterServerAddress)
-			if err != nil {
-				return s, fmt.Errorf("--master_server_address: %w", err)
-			}
-			s.MasterAddresses = m
-		case len(fc.EnvMasters) > 0:
-			s.MasterAddresses = fc.EnvMasters
-		case len(fc.MasterServerAddress) > 0:
-			s.MasterAddresses = fc.MasterServerAddress
-		default:
-			s.MasterAddresses = []string{client.DefaultMasterAddress}
+	s.MetricsAddress = net.JoinHostPort(addrHost, strconv.Itoa(f.MetricsPort))
+	switch {
+	case changed(fs, "master_server_address"):
+		m, err := parseAddressList(f.MasterServerAddress)
+		if err != nil {
+			return fmt.Errorf("--master_server_address: %w", err)
 		}
-	} else {
-		s.WorkerID = base.WorkerID(defaultStandaloneWorker)
+		s.MasterAddresses = m
+	case len(fc.EnvMasters) > 0:
+		s.MasterAddresses = fc.EnvMasters
+	case len(fc.MasterServerAddress) > 0:
+		s.MasterAddresses = fc.MasterServerAddress
+	default:
+		s.MasterAddresses = []string{client.DefaultMasterAddress}
 	}
+	return nil
+}
+
+// checkWorkerIDs validates the worker id, when one is set, and the cluster id.
+func checkWorkerIDs(s *workerSettings) error {
 	// Without --worker_id the server derives one from the address and, with root_fs_dir,
 	// persists it there, so a restart finds its NVMe directory again.
 	if s.WorkerID != "" {
 		if err := base.ValidateWorkerID(s.WorkerID); err != nil {
-			return s, fmt.Errorf("--worker_id: %w", err)
+			return fmt.Errorf("--worker_id: %w", err)
 		}
 	}
-	if err := validateClusterID(s.ClusterID); err != nil {
-		return s, err
-	}
+	return validateClusterID(s.ClusterID)
+}
+
+// resolveTier sets the persistence and refuses what needs an NVMe tier without one (and an
+// NVMe tier with --dram_only).
+func (f *workerFlags) resolveTier(s *workerSettings, fs *pflag.FlagSet, standalone bool) error {
 	p, err := base.ParsePersistence(f.Persistence)
 	if err != nil {
-		return s, fmt.Errorf("--persistence: %w", err)
+		return fmt.Errorf("--persistence: %w", err)
 	}
 	s.Persistence = p
 	needRoot := "--root_fs_dir (the NVMe tier)"
@@ -374,38 +408,51 @@ func (f *workerFlags) resolve(fs *pflag.FlagSet, fc *fileConfig, standalone bool
 	}
 	switch {
 	case f.DRAMOnly && s.rootFromUser:
-		return s, usagef("--dram_only and root_fs_dir both given: choose DRAM only or an NVMe tier")
+		return usagef("--dram_only and root_fs_dir both given: choose DRAM only or an NVMe tier")
 	case s.RootFSDir == "" && (p == base.PersistenceSpill || p == base.PersistenceDurable):
-		return s, usagef("--persistence %s needs %s", p, needRoot)
+		return usagef("--persistence %s needs %s", p, needRoot)
 	case s.RootFSDir == "" && changed(fs, "ssd_capacity"):
-		return s, usagef("--ssd_capacity needs %s", needRoot)
+		return usagef("--ssd_capacity needs %s", needRoot)
 	case s.RootFSDir == "" && s.WarmUp:
-		return s, usagef("--warm_up needs %s", needRoot)
+		return usagef("--warm_up needs %s", needRoot)
 	}
+	return nil
+}
+
+// resolveArena sets the connection limits and how the DRAM arena is mapped and served.
+func (f *workerFlags) resolveArena(s *workerSettings) error {
+	var err error
 	if s.Conns, err = connLimits(f.Conns); err != nil {
-		return s, err
+		return err
 	}
 	hp, err := dram.ParseHugePages(f.HugePages)
 	if err != nil {
-		return s, fmt.Errorf("--huge_pages: %w", err)
+		return fmt.Errorf("--huge_pages: %w", err)
 	}
 	s.HugePages = hp
 	s.PrefaultArena = f.PrefaultArena
 	s.PopulateArena = f.PopulateArena
 	s.TCPSendfile = f.TCPSendfile
+	return nil
+}
+
+// resolveRoot makes root_fs_dir absolute and, for standalone's default NVMe directory (no
+// root_fs_dir nor --ssd_capacity given), sizes the tier from the disk under it.
+func (f *workerFlags) resolveRoot(s *workerSettings, fs *pflag.FlagSet) error {
 	if s.RootFSDir != "" {
 		abs, err := filepath.Abs(s.RootFSDir)
 		if err != nil {
-			return s, fmt.Errorf("--root_fs_dir: %w", err)
+			return fmt.Errorf("--root_fs_dir: %w", err)
 		}
 		s.RootFSDir = abs
 	}
 	if s.RootFSDir != "" && !s.rootFromUser && f.defaultRoot != "" && !changed(fs, "ssd_capacity") {
+		var err error
 		if s.SSDCapacity, err = standaloneNVMeDefault(s.RootFSDir); err != nil {
-			return s, err
+			return err
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // pick returns the flag's value when given on the command line, else the file's, else def.

@@ -97,18 +97,26 @@ type Worker struct {
 // NewWorker starts a worker: it maps the arena, opens the NVMe tier (with RootFSDir), indexes
 // what it holds, listens, registers with the masters (with its inventory) and heartbeats.
 // Registration is retried in the background; NewWorker does not wait for a master.
+//
+// The steps run in this order, each after what it needs: listen (the id may derive from the
+// bound address), identify, the arena, the NVMe store, the tier engine over both, the
+// metrics, the clients to the masters, the transfer server, the admin HTTP server; only then
+// do the goroutines start.
+//
+// Who releases what when a step fails: the deferred cleanup below cancels w.ctx, closes the
+// listener and, through closeStores, whatever of the engine, NVMe store, arena, generation
+// table and client to the masters was opened (closeStores skips what is nil). The attached
+// connection's client (w.attach.cli) and the transfer server are left to the garbage
+// collector: neither has dialled, served or started a goroutine before startLoops. Once
+// startLoops has run, Shutdown releases everything.
 func NewWorker(cfg Config) (*Worker, error) {
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	tr, err := transfer.NewTransport(cfg.Protocol)
+	ln, err := listen(cfg)
 	if err != nil {
 		return nil, err
-	}
-	ln, err := tr.Listen(cfg.Address)
-	if err != nil {
-		return nil, fmt.Errorf("server: worker listen on %s: %w", cfg.Address, err)
 	}
 	w := &Worker{cfg: cfg, now: time.Now, stop: make(chan struct{}), regCh: make(chan struct{}, 1), dropKick: make(chan struct{}, 1)}
 	w.pend = newWrites()
@@ -121,21 +129,74 @@ func NewWorker(cfg Config) (*Worker, error) {
 			w.closeStores()
 		}
 	}()
-	w.id, err = resolveWorkerID(cfg, ln.Addr().String())
+	if err := w.identify(ln.Addr().String()); err != nil {
+		return nil, err
+	}
+	detached, err := w.openArena()
 	if err != nil {
 		return nil, err
 	}
-	w.cfg.WorkerID = w.id
-	w.log = cfg.Logger.With("component", "worker", "worker_id", string(w.id))
-	w.log.Info("worker starting", w.cfg.logAttrs()...)
+	lower, err := w.openNVMe()
+	if err != nil {
+		return nil, err
+	}
+	if err := w.openEngine(lower, detached); err != nil {
+		return nil, err
+	}
+	w.newMetrics()
+	if err := w.openClients(); err != nil {
+		return nil, err
+	}
+	if err := w.newServer(ln); err != nil {
+		return nil, err
+	}
+	if err := w.startAdmin(); err != nil {
+		return nil, err
+	}
+	ok = true
+	w.startLoops()
+	return w, nil
+}
 
+// listen binds the worker's address on its transport before anything else is opened: the
+// worker id may derive from the bound address (port 0).
+func listen(cfg Config) (net.Listener, error) {
+	tr, err := transfer.NewTransport(cfg.Protocol)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := tr.Listen(cfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("server: worker listen on %s: %w", cfg.Address, err)
+	}
+	return ln, nil
+}
+
+// identify settles the worker id (resolveWorkerID, from the bound address) and the logger
+// that carries it; every later step logs with it.
+func (w *Worker) identify(bound string) error {
+	id, err := resolveWorkerID(w.cfg, bound)
+	if err != nil {
+		return err
+	}
+	w.id = id
+	w.cfg.WorkerID = w.id
+	w.log = w.cfg.Logger.With("component", "worker", "worker_id", string(w.id))
+	w.log.Info("worker starting", w.cfg.logAttrs()...)
+	return nil
+}
+
+// openArena maps the DRAM arena and, when it is shared with clients on this host, makes the
+// copy-generation table. It returns the engine's CopyDetached callback: the table's Bump, or
+// nil without a table.
+func (w *Worker) openArena() (detached func(string), err error) {
+	cfg := w.cfg
 	w.arena, err = dram.NewArena(dram.Options{Size: cfg.GlobalSegmentSize, HugePages: cfg.HugePages,
 		Shared: !cfg.PrivateArena, Prefault: cfg.PrefaultArena, Populate: cfg.PopulateArena, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("server: worker arena of %s: %w", base.Bytes(cfg.GlobalSegmentSize), err)
 	}
 	w.share, w.shared = w.arena.Share()
-	var detached func(string)
 	if w.shared {
 		// Without the table clients on this host still read through pins (ShmOpen leaves
 		// the Gen fields out).
@@ -145,15 +206,32 @@ func NewWorker(cfg Config) (*Worker, error) {
 			detached = w.gens.Bump
 		}
 	}
-	var lower tier.Lower
-	if cfg.RootFSDir != "" {
-		w.dir = filepath.Join(cfg.RootFSDir, cfg.ClusterID, string(w.id))
-		w.store, err = nvme.Open(nvme.Options{Dir: w.dir, Capacity: cfg.SSDCapacity, Logger: cfg.Logger})
-		if err != nil {
-			return nil, fmt.Errorf("server: worker nvme tier in %s: %w", w.dir, err)
-		}
-		lower = w.store
+	return detached, nil
+}
+
+// openNVMe opens the NVMe store under RootFSDir/<cluster_id>/<worker_id>; without RootFSDir
+// it opens nothing and returns a nil tier.Lower (an untyped nil: a nil *nvme.Store in the
+// interface would not read as "no lower tier").
+func (w *Worker) openNVMe() (tier.Lower, error) {
+	cfg := w.cfg
+	if cfg.RootFSDir == "" {
+		return nil, nil
 	}
+	w.dir = filepath.Join(cfg.RootFSDir, cfg.ClusterID, string(w.id))
+	var err error
+	w.store, err = nvme.Open(nvme.Options{Dir: w.dir, Capacity: cfg.SSDCapacity, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("server: worker nvme tier in %s: %w", w.dir, err)
+	}
+	return w.store, nil
+}
+
+// openEngine opens the tier engine over the arena and lower (nil: DRAM only), which indexes
+// what the NVMe store holds; its events reach the worker's drop fetcher, control loop, log
+// and copy-generation table (detached).
+func (w *Worker) openEngine(lower tier.Lower, detached func(string)) error {
+	cfg := w.cfg
+	var err error
 	w.eng, err = tier.Open(tier.Options{
 		Arena: w.arena, Lower: lower, Persistence: cfg.Persistence, Logger: cfg.Logger,
 		HighWatermark: cfg.HighWatermark, LowWatermark: cfg.LowWatermark,
@@ -175,35 +253,64 @@ func NewWorker(cfg Config) (*Worker, error) {
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("server: worker tier engine: %w", err)
+		return fmt.Errorf("server: worker tier engine: %w", err)
 	}
+	return nil
+}
+
+// newMetrics makes the worker's registry with the memory and prefetch collectors (the
+// connection and NVMe space collectors join in newServer). It sets the prefetch budget first,
+// which the prefetch collectors report.
+func (w *Worker) newMetrics() {
 	w.met = newWorkerMetrics(w.stats)
 	w.met.reg.MustRegister(workerMemoryCollector{w})
-	w.pf.budget = cfg.PrefetchBudget
+	w.pf.budget = w.cfg.PrefetchBudget
 	w.met.reg.MustRegister(w.pf.collectors()...)
+}
+
+// openClients makes the two clients to the masters: w.cli for registrations and heartbeats
+// (closed by closeStores), and the attached connection's (w.attach.cli, stopped by
+// attach.stop in Shutdown).
+func (w *Worker) openClients() error {
+	cfg := w.cfg
+	var err error
 	w.cli, err = transfer.NewClient(transfer.ClientOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger, ConnsPerPeer: 1})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// The attached connection carries one call and nothing else; it is never resent.
 	acli, err := transfer.NewClient(transfer.ClientOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger, ConnsPerPeer: 1, Retries: -1})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	w.attach = attachment{cli: acli, done: make(chan struct{})}
 	w.attach.ctx, w.attach.cancel = context.WithCancel(context.Background())
+	return nil
+}
+
+// newServer makes the transfer server for the data calls on ln (served by startLoops) and
+// registers its connection collector, and the NVMe space collector with an NVMe tier.
+func (w *Worker) newServer(ln net.Listener) error {
+	cfg := w.cfg
 	sopts := transfer.ServerOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger, SendfileReads: cfg.TCPSendfile}
 	cfg.Conns.Apply(&sopts)
 	srv, err := transfer.NewServer(&workerHandler{w: w}, sopts)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	w.met.reg.MustRegister(rpcsrv.NewConnCollector("worker", srv.Stats))
 	if w.store != nil {
 		w.met.reg.MustRegister(newNVMeSpaceCollector(w.store.Metrics))
 	}
 	w.rpc = rpcsrv.Server{Srv: srv, Ln: ln, Done: make(chan struct{})}
-	w.adm, err = admin.Start(cfg.MetricsAddress, admin.Handlers{
+	return nil
+}
+
+// startAdmin starts the admin HTTP server (metrics, health, readiness, status, memory) on
+// MetricsAddress; Shutdown closes it. It is the last step that can fail.
+func (w *Worker) startAdmin() error {
+	var err error
+	w.adm, err = admin.Start(w.cfg.MetricsAddress, admin.Handlers{
 		Reg:    w.met.reg,
 		Health: func() error { return nil },
 		Ready:  w.ready,
@@ -211,23 +318,28 @@ func NewWorker(cfg Config) (*Worker, error) {
 		Routes: w.memoryRoutes,
 	}, w.log)
 	if err != nil {
-		return nil, fmt.Errorf("server: worker metrics listen on %s: %w", cfg.MetricsAddress, err)
+		return fmt.Errorf("server: worker metrics listen on %s: %w", w.cfg.MetricsAddress, err)
 	}
-	ok = true
+	return nil
+}
+
+// startLoops starts serving and the background goroutines (docs/threads.md): once it runs,
+// Shutdown owns every release. w.loops counts the control, sweeper, drop-fetch and warm-up
+// loops, which Shutdown waits for first; attach.stop waits for attachLoop.
+func (w *Worker) startLoops() {
 	go w.rpc.Serve()
 	w.loops.Add(3)
 	go w.controlLoop()
 	go w.sweepLoop()
 	go w.dropFetchLoop()
 	go w.attachLoop()
-	if cfg.WarmUp && w.store != nil {
+	if w.cfg.WarmUp && w.store != nil {
 		w.loops.Add(1)
 		go w.warmUp()
 	}
 	inv := w.eng.Metrics()
 	w.log.Info("worker started", "address", w.Addr(), "metrics_address", w.adm.Addr(), "arena_mode", w.arena.Mode().String(),
 		"dram_objects", inv.DRAM.Objects, "nvme_objects", inv.NVMe.Objects, "nvme_dir", w.dir)
-	return w, nil
 }
 
 // closeStores closes the engine, the NVMe store and the arena, in that order (each after what
