@@ -565,6 +565,9 @@ func DecodeCommand(b []byte) (Command, error) {
 			c = decodeModelCommand(CommandType(b[1]), d)
 		}
 		if c == nil {
+			c = decodeTenantCommand(CommandType(b[1]), d)
+		}
+		if c == nil {
 			return nil, fmt.Errorf("%w: unknown command type %d", ErrBadCommand, b[1])
 		}
 	}

@@ -131,6 +131,8 @@ type state struct {
 	lost map[string]string
 	// mdl is the model registry and per-model counters (models.go).
 	mdl modelTable
+	// tenants holds each tenant's quota and usage (tenants.go); only tenants with either.
+	tenants map[string]tenantRec
 
 	// Counters kept by apply (see Stats). invisible counts objects with no live replica.
 	keyBytes, bytes, replicas, softPinned, hardPinned int64
@@ -196,6 +198,9 @@ func (st *state) apply(c Command) Result {
 		return Result{Err: err}
 	}
 	if res, ok := st.applyLifecycle(c); ok {
+		return res
+	}
+	if res, ok := st.applyTenant(c); ok {
 		return res
 	}
 	switch c := c.(type) {
@@ -322,6 +327,7 @@ func (st *state) applyRemove(c Command) Result {
 		st.keyBytes, st.bytes, st.replicas, st.softPinned, st.hardPinned = 0, 0, 0, 0, 0
 		st.invisible, st.lostReplicas = 0, 0
 		st.mdl.clearObjects()
+		st.clearTenantUsage()
 		for _, s := range st.slots {
 			if s != nil {
 				s.objects, s.bytes, s.lost = 0, 0, 0
@@ -381,11 +387,20 @@ func (st *state) putEnd(c *PutEnd) Result {
 		if it.HardPin {
 			rec.sizeFlags |= hardPinBit
 		}
+		var oldSize int64
+		if old != nil {
+			oldSize = old.size()
+		}
+		if err := st.checkTenantQuota(it.Key, it.Size, oldSize); err != nil {
+			res.Items[i] = err
+			continue
+		}
 		if err := st.setTokens(&rec, it); err != nil {
 			res.Items[i] = err
 			continue
 		}
 		if old != nil {
+			st.countTenant(it.Key, oldSize, -1)
 			if c.Upsert && old.version != uint64(it.Version) {
 				res.Replaced = append(res.Replaced, st.object(it.Key, old))
 			}
@@ -397,6 +412,7 @@ func (st *state) putEnd(c *PutEnd) Result {
 			st.objects[it.Key] = ri
 		}
 		st.account(&rec)
+		st.countTenant(it.Key, rec.size(), 1)
 		*st.recs.at(ri) = rec
 		st.emitObject(KVStored, it.Key, &rec)
 	}
@@ -485,6 +501,7 @@ func (st *state) dropWorker(slot uint16) Result {
 // removeAt removes key, whose record is at index i.
 func (st *state) removeAt(key string, i uint32) {
 	st.unaccount(st.recs.at(i))
+	st.countTenant(key, st.recs.at(i).size(), -1)
 	st.setLost(key, "")
 	st.keyBytes -= int64(len(key))
 	st.recs.release(i)
@@ -741,5 +758,6 @@ func (st *state) clone() *state {
 	c.masters = maps.Clone(st.masters)
 	c.lost = maps.Clone(st.lost)
 	c.mdl = st.mdl.clone()
+	c.tenants = maps.Clone(st.tenants)
 	return &c
 }

@@ -95,6 +95,7 @@ func checkInvariants(t testing.TB, st *state) {
 		t.Fatalf("counters %v, recomputed %v", got, exp)
 	}
 	checkModelInvariants(t, st, want)
+	checkTenantInvariants(t, st)
 }
 
 func countSlots(st *state) int {
@@ -138,6 +139,9 @@ func statesEqual(a, b *state) string {
 	}
 	if !reflect.DeepEqual(a.models(), b.models()) {
 		return fmt.Sprintf("models differ: %+v vs %+v", a.models(), b.models())
+	}
+	if !reflect.DeepEqual(a.tenants, b.tenants) && (len(a.tenants) != 0 || len(b.tenants) != 0) {
+		return fmt.Sprintf("tenants differ: %+v vs %+v", a.tenants, b.tenants)
 	}
 	return ""
 }

@@ -86,6 +86,8 @@ extern "C" {
                                                              closed */
 #define MOONCAKE_ERR_NOT_SUPPORTED (-1012)     /* a feature this build lacks (an etcd:// master
                                                   address; protocol "rdma" is served over tcp) */
+#define MOONCAKE_ERR_TENANT_QUOTA_EXCEEDED (-1700) /* a put would take the store's tenant over
+                                                     its quota (mooncake tenant quota) */
 
 /* An opaque handle (an integer, not a pointer to library memory). 0/NULL is never valid. */
 typedef void *mooncake_store_t;

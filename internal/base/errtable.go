@@ -31,6 +31,7 @@ const (
 	MooncakeUnavailableInCurrentStatus MooncakeCode = -1010
 	MooncakeNotSupported               MooncakeCode = -1012
 	MooncakeFileNotFound               MooncakeCode = -1100
+	MooncakeTenantQuotaExceeded        MooncakeCode = -1700
 )
 
 // MooncakeScope says which layer can return a Mooncake code.
@@ -86,6 +87,7 @@ var mooncakeCodes = []MooncakeCodeInfo{
 	{MooncakeUnavailableInCurrentStatus, "UNAVAILABLE_IN_CURRENT_STATUS", ScopeC},
 	{MooncakeNotSupported, "NOT_SUPPORTED", ScopeC},
 	{MooncakeFileNotFound, "FILE_NOT_FOUND", ScopePython},
+	{MooncakeTenantQuotaExceeded, "TENANT_QUOTA_EXCEEDED", ScopeC},
 }
 
 // MooncakeCodes returns the Mooncake code table (a copy), in Mooncake's order.
@@ -138,6 +140,7 @@ var errorTable = [numCodes]errorClass{
 	CodeTooLarge:            {"OBJECT_TOO_LARGE", ErrTooLarge, MooncakeInvalidParams, MooncakeInternalError, 500},
 	CodeClusterMismatch:     {"CLUSTER_ID_MISMATCH", ErrClusterMismatch, MooncakeRPCFail, MooncakeInternalError, 500},
 	CodeProtocolVersion:     {"PROTOCOL_VERSION_MISMATCH", ErrProtocolVersion, MooncakeRPCFail, MooncakeInternalError, 500},
+	CodeQuotaExceeded:       {"TENANT_QUOTA_EXCEEDED", ErrQuotaExceeded, MooncakeTenantQuotaExceeded, MooncakeTenantQuotaExceeded, 429},
 }
 
 // row returns c's row; an unknown code reads as INTERNAL_ERROR, as receivers must treat it.

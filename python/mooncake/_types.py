@@ -36,6 +36,7 @@ class ErrorCode(enum.IntEnum):
     UNAVAILABLE_IN_CURRENT_STATUS = -1010
     NOT_SUPPORTED = -1012
     FILE_NOT_FOUND = -1100
+    TENANT_QUOTA_EXCEEDED = -1700
 
 
 _log = logging.getLogger("mooncake")
