@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // TestFSMDataDriven runs the scripts in testdata/fsm/*. Commands:
@@ -113,7 +114,7 @@ func TestFSMDataDriven(t *testing.T) {
 			case "remove":
 				keys := lines(d.Input)
 				for i, k := range keys {
-					keys[i] = tenantKey(k)
+					keys[i] = testutil.ScriptKey(k)
 				}
 				return apply(Remove{Keys: keys})
 			case "tenant-quota":
@@ -152,7 +153,7 @@ func TestFSMDataDriven(t *testing.T) {
 				var out []string
 				f.rangePrefix("", func(o Object) bool {
 					line := fmt.Sprintf("%s size=%d version=%d checksum=%d replicas=%s soft=%d hard=%t created=%d",
-						showKey(o.Key), o.Size, o.Version, o.Checksum, joinWorkers(o.Replicas), o.SoftPinUntil, o.HardPin, o.Created)
+						testutil.ShowKey(o.Key), o.Size, o.Version, o.Checksum, joinWorkers(o.Replicas), o.SoftPinUntil, o.HardPin, o.Created)
 					if o.Tokens != 0 || o.Model != "" {
 						line += fmt.Sprintf(" tokens=%d model=%s", o.Tokens, o.Model)
 					}
@@ -232,7 +233,7 @@ func atoi(t *testing.T, s string) int64 {
 func parsePutItem(t *testing.T, line string) PutItem {
 	t.Helper()
 	fields := strings.Fields(line)
-	it := PutItem{Key: tenantKey(fields[0])}
+	it := PutItem{Key: testutil.ScriptKey(fields[0])}
 	for _, f := range fields[1:] {
 		k, v, _ := strings.Cut(f, "=")
 		switch k {

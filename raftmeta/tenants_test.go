@@ -10,29 +10,6 @@ import (
 	"github.com/mooncake-go/mooncake/internal/base"
 )
 
-// tenantKey turns a script's @<tenant>/<key> into the stored key; other keys are unchanged.
-func tenantKey(k string) string {
-	rest, ok := strings.CutPrefix(k, "@")
-	if !ok {
-		return k
-	}
-	t, key, _ := strings.Cut(rest, "/")
-	stored, err := base.TenantKey(t, key)
-	if err != nil {
-		panic(err)
-	}
-	return stored
-}
-
-// showKey is tenantKey's inverse, for script output.
-func showKey(stored string) string {
-	t, key := base.SplitTenantKey(stored)
-	if t == base.DefaultTenant {
-		return key
-	}
-	return "@" + t + "/" + key
-}
-
 func formatTenants(f *fsm) string {
 	var out []string
 	for _, t := range slices.Sorted(maps.Keys(f.st.tenants)) {

@@ -114,7 +114,7 @@ var mooncakeFlags = []mooncakeFlag{
 	{nameMaster, "kv_events_lora_name", "string", "", "--kv_events_lora_name", "written into events; empty sends nil"},
 	{nameMaster, "kv_events_additional_salt", "string", "", "--kv_events_additional_salt", "written into events; empty sends nil"},
 	{nameMaster, "kv_events_dp_rank", "uint32", "0", "--kv_events_dp_rank", "written into every event and batch"},
-	{nameMaster, "kv_events_tenant_id", "string", "default", "", "every event carries tenant default: tenants are not separated yet"},
+	{nameMaster, "kv_events_tenant_id", "string", "default", "", "every event carries the tenant of its key (tenant_id of the client that stored it)"},
 	{nameMaster, "kv_events_emit_object_key", "bool", "true", "--kv_events_emit_object_key", "false skips object events, as in Mooncake"},
 	{nameMaster, "kv_events_emit_legacy_compat", "bool", "true", "--kv_events_emit_legacy_compat", "adds type, block_hashes and parent_block_hash"},
 	{nameMaster, "kv_events_queue_capacity", "uint32", "65536", "", "events are not queued: the leader sends them from the last 4096 committed batches each master keeps, and a publisher that falls behind them shows a gap in the sequence"},

@@ -36,6 +36,8 @@ type PutRequest struct {
 	// Exclude lists workers this put must not be placed on: an earlier attempt of the same
 	// put failed to write to them (the client re-places it, issue 18).
 	Exclude []base.WorkerID
+	// Quota is the tenant of Key's quota (tenants.go): zero means no limit.
+	Quota TenantQuota
 }
 
 // PlacePut places one put among segs (the active segments, from the FSM) and reserves its
@@ -45,7 +47,9 @@ type PutRequest struct {
 //     (OBJECT_ALREADY_EXISTS) unless it is an upsert; an upsert, or any put after the old
 //     one timed out, supersedes it: its workers are owed drops of what they received.
 //  3. At most MaxReservations puts are in flight (UNAVAILABLE past it).
-//  4. Candidates are the placeable workers (Placeable) not in req.Exclude; a worker past
+//  4. A put that would take its tenant over its quota, counting the tenant's committed bytes
+//     and its puts in flight, is refused (TENANT_QUOTA_EXCEEDED, tenants.go).
+//  5. Candidates are the placeable workers (Placeable) not in req.Exclude; a worker past
 //     the high watermark (used plus reserved over HighWatermark of its DRAM) is weighed as
 //     full; Place picks among them with rng, the only randomness. When the exclusions leave
 //     too few, Place's error (base.ErrNoSpace) names them.
@@ -61,6 +65,9 @@ func (m *Machine) PlacePut(now time.Time, req PutRequest, segs []raftmeta.Segmen
 	}
 	if len(m.resv) >= m.cfg.MaxReservations {
 		return nil, fmt.Errorf("%w: %d puts in flight", base.ErrUnavailable, len(m.resv))
+	}
+	if err := m.admitTenant(req); err != nil {
+		return nil, err
 	}
 	cands := make([]PlacementCandidate, 0, len(segs))
 	for _, s := range segs {
@@ -90,6 +97,7 @@ func (m *Machine) PlacePut(now time.Time, req PutRequest, segs []raftmeta.Segmen
 	for _, id := range ids {
 		m.reserve(id, req.Size)
 	}
+	m.reserveTenant(req.Key, req.Size)
 	return ids, nil
 }
 
@@ -234,6 +242,7 @@ func (m *Machine) release(key string, r *Reservation) {
 	for _, id := range r.Workers {
 		m.reserve(id, -r.Size)
 	}
+	m.reserveTenant(key, -r.Size)
 }
 
 // ExpireReservations drops the puts that did not reach PutEnd by their deadline (their

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 
+	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
 )
 
@@ -66,7 +67,8 @@ func (c KVEventsConfig) Validate() error {
 	return nil
 }
 
-// kvEventsTenant is the tenant of every event: tenants do not exist yet.
+// kvEventsTenant is the tenant of a cleared event (RemoveAll, which only old log entries carry:
+// the default tenant's); an object's event carries the tenant of its key.
 const kvEventsTenant = "default"
 
 // kvPublisher is one master's publisher. Its loop owns cursor and leading; the counters are
@@ -269,8 +271,12 @@ func (p *kvPublisher) encodeEvent(e *mpEnc, ev raftmeta.KVEvent, b raftmeta.KVEv
 	e.strOrNil(p.cfg.AdditionalSalt)
 	e.str("lora_name")
 	e.strOrNil(p.cfg.LoraName)
+	tenant, key := kvEventsTenant, ev.Key
+	if object {
+		tenant, key = base.SplitTenantKey(ev.Key)
+	}
 	e.str("tenant_id")
-	e.str(kvEventsTenant)
+	e.str(tenant)
 	e.str("backend_id")
 	e.str(p.cfg.BackendID)
 	e.str("medium")
@@ -296,7 +302,7 @@ func (p *kvPublisher) encodeEvent(e *mpEnc, ev raftmeta.KVEvent, b raftmeta.KVEv
 	e.str("base_block_idx")
 	e.nil()
 	e.str("object_key")
-	e.str(ev.Key)
+	e.str(key)
 	if p.cfg.EmitLegacyCompat {
 		e.str("block_hashes")
 		e.array(0)

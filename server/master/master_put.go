@@ -72,12 +72,14 @@ func (m *Master) putStart(a PutStartArgs) (PutStartReply, error) {
 	}
 	segs := m.activeSegments()
 	now := m.now()
+	quota := m.tenantAdmission(a.Key)
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ids, err := m.mu.lc.PlacePut(now, lifecycle.PutRequest{Key: a.Key, Version: version, Size: a.Size,
-		Replicas: a.Replicas, Preferred: a.PreferredWorker, Upsert: a.Upsert, Exclude: a.Exclude}, segs, m.mu.rng)
+		Replicas: a.Replicas, Preferred: a.PreferredWorker, Upsert: a.Upsert, Exclude: a.Exclude, Quota: quota}, segs, m.mu.rng)
 	if err != nil {
+		m.countQuotaReject(a.Key, err)
 		return PutStartReply{}, err
 	}
 	addr := map[base.WorkerID]string{}

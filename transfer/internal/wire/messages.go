@@ -286,6 +286,9 @@ func NewRequest(op Op) Message {
 	if m := newSessionRequest(op); m != nil {
 		return m
 	}
+	if m := newTenantRequest(op); m != nil {
+		return m
+	}
 	return newLifecycleRequest(op)
 }
 
@@ -339,6 +342,9 @@ func NewResponse(op Op) Message {
 		return m
 	}
 	if m := newSessionResponse(op); m != nil {
+		return m
+	}
+	if m := newTenantResponse(op); m != nil {
 		return m
 	}
 	return newLifecycleResponse(op)

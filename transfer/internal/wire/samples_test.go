@@ -100,6 +100,11 @@ func sampleRequests() []Message {
 		&QueryTaskRequest{ID: base.TaskID{Hi: 1 << 63, Lo: 42}},
 		// Put sessions (120).
 		&SessionCommitRequest{Key: "layerwise/block-7/rank-0", Version: 42},
+		// Tenants (130-132).
+		&TenantRemoveRequest{Tenant: "team-a", Pattern: "^prefix/"},
+		&TenantRemoveRequest{Tenant: "team-b", All: true},
+		&TenantQuotaSetRequest{Quota: TenantQuota{Tenant: "team-a", DRAMBytes: 1 << 30, NVMeBytes: 4 << 30}},
+		NewEmpty(OpTenantList),
 	}
 }
 
@@ -153,6 +158,10 @@ func sampleResponses() []Message {
 		&QueryTaskResponse{Type: base.TaskMove, Status: base.TaskFailed, Key: "k", CreatedMs: 1_790_000_000_000,
 			UpdatedMs: 1_790_000_000_250, AssignedClient: "w-1", Message: "copy to w-2: no space"},
 		&SessionCommitResponse{Checksum: 0x0123456789abcdef, Size: 28 << 20},
+		NewCountResponse(OpTenantRemove, 3),
+		NewEmpty(OpTenantQuotaSet),
+		&TenantListResponse{Items: []TenantQuota{{Tenant: "default", Objects: 2, Bytes: 100},
+			{Tenant: "team-a", DRAMBytes: 1 << 30, NVMeBytes: 4 << 30, Objects: 1, Bytes: 64}}},
 	}
 }
 
