@@ -152,6 +152,16 @@ void mooncake_store_destroy(mooncake_store_t store);
 void mooncake_store_set_etcd_tls_config(mooncake_store_t store, const char *ca_file,
                                         const char *cert_file, const char *key_file);
 
+/* Extension (Mooncake's setup option tenant_id): the tenant of the store's next setup. Every
+ * key the store is given is then in that tenant's namespace: it never sees, lists or removes
+ * another tenant's objects, and its puts count against the tenant's quota
+ * (MOONCAKE_ERR_TENANT_QUOTA_EXCEEDED past it). NULL, "" or "default": the default tenant
+ * (also what a store that never calls this is in). Tenant ids are 1 to 128 bytes of
+ * [A-Za-z0-9._-]. Call it before mooncake_store_setup; on a store that is set up it is
+ * MOONCAKE_ERR_INVALID_PARAMS (close it first). The string is not kept. Returns 0 or
+ * MOONCAKE_ERR_INVALID_PARAMS. */
+int mooncake_store_set_tenant_id(mooncake_store_t store, const char *tenant_id);
+
 /*
  * Connects the store to the cluster. Mooncake's seven positional values:
  * - local_hostname: this host's name or address as other hosts reach it ("host" or
