@@ -175,7 +175,7 @@ func (k *mooncakeOnlyKeys) noEffect() [][2]string {
 			out = append(out, [2]string{key, why})
 		}
 	}
-	add(k.TenantID, "tenant_id", "tenants are not separated in this build: every client shares the cluster's key space")
+	add(k.TenantID, "tenant_id", "a worker holds every tenant's objects; a client's tenant is its setup's tenant_id")
 	add(k.MasterMetricsPort, "master_metrics_port", "each master serves its metrics on its own --metrics_port")
 	add(k.CheckServer, "check_server", "clients check the masters when they connect")
 	add(k.StandaloneStorage, "standalone_storage", "the Go client talks to masters and workers directly (no separate client service)")
