@@ -16,6 +16,7 @@ import (
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/server/master"
+	"github.com/mooncake-go/mooncake/server/worker"
 )
 
 // connectTenant connects a client of tenant t ("" for the default) to c.
@@ -278,5 +279,58 @@ func TestTenantQuotaHTTP(t *testing.T) {
 	}
 	if code, _ := do("PUT", "/_default", `{"max_bytes": 5}`); code != 500 {
 		t.Fatalf("PUT _default: %d", code)
+	}
+}
+
+// TestTenantEvictionByShare: under memory pressure the worker evicts the objects of the tenant
+// over its share first, although another tenant's objects are older (the usual victims).
+func TestTenantEvictionByShare(t *testing.T) {
+	c := startMasters(t, 1, nil)
+	eventually(t, "leader", c.masters[0].IsLeader)
+	w := c.addWorker("", func(cfg *worker.Config) { cfg.GlobalSegmentSize = 4 << 20 })
+	ctx := context.Background()
+	admin, a, b := connectTenant(t, c, ""), connectTenant(t, c, "team-a"), connectTenant(t, c, "team-b")
+	const size = 256 << 10
+	for _, tn := range []string{"team-a", "team-b"} {
+		if err := admin.SetTenantQuota(ctx, tn, 3<<20, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put := func(cli *client.Client, prefix string, n int) []string {
+		t.Helper()
+		var keys []string
+		for i := range n {
+			k := fmt.Sprintf("%s/%d", prefix, i)
+			if err := cli.Put(ctx, k, bytes.Repeat([]byte{byte(i)}, size), client.ReplicateConfig{}); err != nil {
+				t.Fatalf("put %s: %v", k, err)
+			}
+			keys = append(keys, k)
+		}
+		return keys
+	}
+	bKeys := put(b, "b", 6) // the oldest objects: the usual victims
+	aKeys := put(a, "a", 8)
+	// team-a's quota drops under what it holds: it is over its share of the one worker.
+	if err := admin.SetTenantQuota(ctx, "team-a", size, 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the worker learns team-a is over its share", func() bool {
+		return slices.Contains(w.TestHooks().Engine().TenantsOverShare(), "team-a")
+	})
+	put(admin, "d", 6) // past the worker's high watermark: eviction
+	exists := func(cli *client.Client, keys []string) int {
+		n := 0
+		for _, k := range keys {
+			if ok, err := cli.Exists(ctx, k); err != nil {
+				t.Fatal(err)
+			} else if ok {
+				n++
+			}
+		}
+		return n
+	}
+	eventually(t, "team-a's objects are evicted", func() bool { return exists(a, aKeys) < len(aKeys) })
+	if n := exists(b, bKeys); n != len(bKeys) {
+		t.Fatalf("team-b, within its share, lost %d of %d objects while team-a was over its share", len(bKeys)-n, len(bKeys))
 	}
 }

@@ -50,6 +50,9 @@ func serveTenantList(_ context.Context, m *Master, _ transfer.Message) (transfer
 		return nil, nil, m.notLeader()
 	}
 	resp := &transfer.TenantListResponse{}
+	for _, s := range m.activeSegments() {
+		resp.DRAMCapacity += s.DRAMCapacity
+	}
 	for _, u := range m.node.Tenants() {
 		resp.Items = append(resp.Items, transfer.TenantQuota{Tenant: u.Tenant, DRAMBytes: u.DRAMQuota,
 			NVMeBytes: u.NVMeQuota, Objects: u.Objects, Bytes: u.Bytes})

@@ -67,17 +67,23 @@ func (m *TenantQuotaSetRequest) Encode(e *Encoder) { m.Quota.encode(e) }
 func (m *TenantQuotaSetRequest) Decode(d *Decoder) { m.Quota.decode(d) }
 
 // TenantListResponse (op 132; the request is Empty) lists every tenant with a quota or an
-// object, by name.
-type TenantListResponse struct{ Items []TenantQuota }
+// object, by name, and the DRAM capacity of the active workers (a worker's share of a
+// tenant's quota is the quota times its DRAM over this: server/worker worker_tenants.go).
+type TenantListResponse struct {
+	DRAMCapacity int64
+	Items        []TenantQuota
+}
 
 func (m *TenantListResponse) Op() Op { return OpTenantList }
 func (m *TenantListResponse) Encode(e *Encoder) {
+	e.I64(m.DRAMCapacity)
 	e.Count(len(m.Items))
 	for i := range m.Items {
 		m.Items[i].encode(e)
 	}
 }
 func (m *TenantListResponse) Decode(d *Decoder) {
+	m.DRAMCapacity = d.I64()
 	// A tenant is at least its name's length (4) and four 8-byte numbers.
 	n := d.Count(36, MaxTenants, "tenants")
 	m.Items = make([]TenantQuota, n)

@@ -160,7 +160,7 @@ func sampleResponses() []Message {
 		&SessionCommitResponse{Checksum: 0x0123456789abcdef, Size: 28 << 20},
 		NewCountResponse(OpTenantRemove, 3),
 		NewEmpty(OpTenantQuotaSet),
-		&TenantListResponse{Items: []TenantQuota{{Tenant: "default", Objects: 2, Bytes: 100},
+		&TenantListResponse{DRAMCapacity: 64 << 30, Items: []TenantQuota{{Tenant: "default", Objects: 2, Bytes: 100},
 			{Tenant: "team-a", DRAMBytes: 1 << 30, NVMeBytes: 4 << 30, Objects: 1, Bytes: 64}}},
 	}
 }
