@@ -423,11 +423,13 @@ int mooncake_store_get_hostname(mooncake_store_t store, char *buf_out, size_t bu
 /* Returns 0, or a negative code (MOONCAKE_ERR_OBJECT_NOT_FOUND for a missing key). */
 int mooncake_store_remove(mooncake_store_t store, const char *key, int force);
 
-/* Removes every object whose key matches pattern (RE2 syntax, as Go's regexp) and returns
+/* Removes every object of the store's tenant whose key matches pattern (RE2 syntax, as Go's
+ * regexp; matched against the key as the store gave it) and returns
  * how many it removed, or a negative code (a bad pattern: MOONCAKE_ERR_INVALID_PARAMS). */
 int64_t mooncake_store_remove_by_regex(mooncake_store_t store, const char *pattern, int force);
 
-/* Removes every object; returns how many, or a negative code. */
+/* Removes every object of the store's tenant (mooncake_store_set_tenant_id; other tenants'
+ * objects stay); returns how many, or a negative code. */
 int64_t mooncake_store_remove_all(mooncake_store_t store, int force);
 
 /* Extension: results_out[i] (count entries) is 0 or keys[i]'s negative code. Returns 0, or

@@ -610,8 +610,9 @@ class MooncakeDistributedStore(ReadMethods, TensorMethods, MoreMethods, SegmentM
         return self._L.mooncake_store_remove(h, k, 1 if force else 0)
 
     def remove_by_regex(self, regex_pattern: str, force: bool = False) -> int:
-        """Removes every object whose key matches (RE2 syntax, as Go's regexp; unanchored
-        unless the pattern says ^...$). Returns the number removed or a negative code."""
+        """Removes every object of this store's tenant whose key matches (RE2 syntax, as Go's
+        regexp; unanchored unless the pattern says ^...$). Returns the number removed or a
+        negative code."""
         if not isinstance(regex_pattern, str):
             raise TypeError("regex_pattern must be a string")
         pat = _cstr(regex_pattern)
@@ -621,7 +622,7 @@ class MooncakeDistributedStore(ReadMethods, TensorMethods, MoreMethods, SegmentM
         return self._L.mooncake_store_remove_by_regex(h, pat, 1 if force else 0)
 
     def remove_all(self, force: bool = False) -> int:
-        """Removes every object; the number removed or a negative code."""
+        """Removes every object of this store's tenant; the number removed or a negative code."""
         h = self._h
         if not h:
             return _not_set_up()
