@@ -374,6 +374,9 @@ func FuzzDecodeCommand(f *testing.F) {
 	f.Add(EncodeCommand(LeaveWorker{ID: "w1", Keep: true, Now: 5}))
 	f.Add(EncodeCommand(LeaveWorker{ID: "embedded-h-1-0000beef"}))
 	f.Add(EncodeCommand(PutEnd{Items: []PutItem{{Key: "k", Size: 9, Version: 1, Replicas: []base.WorkerID{"w1"}, Tokens: 3, Model: "m"}}}))
+	f.Add(EncodeCommand(SetTenantQuota{Tenant: "team-a", DRAMBytes: 100}))
+	f.Add(EncodeCommand(RemoveTenant{Tenant: "team-a", Pattern: "^k"}))
+	f.Add(EncodeCommand(PutEnd{Items: []PutItem{{Key: "\x00team-a\x00k", Size: 9, Version: 1, Replicas: []base.WorkerID{"w1"}}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := DecodeCommand(b)
 		if err != nil {
