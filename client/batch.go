@@ -72,6 +72,11 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 	if err := checkBatch(len(keys)); err != nil {
 		return fill(len(keys), err)
 	}
+	stored, kerr := c.storedKeys(keys)
+	if kerr != nil {
+		return fill(len(keys), kerr)
+	}
+	keys = stored
 	errs := make([]error, len(keys))
 	defer c.lookups.drop(keys...)
 	rc, err := rc.normalized()
@@ -239,6 +244,11 @@ func (c *Client) BatchGet(ctx context.Context, keys []string) (values [][]byte, 
 
 // BatchExists reports for each key whether it is committed.
 func (c *Client) BatchExists(ctx context.Context, keys []string) ([]bool, error) {
+	stored, kerr := c.storedKeys(keys)
+	if kerr != nil {
+		return nil, kerr
+	}
+	keys = stored
 	if err := checkBatchKeys(keys); err != nil {
 		return nil, err
 	}
@@ -257,6 +267,11 @@ func (c *Client) BatchExists(ctx context.Context, keys []string) ([]bool, error)
 // BatchRemove removes several objects; errs[i] is keys[i]'s outcome (base.ErrObjectNotFound
 // for a missing key).
 func (c *Client) BatchRemove(ctx context.Context, keys []string) []error {
+	stored, kerr := c.storedKeys(keys)
+	if kerr != nil {
+		return fill(len(keys), kerr)
+	}
+	keys = stored
 	if err := checkBatchKeys(keys); err != nil {
 		return fill(len(keys), err)
 	}

@@ -83,6 +83,10 @@ type Config struct {
 	MaxBackoff time.Duration
 	// Logger receives debug-level notes about redirects and failovers. The default discards.
 	Logger *slog.Logger
+	// TenantID is the tenant whose namespace every key of this client is in (tenant.go):
+	// Mooncake's setup option tenant_id. The default ("" or "default") is the default tenant,
+	// whose keys are stored as they are given.
+	TenantID string
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -145,7 +149,7 @@ func (c *Config) Validate() error {
 	case c.StripeSize < 4<<10:
 		return fmt.Errorf("%w: stripe size %d is under 4 KiB", base.ErrInvalidParams, c.StripeSize)
 	}
-	return nil
+	return base.ValidateTenant(c.TenantID)
 }
 
 func validateAddr(a string) error {

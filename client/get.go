@@ -31,13 +31,14 @@ func (c *Client) lookup(ctx context.Context, key string) (*transfer.LookupRespon
 
 // Get returns a copy of the object's bytes.
 func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
-	if err := base.ValidateKey(key); err != nil {
+	key, err := c.storedKey(key)
+	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	var buf []byte
-	_, err := c.getInto(ctx, key, func(size int64) ([]byte, error) {
+	_, err = c.getInto(ctx, key, func(size int64) ([]byte, error) {
 		buf = make([]byte, size)
 		return buf, nil
 	})
@@ -50,7 +51,8 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 // GetInto reads the object into buf and returns its size. buf must hold the whole object;
 // a short buffer fails with an error wrapping base.ErrInvalidParams (use Size first).
 func (c *Client) GetInto(ctx context.Context, key string, buf []byte) (int, error) {
-	if err := base.ValidateKey(key); err != nil {
+	key, err := c.storedKey(key)
+	if err != nil {
 		return 0, err
 	}
 	ctx, cancel := c.withTimeout(ctx)
@@ -70,7 +72,8 @@ func (c *Client) GetInto(ctx context.Context, key string, buf []byte) (int, erro
 // unspecified) and the caller should call GetInto. It never blocks on the network, so a
 // caller on a thread that is costly to wake (a C thread in a cgo export) can try it first.
 func (c *Client) GetIntoNoWait(key string, buf []byte) (int, bool) {
-	if base.ValidateKey(key) != nil {
+	key, err := c.storedKey(key)
+	if err != nil {
 		return 0, false
 	}
 	return c.getNoWait(key, func(size int64) ([]byte, error) {
@@ -374,7 +377,8 @@ func isLocal(addr string) bool {
 
 // Exists reports whether key is committed.
 func (c *Client) Exists(ctx context.Context, key string) (bool, error) {
-	if err := base.ValidateKey(key); err != nil {
+	key, err := c.storedKey(key)
+	if err != nil {
 		return false, err
 	}
 	ctx, cancel := c.withTimeout(ctx)
@@ -388,7 +392,8 @@ func (c *Client) Exists(ctx context.Context, key string) (bool, error) {
 
 // Size returns the object's size; base.ErrObjectNotFound when there is none.
 func (c *Client) Size(ctx context.Context, key string) (int64, error) {
-	if err := base.ValidateKey(key); err != nil {
+	key, err := c.storedKey(key)
+	if err != nil {
 		return 0, err
 	}
 	ctx, cancel := c.withTimeout(ctx)
@@ -403,9 +408,15 @@ func (c *Client) Size(ctx context.Context, key string) (int64, error) {
 // Remove removes the object; base.ErrObjectNotFound when there is none. Readers already
 // reading it finish; the workers free the bytes after.
 func (c *Client) Remove(ctx context.Context, key string) error {
-	if err := base.ValidateKey(key); err != nil {
+	key, err := c.storedKey(key)
+	if err != nil {
 		return err
 	}
+	return c.remove(ctx, key)
+}
+
+// remove is Remove of a stored key.
+func (c *Client) remove(ctx context.Context, key string) error {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	var st attemptState
@@ -420,32 +431,22 @@ func (c *Client) Remove(ctx context.Context, key string) error {
 	return nil
 }
 
-// RemoveByRegex removes every object whose key matches the RE2 pattern re and returns how
-// many it removed.
+// RemoveByRegex removes every object of the client's tenant whose key matches the RE2
+// pattern re and returns how many it removed (tenant.go: other tenants' objects are never
+// matched).
 func (c *Client) RemoveByRegex(ctx context.Context, re string) (int64, error) {
 	if _, err := regexp.Compile(re); err != nil {
 		return 0, fmt.Errorf("%w: regex %q: %v", base.ErrInvalidParams, re, err)
 	}
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	defer c.lookups.clear()
-	resp := transfer.NewCountResponse(transfer.OpRemoveByRegex, 0)
-	if err := c.masterCall(ctx, &transfer.RemoveByRegexRequest{Pattern: re}, resp, nil); err != nil {
-		return 0, fmt.Errorf("remove by regex %q: %w", re, err)
+	if re == "" {
+		re = "^" // matches every key, as the empty pattern does; "" means all to removeInTenant
 	}
-	return resp.Count, nil
+	return c.removeInTenant(ctx, re)
 }
 
-// RemoveAll removes every object and returns how many it removed.
+// RemoveAll removes every object of the client's tenant and returns how many it removed.
 func (c *Client) RemoveAll(ctx context.Context) (int64, error) {
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	defer c.lookups.clear()
-	resp := transfer.NewCountResponse(transfer.OpRemoveAll, 0)
-	if err := c.masterCall(ctx, transfer.NewEmpty(transfer.OpRemoveAll), resp, nil); err != nil {
-		return 0, fmt.Errorf("remove all: %w", err)
-	}
-	return resp.Count, nil
+	return c.removeInTenant(ctx, "")
 }
 
 // KeyInfo is one entry of List.
@@ -457,7 +458,8 @@ type KeyInfo struct {
 // maxListKeys bounds what List collects (use the prefix to narrow a larger listing).
 const maxListKeys = 10_000_000
 
-// List returns the committed keys starting with prefix, in key order, with their sizes.
+// List returns the committed keys of the client's tenant starting with prefix, in key order,
+// with their sizes.
 func (c *Client) List(ctx context.Context, prefix string) ([]KeyInfo, error) {
 	if len(prefix) > base.MaxKeyLen {
 		return nil, fmt.Errorf("%w: prefix is over %d bytes", base.ErrInvalidKey, base.MaxKeyLen)
@@ -466,13 +468,18 @@ func (c *Client) List(ctx context.Context, prefix string) ([]KeyInfo, error) {
 	defer cancel()
 	var out []KeyInfo
 	cursor := ""
+	// The default tenant's listing also walks the other tenants' keys (their stored keys sort
+	// first) and leaves them out.
+	stored := base.TenantPrefix(c.cfg.TenantID) + prefix
 	for {
 		var resp transfer.ListResponse
-		if err := c.masterCall(ctx, &transfer.ListRequest{Prefix: prefix, Cursor: cursor}, &resp, nil); err != nil {
+		if err := c.masterCall(ctx, &transfer.ListRequest{Prefix: stored, Cursor: cursor}, &resp, nil); err != nil {
 			return nil, fmt.Errorf("list %q: %w", prefix, err)
 		}
 		for _, it := range resp.Items {
-			out = append(out, KeyInfo{Key: it.Key, Size: it.Size})
+			if k, ok := c.userKey(it.Key); ok {
+				out = append(out, KeyInfo{Key: k, Size: it.Size})
+			}
 		}
 		if resp.NextCursor == "" || resp.NextCursor == cursor {
 			return out, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -24,7 +25,8 @@ type Alloc func(size int64) ([]byte, error)
 // GetWith reads the object into the buffer alloc returns for its size and returns the size.
 // It is Get for callers that own the memory (a C caller's malloc, a pooled buffer).
 func (c *Client) GetWith(ctx context.Context, key string, alloc Alloc) (int, error) {
-	if err := base.ValidateKey(key); err != nil {
+	key, err := c.storedKey(key)
+	if err != nil {
 		return 0, err
 	}
 	ctx, cancel := c.withTimeout(ctx)
@@ -38,6 +40,11 @@ func (c *Client) GetWith(ctx context.Context, key string, alloc Alloc) (int, err
 // sizes[i] is keys[i]'s size when errs[i] is nil.
 func (c *Client) BatchGetWith(ctx context.Context, keys []string, alloc func(i int, size int64) ([]byte, error)) (sizes []int, errs []error) {
 	sizes, errs = make([]int, len(keys)), make([]error, len(keys))
+	stored, kerr := c.storedKeys(keys)
+	if kerr != nil {
+		return sizes, fill(len(keys), kerr)
+	}
+	keys = stored
 	if err := checkBatchKeys(keys); err != nil {
 		return sizes, fill(len(keys), err)
 	}
@@ -141,13 +148,16 @@ func (c *Client) BatchGetRanges(ctx context.Context, reads []RangeRead) []error 
 		return fill(len(reads), err)
 	}
 	errs := make([]error, len(reads))
+	reads = slices.Clone(reads) // its keys become stored keys; the caller's slice is not changed
 	var keys []string
 	at := map[string]int{} // key -> index in keys
 	for i, r := range reads {
-		if err := base.ValidateKey(r.Key); err != nil {
+		var err error
+		if r.Key, err = c.storedKey(r.Key); err != nil {
 			errs[i] = err
 			continue
 		}
+		reads[i].Key = r.Key
 		if r.Offset < 0 || len(r.Dst) == 0 {
 			errs[i] = fmt.Errorf("%w: range of %q: offset %d, length %d", base.ErrInvalidParams, r.Key, r.Offset, len(r.Dst))
 			continue
@@ -263,7 +273,9 @@ type ReplicaInfo struct {
 // Describe returns the object's size, version and replicas as the leader knows them;
 // base.ErrObjectNotFound when there is none.
 func (c *Client) Describe(ctx context.Context, key string) (ObjectInfo, error) {
-	if err := base.ValidateKey(key); err != nil {
+	user := key
+	key, err := c.storedKey(key)
+	if err != nil {
 		return ObjectInfo{}, err
 	}
 	ctx, cancel := c.withTimeout(ctx)
@@ -272,7 +284,7 @@ func (c *Client) Describe(ctx context.Context, key string) (ObjectInfo, error) {
 	if err != nil {
 		return ObjectInfo{}, fmt.Errorf("describe %q: %w", key, err)
 	}
-	info := ObjectInfo{Key: key, Size: lr.Size, Version: lr.Version, Checksum: lr.Checksum}
+	info := ObjectInfo{Key: user, Size: lr.Size, Version: lr.Version, Checksum: lr.Checksum}
 	for _, r := range lr.Replicas {
 		info.Replicas = append(info.Replicas, ReplicaInfo{WorkerID: r.WorkerID, Address: r.Address})
 	}

@@ -24,7 +24,8 @@ func (c *Client) ExistsWith(ctx context.Context, key string, o ExistOptions) (bo
 	if !o.PrefetchToMemory || c.cfg.DisableSSDPrefetch {
 		return c.Exists(ctx, key)
 	}
-	if err := base.ValidateKey(key); err != nil {
+	key, err := c.storedKey(key)
+	if err != nil {
 		return false, err
 	}
 	ex, err := c.existsPrefetch(ctx, []string{key})
@@ -39,6 +40,11 @@ func (c *Client) BatchExistsWith(ctx context.Context, keys []string, o ExistOpti
 	if !o.PrefetchToMemory || c.cfg.DisableSSDPrefetch {
 		return c.BatchExists(ctx, keys)
 	}
+	stored, kerr := c.storedKeys(keys)
+	if kerr != nil {
+		return nil, kerr
+	}
+	keys = stored
 	if err := checkBatchKeys(keys); err != nil {
 		return nil, err
 	}

@@ -41,7 +41,11 @@ func checkPut(key string, size int64, rc ReplicateConfig) (ReplicateConfig, erro
 // committed (visible to every reader); on any error nothing becomes visible. A key that exists
 // fails with base.ErrObjectAlreadyExists unless rc.Upsert. value is not retained.
 func (c *Client) Put(ctx context.Context, key string, value []byte, rc ReplicateConfig) error {
-	rc, err := checkPut(key, int64(len(value)), rc)
+	key, err := c.storedKey(key)
+	if err != nil {
+		return err
+	}
+	rc, err = checkPut(key, int64(len(value)), rc)
 	if err != nil {
 		return err
 	}
@@ -91,7 +95,11 @@ func (ps *pendingSum) wait() uint64 {
 // or allocated) into one buffer of size bytes: the transfer layer writes whole objects, and
 // stripes them over several connections itself.
 func (c *Client) PutFrom(ctx context.Context, key string, r io.Reader, size int64, rc ReplicateConfig) error {
-	rc, err := checkPut(key, size, rc)
+	key, err := c.storedKey(key)
+	if err != nil {
+		return err
+	}
+	rc, err = checkPut(key, size, rc)
 	if err != nil {
 		return err
 	}

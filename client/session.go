@@ -202,6 +202,11 @@ func (c *Client) PutSessionStart(ctx context.Context, keys []string, sizes []int
 	if err := checkBatch(len(keys)); err != nil {
 		return fill(len(keys), err)
 	}
+	stored, kerr := c.storedKeys(keys)
+	if kerr != nil {
+		return fill(len(keys), kerr)
+	}
+	keys = stored
 	rc, err := rc.normalized()
 	if err != nil {
 		return fill(len(keys), err)
@@ -299,6 +304,11 @@ func (c *Client) PutSessionWrite(ctx context.Context, keys []string, ranges [][]
 	if err := checkBatch(len(keys)); err != nil {
 		return written, fill(len(keys), err)
 	}
+	stored, kerr := c.storedKeys(keys)
+	if kerr != nil {
+		return written, fill(len(keys), kerr)
+	}
+	keys = stored
 	errs = make([]error, len(keys))
 	wr, ok := c.rpc.(rangeWriter)
 	if !ok {
@@ -375,6 +385,11 @@ func (c *Client) putSessionWriteKey(ctx context.Context, wr rangeWriter, t *sess
 // at once and fails; PutSessionRevoke then only forgets it. A failure that may pass (no
 // master reachable, a timeout) leaves the session to end or revoke again.
 func (c *Client) PutSessionEnd(ctx context.Context, keys []string) []error {
+	stored, kerr := c.storedKeys(keys)
+	if kerr != nil {
+		return fill(len(keys), kerr)
+	}
+	keys = stored
 	t := c.sessions()
 	ss, errs := t.placedSessions(keys)
 	ctx, cancel := c.withTimeout(ctx)
@@ -518,6 +533,11 @@ func (c *Client) dropOpenSessions() {
 // session is gone; base.ErrInvalidParams when none was open. A key whose end committed after
 // all (its reply was lost) is removed: revoke means the caller does not want it.
 func (c *Client) PutSessionRevoke(ctx context.Context, keys []string) []error {
+	stored, kerr := c.storedKeys(keys)
+	if kerr != nil {
+		return fill(len(keys), kerr)
+	}
+	keys = stored
 	t := c.sessions()
 	ss, errs := t.placedSessions(keys)
 	ctx, cancel := c.withTimeout(ctx)
@@ -531,7 +551,7 @@ func (c *Client) PutSessionRevoke(ctx context.Context, keys []string) []error {
 		if !s.sealDead() {
 			var lr transfer.LookupResponse
 			if err := c.masterCall(ctx, &transfer.LookupRequest{Key: k}, &lr, nil); err == nil && lr.Version == s.pl.Version {
-				if err := c.Remove(ctx, k); err != nil && !errors.Is(err, base.ErrObjectNotFound) {
+				if err := c.remove(ctx, k); err != nil && !errors.Is(err, base.ErrObjectNotFound) {
 					errs[i] = fmt.Errorf("put session revoke %q: removing the object its lost end committed: %w", k, err)
 					return
 				}

@@ -26,6 +26,11 @@ type GetRange struct {
 // errs[i] is nil when keys[i] is stored and its session open; base.ErrObjectNotFound when
 // the key is not stored.
 func (c *Client) GetSessionStart(ctx context.Context, keys []string) []error {
+	stored, kerr := c.storedKeys(keys)
+	if kerr != nil {
+		return fill(len(keys), kerr)
+	}
+	keys = stored
 	if err := checkBatchKeys(keys); err != nil {
 		return fill(len(keys), err)
 	}
@@ -70,6 +75,11 @@ func (c *Client) GetSessionRead(ctx context.Context, keys []string, ranges [][]G
 	if err := checkBatch(len(keys)); err != nil {
 		return read, fill(len(keys), err)
 	}
+	stored, kerr := c.storedKeys(keys)
+	if kerr != nil {
+		return read, fill(len(keys), kerr)
+	}
+	keys = stored
 	errs = make([]error, len(keys))
 	t := c.sessions()
 	lrs := make([]*transfer.LookupResponse, len(keys))
@@ -135,6 +145,7 @@ func (c *Client) endGetSession(key string, lr *transfer.LookupResponse) {
 
 // GetSessionEnd ends the get sessions of keys (a key with none is ignored).
 func (c *Client) GetSessionEnd(keys []string) {
+	keys, _ = c.storedKeys(keys) // a key that cannot be stored has no session
 	t := c.sessions()
 	t.mu.Lock()
 	for _, k := range keys {

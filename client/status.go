@@ -54,6 +54,8 @@ type Status struct {
 	EvictionRatio              float64 `json:"eviction_ratio"`
 	// RootFSDir is the master's --root_fs_dir, for workers that set none ("" when unset).
 	RootFSDir string `json:"root_fs_dir,omitempty"`
+	// Tenants lists every tenant with a quota or an object (tenant.go).
+	Tenants []TenantStatus `json:"tenants"`
 
 	Raw json.RawMessage `json:"-"`
 }

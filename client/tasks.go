@@ -43,7 +43,8 @@ func (c *Client) CreateMoveTask(ctx context.Context, key, source, target string)
 // to resend: the transfer client and masterCall send it again after a broken connection, and
 // the leader answers a resend with the task the first one created (docs/protocol.md).
 func (c *Client) createTask(ctx context.Context, req *transfer.CreateTaskRequest) (base.TaskID, error) {
-	if err := base.ValidateKey(req.Key); err != nil {
+	var err error
+	if req.Key, err = c.storedKey(req.Key); err != nil {
 		return base.TaskID{}, err
 	}
 	if len(req.Targets) > transfer.MaxTaskTargets {
@@ -71,6 +72,10 @@ func (c *Client) QueryTask(ctx context.Context, id base.TaskID) (TaskInfo, error
 	if err := c.masterCall(ctx, &transfer.QueryTaskRequest{ID: id}, &resp, nil); err != nil {
 		return TaskInfo{}, fmt.Errorf("query task %s: %w", id, err)
 	}
-	return TaskInfo{ID: id, Type: resp.Type, Status: resp.Status, Key: resp.Key, Created: time.UnixMilli(resp.CreatedMs),
+	key, ok := c.userKey(resp.Key)
+	if !ok {
+		key = resp.Key // another tenant's task: its stored key
+	}
+	return TaskInfo{ID: id, Type: resp.Type, Status: resp.Status, Key: key, Created: time.UnixMilli(resp.CreatedMs),
 		Updated: time.UnixMilli(resp.UpdatedMs), AssignedClient: resp.AssignedClient, Message: resp.Message}, nil
 }

@@ -550,6 +550,9 @@ func DecodeCommand(b []byte) (Command, error) {
 			c = decodeKVSession(d)
 		}
 		if c == nil {
+			c = decodeTenantCommand(CommandType(b[1]), d)
+		}
+		if c == nil {
 			return nil, fmt.Errorf("%w: unknown command type %d", ErrBadCommand, b[1])
 		}
 	}

@@ -133,6 +133,8 @@ type state struct {
 	mdl modelTable
 	// kvs is the KV-session registry (kvsession.go).
 	kvs kvSessions
+	// tenants holds each tenant's quota and usage (tenants.go); only tenants with either.
+	tenants map[string]tenantRec
 
 	// Counters kept by apply (see Stats). invisible counts objects with no live replica.
 	keyBytes, bytes, replicas, softPinned, hardPinned int64
@@ -198,6 +200,9 @@ func (st *state) apply(c Command) Result {
 		return Result{Err: err}
 	}
 	if res, ok := st.applyLifecycle(c); ok {
+		return res
+	}
+	if res, ok := st.applyTenant(c); ok {
 		return res
 	}
 	switch c := c.(type) {
@@ -327,6 +332,7 @@ func (st *state) applyRemove(c Command) Result {
 		st.invisible, st.lostReplicas = 0, 0
 		st.mdl.clearObjects()
 		st.kvs = kvSessions{}
+		st.clearTenantUsage()
 		for _, s := range st.slots {
 			if s != nil {
 				s.objects, s.bytes, s.lost = 0, 0, 0
@@ -386,11 +392,20 @@ func (st *state) putEnd(c *PutEnd) Result {
 		if it.HardPin {
 			rec.sizeFlags |= hardPinBit
 		}
+		var oldSize int64
+		if old != nil {
+			oldSize = old.size()
+		}
+		if err := st.checkTenantQuota(it.Key, it.Size, oldSize); err != nil {
+			res.Items[i] = err
+			continue
+		}
 		if err := st.setTokens(&rec, it); err != nil {
 			res.Items[i] = err
 			continue
 		}
 		if old != nil {
+			st.countTenant(it.Key, oldSize, -1)
 			if c.Upsert && old.version != uint64(it.Version) {
 				res.Replaced = append(res.Replaced, st.object(it.Key, old))
 			}
@@ -402,6 +417,7 @@ func (st *state) putEnd(c *PutEnd) Result {
 			st.objects[it.Key] = ri
 		}
 		st.account(&rec)
+		st.countTenant(it.Key, rec.size(), 1)
 		*st.recs.at(ri) = rec
 		st.emitObject(KVStored, it.Key, &rec)
 	}
@@ -490,6 +506,7 @@ func (st *state) dropWorker(slot uint16) Result {
 // removeAt removes key, whose record is at index i.
 func (st *state) removeAt(key string, i uint32) {
 	st.unaccount(st.recs.at(i))
+	st.countTenant(key, st.recs.at(i).size(), -1)
 	st.setLost(key, "")
 	st.keyBytes -= int64(len(key))
 	st.recs.release(i)
@@ -744,5 +761,6 @@ func (st *state) clone() *state {
 	c.lost = maps.Clone(st.lost)
 	c.mdl = st.mdl.clone()
 	c.kvs = st.kvs.clone()
+	c.tenants = maps.Clone(st.tenants)
 	return &c
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // TestFSMDataDriven runs the scripts in testdata/fsm/*. Commands:
@@ -25,6 +26,9 @@ import (
 //	drop worker=<w>                   input: <key> [version=<n>]
 //	pin key=<k> [version=<n>] [soft=<n>] [hard]
 //	objects | segments | masters | stats | snapshot-restore
+//	tenant-quota tenant=<t> [dram=<n>] [nvme=<n>] | remove-tenant tenant=<t> (pattern=<re> | all) | tenants
+//
+// A key written @<tenant>/<key> is <key> in tenant <tenant> (base.TenantKey), and is shown so.
 //
 // Every command checks the invariants afterwards. Rewrite with -rewrite; only commit changes
 // you understand.
@@ -108,7 +112,17 @@ func TestFSMDataDriven(t *testing.T) {
 				}
 				return apply(c)
 			case "remove":
-				return apply(Remove{Keys: lines(d.Input)})
+				keys := lines(d.Input)
+				for i, k := range keys {
+					keys[i] = testutil.ScriptKey(k)
+				}
+				return apply(Remove{Keys: keys})
+			case "tenant-quota":
+				return apply(SetTenantQuota{Tenant: str("tenant"), DRAMBytes: num("dram"), NVMeBytes: num("nvme")})
+			case "remove-tenant":
+				return apply(RemoveTenant{Tenant: str("tenant"), Pattern: str("pattern"), All: d.HasArg("all")})
+			case "tenants":
+				return formatTenants(f)
 			case "remove-regex":
 				return apply(RemoveRegex{Pattern: str("pattern")})
 			case "remove-all":
@@ -139,7 +153,7 @@ func TestFSMDataDriven(t *testing.T) {
 				var out []string
 				f.rangePrefix("", func(o Object) bool {
 					line := fmt.Sprintf("%s size=%d version=%d checksum=%d replicas=%s soft=%d hard=%t created=%d",
-						o.Key, o.Size, o.Version, o.Checksum, joinWorkers(o.Replicas), o.SoftPinUntil, o.HardPin, o.Created)
+						testutil.ShowKey(o.Key), o.Size, o.Version, o.Checksum, joinWorkers(o.Replicas), o.SoftPinUntil, o.HardPin, o.Created)
 					if o.Tokens != 0 || o.Model != "" {
 						line += fmt.Sprintf(" tokens=%d model=%s", o.Tokens, o.Model)
 					}
@@ -222,7 +236,7 @@ func atoi(t *testing.T, s string) int64 {
 func parsePutItem(t *testing.T, line string) base.Object {
 	t.Helper()
 	fields := strings.Fields(line)
-	it := base.Object{ObjectMeta: base.ObjectMeta{Key: fields[0]}}
+	it := base.Object{ObjectMeta: base.ObjectMeta{Key: testutil.ScriptKey(fields[0])}}
 	for _, f := range fields[1:] {
 		k, v, _ := strings.Cut(f, "=")
 		switch k {

@@ -96,6 +96,7 @@ func checkInvariants(t testing.TB, st *state) {
 		t.Fatalf("counters %v, recomputed %v", got, exp)
 	}
 	checkModelInvariants(t, st, want)
+	checkTenantInvariants(t, st)
 }
 
 func countSlots(st *state) int {
@@ -142,6 +143,9 @@ func statesEqual(a, b *state) string {
 	}
 	if ka, kb := formatKVSessions(&a.kvs), formatKVSessions(&b.kvs); ka != kb {
 		return fmt.Sprintf("KV sessions differ:\n%s\nvs\n%s", ka, kb)
+	}
+	if !reflect.DeepEqual(a.tenants, b.tenants) && (len(a.tenants) != 0 || len(b.tenants) != 0) {
+		return fmt.Sprintf("tenants differ: %+v vs %+v", a.tenants, b.tenants)
 	}
 	return ""
 }
@@ -379,6 +383,10 @@ func FuzzDecodeCommand(f *testing.F) {
 	f.Add(EncodeCommand(LeaveWorker{ID: "embedded-h-1-0000beef"}))
 	f.Add(EncodeCommand(PutEnd{Items: []base.Object{{ObjectMeta: base.ObjectMeta{Key: "k", Size: 9, Version: 1},
 		Replicas: []base.WorkerID{"w1"}, Tokens: 3, Model: "m"}}}))
+	f.Add(EncodeCommand(SetTenantQuota{Tenant: "team-a", DRAMBytes: 100}))
+	f.Add(EncodeCommand(RemoveTenant{Tenant: "team-a", Pattern: "^k"}))
+	f.Add(EncodeCommand(PutEnd{Items: []base.Object{{ObjectMeta: base.ObjectMeta{Key: "\x00team-a\x00k", Size: 9, Version: 1},
+		Replicas: []base.WorkerID{"w1"}}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := DecodeCommand(b)
 		if err != nil {

@@ -100,6 +100,7 @@ func writeSnapshot(w io.Writer, st *state, applied uint64) error {
 		return err
 	}
 	b = appendEventsSection(b, st)
+	b = appendTenantsSection(b, st)
 	if err := flush(); err != nil {
 		return err
 	}
@@ -350,6 +351,7 @@ func readSnapshot(r io.Reader) (*state, uint64, error) {
 		*st.recs.at(idx) = rec
 		st.keyBytes += int64(len(key))
 		st.account(&rec)
+		st.countTenant(key, rec.size(), 1)
 	}
 	// Trailing sections (snapshot_lifecycle.go dispatches them by id), then the trailer:
 	// everything before it is consumed.

@@ -10,7 +10,8 @@ import (
 
 // Trailing snapshot sections follow the objects section, each opened by a tag byte and a
 // version byte, so branches that each add one stay independent (see doc.go, "Snapshot
-// format"): 20 lifecycle (here), 30 models (models.go), 40 events (kvevents.go). A snapshot without them (written before they existed) restores as if each were
+// format"): 20 lifecycle (here), 30 models (models.go), 40 events (kvevents.go), 50 tenants
+// (tenants.go). A snapshot without them (written before they existed) restores as if each were
 // empty.
 const (
 	// lifecycleSectionTag opens the lifecycle section (CommandType range 20-29).
@@ -75,6 +76,8 @@ func (d *snapReader) readTrailingSections(st *state) {
 			readEventsSection(d, st)
 		case sectionKVSessions:
 			readKVSessionsSection(d, st)
+		case sectionTenants:
+			readTenantsSection(d, st)
 		default:
 			if d.err == nil {
 				d.fail("unknown section tag %d after the objects", tag)

@@ -235,7 +235,7 @@ mooncake_client_master_heartbeat_observation_timestamp_seconds gauge
 var mooncakeNoSeries = map[string]string{
 	"nof_segment_allocated_bytes":        "NVMe-oF segments are not supported",
 	"nof_segment_total_capacity_bytes":   "NVMe-oF segments are not supported",
-	"mooncake_tenant_quota_reject_total": "there are no tenant quotas",
+	"mooncake_tenant_quota_reject_total": "no put was refused for its tenant's quota",
 	"mooncake_dfs_read_errors_total":     "DFS is not a tier here",
 	"mooncake_dfs_write_errors_total":    "DFS is not a tier here",
 }

@@ -194,7 +194,7 @@ func (e *Engine) scanLower() error {
 		e.tallyLocked(o)
 		// Its mode is not recorded on the lower tier: it may have been durable, so its copy
 		// there stays (never released on promotion nor evicted to make room).
-		e.mu.pol.AddLower(policy.Object{ID: o.id, Size: m.Size, Persistence: o.persistence, KeepLower: true})
+		e.mu.pol.AddLower(policy.Object{ID: o.id, Size: m.Size, Persistence: o.persistence, KeepLower: true, Tenant: base.TenantOf(m.Key)})
 		bytes += m.Size
 		return nil
 	})

@@ -197,7 +197,7 @@ func (e *Engine) restoreLocked(key string) (*object, error) {
 	e.mu.byID[o.id] = o
 	e.tallyLocked(o)
 	e.mu.pol.AddDRAM(policy.Object{ID: o.id, Size: s.meta.Size, Persistence: o.persistence,
-		HardPin: o.hardPin, SoftPinUntil: unixNanos(o.softUntil)})
+		HardPin: o.hardPin, SoftPinUntil: unixNanos(o.softUntil), Tenant: base.TenantOf(key)})
 	e.mu.m.restored++
 	// The slot's holder ends; the bytes are now the index's (readers of the old copy keep
 	// theirs: the range is counted twice until they release, never freed under them).

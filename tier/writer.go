@@ -339,7 +339,7 @@ func (w *Writer) installLocked(meta base.ObjectMeta, foot int64) {
 	e.mu.writerBytes -= w.size
 	e.mu.pol.Unreserve(w.size)
 	e.mu.pol.AddDRAM(policy.Object{ID: o.id, Size: w.size, Persistence: w.persist, OnLower: o.onLower,
-		HardPin: o.hardPin, SoftPinUntil: unixNanos(o.softUntil)})
+		HardPin: o.hardPin, SoftPinUntil: unixNanos(o.softUntil), Tenant: base.TenantOf(w.key)})
 	e.mu.m.commits++
 	e.mu.m.committedBytes += w.size
 }

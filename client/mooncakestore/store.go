@@ -73,6 +73,8 @@ type Store struct {
 	// segs maps segment names (worker addresses and ids) to worker ids, for PreferredSegments;
 	// refreshed from the master's status when a name is missing.
 	segs map[string]base.WorkerID
+	// tenant is the tenant Setup connects in (SetTenantID; "" is the default tenant).
+	tenant string
 }
 
 // region is one registered buffer.
@@ -117,7 +119,7 @@ func (s *Store) Setup(localHostname, metadataServer string, globalSegmentSize, l
 	if len(masters) == 0 {
 		return wrap(ErrSetupFailed, fmt.Errorf("%w: no master address", base.ErrInvalidParams))
 	}
-	c, err := client.Connect(context.Background(), client.Config{MasterAddresses: masters})
+	c, err := client.Connect(context.Background(), client.Config{MasterAddresses: masters, TenantID: s.tenant})
 	if err != nil {
 		return wrap(ErrSetupFailed, err)
 	}

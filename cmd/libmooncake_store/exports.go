@@ -144,6 +144,16 @@ func mooncake_store_set_etcd_tls_config(h C.uintptr_t, caFile, certFile, keyFile
 	// there is no etcd connection to secure. Mooncake's is a no-op too in builds without etcd.
 }
 
+//export mooncake_store_set_tenant_id
+func mooncake_store_set_tenant_id(h C.uintptr_t, tenantID *C.char) (rc C.int) {
+	defer catchInt(&rc, debug.SetPanicOnFault(true))
+	s, err := lookupHandle(uintptr(h))
+	if err != nil {
+		return C.int(fail(err))
+	}
+	return C.int(fail(s.setTenant(optString(tenantID))))
+}
+
 //export mooncake_store_setup
 func mooncake_store_setup(h C.uintptr_t, localHostname, metadataServer *C.char, globalSegmentSize, localBufferSize C.uint64_t,
 	protocol, deviceName, masterServerAddr *C.char) (rc C.int) {

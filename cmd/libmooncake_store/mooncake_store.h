@@ -86,6 +86,8 @@ extern "C" {
                                                              closed */
 #define MOONCAKE_ERR_NOT_SUPPORTED (-1012)     /* a feature this build lacks (an etcd:// master
                                                   address; protocol "rdma" is served over tcp) */
+#define MOONCAKE_ERR_TENANT_QUOTA_EXCEEDED (-1700) /* a put would take the store's tenant over
+                                                     its quota (mooncake tenant quota) */
 #define MOONCAKE_ERR_SESSION_NOT_FOUND (-1800) /* no KV session of that id */
 #define MOONCAKE_ERR_SESSION_LIMIT_EXCEEDED (-1802) /* a KV-session limit would be passed */
 
@@ -151,6 +153,16 @@ void mooncake_store_destroy(mooncake_store_t store);
  * holds the metadata. The strings are not kept. */
 void mooncake_store_set_etcd_tls_config(mooncake_store_t store, const char *ca_file,
                                         const char *cert_file, const char *key_file);
+
+/* Extension (Mooncake's setup option tenant_id): the tenant of the store's next setup. Every
+ * key the store is given is then in that tenant's namespace: it never sees, lists or removes
+ * another tenant's objects, and its puts count against the tenant's quota
+ * (MOONCAKE_ERR_TENANT_QUOTA_EXCEEDED past it). NULL, "" or "default": the default tenant
+ * (also what a store that never calls this is in). Tenant ids are 1 to 128 bytes of
+ * [A-Za-z0-9._-]. Call it before mooncake_store_setup; on a store that is set up it is
+ * MOONCAKE_ERR_INVALID_PARAMS (close it first). The string is not kept. Returns 0 or
+ * MOONCAKE_ERR_INVALID_PARAMS. */
+int mooncake_store_set_tenant_id(mooncake_store_t store, const char *tenant_id);
 
 /*
  * Connects the store to the cluster. Mooncake's seven positional values:
@@ -460,11 +472,13 @@ int mooncake_store_get_hostname(mooncake_store_t store, char *buf_out, size_t bu
 /* Returns 0, or a negative code (MOONCAKE_ERR_OBJECT_NOT_FOUND for a missing key). */
 int mooncake_store_remove(mooncake_store_t store, const char *key, int force);
 
-/* Removes every object whose key matches pattern (RE2 syntax, as Go's regexp) and returns
+/* Removes every object of the store's tenant whose key matches pattern (RE2 syntax, as Go's
+ * regexp; matched against the key as the store gave it) and returns
  * how many it removed, or a negative code (a bad pattern: MOONCAKE_ERR_INVALID_PARAMS). */
 int64_t mooncake_store_remove_by_regex(mooncake_store_t store, const char *pattern, int force);
 
-/* Removes every object; returns how many, or a negative code. */
+/* Removes every object of the store's tenant (mooncake_store_set_tenant_id; other tenants'
+ * objects stay); returns how many, or a negative code. */
 int64_t mooncake_store_remove_all(mooncake_store_t store, int force);
 
 /* Extension: results_out[i] (count entries) is 0 or keys[i]'s negative code. Returns 0, or

@@ -65,6 +65,9 @@ type store struct {
 	mounted   map[base.WorkerID]*worker.Worker
 	masters   []string
 	clusterID string
+	// tenant is the tenant the next setup's client is in (mooncake_store_set_tenant_id; "" is
+	// the default tenant). It outlives close, as the handle does.
+	tenant string
 }
 
 // handles maps handle numbers to stores. Handles are small integers handed to C as
@@ -233,7 +236,7 @@ func (s *store) setup(a setupArgs, getenv func(string) string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), workerReadyTimeout)
 	defer cancel()
-	cl, err := client.Connect(ctx, client.Config{MasterAddresses: masters, ClusterID: file.ClusterID, Logger: stderrLogger})
+	cl, err := client.Connect(ctx, client.Config{MasterAddresses: masters, ClusterID: file.ClusterID, Logger: stderrLogger, TenantID: s.tenant})
 	if err != nil {
 		return err
 	}
@@ -256,6 +259,20 @@ func (s *store) setup(a setupArgs, getenv func(string) string) error {
 	s.hostname = addr
 	s.cl = cl
 	s.masters, s.clusterID = masters, file.ClusterID
+	return nil
+}
+
+// setTenant sets the tenant of the next setup (see mooncake_store_set_tenant_id).
+func (s *store) setTenant(t string) error {
+	if err := base.ValidateTenant(t); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cl != nil {
+		return fmt.Errorf("%w: set_tenant_id: the store is set up; close it first", base.ErrInvalidParams)
+	}
+	s.tenant = t
 	return nil
 }
 

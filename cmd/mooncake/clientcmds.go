@@ -414,5 +414,12 @@ func printStatus(out io.Writer, st client.Status) error {
 	if !st.UsageReported {
 		fmt.Fprintf(w, "\n(usage per worker is known to the leader only; this answer came from %s)\n", st.Self)
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(st.Tenants) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out)
+	return printTenants(out, st.Tenants)
 }

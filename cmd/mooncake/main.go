@@ -129,7 +129,7 @@ Mooncake's keys; flags given on the command line override it. Client commands ta
 	root.AddCommand(
 		newStandaloneCmd(e), newMasterCmd(e), newWorkerCmd(e),
 		newPutCmd(e), newGetCmd(e), newRmCmd(e), newLsCmd(e), newStatusCmd(e), newBenchCmd(e),
-		newKVCostCmd(e), newMemoryCmd(e), newModelCmd(e),
+		newKVCostCmd(e), newMemoryCmd(e), newModelCmd(e), newTenantCmd(e),
 		newMooncakeMasterCmd(e), newMooncakeClientCmd(e), newMetadataServerCmd(e), newInstallLinksCmd(e),
 	)
 	return root

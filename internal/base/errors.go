@@ -52,6 +52,9 @@ var (
 	ErrClusterMismatch = errors.New("mooncake: cluster id mismatch")
 	// ErrProtocolVersion marks a peer that speaks another protocol version. Use errors.Is(err, ErrProtocolVersion).
 	ErrProtocolVersion = errors.New("mooncake: protocol version mismatch")
+	// ErrQuotaExceeded marks a put that would take its tenant over its quota (tenant.go). The
+	// wrapping error names the tenant, the quota and its use. Use errors.Is(err, ErrQuotaExceeded).
+	ErrQuotaExceeded = errors.New("mooncake: tenant quota exceeded")
 	// ErrClosed marks use of something after Close. It travels as CodeUnavailable.
 	// Use errors.Is(err, ErrClosed).
 	ErrClosed = errors.New("mooncake: closed")
@@ -82,7 +85,8 @@ const (
 	CodeTooLarge            Code = 15 // OBJECT_TOO_LARGE
 	CodeClusterMismatch     Code = 16 // CLUSTER_ID_MISMATCH
 	CodeProtocolVersion     Code = 17 // PROTOCOL_VERSION_MISMATCH
-	numCodes                     = 20 // 18, 19: KV sessions (errtable.go)
+	CodeQuotaExceeded       Code = 20 // TENANT_QUOTA_EXCEEDED
+	numCodes                     = 21 // 18, 19: KV sessions (errtable.go)
 )
 
 // String returns Mooncake's name for the code, or "CODE_<n>" for an unknown one.

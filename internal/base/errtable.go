@@ -33,6 +33,7 @@ const (
 	MooncakeUnavailableInCurrentStatus MooncakeCode = -1010
 	MooncakeNotSupported               MooncakeCode = -1012
 	MooncakeFileNotFound               MooncakeCode = -1100
+	MooncakeTenantQuotaExceeded        MooncakeCode = -1700
 	// KV sessions (Mooncake's kv_session): -1801 is not one Mooncake's sources name.
 	MooncakeSessionNotFound      MooncakeCode = -1800
 	MooncakeSessionLimitExceeded MooncakeCode = -1802
@@ -91,6 +92,7 @@ var mooncakeCodes = []MooncakeCodeInfo{
 	{MooncakeUnavailableInCurrentStatus, "UNAVAILABLE_IN_CURRENT_STATUS", ScopeC},
 	{MooncakeNotSupported, "NOT_SUPPORTED", ScopeC},
 	{MooncakeFileNotFound, "FILE_NOT_FOUND", ScopePython},
+	{MooncakeTenantQuotaExceeded, "TENANT_QUOTA_EXCEEDED", ScopeC},
 	{MooncakeSessionNotFound, "SESSION_NOT_FOUND", ScopeC},
 	{MooncakeSessionLimitExceeded, "SESSION_LIMIT_EXCEEDED", ScopeC},
 }
@@ -148,6 +150,7 @@ var errorTable = [numCodes]errorClass{
 	// KV sessions: the admin endpoints never meet them (INTERNAL_ERROR, 500, as other classes).
 	CodeSessionNotFound:      {"SESSION_NOT_FOUND", ErrSessionNotFound, MooncakeSessionNotFound, MooncakeInternalError, 500},
 	CodeSessionLimitExceeded: {"SESSION_LIMIT_EXCEEDED", ErrSessionLimitExceeded, MooncakeSessionLimitExceeded, MooncakeInternalError, 500},
+	CodeQuotaExceeded:        {"TENANT_QUOTA_EXCEEDED", ErrQuotaExceeded, MooncakeTenantQuotaExceeded, MooncakeTenantQuotaExceeded, 429},
 }
 
 // The KV-session error classes (Mooncake's SESSION_NOT_FOUND and SESSION_LIMIT_EXCEEDED).

@@ -52,6 +52,7 @@ _STORE = c_void_p  # mooncake_store_t: an opaque integer handle
 _FUNCS = {
     "mooncake_store_create": (_STORE, []),
     "mooncake_store_destroy": (None, [_STORE]),
+    "mooncake_store_set_tenant_id": (c_int, [_STORE, c_char_p]),
     "mooncake_store_setup": (c_int, [_STORE, c_char_p, c_char_p, c_uint64, c_uint64, c_char_p, c_char_p, c_char_p]),
     "mooncake_store_init_all": (c_int, [_STORE, c_char_p, c_char_p, c_uint64]),
     "mooncake_store_close": (c_int, [_STORE]),

@@ -2,8 +2,8 @@
 
 Every keyword and dict key of Mooncake's current setup is accepted. A bad value (a size of
 "50%", a port of "x", a value of the wrong type) makes setup return INVALID_PARAMS with
-last_error() saying which, as Mooncake's setup returns a code instead of raising; a tenant
-other than "default" returns NOT_SUPPORTED until mooncake-go has tenants. Sizes parse as
+last_error() saying which, as Mooncake's setup returns a code instead of raising; a bad
+tenant_id (not 1 to 128 of [A-Za-z0-9._-]) returns INVALID_PARAMS. Sizes parse as
 Mooncake parses them, every unit binary (internal/base ParseBytes is the Go side of the same
 rule): "80GB" is 80 x 2^30 bytes.
 """
@@ -173,11 +173,5 @@ def resolve(cfg: Dict[str, Any], invalid: int, not_supported: int) -> Tuple[Dict
                 out[name] = _string(k, v)
         except (TypeError, ValueError) as e:
             raise SetupError(invalid, f"setup: {e}") from None
-    tenant = out["tenant_id"].strip()
-    if tenant not in ("", "default"):
-        raise SetupError(
-            not_supported,
-            f"setup: tenant_id {tenant!r}: tenants are not in mooncake-go yet (every client shares one key space); "
-            "use tenant_id \"default\" (docs/python.md)",
-        )
+    out["tenant_id"] = out["tenant_id"].strip()
     return out, out["local_buffer_size"] == 0

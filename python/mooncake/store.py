@@ -193,8 +193,10 @@ class MooncakeDistributedStore(ReadMethods, TensorMethods, MoreMethods, SegmentM
         (device_name, master_server_address). Sizes may be ints or strings such as "16GB"
         (binary units, as Mooncake: GB = 2^30). As in Mooncake a bad value returns a code
         instead of raising: INVALID_PARAMS for a bad size ("50%"), port, boolean or type, or
-        an unknown dict key; NOT_SUPPORTED for a tenant_id other than "default" (tenants are
-        not in mooncake-go yet) or an ``engine``. last_error() says which. An empty master
+        an unknown dict key or a bad tenant_id; NOT_SUPPORTED for an ``engine``. last_error()
+        says which. tenant_id names the namespace every key of this store is in (keys, listings,
+        regex removal, remove_all; puts count against the tenant's quota, TENANT_QUOTA_EXCEEDED
+        past it); "default" (or "") is the tenant of stores that name none. An empty master
         address falls back to MOONCAKE_MASTER, then to the file MOONCAKE_CONFIG_PATH names.
 
         Accepted without effect (docs/python.md says why): metadata_server, a protocol other
@@ -245,7 +247,13 @@ class MooncakeDistributedStore(ReadMethods, TensorMethods, MoreMethods, SegmentM
         except ValueError as e:  # a NUL in a string
             _lib.set_error(f"setup: {e}")
             return _INVALID
-        rc = self._setup(lambda L, h: L.mooncake_store_setup(h, *args))
+        tenant = _cstr(a["tenant_id"])
+
+        def call(L, h):
+            rc = L.mooncake_store_set_tenant_id(h, tenant)
+            return rc if rc != 0 else L.mooncake_store_setup(h, *args)
+
+        rc = self._setup(call)
         if rc == 0:
             self._no_put_buffer = no_buffer
             self._local_buffer_size = a["local_buffer_size"]
@@ -262,7 +270,7 @@ class MooncakeDistributedStore(ReadMethods, TensorMethods, MoreMethods, SegmentM
         if not isinstance(server_address, str):
             raise TypeError("server_address must be a string")
         addr = _cstr(server_address)
-        rc = self._setup(lambda L, h: L.mooncake_store_setup(h, b"", b"", 0, 0, b"tcp", b"", addr))
+        rc = self._setup(lambda L, h: L.mooncake_store_set_tenant_id(h, b"") or L.mooncake_store_setup(h, b"", b"", 0, 0, b"tcp", b"", addr))
         if rc == 0:
             self._local_buffer_size = parse_size("local_buffer_size", local_buffer_size)
         return rc
@@ -274,7 +282,7 @@ class MooncakeDistributedStore(ReadMethods, TensorMethods, MoreMethods, SegmentM
             raise TypeError("protocol and device_name must be strings")
         size = parse_size("mount_segment_size", mount_segment_size)
         p, d = _cstr(protocol), _cstr(device_name)
-        return self._setup(lambda L, h: L.mooncake_store_init_all(h, p, d, size))
+        return self._setup(lambda L, h: L.mooncake_store_set_tenant_id(h, b"") or L.mooncake_store_init_all(h, p, d, size))
 
     def _setup(self, call) -> int:
         L = _lib.load()
@@ -629,8 +637,9 @@ class MooncakeDistributedStore(ReadMethods, TensorMethods, MoreMethods, SegmentM
         return self._L.mooncake_store_remove(h, k, 1 if force else 0)
 
     def remove_by_regex(self, regex_pattern: str, force: bool = False) -> int:
-        """Removes every object whose key matches (RE2 syntax, as Go's regexp; unanchored
-        unless the pattern says ^...$). Returns the number removed or a negative code."""
+        """Removes every object of this store's tenant whose key matches (RE2 syntax, as Go's
+        regexp; unanchored unless the pattern says ^...$). Returns the number removed or a
+        negative code."""
         if not isinstance(regex_pattern, str):
             raise TypeError("regex_pattern must be a string")
         pat = _cstr(regex_pattern)
@@ -640,7 +649,7 @@ class MooncakeDistributedStore(ReadMethods, TensorMethods, MoreMethods, SegmentM
         return self._L.mooncake_store_remove_by_regex(h, pat, 1 if force else 0)
 
     def remove_all(self, force: bool = False) -> int:
-        """Removes every object; the number removed or a negative code."""
+        """Removes every object of this store's tenant; the number removed or a negative code."""
         h = self._h
         if not h:
             return _not_set_up()

@@ -106,14 +106,12 @@ class SetupTest(unittest.TestCase):
         )
         s.close()
 
-    def test_non_default_tenant_is_refused_with_a_code(self):
+    def test_tenant_id_is_taken_in_both_forms(self):
         s = MooncakeDistributedStore()
-        self.assertEqual(s.setup(self.cfg(tenant_id="tenant-a")), NOT_SUPPORTED)
-        self.assertIn("tenant", s.last_error())
-        self.assertEqual(
-            s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", self.master, tenant_id="tenant-a"), NOT_SUPPORTED
-        )
-        self.assertEqual(s.health_check(), 1)
+        self.assertEqual(s.setup(self.cfg(tenant_id="tenant-a")), 0, s.last_error())
+        s.close()
+        self.assertEqual(s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", self.master, tenant_id="tenant-a"), 0)
+        s.close()
         self.assertEqual(s.setup(self.cfg(tenant_id="")), 0)
         s.close()
 

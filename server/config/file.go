@@ -39,7 +39,8 @@ type File struct {
 	// EnableSSDOffload with SSDOffloadPath is Mooncake's SSD tier: root_fs_dir here.
 	EnableSSDOffload *bool
 	SSDOffloadPath   string
-	// TenantID is accepted and noted: tenants are not separated yet.
+	// TenantID is accepted and noted: a worker holds every tenant's objects (a client's
+	// tenant is its setup's tenant_id).
 	TenantID json.RawMessage
 	// EnvMasters is $MOONCAKE_MASTER (which a flag beats and which beats the file's key).
 	EnvMasters AddressList

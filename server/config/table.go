@@ -319,8 +319,8 @@ var table = []Setting{
 	{Name: "metadata_server", Kinds: file, Status: "the masters keep metadata with raft, no metadata server is needed",
 		JSON: "metadata_server", Env: []string{"MOONCAKE_TE_META_DATA_SERVER"}, EnvHelp: "read, then noted as without effect (no metadata server is needed)",
 		File: func(f *File) any { return &f.MetadataServer }},
-	{Name: "tenant_id", Kinds: file, Status: "tenants are not separated in this build: every client shares the cluster's key space",
-		JSON: "tenant_id", Env: []string{"MOONCAKE_TENANT_ID"}, EnvHelp: "read, then noted as without effect (tenants are not separated yet)",
+	{Name: "tenant_id", Kinds: file, Status: "a worker holds every tenant's objects; a client's tenant is its setup's tenant_id",
+		JSON: "tenant_id", Env: []string{"MOONCAKE_TENANT_ID"}, EnvHelp: "read, then noted as without effect (a worker holds every tenant's objects)",
 		File: func(f *File) any { return &f.TenantID }},
 	// MOONCAKE_OFFLOAD_ENABLED is the current Python package's name, MOONCAKE_ENABLE_SSD_OFFLOAD
 	// an older one.
@@ -455,7 +455,7 @@ var table = []Setting{
 	noEffect(master, "cxl_path", mm("string", "/dev/dax0.0", "", whyCXL)),
 	noEffect(master, "cxl_size", mm("uint64", "8589934592", "", whyCXL)),
 	noEffect(master, "enable_cxl", mm("bool", "false", "", whyCXL)),
-	noEffect(master, "kv_events_tenant_id", mm("string", "default", "", "every event carries tenant default: tenants are not separated yet")),
+	noEffect(master, "kv_events_tenant_id", mm("string", "default", "", "every event carries the tenant of its key (tenant_id of the client that stored it)")),
 	noEffect(master, "kv_events_queue_capacity", mm("uint32", "65536", "", "events are not queued: the leader sends them from the last 4096 committed batches each master keeps, and a publisher that falls behind them shows a gap in the sequence")),
 
 	// Mooncake's mooncake_client flags without effect here.
@@ -463,7 +463,7 @@ var table = []Setting{
 	noEffect(mcClient, "device_names", mc("string", "", "", whyTCP)),
 	noEffect(mcClient, "local_buffer_size", mc("string", "0", "", "clients read into the caller's buffers")),
 	noEffect(mcClient, "threads", mc("int32", "1", "", "the worker serves each connection on its own goroutine")),
-	noEffect(mcClient, "tenant_id", mc("string", "default", "", "tenants are not separated yet: every client shares the cluster's key space")),
+	noEffect(mcClient, "tenant_id", mc("string", "default", "", "a worker holds every tenant's objects; a client's tenant is its setup's tenant_id")),
 	noEffect(mcClient, "start_offload_rpc_server", mc("bool", "true", "", "a worker serves its NVMe objects on its data port")),
 	noEffect(mcClient, "graceful_unmount_seconds", mc("uint32", "0", "", "on SIGTERM a worker tells the leader first (no new placements) and keeps serving reads while it spills DRAM to NVMe (--shutdown_timeout)")),
 

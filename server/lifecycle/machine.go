@@ -162,6 +162,9 @@ type Machine struct {
 	// resv: puts between PutStart and PutEnd, by key.
 	// Invariant: every reservation's Size is counted in each of its workers' Reserved.
 	resv map[string]*Reservation
+	// tenantResv: the bytes of resv by the tenant of their keys (tenants.go); only tenants
+	// with some. Invariant: the sums of resv's sizes.
+	tenantResv map[string]int64
 	// sessions: paged registrations in progress, by worker (sessions.go).
 	sessions sessionState
 	// lastConn numbers attached connections (Attach). It survives leaderships, so a Detach
@@ -187,6 +190,7 @@ func (m *Machine) reset() {
 	m.workers = map[base.WorkerID]*Worker{}
 	m.repair = newRepairState()
 	m.resv = map[string]*Reservation{}
+	m.tenantResv = map[string]int64{}
 	m.sessions = newSessionState()
 }
 

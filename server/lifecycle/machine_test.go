@@ -310,19 +310,19 @@ func TestMachine(t *testing.T) {
 					cp, _ := strings.CutPrefix(f[1], "cap=")
 					segs = append(segs, raftmeta.Segment{ID: base.WorkerID(f[0]), DRAMCapacity: atoi(t, cp), State: raftmeta.SegmentActive})
 				}
-				ids, err := m.PlacePut(at("now"), base.Object{ObjectMeta: base.ObjectMeta{Key: str("key"),
+				ids, err := m.PlacePut(at("now"), base.Object{ObjectMeta: base.ObjectMeta{Key: testutil.ScriptKey(str("key")),
 					Version: base.Version(num("version")), Size: num("size")}},
 					base.PutConfig{Replicas: uint8(num("replicas")), PreferredWorker: base.WorkerID(str("preferred")), Upsert: d.HasArg("upsert")},
-					workerIDs("exclude"), segs, rng)
+					workerIDs("exclude"), TenantQuota{DRAMBytes: num("quota"), Used: num("used")}, segs, rng)
 				if err != nil {
 					return "error: " + err.Error() + "\n"
 				}
 				return fmt.Sprintf("placed on %v\n", ids) + formatPuts(m)
 			case "end":
-				m.EndReservation(str("key"), base.Version(num("version")))
+				m.EndReservation(testutil.ScriptKey(str("key")), base.Version(num("version")))
 				return formatPuts(m)
 			case "revoke":
-				ok := m.DropReservation(str("key"), base.Version(num("version")))
+				ok := m.DropReservation(testutil.ScriptKey(str("key")), base.Version(num("version")))
 				return fmt.Sprintf("revoked=%t\n", ok) + formatPuts(m)
 			case "begin-end":
 				plan, err := m.BeginEnd(nowOr(), base.Object{ObjectMeta: base.ObjectMeta{Key: str("key"), Version: base.Version(num("version")),
@@ -550,13 +550,14 @@ func formatPuts(m *Machine) string {
 	var b strings.Builder
 	for _, k := range m.sortedKeys() {
 		r, _ := m.Reservation(k)
-		fmt.Fprintf(&b, "put %s@%d size=%d workers=%v deadline=%v upsert=%t\n", k, r.Version, r.Size, r.Workers, r.Deadline.Sub(epoch), r.Upsert)
+		fmt.Fprintf(&b, "put %s@%d size=%d workers=%v deadline=%v upsert=%t\n", testutil.ShowKey(k), r.Version, r.Size, r.Workers, r.Deadline.Sub(epoch), r.Upsert)
 	}
 	for _, w := range m.Workers() {
 		if w.Reserved != 0 {
 			fmt.Fprintf(&b, "%s reserved=%d\n", w.ID, w.Reserved)
 		}
 	}
+	b.WriteString(formatTenantsInFlight(m))
 	if b.Len() == 0 {
 		return "(no puts in flight)\n"
 	}

@@ -323,7 +323,7 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 					version++ // unique, as raftmeta's are
 					if ids, err := m.PlacePut(now, base.Object{ObjectMeta: base.ObjectMeta{Key: key,
 						Version: version, Size: int64(1 + r.IntN(100))}},
-						base.PutConfig{Replicas: uint8(1 + r.IntN(2)), Upsert: r.IntN(2) == 0}, nil, segs, r); err == nil {
+						base.PutConfig{Replicas: uint8(1 + r.IntN(2)), Upsert: r.IntN(2) == 0}, nil, TenantQuota{}, segs, r); err == nil {
 						placed++
 						for _, pid := range ids {
 							had[holding{pid, key, version}] = true

@@ -35,11 +35,14 @@ type Reservation struct {
 //     (OBJECT_ALREADY_EXISTS) unless it is an upsert; an upsert, or any put after the old
 //     one timed out, supersedes it: its workers are owed drops of what they received.
 //  3. At most MaxReservations puts are in flight (UNAVAILABLE past it).
-//  4. Candidates are the placeable workers (Placeable) not in exclude; a worker past
+//  4. A put that would take its tenant over its quota (quota: zero means no limit),
+//     counting the tenant's committed bytes and its puts in flight, is refused
+//     (TENANT_QUOTA_EXCEEDED, tenants.go).
+//  5. Candidates are the placeable workers (Placeable) not in exclude; a worker past
 //     the high watermark (used plus reserved over HighWatermark of its DRAM) is weighed as
 //     full; Place picks among them with rng, the only randomness. When the exclusions leave
 //     too few, Place's error (base.ErrNoSpace) names them.
-func (m *Machine) PlacePut(now time.Time, o base.Object, cfg base.PutConfig, exclude []base.WorkerID, segs []raftmeta.Segment,
+func (m *Machine) PlacePut(now time.Time, o base.Object, cfg base.PutConfig, exclude []base.WorkerID, quota TenantQuota, segs []raftmeta.Segment,
 	rng *rand.Rand) ([]base.WorkerID, error) {
 	if !m.leader {
 		return nil, fmt.Errorf("%w: leadership is starting, retry", base.ErrUnavailable)
@@ -52,6 +55,9 @@ func (m *Machine) PlacePut(now time.Time, o base.Object, cfg base.PutConfig, exc
 	}
 	if len(m.resv) >= m.cfg.MaxReservations {
 		return nil, fmt.Errorf("%w: %d puts in flight", base.ErrUnavailable, len(m.resv))
+	}
+	if err := m.admitTenant(o.Key, o.Size, quota); err != nil {
+		return nil, err
 	}
 	cands := make([]PlacementCandidate, 0, len(segs))
 	for _, s := range segs {
@@ -82,6 +88,7 @@ func (m *Machine) PlacePut(now time.Time, o base.Object, cfg base.PutConfig, exc
 	for _, id := range ids {
 		m.reserve(id, o.Size)
 	}
+	m.reserveTenant(o.Key, o.Size)
 	return ids, nil
 }
 
@@ -218,6 +225,7 @@ func (m *Machine) release(key string, r *Reservation) {
 	for _, id := range r.Workers {
 		m.reserve(id, -r.Size)
 	}
+	m.reserveTenant(key, -r.Size)
 }
 
 // ExpireReservations drops the puts that did not reach PutEnd by their deadline (their

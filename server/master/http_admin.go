@@ -209,6 +209,7 @@ func (m *Master) jobReport(j *drainJob) map[string]any {
 
 // jobRoutes adds the endpoints of this file to the master's metrics port.
 func (m *Master) jobRoutes(mux *http.ServeMux) {
+	m.tenantRoutes(mux) // http_tenants.go
 	mux.HandleFunc("GET /get_segments_detail", func(w http.ResponseWriter, _ *http.Request) {
 		segs := m.activeSegmentsSorted()
 		items := make([]segmentDetail, 0, len(segs))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 
+	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
 )
 
@@ -66,7 +67,8 @@ func (c KVEventsConfig) Validate() error {
 	return nil
 }
 
-// kvEventsTenant is the tenant of every event: tenants do not exist yet.
+// kvEventsTenant is the tenant of a cleared event (RemoveAll, which only old log entries carry:
+// the default tenant's); an object's event carries the tenant of its key.
 const kvEventsTenant = "default"
 
 // kvPublisher is one master's publisher. Its loop owns cursor and leading; the counters are
@@ -300,8 +302,12 @@ func (p *kvPublisher) encodeCommonFields(e *mpEnc, ev raftmeta.KVEvent, names kv
 	e.strOrNil(p.cfg.AdditionalSalt)
 	e.str("lora_name")
 	e.strOrNil(p.cfg.LoraName)
+	tenant := kvEventsTenant
+	if ev.Kind != raftmeta.KVCleared {
+		tenant, _ = base.SplitTenantKey(ev.Key)
+	}
 	e.str("tenant_id")
-	e.str(kvEventsTenant)
+	e.str(tenant)
 	e.str("backend_id")
 	e.str(p.cfg.BackendID)
 	e.str("medium")
@@ -328,8 +334,9 @@ func (p *kvPublisher) encodeObjectFields(e *mpEnc, ev raftmeta.KVEvent, raftInde
 	e.array(0)
 	e.str("base_block_idx")
 	e.nil()
+	_, key := base.SplitTenantKey(ev.Key) // the key as its tenant wrote it
 	e.str("object_key")
-	e.str(ev.Key)
+	e.str(key)
 	if p.cfg.EmitLegacyCompat {
 		e.str("block_hashes")
 		e.array(0)

@@ -46,13 +46,15 @@ func (m *Master) putStart(r *transfer.PutStartRequest) (transfer.PutStartRespons
 	}
 	segs := m.activeSegments()
 	now := m.now()
+	quota := m.tenantAdmission(r.Key)
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec := r.Object // Key and Size: the rest of the record comes with PutEnd
 	rec.Version = version
-	ids, err := m.mu.lc.PlacePut(now, rec, r.Config, r.Exclude, segs, m.mu.rng)
+	ids, err := m.mu.lc.PlacePut(now, rec, r.Config, r.Exclude, quota, segs, m.mu.rng)
 	if err != nil {
+		m.countQuotaReject(r.Key, err)
 		return transfer.PutStartResponse{}, err
 	}
 	addr := map[base.WorkerID]string{}

@@ -116,18 +116,18 @@ func (m *Master) queueDropsCommitted(objs []raftmeta.Object) {
 	m.queueDrops(gone)
 }
 
-// removeByRegex removes every key matching pattern in one raft commit.
+// removeByRegex removes every key of the default tenant matching pattern in one raft commit
+// (master_tenants.go: the default tenant's is the only key space clients of the old calls know).
 func (m *Master) removeByRegex(ctx context.Context, pattern string) (int, error) {
-	re, err := regexp.Compile(pattern)
-	if err != nil {
+	if _, err := regexp.Compile(pattern); err != nil {
 		return 0, fmt.Errorf("%w: regex %q: %v", base.ErrInvalidParams, pattern, err)
 	}
-	return m.removeMatching(ctx, raftmeta.RemoveRegex{Pattern: pattern}, re.MatchString)
+	return m.removeTenant(ctx, base.DefaultTenant, pattern, false)
 }
 
-// removeAll removes every object in one raft commit.
+// removeAll removes every object of the default tenant in one raft commit.
 func (m *Master) removeAll(ctx context.Context) (int, error) {
-	return m.removeMatching(ctx, raftmeta.RemoveAll{}, func(string) bool { return true })
+	return m.removeTenant(ctx, base.DefaultTenant, "", true)
 }
 
 // removeMatching commits cmd, a removal of every key match accepts, and owes the workers of

@@ -61,6 +61,8 @@ type Status struct {
 	AppliedIndex uint64               `json:"applied_index"`
 	// RootFSDir is handed to workers that set none of their own (worker.Config.RootFSDir).
 	RootFSDir string `json:"root_fs_dir,omitempty"`
+	// Tenants: every tenant with a quota or an object, its quota and usage (master_tenants.go).
+	Tenants []TenantStatus `json:"tenants"`
 }
 
 // MasterStatus is one member of the raft configuration in Status.
@@ -124,6 +126,7 @@ func (m *Master) status() Status {
 		EvictionHighWatermarkRatio: m.cfg.EvictionHighWatermarkRatio, EvictionRatio: m.cfg.EvictionRatio, RootFSDir: m.cfg.RootFSDir}
 	s.Masters = masterStatuses(m.node, lid)
 	s.Models = memory.StatusModels(m.node.Models())
+	s.Tenants = m.tenantStatuses()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s.UsageReported, _ = m.mu.lc.Leader()

@@ -88,6 +88,8 @@ type masterMetrics struct {
 	ops [numMasterOps]admin.OpCounter
 	// mc holds the Mooncake-named metrics and the summary line's window (metrics_compat.go).
 	mc *mooncakeMasterMetrics
+	// tenantRejects counts puts refused for their tenant's quota (metrics_tenants.go).
+	tenantRejects tenantCounter
 }
 
 // newMasterMetrics registers every master metric on a fresh registry. stats is called at

@@ -171,12 +171,12 @@ var mooncakeHistograms = []struct {
 }
 
 // Mooncake's labelled metrics beyond segment_*{segment}: nof_segment_* have a series per
-// NVMe-oF segment (none here); mooncake_tenant_* one per tenant, and every object here is in
-// the one default tenant.
+// NVMe-oF segment (none here); mooncake_tenant_* one per tenant (metrics_tenants.go), except
+// the evicted bytes, which the workers count for all tenants together (under "default").
 var (
 	descNoFSegAllocated = prometheus.NewDesc("nof_segment_allocated_bytes", "NVMe-oF bytes of one segment. No series: NVMe-oF segments are not supported.", []string{"segment"}, nil)
 	descNoFSegCapacity  = prometheus.NewDesc("nof_segment_total_capacity_bytes", "NVMe-oF capacity of one segment. No series: NVMe-oF segments are not supported.", []string{"segment"}, nil)
-	descTenantRejects   = prometheus.NewDesc("mooncake_tenant_quota_reject_total", "Tenant quota rejections. No series: there are no tenant quotas.", []string{"tenant_id", "reason"}, nil)
+	descTenantRejects   = prometheus.NewDesc("mooncake_tenant_quota_reject_total", "Puts refused for their tenant's quota (reason quota_exceeded), by the master that refused them (metrics_tenants.go).", []string{"tenant_id", "reason"}, nil)
 	descTenantEvicted   = prometheus.NewDesc("mooncake_tenant_evict_bytes_total", "Bytes evicted from the workers' DRAM, all in the one tenant \"default\" (leader only).", []string{"tenant_id"}, nil)
 	// descWorkersByState is ours, not Mooncake's: the leader's workers by lifecycle state.
 	descWorkersByState = prometheus.NewDesc("master_workers", "Workers in each lifecycle state of the leader's soft state, one series per state (0 when none; all 0 on followers).", []string{"state"}, nil)
@@ -208,6 +208,7 @@ func (c mooncakeRowsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descTenantRejects
 	ch <- descTenantEvicted
 	ch <- descWorkersByState
+	describeTenants(ch)
 }
 
 func (c mooncakeRowsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -230,6 +231,7 @@ func (c mooncakeRowsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range lifecycle.ListedStates() {
 		ch <- prometheus.MustNewConstMetric(descWorkersByState, prometheus.GaugeValue, float64(s.states[st]), st.String())
 	}
+	c.m.collectTenants(ch)
 }
 
 // mooncakeSnapshot reads what mooncakeRows need: the lifecycle states under m.mu, the

@@ -57,6 +57,9 @@ type Worker struct {
 	// carried it said; 0 until one does (a master that predates the field never does). It
 	// bounds the heartbeat calls (heartbeatTimeout).
 	clientTTL atomic.Int64
+	// beats counts successful heartbeats; every tenantSharesEvery-th refreshes the tenant
+	// shares (worker_tenants.go).
+	beats atomic.Int64
 	// regCh is signalled after each successful registration (Registered).
 	regCh chan struct{}
 	// dropKick (cap 1) wakes the drop fetcher (dropFetchLoop): superseded versions hold

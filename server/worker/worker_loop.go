@@ -312,6 +312,9 @@ func (w *Worker) heartbeatRequest(stats bool) *transfer.HeartbeatRequest {
 // heartbeat sends one heartbeat to addr and applies the reply.
 func (w *Worker) heartbeat(addr string) error {
 	_, err := w.heartbeatDrops(addr, true)
+	if err == nil && w.beats.Add(1)%tenantSharesEvery == 1 {
+		w.refreshTenantShares(addr)
+	}
 	return err
 }
 

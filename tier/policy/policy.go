@@ -170,6 +170,8 @@ type Object struct {
 	KeepLower bool
 	// HardPin: never evicted from DRAM (nor from the lower tier).
 	HardPin bool
+	// Tenant is the object's tenant (base.TenantOf of its key; tenants.go).
+	Tenant string
 	// SoftPinUntil: evicted only after unpinned objects until this time (unix nanos); 0: none.
 	SoftPinUntil int64
 }
@@ -262,6 +264,9 @@ type Policy struct {
 	lowerObjects int
 	// reserved counts Reserve()d bytes. Invariant: reserved >= 0.
 	reserved int64
+	// tenantDRAM and shares: each tenant's DRAM bytes and its share (tenants.go).
+	tenantDRAM map[string]int64
+	shares     map[string]int64
 }
 
 // New returns an empty Policy.
@@ -349,6 +354,7 @@ func (p *Policy) unplaceLower(e *entry) {
 
 // placeDRAM puts a LocDRAM entry into seg, or into the pinned set if hard-pinned.
 func (p *Policy) placeDRAM(e *entry, seg segment) {
+	p.countTenant(e, 1)
 	if e.HardPin {
 		e.seg = segNone
 		p.pinnedBytes += e.Size
@@ -366,6 +372,9 @@ func (p *Policy) placeDRAM(e *entry, seg segment) {
 
 // unplaceDRAM takes a LocDRAM entry out of its segment or the pinned set.
 func (p *Policy) unplaceDRAM(e *entry) {
+	if e.HardPin || e.seg != segNone {
+		p.countTenant(e, -1) // NB: evictEntry's drop unplaces twice (then Remove): count once
+	}
 	switch {
 	case e.HardPin:
 		p.pinnedBytes -= e.Size
@@ -614,9 +623,9 @@ func (p *Policy) Evict(need int64, now int64) Plan {
 	if target <= 0 {
 		return Plan{NoSpace: p.noSpace(ReasonSpilling)}
 	}
-	var victims []Victim
-	var freed int64
-	// Pass 0 skips unexpired soft pins; pass 1 takes them (soft pins go last).
+	// Tenants over their share first (tenants.go); then pass 0 skips unexpired soft pins and
+	// pass 1 takes them (soft pins go last).
+	victims, freed := p.evictOverShare(target, now)
 	for pass := 0; pass < 2 && freed < target; pass++ {
 		for _, l := range []*list{&p.probation, &p.protected} {
 			for e := l.front(); e != nil && freed < target; {

@@ -3,6 +3,9 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -24,6 +27,7 @@ func TestMain(m *testing.M) { testutil.VerifyNoLeaks(m) }
 //	evict need=N [now=T] | need
 //	evict-lower need=N [busy=ID,ID...]
 //	state
+//	shares TENANT=N ... | tenants        (SetTenantShares; add takes tenant=T)
 func TestPolicy(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		var p *Policy
@@ -58,6 +62,7 @@ func TestPolicy(t *testing.T) {
 					KeepLower: d.HasArg("keep")}
 				d.ScanArgs(t, "size", &o.Size)
 				d.MaybeScanArgs(t, "soft", &o.SoftPinUntil)
+				d.MaybeScanArgs(t, "tenant", &o.Tenant)
 				if d.HasArg("mode") {
 					var m string
 					d.ScanArgs(t, "mode", &m)
@@ -144,11 +149,34 @@ func TestPolicy(t *testing.T) {
 				return fmt.Sprintf("need %d\n", p.NeedEviction())
 			case "state":
 				return state(p)
+			case "shares":
+				shares := map[string]int64{}
+				for _, a := range d.CmdArgs {
+					n, err := strconv.ParseInt(a.Vals[0], 10, 64)
+					if err != nil {
+						t.Fatal(err)
+					}
+					shares[a.Key] = n
+				}
+				p.SetTenantShares(shares)
+				return formatTenants(p)
+			case "tenants":
+				return formatTenants(p)
 			}
 			t.Fatalf("unknown command %q", d.Cmd)
 			return ""
 		})
 	})
+}
+
+// formatTenants shows each tenant's DRAM bytes and share, and who is over it.
+func formatTenants(p *Policy) string {
+	var b strings.Builder
+	for _, t := range slices.Sorted(maps.Keys(p.tenantDRAM)) {
+		fmt.Fprintf(&b, "tenant %s dram=%d share=%d\n", t, p.TenantDRAM(t), p.shares[t])
+	}
+	fmt.Fprintf(&b, "over share: %v\n", p.TenantsOverShare())
+	return b.String()
 }
 
 func state(p *Policy) string {

@@ -276,6 +276,9 @@ func NewRequest(op Op) Message {
 	if m := newKVSessionRequest(op); m != nil {
 		return m
 	}
+	if m := newTenantRequest(op); m != nil {
+		return m
+	}
 	return newLifecycleRequest(op)
 }
 
@@ -332,6 +335,9 @@ func NewResponse(op Op) Message {
 		return m
 	}
 	if m := newKVSessionResponse(op); m != nil {
+		return m
+	}
+	if m := newTenantResponse(op); m != nil {
 		return m
 	}
 	return newLifecycleResponse(op)

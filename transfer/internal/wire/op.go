@@ -91,6 +91,11 @@ const (
 	// Put sessions (120-129, messages_session.go). SessionCommit is safe to resend: a version
 	// already committed answers its checksum again.
 	OpSessionCommit Op = 120
+	// Tenants (130-139, messages_tenants.go), calls to the leader. TenantQuotaSet is safe to
+	// resend; TenantRemove is not (a resend counts nothing the second time).
+	OpTenantRemove   Op = 130
+	OpTenantQuotaSet Op = 131
+	OpTenantList     Op = 132
 )
 
 type opInfo struct {
@@ -156,6 +161,9 @@ var ops = [256]opInfo{
 	OpKVSessionList:   {name: "KVSessionList", idempotent: true},
 	OpKVSessionAttach: {name: "KVSessionAttach", idempotent: true},
 	OpKVSessionPins:   {name: "KVSessionPins", idempotent: true},
+	OpTenantRemove:    {name: "TenantRemove"},
+	OpTenantQuotaSet:  {name: "TenantQuotaSet", idempotent: true},
+	OpTenantList:      {name: "TenantList", idempotent: true},
 }
 
 // Known reports whether this build defines op.

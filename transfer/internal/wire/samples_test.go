@@ -117,6 +117,11 @@ func sampleRequests() []Message {
 		&KVSessionListRequest{ID: "conv-a", Cursor: "block-1", Limit: 1024},
 		&KVSessionRequest{Call: OpKVSessionAttach, ID: "conv-a", Keys: []string{"block-3"}},
 		&KVSessionPinsRequest{Pinned: true, Items: []base.KeyVersion{{Key: "block-1", Version: 3}, {Key: "block-2"}}},
+		// Tenants (130-132).
+		&TenantRemoveRequest{Tenant: "team-a", Pattern: "^prefix/"},
+		&TenantRemoveRequest{Tenant: "team-b", All: true},
+		&TenantQuotaSetRequest{Quota: TenantQuota{Tenant: "team-a", DRAMBytes: 1 << 30, NVMeBytes: 4 << 30}},
+		NewEmpty(OpTenantList),
 	}
 }
 
@@ -177,6 +182,10 @@ func sampleResponses() []Message {
 		&KVSessionPageResponse{Keys: []string{"block-2", "block-3"}, NextCursor: "block-3"},
 		NewBatchResponse(OpKVSessionAttach, []ItemError{{}, {Code: base.CodeObjectNotFound, Msg: "absent"}}),
 		NewBatchResponse(OpKVSessionPins, []ItemError{{}, {Code: base.CodeInvalidVersion, Msg: "at version 4"}}),
+		NewCountResponse(OpTenantRemove, 3),
+		NewEmpty(OpTenantQuotaSet),
+		&TenantListResponse{DRAMCapacity: 64 << 30, Items: []TenantQuota{{Tenant: "default", Objects: 2, Bytes: 100},
+			{Tenant: "team-a", DRAMBytes: 1 << 30, NVMeBytes: 4 << 30, Objects: 1, Bytes: 64}}},
 	}
 }
 

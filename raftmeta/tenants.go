@@ -1,0 +1,288 @@
+package raftmeta
+
+import (
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+)
+
+// Tenants: per-tenant quotas and usage (issue 21 item 1).
+//
+// A tenant is a namespace of keys (internal/base tenant.go): the FSM derives an object's tenant
+// from its stored key, so objects carry no tenant field and the default tenant's records are
+// unchanged. Per tenant the FSM keeps
+//
+//  1. its quota (SetTenantQuota), replicated, in the snapshot's tenants section;
+//  2. its usage: objects and logical bytes (one replica's worth), kept by apply as objects come
+//     and go and recomputed from the objects on restore (never stored).
+//
+// Apply enforces the DRAM quota: a PutEnd item that would take its tenant's bytes over it fails
+// with base.ErrQuotaExceeded, so no put over quota is ever committed, whatever the leader's
+// admission at PutStart let through. Every put lands in DRAM first, so the bytes a tenant may
+// hold are bounded by its DRAM quota; the NVMe quota is stored and reported (the worker's tier
+// decides what spills, the master does not see tiers).
+
+// Command types of the tenants range: 26, 28 and 29 (27 is the KV sessions').
+const (
+	TypeSetTenantQuota CommandType = 26
+	TypeRemoveTenant   CommandType = 28
+)
+
+// SetTenantQuota sets a tenant's quota. Zero means no limit; both zero removes the quota.
+type SetTenantQuota struct {
+	Tenant    string // "" is base.DefaultTenant
+	DRAMBytes int64
+	NVMeBytes int64
+}
+
+// RemoveTenant removes the objects of one tenant: every one with All, else those whose key
+// (the client's key, without the tenant prefix) the RE2 Pattern matches. Result.Removed counts
+// them. Apply is O(objects).
+type RemoveTenant struct {
+	Tenant  string
+	Pattern string
+	All     bool
+}
+
+func (SetTenantQuota) Type() CommandType { return TypeSetTenantQuota }
+func (RemoveTenant) Type() CommandType   { return TypeRemoveTenant }
+
+func (c SetTenantQuota) Validate() error {
+	if err := base.ValidateTenant(c.Tenant); err != nil {
+		return err
+	}
+	if c.DRAMBytes < 0 || c.NVMeBytes < 0 {
+		return invalidf("tenant %q: quota %d/%d bytes, want 0 (no limit) or more", c.Tenant, c.DRAMBytes, c.NVMeBytes)
+	}
+	return nil
+}
+
+func (c RemoveTenant) Validate() error {
+	if err := base.ValidateTenant(c.Tenant); err != nil {
+		return err
+	}
+	if c.All == (c.Pattern != "") {
+		return invalidf("remove in tenant %q: want a pattern or all, not both or neither", c.Tenant)
+	}
+	if len(c.Pattern) > maxPatternLen {
+		return invalidf("pattern of %d bytes, the limit is %d", len(c.Pattern), maxPatternLen)
+	}
+	if c.Pattern != "" {
+		if _, err := regexp.Compile(c.Pattern); err != nil {
+			return invalidf("pattern %q: %v", c.Pattern, err)
+		}
+	}
+	return nil
+}
+
+func (c SetTenantQuota) appendFields(b []byte) []byte {
+	b = appendStr(b, c.Tenant)
+	b = binary.AppendVarint(b, c.DRAMBytes)
+	return binary.AppendVarint(b, c.NVMeBytes)
+}
+
+func (c RemoveTenant) appendFields(b []byte) []byte {
+	b = appendStr(b, c.Tenant)
+	b = appendStr(b, c.Pattern)
+	return appendBool(b, c.All)
+}
+
+// decodeTenantCommand decodes the commands of the tenants range; nil for another type.
+func decodeTenantCommand(t CommandType, d *decoder) Command {
+	switch t {
+	case TypeSetTenantQuota:
+		var c SetTenantQuota
+		c.Tenant = d.str(base.MaxTenantLen)
+		c.DRAMBytes = d.varint()
+		c.NVMeBytes = d.varint()
+		return c
+	case TypeRemoveTenant:
+		var c RemoveTenant
+		c.Tenant = d.str(base.MaxTenantLen)
+		c.Pattern = d.str(maxPatternLen)
+		c.All = d.boolean()
+		return c
+	}
+	return nil
+}
+
+// tenantRec is one tenant's quota and usage. A tenant with neither has no record.
+type tenantRec struct {
+	dramQuota, nvmeQuota int64 // 0: no limit
+	objects, bytes       int64 // Invariant: the sums over the tenant's objects
+}
+
+// applyTenant applies a tenants command; ok is false for another command.
+func (st *state) applyTenant(c Command) (res Result, ok bool) {
+	switch c := c.(type) {
+	case SetTenantQuota:
+		t := base.NormalizeTenant(c.Tenant)
+		r := st.tenants[t]
+		r.dramQuota, r.nvmeQuota = c.DRAMBytes, c.NVMeBytes
+		st.setTenant(t, r)
+		return Result{}, true
+	case RemoveTenant:
+		t := base.NormalizeTenant(c.Tenant)
+		var re *regexp.Regexp
+		if !c.All {
+			var err error
+			if re, err = regexp.Compile(c.Pattern); err != nil {
+				return Result{Err: invalidf("pattern %q: %v", c.Pattern, err)}, true
+			}
+		}
+		n := 0
+		for k, i := range st.objects {
+			kt, key := base.SplitTenantKey(k)
+			if kt != t || (re != nil && !re.MatchString(key)) {
+				continue
+			}
+			if st.recs.at(i).nreps() > 0 {
+				n++
+			}
+			st.emitRemoved(KVRemoved, k, st.recs.at(i))
+			st.removeAt(k, i)
+		}
+		return Result{Removed: n}, true
+	}
+	return Result{}, false
+}
+
+// setTenant stores r for t, or drops the record when it says nothing.
+func (st *state) setTenant(t string, r tenantRec) {
+	if r == (tenantRec{}) {
+		delete(st.tenants, t)
+		return
+	}
+	if st.tenants == nil {
+		st.tenants = make(map[string]tenantRec)
+	}
+	st.tenants[t] = r
+}
+
+// countTenant adds sign × one object of size bytes to the tenant of key.
+func (st *state) countTenant(key string, size, sign int64) {
+	t := base.TenantOf(key)
+	r := st.tenants[t]
+	r.objects += sign
+	r.bytes += sign * size
+	st.setTenant(t, r)
+}
+
+// clearTenantUsage zeroes every tenant's usage (RemoveAll), keeping the quotas.
+func (st *state) clearTenantUsage() {
+	for t, r := range st.tenants {
+		r.objects, r.bytes = 0, 0
+		st.setTenant(t, r)
+	}
+}
+
+// checkTenantQuota fails a put of size bytes at key that would take its tenant over its DRAM
+// quota; oldSize is the size of the object it replaces (0 for none).
+func (st *state) checkTenantQuota(key string, size, oldSize int64) error {
+	t := base.TenantOf(key)
+	r := st.tenants[t]
+	if r.dramQuota == 0 {
+		return nil
+	}
+	if after := r.bytes - oldSize + size; after > r.dramQuota {
+		return fmt.Errorf("raftmeta: put %q: tenant %q holds %d bytes, %d more is over its quota of %d: %w",
+			key, t, r.bytes, size-oldSize, r.dramQuota, base.ErrQuotaExceeded)
+	}
+	return nil
+}
+
+// TenantUsage is one tenant's quota and usage as the FSM keeps them.
+type TenantUsage struct {
+	Tenant    string
+	DRAMQuota int64 // 0: no limit
+	NVMeQuota int64 // 0: no limit
+	Objects   int64
+	Bytes     int64 // logical bytes: one replica's worth
+}
+
+// Tenants returns every tenant with a quota or an object, by name.
+func (n *Node) Tenants() []TenantUsage {
+	n.fsm.mu.RLock()
+	defer n.fsm.mu.RUnlock()
+	st := n.fsm.st
+	out := make([]TenantUsage, 0, len(st.tenants))
+	for _, t := range slices.Sorted(maps.Keys(st.tenants)) {
+		r := st.tenants[t]
+		out = append(out, TenantUsage{Tenant: t, DRAMQuota: r.dramQuota, NVMeQuota: r.nvmeQuota, Objects: r.objects, Bytes: r.bytes})
+	}
+	return out
+}
+
+// Tenant returns one tenant's quota and usage (zero for a tenant with neither).
+func (n *Node) Tenant(t string) TenantUsage {
+	t = base.NormalizeTenant(t)
+	n.fsm.mu.RLock()
+	defer n.fsm.mu.RUnlock()
+	r := n.fsm.st.tenants[t]
+	return TenantUsage{Tenant: t, DRAMQuota: r.dramQuota, NVMeQuota: r.nvmeQuota, Objects: r.objects, Bytes: r.bytes}
+}
+
+// Snapshot section "tenants" (trailing, written only when some tenant has a quota, so
+// snapshots of clusters without quotas stay identical to older ones; usage is recomputed from
+// the objects):
+//
+//	sectionTenants byte | version byte (1)
+//	n uvarint | n x { tenant string | dram quota varint | nvme quota varint }
+const (
+	sectionTenants        = 50
+	sectionTenantsVersion = 1
+)
+
+func appendTenantsSection(b []byte, st *state) []byte {
+	var quoted []string
+	for t, r := range st.tenants {
+		if r.dramQuota != 0 || r.nvmeQuota != 0 {
+			quoted = append(quoted, t)
+		}
+	}
+	if len(quoted) == 0 {
+		return b
+	}
+	slices.Sort(quoted)
+	b = append(b, sectionTenants, sectionTenantsVersion)
+	b = binary.AppendUvarint(b, uint64(len(quoted)))
+	for _, t := range quoted {
+		r := st.tenants[t]
+		b = appendStr(b, t)
+		b = binary.AppendVarint(b, r.dramQuota)
+		b = binary.AppendVarint(b, r.nvmeQuota)
+	}
+	return b
+}
+
+// maxTenants bounds the quotas a snapshot section may list (a decoder bound, not a policy).
+const maxTenants = 1 << 20
+
+func readTenantsSection(d *snapReader, st *state) {
+	if v := d.byte1(); d.err == nil && v != sectionTenantsVersion {
+		d.fail("unknown tenants section version %d", v)
+		return
+	}
+	n := d.uvarint()
+	if d.err == nil && n > maxTenants {
+		d.fail("%d tenant quotas", n)
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		t := d.str(base.MaxTenantLen)
+		dram, nvme := d.varint(), d.varint()
+		if d.err != nil {
+			return
+		}
+		r := st.tenants[t]
+		if err := base.ValidateTenant(t); err != nil || dram < 0 || nvme < 0 || (dram == 0 && nvme == 0) || r.dramQuota != 0 || r.nvmeQuota != 0 {
+			d.fail("bad or repeated quota of tenant %q", t)
+			return
+		}
+		r.dramQuota, r.nvmeQuota = dram, nvme
+		st.setTenant(t, r)
+	}
+}
