@@ -287,6 +287,15 @@ func TestClientRedialsAfterIdleClose(t *testing.T) {
 			t.Fatalf("write %d: %v", i, err)
 		}
 		awaitStat(t, s, "the idle close", func(st ServerStats) bool { return st.Closed["idle"] == int64(i+1) })
+		// NB: the server counts its close before the client's reader meets the EOF; a write
+		// in between would go into the dying connection (the race the second half plays on
+		// purpose). Here the client must have seen it, so the next write redials.
+		testutil.WaitFor(t, "the client sees the idle close", 10*time.Second, func() error {
+			if !connsClosed(c, s.Addr().String()) {
+				return errors.New("the pooled connection still looks alive")
+			}
+			return nil
+		})
 	}
 	if n := writes.Load(); n != 3 {
 		t.Fatalf("%d writes handled, want 3", n)
@@ -319,6 +328,24 @@ func TestClientRedialsAfterIdleClose(t *testing.T) {
 		t.Fatalf("proxy cut %d connections, %d writes handled", cut.Load(), writes.Load())
 	}
 	// A call on a fresh connection is not resent: TestRetryOnlyIdempotent.
+}
+
+// connsClosed reports whether every pooled connection of c to addr is gone or has failed.
+func connsClosed(c *Client, addr string) bool {
+	p, err := c.peer(addr)
+	if err != nil {
+		return false
+	}
+	for i := range p.slots {
+		s := &p.slots[i]
+		s.mu.Lock()
+		cc := s.cc
+		s.mu.Unlock()
+		if cc != nil && cc.alive() {
+			return false
+		}
+	}
+	return true
 }
 
 // idleFor reports whether every pooled connection of c to addr has had no call for longer
