@@ -71,6 +71,10 @@ type Worker struct {
 	// testBeforeCommit, when set, runs in commitPending just before the tier commit (test
 	// hook: a drop landing in that window; nil in production).
 	testBeforeCommit atomic.Pointer[func(key string, v base.Version)]
+	// testWritePhase, when set, runs in beginWrite when a first chunk's tier Put allocated
+	// the object ("allocated") and when a chunk starts waiting for that Put ("waiting")
+	// (test hook; nil in production).
+	testWritePhase atomic.Pointer[func(phase, key string, v base.Version)]
 
 	// pend is the write assembly: objects being written and drops remembered (writes.go).
 	pend writes

@@ -65,8 +65,12 @@ type pending struct {
 // writes is the write assembly's state: the pending objects and the drops remembered for
 // versions with no pending write. Its methods named ...Locked require its lock.
 type writes struct {
-	sync.Mutex // protects m, dropped and every pending's fields
+	sync.Mutex // protects m, allocating, dropped and every pending's fields
 	m          map[pendKey]*pending
+	// allocating holds the objects whose first chunk's tier Put runs (no entry in m yet):
+	// the other chunks of one wait for it rather than each allocate the whole object
+	// (allocatePending).
+	allocating map[pendKey]*allocation
 	// dropped remembers, until the time given, drops of versions that had no pending
 	// write here: a write of one arriving later is refused. At most maxDropTombstones
 	// entries.
@@ -74,7 +78,15 @@ type writes struct {
 }
 
 func newWrites() writes {
-	return writes{m: map[pendKey]*pending{}, dropped: map[pendKey]time.Time{}}
+	return writes{m: map[pendKey]*pending{}, allocating: map[pendKey]*allocation{}, dropped: map[pendKey]time.Time{}}
+}
+
+// allocation is the tier Put of an object's arena range that its first chunk runs. done is
+// closed when it ends; err (set before) says why it failed, and is every waiting chunk's
+// answer too.
+type allocation struct {
+	done chan struct{}
+	err  error
 }
 
 // forWriteLocked returns the pending object a chunk of k (an object of size bytes) belongs
@@ -278,35 +290,32 @@ func (w *Worker) beginWrite(req *transfer.WriteRequest, n int64) (transfer.Write
 	}
 	k := pendKey{req.Key, req.Version}
 	w.pend.Lock()
-	p, err := w.pend.forWriteLocked(k, req.TotalSize)
-	if err != nil {
-		w.pend.Unlock()
-		return transfer.WriteSink{}, err
-	}
-	if p == nil {
-		// Put may evict inline, wait on the spill queue or wait for the master's drops of
-		// superseded versions: not under the writes' lock, which applying those drops takes
-		// (drop). Meanwhile another chunk of the object may have made the pending entry, or a
-		// drop of the version may have come: check again.
-		w.pend.Unlock()
-		wr, err := w.eng.Put(req.Key, req.Version, req.TotalSize, tier.PutOptions{
-			Persistence: req.Persistence, SoftPinTTL: req.SoftPinTTL, HardPin: req.HardPin, Model: req.Model})
-		if err != nil {
+	var p *pending
+	for p == nil {
+		var err error
+		if p, err = w.pend.forWriteLocked(k, req.TotalSize); err != nil {
+			w.pend.Unlock()
 			return transfer.WriteSink{}, err
 		}
-		w.pend.Lock()
-		q, err := w.pend.forWriteLocked(k, req.TotalSize)
-		switch {
-		case err != nil:
+		if p != nil {
+			break
+		}
+		if a := w.pend.allocating[k]; a != nil {
+			// Another chunk of the object is allocating it: wait for its range, then look
+			// again (a drop may have come meanwhile).
 			w.pend.Unlock()
-			wr.Abort()
+			if f := w.testWritePhase.Load(); f != nil {
+				(*f)("waiting", k.key, k.v)
+			}
+			<-a.done
+			if a.err != nil {
+				return transfer.WriteSink{}, a.err
+			}
+			w.pend.Lock()
+			continue
+		}
+		if p, err = w.allocatePending(k, req); err != nil {
 			return transfer.WriteSink{}, err
-		case q != nil:
-			defer wr.Abort() // another chunk's Put won; after the lock is released
-			p = q
-		default:
-			p = &pending{w: wr, size: req.TotalSize, deadline: w.now().Add(w.cfg.PendingWriteTimeout)}
-			w.pend.m[k] = p
 		}
 	}
 	p.inflight++
@@ -318,6 +327,47 @@ func (w *Worker) beginWrite(req *transfer.WriteRequest, n int64) (transfer.Write
 		Dst:  dst,
 		Done: func(err error) error { return w.finishChunk(k, p, off, n, err, commit, checksum) },
 	}, nil
+}
+
+// allocatePending makes k's pending object for the first chunk of req that finds none: the
+// tier Put of its whole arena range. The Put may evict inline, wait on the spill queue or
+// wait for the master's drops of superseded versions, so it runs without the writes' lock,
+// which applying those drops takes (drop). Chunks of k that arrive meanwhile wait for it
+// (writes.allocating): each running a Put of its own would allocate the whole object again,
+// and of an object larger than half the free DRAM the second Put fails (NO_AVAILABLE_HANDLE,
+// failing the write) after evicting objects for nothing. A drop of the version that came
+// meanwhile refuses the write (and its waiting chunks).
+// REQUIRES: the writes' lock, no pending object or allocation of k; the lock is held again on
+// return when err is nil, released otherwise.
+func (w *Worker) allocatePending(k pendKey, req *transfer.WriteRequest) (*pending, error) {
+	a := &allocation{done: make(chan struct{})}
+	w.pend.allocating[k] = a
+	w.pend.Unlock()
+	wr, err := w.eng.Put(req.Key, req.Version, req.TotalSize, tier.PutOptions{
+		Persistence: req.Persistence, SoftPinTTL: req.SoftPinTTL, HardPin: req.HardPin, Model: req.Model})
+	if err == nil {
+		if f := w.testWritePhase.Load(); f != nil {
+			(*f)("allocated", k.key, k.v)
+		}
+	}
+	w.pend.Lock()
+	delete(w.pend.allocating, k)
+	if err == nil {
+		// Nothing else made k's entry (its chunks waited), but a drop may have come.
+		_, err = w.pend.forWriteLocked(k, req.TotalSize)
+	}
+	a.err = err
+	close(a.done)
+	if err != nil {
+		w.pend.Unlock()
+		if wr != nil {
+			wr.Abort()
+		}
+		return nil, err
+	}
+	p := &pending{w: wr, size: req.TotalSize, deadline: w.now().Add(w.cfg.PendingWriteTimeout)}
+	w.pend.m[k] = p
+	return p, nil
 }
 
 // finishChunk ends one chunk of p (at off, n bytes; err its failure): it hashes what landed,
