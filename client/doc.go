@@ -61,7 +61,8 @@
 //   - KV sessions (kvsession.go; Mooncake's pin_kv_session ... attach_kv_session):
 //     AttachKVSession, PinKVSession, UnpinKVSession, UpdateKVSession, CloseKVSession,
 //     KVSession and ListKVSessionKeys, answered by the leader from the registry it keeps in
-//     raft (shared by every client; unlike put sessions, not this client's state).
+//     raft (shared by every client of the tenant, which namespaces session ids as it does
+//     keys; unlike put sessions, not this client's state).
 //   - AddMaster and RemoveMaster change the masters' raft configuration (operators; the CLI's
 //     `mooncake master add|remove`). A RemoveMaster retried after an ambiguous failure and
 //     answered "not found" is a success, as for Remove.

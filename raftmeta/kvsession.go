@@ -14,7 +14,8 @@ import (
 //
 // A session is an application's conversation id; its members are keys of stored objects. The
 // registry holds, per session id, a pinned flag and the member keys, and per key the sessions
-// it belongs to. Its rules, each Mooncake's:
+// it belongs to. Ids and keys are stored ones: a tenant's session id carries its prefix, as its
+// keys do (base.TenantKVSessionID), so one registry holds every tenant's sessions apart. Its rules, each Mooncake's:
 //  1. Attach adds keys to a session, creating it (unpinned) on its first member; attaching a
 //     key that is not stored fails that key (OBJECT_NOT_FOUND) and creates nothing.
 //  2. A session with no members does not exist: removing its last member (Detach, the object's
@@ -68,7 +69,7 @@ type KVSession struct {
 func (KVSession) Type() CommandType { return TypeKVSession }
 
 func (c KVSession) Validate() error {
-	if err := base.ValidateKVSessionID(c.ID); err != nil {
+	if err := base.ValidateStoredKVSessionID(c.ID); err != nil {
 		return err
 	}
 	switch c.Op {
@@ -110,7 +111,7 @@ func decodeKVSession(d *decoder) Command {
 	}
 	c.Op = KVSessionOp(d.b[0])
 	d.b = d.b[1:]
-	c.ID = d.str(base.MaxKVSessionIDLen)
+	c.ID = d.str(base.MaxStoredKVSessionIDLen)
 	n := d.count(MaxKVSessionBatch, 2)
 	if n > 0 {
 		c.Keys = make([]string, n)
@@ -377,13 +378,13 @@ func readKVSessionsSection(d *snapReader, st *state) {
 	}
 	st.kvs = kvSessions{byID: make(map[string]*kvSess), byKey: make(map[string][]string)}
 	for range ns {
-		id := d.str(base.MaxKVSessionIDLen)
+		id := d.str(base.MaxStoredKVSessionIDLen)
 		pinned := d.byte1()
 		nm := d.uvarint()
 		if d.err != nil {
 			return
 		}
-		if base.ValidateKVSessionID(id) != nil || pinned > 1 || nm == 0 || nm > MaxKVSessionMembers || st.kvs.byID[id] != nil {
+		if base.ValidateStoredKVSessionID(id) != nil || pinned > 1 || nm == 0 || nm > MaxKVSessionMembers || st.kvs.byID[id] != nil {
 			d.fail("bad KV session of %d bytes (%d members)", len(id), nm)
 			return
 		}

@@ -118,6 +118,8 @@ func TestKVSessionCommandRoundTrip(t *testing.T) {
 		{Op: KVSessionDetach, ID: strings.Repeat("s", base.MaxKVSessionIDLen), Keys: []string{"k"}},
 		{Op: KVSessionPin, ID: "a"},
 		{Op: KVSessionUnpin, ID: "a"},
+		// Another tenant's session: its prefix may take the id past the client's limit.
+		{Op: KVSessionPin, ID: "\x00team-a\x00" + strings.Repeat("s", base.MaxKVSessionIDLen)},
 	} {
 		got, err := DecodeCommand(EncodeCommand(c))
 		if err != nil {
@@ -130,6 +132,10 @@ func TestKVSessionCommandRoundTrip(t *testing.T) {
 	for _, c := range []KVSession{
 		{Op: KVSessionPin, ID: ""},
 		{Op: KVSessionPin, ID: "a\x00b"},
+		{Op: KVSessionPin, ID: "\x00team-a\x00a\x00b"},
+		{Op: KVSessionPin, ID: "\x00default\x00a"},
+		{Op: KVSessionPin, ID: "\x00bad tenant\x00a"},
+		{Op: KVSessionPin, ID: "\x00team-a\x00"},
 		{Op: KVSessionPin, ID: strings.Repeat("s", base.MaxKVSessionIDLen+1)},
 		{Op: KVSessionAttach, ID: "a"},
 		{Op: KVSessionPin, ID: "a", Keys: []string{"k"}},

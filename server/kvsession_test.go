@@ -112,3 +112,108 @@ func TestKVSessionsAcrossLeaderChange(t *testing.T) {
 		t.Fatalf("limit 0: %v", err)
 	}
 }
+
+// TestKVSessionsPerTenant checks that KV sessions are per tenant: two tenants and the default
+// one use the same session id and the same keys, and each attaches, lists, reads, pins and
+// closes only its own session and objects; another tenant's session is SESSION_NOT_FOUND.
+func TestKVSessionsPerTenant(t *testing.T) {
+	c := startMasters(t, 1, nil)
+	w := c.addWorker("", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	a, b, def := connectTenant(t, c, "team-a"), connectTenant(t, c, "team-b"), connectTenant(t, c, "")
+	const id = "conv"
+	for _, k := range []string{"k1", "k2"} {
+		if err := a.Put(ctx, k, []byte("a-"+k), client.ReplicateConfig{Replicas: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Put(ctx, "k1", []byte("b-k1"), client.ReplicateConfig{Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// b has no k2 and the default tenant no object: their k2 and k1 are absent, though a's exist.
+	if errs, err := a.AttachKVSession(ctx, id, []string{"k1", "k2"}); err != nil || errs[0] != nil || errs[1] != nil {
+		t.Fatalf("a attach: %v %v", errs, err)
+	}
+	if err := b.PinKVSession(ctx, id); !errors.Is(err, base.ErrSessionNotFound) {
+		t.Fatalf("b pins a's session: %v, want SESSION_NOT_FOUND", err)
+	}
+	if _, err := def.KVSession(ctx, id); !errors.Is(err, base.ErrSessionNotFound) {
+		t.Fatalf("the default tenant reads a's session: %v, want SESSION_NOT_FOUND", err)
+	}
+	if _, err := b.ListKVSessionKeys(ctx, id, "", 10); !errors.Is(err, base.ErrSessionNotFound) {
+		t.Fatalf("b lists a's session: %v, want SESSION_NOT_FOUND", err)
+	}
+	if errs, err := b.AttachKVSession(ctx, id, []string{"k1", "k2"}); err != nil || errs[0] != nil || !errors.Is(errs[1], base.ErrObjectNotFound) {
+		t.Fatalf("b attach: %v %v", errs, err)
+	}
+	if errs, err := def.AttachKVSession(ctx, id, []string{"k1"}); err != nil || !errors.Is(errs[0], base.ErrObjectNotFound) {
+		t.Fatalf("default attach: %v %v", errs, err)
+	}
+	list := func(cli *client.Client) []string {
+		t.Helper()
+		var keys []string
+		for cursor := ""; ; {
+			page, err := cli.ListKVSessionKeys(ctx, id, cursor, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, page.Keys...)
+			if cursor = page.NextCursor; cursor == "" {
+				return keys
+			}
+		}
+	}
+	if got := list(a); !slices.Equal(got, []string{"k1", "k2"}) {
+		t.Fatalf("a lists %q", got)
+	}
+	if got := list(b); !slices.Equal(got, []string{"k1"}) {
+		t.Fatalf("b lists %q", got)
+	}
+	// Pinning a's session marks a's objects only; b's session stays unpinned.
+	if err := a.PinKVSession(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	ia, err := a.KVSession(ctx, id)
+	if err != nil || ia.ID != id || !ia.Pinned || ia.MemberCount != 2 {
+		t.Fatalf("a's session: %+v %v", ia, err)
+	}
+	ib, err := b.KVSession(ctx, id)
+	if err != nil || ib.ID != id || ib.Pinned || ib.MemberCount != 1 {
+		t.Fatalf("b's session: %+v %v", ib, err)
+	}
+	sessionPinned := func(stored string) bool {
+		info, err := w.TestHooks().Engine().Info(stored, 0)
+		return err == nil && info.SessionPinned
+	}
+	aK1, _ := base.TenantKey("team-a", "k1")
+	bK1, _ := base.TenantKey("team-b", "k1")
+	if !sessionPinned(aK1) || sessionPinned(bK1) {
+		t.Fatalf("worker marks: a's k1 %t, b's k1 %t", sessionPinned(aK1), sessionPinned(bK1))
+	}
+	// b's update and close touch b's session only.
+	if err := b.UpdateKVSession(ctx, id, []string{"k2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.KVSession(ctx, id); !errors.Is(err, base.ErrSessionNotFound) {
+		t.Fatalf("b's session after an update keeping none of its keys: %v", err)
+	}
+	if err := b.CloseKVSession(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(a); !slices.Equal(got, []string{"k1", "k2"}) {
+		t.Fatalf("a lists %q after b's update and close", got)
+	}
+	if err := a.UpdateKVSession(ctx, id, []string{"k2"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(a); !slices.Equal(got, []string{"k2"}) {
+		t.Fatalf("a lists %q after its update", got)
+	}
+	if err := a.CloseKVSession(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.KVSession(ctx, id); !errors.Is(err, base.ErrSessionNotFound) {
+		t.Fatalf("a's session after close: %v", err)
+	}
+}

@@ -26,7 +26,7 @@ func (h *masterHandler) callKVSession(ctx context.Context, req transfer.Message)
 	case *transfer.KVSessionListRequest:
 		return m.kvSessionList(ctx, r)
 	case *transfer.KVSessionRequest:
-		if err := base.ValidateKVSessionID(r.ID); err != nil {
+		if err := base.ValidateStoredKVSessionID(r.ID); err != nil {
 			return nil, true, err
 		}
 		// A linearizable read (a new leader first applies what its predecessor committed);
@@ -70,7 +70,7 @@ func (h *masterHandler) callKVSession(ctx context.Context, req transfer.Message)
 }
 
 func (m *Master) kvSessionList(ctx context.Context, r *transfer.KVSessionListRequest) (transfer.Message, bool, error) {
-	if err := base.ValidateKVSessionID(r.ID); err != nil {
+	if err := base.ValidateStoredKVSessionID(r.ID); err != nil {
 		return nil, true, err
 	}
 	if r.Limit == 0 || r.Limit > raftmeta.MaxKVSessionBatch {

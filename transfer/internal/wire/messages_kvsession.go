@@ -46,7 +46,7 @@ func (m *KVSessionRequest) Encode(e *Encoder) {
 	encodeKeys(e, m.Keys)
 }
 func (m *KVSessionRequest) Decode(d *Decoder) {
-	m.ID = d.Str(base.MaxKVSessionIDLen, "KV session id")
+	m.ID = d.Str(base.MaxStoredKVSessionIDLen, "KV session id")
 	if n := d.Count(minKey, MaxKVSessionKeys, "keys"); n > 0 {
 		m.Keys = make([]string, n)
 		for i := range m.Keys {
@@ -70,7 +70,7 @@ func (m *KVSessionListRequest) Encode(e *Encoder) {
 	e.U32(m.Limit)
 }
 func (m *KVSessionListRequest) Decode(d *Decoder) {
-	m.ID = d.Str(base.MaxKVSessionIDLen, "KV session id")
+	m.ID = d.Str(base.MaxStoredKVSessionIDLen, "KV session id")
 	m.Cursor = d.Str(base.MaxKeyLen, "cursor")
 	m.Limit = d.U32()
 }
@@ -89,7 +89,7 @@ func (m *KVSessionInfoResponse) Encode(e *Encoder) {
 	e.U64(m.MemberCount)
 }
 func (m *KVSessionInfoResponse) Decode(d *Decoder) {
-	m.ID = d.Str(base.MaxKVSessionIDLen, "KV session id")
+	m.ID = d.Str(base.MaxStoredKVSessionIDLen, "KV session id")
 	m.Pinned = d.Bool()
 	m.MemberCount = d.U64()
 }
