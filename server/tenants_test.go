@@ -68,8 +68,13 @@ func TestTenantsQuotaAndIsolation(t *testing.T) {
 		}
 		clis[tn] = connectTenant(t, c, tn)
 	}
-	if err := admin.SetTenantQuota(ctx, "team-a", quota, 1<<30); !errors.Is(err, base.ErrNotSupported) {
-		t.Fatalf("an NVMe quota: %v, want NOT_SUPPORTED", err)
+	// team-a also gets an NVMe quota: kept in raft beside the DRAM quota (the workers hold it).
+	const nvmeQuota = 1 << 30
+	if err := admin.SetTenantQuota(ctx, "team-a", quota, nvmeQuota); err != nil {
+		t.Fatalf("an NVMe quota: %v", err)
+	}
+	if err := admin.SetTenantQuota(ctx, "team-a", quota, -1); !errors.Is(err, base.ErrInvalidParams) {
+		t.Fatalf("a negative NVMe quota: %v, want INVALID_PARAMS", err)
 	}
 	val := func(tn string, i int) []byte {
 		return bytes.Repeat([]byte(fmt.Sprintf("%s/%d;", tn, i)), size/8)[:size]
@@ -206,8 +211,8 @@ func TestTenantsQuotaAndIsolation(t *testing.T) {
 	if err := b.Put(ctx, "after/over", val("team-b", 0), client.ReplicateConfig{}); !errors.Is(err, base.ErrQuotaExceeded) {
 		t.Fatalf("team-b over quota after a leader change: %v", err)
 	}
-	if u := tenantUsage(t, admin, "team-a"); u.MaxBytes != quota {
-		t.Fatalf("team-a's quota after a leader change: %+v", u)
+	if u := tenantUsage(t, admin, "team-a"); u.MaxBytes != quota || u.NVMeMaxBytes != nvmeQuota {
+		t.Fatalf("team-a's quotas after a leader change: %+v", u)
 	}
 }
 
@@ -244,9 +249,15 @@ func TestTenantQuotaHTTP(t *testing.T) {
 			t.Fatalf("PUT %q: %d %v", bad, code, v)
 		}
 	}
-	if code, v := do("PUT", "/query?tenant_id=team-a", `{"max_bytes": 1000, "nvme_max_bytes": 5}`); code != 500 ||
-		v["error_message"] == nil || !strings.Contains(v["error_message"].(string), "NOT_SUPPORTED") {
+	if code, v := do("PUT", "/query?tenant_id=team-a", `{"max_bytes": 1000, "nvme_max_bytes": 5000}`); code != 200 ||
+		v["max_bytes"] != 1000.0 || v["nvme_max_bytes"] != 5000.0 {
 		t.Fatalf("an NVMe quota: %d %v", code, v)
+	}
+	if code, v := do("GET", "/query?tenant_id=team-a", ""); code != 200 || v["nvme_max_bytes"] != 5000.0 {
+		t.Fatalf("GET of an NVMe quota: %d %v", code, v)
+	}
+	if code, v := do("PUT", "/query?tenant_id=team-a", `{"max_bytes": 1000, "nvme_max_bytes": -5}`); code != 400 {
+		t.Fatalf("a negative NVMe quota: %d %v", code, v)
 	}
 	if code, v := do("PUT", "/query?tenant_id=team-a", `{"max_bytes": 1000}`); code != 200 || v["max_bytes"] != 1000.0 {
 		t.Fatalf("PUT: %d %v", code, v)
