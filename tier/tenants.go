@@ -26,3 +26,10 @@ func (e *Engine) TenantsOverShare() []string {
 	defer e.mu.Unlock()
 	return e.mu.pol.TenantsOverShare()
 }
+
+// TenantNVMeShare returns tenant t's share of this engine's lower tier, in bytes (0: none).
+func (e *Engine) TenantNVMeShare(t string) int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.mu.pol.TenantNVMeShare(t)
+}

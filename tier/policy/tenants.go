@@ -114,6 +114,9 @@ func (p *Policy) evictOverShare(target, now int64) ([]Victim, int64) {
 // (nil: none; a share <= 0 is none).
 func (p *Policy) SetTenantNVMeShares(shares map[string]int64) { p.nvmeShares = positive(shares) }
 
+// TenantNVMeShare returns tenant t's share of the lower tier (0: none).
+func (p *Policy) TenantNVMeShare(t string) int64 { return p.nvmeShares[t] }
+
 // TenantLower returns the bytes of tenant t's objects on the lower tier.
 func (p *Policy) TenantLower(t string) int64 { return p.tenantLower[t] }
 
