@@ -57,7 +57,7 @@ type TenantStatus struct {
 	TenantID string `json:"tenant_id"`
 	// MaxBytes is the tenant's DRAM quota: the most bytes of objects it may hold (0: none).
 	MaxBytes int64 `json:"max_bytes"`
-	// NVMeMaxBytes is its NVMe quota (always 0: not built, the master refuses to set one).
+	// NVMeMaxBytes is its NVMe quota (0: none): the workers hold its bytes on NVMe under it.
 	NVMeMaxBytes int64 `json:"nvme_max_bytes"`
 	// UsedBytes and CommittedCount are its committed objects (one replica's worth of bytes).
 	UsedBytes      int64 `json:"used_bytes"`

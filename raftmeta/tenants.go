@@ -23,8 +23,9 @@ import (
 // Apply enforces the DRAM quota: a PutEnd item that would take its tenant's bytes over it fails
 // with base.ErrQuotaExceeded, so no put over quota is ever committed, whatever the leader's
 // admission at PutStart let through. Every put lands in DRAM first, so the bytes a tenant may
-// hold are bounded by its DRAM quota; the NVMe quota is stored and reported (the worker's tier
-// decides what spills, the master does not see tiers).
+// hold are bounded by its DRAM quota. The NVMe quota is stored and reported here and held by
+// the workers (the master does not see tiers): each holds the tenant's bytes on its NVMe tier
+// under its share of the quota (server/worker worker_tenants.go, tier/policy tenants.go).
 
 // Command types of the tenants range: 26, 28 and 29 (27 is the KV sessions').
 const (

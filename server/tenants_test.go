@@ -68,8 +68,13 @@ func TestTenantsQuotaAndIsolation(t *testing.T) {
 		}
 		clis[tn] = connectTenant(t, c, tn)
 	}
-	if err := admin.SetTenantQuota(ctx, "team-a", quota, 1<<30); !errors.Is(err, base.ErrNotSupported) {
-		t.Fatalf("an NVMe quota: %v, want NOT_SUPPORTED", err)
+	// team-a also gets an NVMe quota: kept in raft beside the DRAM quota (the workers hold it).
+	const nvmeQuota = 1 << 30
+	if err := admin.SetTenantQuota(ctx, "team-a", quota, nvmeQuota); err != nil {
+		t.Fatalf("an NVMe quota: %v", err)
+	}
+	if err := admin.SetTenantQuota(ctx, "team-a", quota, -1); !errors.Is(err, base.ErrInvalidParams) {
+		t.Fatalf("a negative NVMe quota: %v, want INVALID_PARAMS", err)
 	}
 	val := func(tn string, i int) []byte {
 		return bytes.Repeat([]byte(fmt.Sprintf("%s/%d;", tn, i)), size/8)[:size]
@@ -206,8 +211,8 @@ func TestTenantsQuotaAndIsolation(t *testing.T) {
 	if err := b.Put(ctx, "after/over", val("team-b", 0), client.ReplicateConfig{}); !errors.Is(err, base.ErrQuotaExceeded) {
 		t.Fatalf("team-b over quota after a leader change: %v", err)
 	}
-	if u := tenantUsage(t, admin, "team-a"); u.MaxBytes != quota {
-		t.Fatalf("team-a's quota after a leader change: %+v", u)
+	if u := tenantUsage(t, admin, "team-a"); u.MaxBytes != quota || u.NVMeMaxBytes != nvmeQuota {
+		t.Fatalf("team-a's quotas after a leader change: %+v", u)
 	}
 }
 
@@ -244,9 +249,15 @@ func TestTenantQuotaHTTP(t *testing.T) {
 			t.Fatalf("PUT %q: %d %v", bad, code, v)
 		}
 	}
-	if code, v := do("PUT", "/query?tenant_id=team-a", `{"max_bytes": 1000, "nvme_max_bytes": 5}`); code != 500 ||
-		v["error_message"] == nil || !strings.Contains(v["error_message"].(string), "NOT_SUPPORTED") {
+	if code, v := do("PUT", "/query?tenant_id=team-a", `{"max_bytes": 1000, "nvme_max_bytes": 5000}`); code != 200 ||
+		v["max_bytes"] != 1000.0 || v["nvme_max_bytes"] != 5000.0 {
 		t.Fatalf("an NVMe quota: %d %v", code, v)
+	}
+	if code, v := do("GET", "/query?tenant_id=team-a", ""); code != 200 || v["nvme_max_bytes"] != 5000.0 {
+		t.Fatalf("GET of an NVMe quota: %d %v", code, v)
+	}
+	if code, v := do("PUT", "/query?tenant_id=team-a", `{"max_bytes": 1000, "nvme_max_bytes": -5}`); code != 400 {
+		t.Fatalf("a negative NVMe quota: %d %v", code, v)
 	}
 	if code, v := do("PUT", "/query?tenant_id=team-a", `{"max_bytes": 1000}`); code != 200 || v["max_bytes"] != 1000.0 {
 		t.Fatalf("PUT: %d %v", code, v)
@@ -296,18 +307,7 @@ func TestTenantEvictionByShare(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put := func(cli *client.Client, prefix string, n int) []string {
-		t.Helper()
-		var keys []string
-		for i := range n {
-			k := fmt.Sprintf("%s/%d", prefix, i)
-			if err := cli.Put(ctx, k, bytes.Repeat([]byte{byte(i)}, size), client.ReplicateConfig{}); err != nil {
-				t.Fatalf("put %s: %v", k, err)
-			}
-			keys = append(keys, k)
-		}
-		return keys
-	}
+	put := func(cli *client.Client, prefix string, n int) []string { return putN(t, cli, prefix, n, size) }
 	bKeys := put(b, "b", 6) // the oldest objects: the usual victims
 	aKeys := put(a, "a", 8)
 	// team-a's quota drops under what it holds: it is over its share of the one worker.
@@ -318,19 +318,72 @@ func TestTenantEvictionByShare(t *testing.T) {
 		return slices.Contains(w.TestHooks().Engine().TenantsOverShare(), "team-a")
 	})
 	put(admin, "d", 6) // past the worker's high watermark: eviction
-	exists := func(cli *client.Client, keys []string) int {
-		n := 0
-		for _, k := range keys {
-			if ok, err := cli.Exists(ctx, k); err != nil {
-				t.Fatal(err)
-			} else if ok {
-				n++
-			}
-		}
-		return n
-	}
+	exists := func(cli *client.Client, keys []string) int { return countExisting(t, cli, keys) }
 	eventually(t, "team-a's objects are evicted", func() bool { return exists(a, aKeys) < len(aKeys) })
 	if n := exists(b, bKeys); n != len(bKeys) {
 		t.Fatalf("team-b, within its share, lost %d of %d objects while team-a was over its share", len(bKeys)-n, len(bKeys))
 	}
+}
+
+// TestTenantNVMeQuota: a tenant's NVMe quota, learned by the worker as its share, keeps the
+// tenant's objects on NVMe under it: its oldest spilled objects are evicted (lost, so the
+// master forgets them) while another tenant's spilled objects all stay.
+func TestTenantNVMeQuota(t *testing.T) {
+	c := startMasters(t, 1, nil)
+	eventually(t, "leader", c.masters[0].IsLeader)
+	w := c.addWorker(t.TempDir(), func(cfg *worker.Config) { cfg.GlobalSegmentSize = 4 << 20 })
+	ctx := context.Background()
+	admin, a, b := connectTenant(t, c, ""), connectTenant(t, c, "team-a"), connectTenant(t, c, "team-b")
+	const size = 256 << 10
+	if err := admin.SetTenantQuota(ctx, "team-a", 0, 4*size); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the worker learns team-a's NVMe share", func() bool {
+		return w.TestHooks().Engine().TenantNVMeShare("team-a") == 4*size
+	})
+	put := func(cli *client.Client, prefix string, n int) []string { return putN(t, cli, prefix, n, size) }
+	aKeys := put(a, "a", 8) // the oldest: spilled first
+	bKeys := put(b, "b", 8)
+	put(admin, "d", 8) // past DRAM: a's and b's objects spill
+	exists := func(cli *client.Client, keys []string) int { return countExisting(t, cli, keys) }
+	eventually(t, "team-a keeps 4 objects (its NVMe quota)", func() bool { return exists(a, aKeys) == 4 })
+	for i, k := range aKeys {
+		if ok, err := a.Exists(ctx, k); err != nil || ok != (i >= 4) {
+			t.Fatalf("team-a's %s: exists %t, %v; want its 4 oldest gone", k, ok, err)
+		}
+	}
+	if n := exists(b, bKeys); n != len(bKeys) {
+		t.Fatalf("team-b, without an NVMe quota, lost %d of %d objects", len(bKeys)-n, len(bKeys))
+	}
+	if m := w.TestHooks().Engine().Metrics(); m.TenantNVMeBytes["team-a"] > 4*size || m.NVMeQuotaEvictions != 4 {
+		t.Fatalf("worker metrics %+v", m)
+	}
+}
+
+// putN puts n objects of size bytes named prefix/0 ... and returns their keys.
+func putN(t *testing.T, cli *client.Client, prefix string, n, size int) []string {
+	t.Helper()
+	var keys []string
+	for i := range n {
+		k := fmt.Sprintf("%s/%d", prefix, i)
+		if err := cli.Put(context.Background(), k, bytes.Repeat([]byte{byte(i)}, size), client.ReplicateConfig{}); err != nil {
+			t.Fatalf("put %s: %v", k, err)
+		}
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// countExisting returns how many of keys exist for cli.
+func countExisting(t *testing.T, cli *client.Client, keys []string) int {
+	t.Helper()
+	n := 0
+	for _, k := range keys {
+		if ok, err := cli.Exists(context.Background(), k); err != nil {
+			t.Fatal(err)
+		} else if ok {
+			n++
+		}
+	}
+	return n
 }

@@ -1,6 +1,7 @@
 package tier
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -43,3 +44,6 @@ func (e *Engine) Pin(key string, softTTL time.Duration, hard bool) error {
 
 // Unpin lifts both pins of key.
 func (e *Engine) Unpin(key string) error { return e.setPins(key, time.Time{}, false) }
+
+// WaitSpills waits until no spill is queued or being written.
+func (e *Engine) WaitSpills(ctx context.Context) error { return e.spillQ.waitIdle(ctx) }

@@ -17,6 +17,8 @@ type counters struct {
 	promotions, promotionsSkipped             int64
 	promotionsMoved, prefetched               int64
 	lowerEvictions, lowerEvictedBytes         int64
+	nvmeQuotaEvictions, nvmeQuotaEvictedBytes int64
+	nvmeQuotaDrops, nvmeQuotaDroppedBytes     int64
 	noSpace                                   [policy.ReasonTooLarge + 1]int64
 	noSpaceFragmented                         int64
 	checksumMismatches, lowerErrors           int64
@@ -86,6 +88,14 @@ type Metrics struct {
 	// LowerEvictions, LowerEvictedBytes: objects deleted from the lower tier, least recently
 	// used first, to make room for a write it refused for lack of space (reported lost).
 	LowerEvictions, LowerEvictedBytes int64
+	// NVMeQuotaEvictions, NVMeQuotaEvictedBytes: lower-tier objects deleted (least recently
+	// used first, reported lost) to keep their tenant under its NVMe share at a spill of its.
+	NVMeQuotaEvictions, NVMeQuotaEvictedBytes int64
+	// NVMeQuotaDrops, NVMeQuotaDroppedBytes: objects evicted from DRAM without a spill because
+	// their tenant's NVMe share had no room for them (reported lost).
+	NVMeQuotaDrops, NVMeQuotaDroppedBytes int64
+	// TenantNVMeBytes: each tenant's bytes on the lower tier (tenants with none are absent).
+	TenantNVMeBytes map[string]int64
 	// NoSpace* count Puts refused for lack of space, by reason.
 	NoSpaceAllPinned, NoSpaceAllInUse, NoSpaceTooLarge, NoSpaceFragmented int64
 	// ChecksumMismatches: Commits whose bytes did not match the checksum given.
@@ -103,48 +113,53 @@ func (e *Engine) Metrics() Metrics {
 	ps := e.mu.pol.Stats()
 	c := &e.mu.m
 	return Metrics{
-		DRAM:               Usage{int64(ps.DRAMObjects), ps.DRAMBytes},
-		NVMe:               Usage{int64(ps.LowerObjects), ps.LowerBytes},
-		Spilling:           Usage{int64(ps.SpillingObjects), ps.SpillingBytes},
-		HardPinned:         Usage{int64(ps.PinnedObjects), ps.PinnedBytes},
-		PendingWrites:      Usage{e.mu.writers, e.mu.writerBytes},
-		ReservedBytes:      ps.Reserved,
-		Superseded:         e.supUsageLocked(),
-		SupersededTotal:    c.superseded,
-		Restored:           c.restored,
-		SupersededWaits:    c.supersededWaits,
-		SpillQueueBytes:    q,
-		ArenaCapacityBytes: st.Capacity,
-		ArenaUsedBytes:     st.Used,
-		HitsDRAM:           c.hitsDRAM,
-		HitsNVMe:           c.hitsNVMe,
-		Misses:             c.misses,
-		Commits:            c.commits,
-		CommittedBytes:     c.committedBytes,
-		Aborts:             c.aborts,
-		Replaced:           c.replaced,
-		Removes:            c.removes,
-		EvictionsWatermark: c.evictions[EvictWatermark],
-		EvictionsPressure:  c.evictions[EvictPressure],
-		EvictedDropped:     c.evictDropped,
-		EvictedSpilled:     c.evictSpilled,
-		EvictedCopies:      c.evictCopies,
-		EvictedBytes:       c.evictedBytes,
-		EvictPasses:        c.evictPasses,
-		Spills:             c.spills,
-		SpillBytes:         c.spillBytes,
-		SpillErrors:        c.spillErrors,
-		Promotions:         c.promotions,
-		PromotionsSkipped:  c.promotionsSkipped,
-		PromotionsMoved:    c.promotionsMoved,
-		Prefetched:         c.prefetched,
-		LowerEvictions:     c.lowerEvictions,
-		LowerEvictedBytes:  c.lowerEvictedBytes,
-		NoSpaceAllPinned:   c.noSpace[policy.ReasonAllPinned],
-		NoSpaceAllInUse:    c.noSpace[policy.ReasonAllInUse],
-		NoSpaceTooLarge:    c.noSpace[policy.ReasonTooLarge],
-		NoSpaceFragmented:  c.noSpaceFragmented,
-		ChecksumMismatches: c.checksumMismatches,
-		LowerErrors:        c.lowerErrors,
+		DRAM:                  Usage{int64(ps.DRAMObjects), ps.DRAMBytes},
+		NVMe:                  Usage{int64(ps.LowerObjects), ps.LowerBytes},
+		Spilling:              Usage{int64(ps.SpillingObjects), ps.SpillingBytes},
+		HardPinned:            Usage{int64(ps.PinnedObjects), ps.PinnedBytes},
+		PendingWrites:         Usage{e.mu.writers, e.mu.writerBytes},
+		ReservedBytes:         ps.Reserved,
+		Superseded:            e.supUsageLocked(),
+		SupersededTotal:       c.superseded,
+		Restored:              c.restored,
+		SupersededWaits:       c.supersededWaits,
+		SpillQueueBytes:       q,
+		ArenaCapacityBytes:    st.Capacity,
+		ArenaUsedBytes:        st.Used,
+		HitsDRAM:              c.hitsDRAM,
+		HitsNVMe:              c.hitsNVMe,
+		Misses:                c.misses,
+		Commits:               c.commits,
+		CommittedBytes:        c.committedBytes,
+		Aborts:                c.aborts,
+		Replaced:              c.replaced,
+		Removes:               c.removes,
+		EvictionsWatermark:    c.evictions[EvictWatermark],
+		EvictionsPressure:     c.evictions[EvictPressure],
+		EvictedDropped:        c.evictDropped,
+		EvictedSpilled:        c.evictSpilled,
+		EvictedCopies:         c.evictCopies,
+		EvictedBytes:          c.evictedBytes,
+		EvictPasses:           c.evictPasses,
+		Spills:                c.spills,
+		SpillBytes:            c.spillBytes,
+		SpillErrors:           c.spillErrors,
+		Promotions:            c.promotions,
+		PromotionsSkipped:     c.promotionsSkipped,
+		PromotionsMoved:       c.promotionsMoved,
+		Prefetched:            c.prefetched,
+		LowerEvictions:        c.lowerEvictions,
+		LowerEvictedBytes:     c.lowerEvictedBytes,
+		NVMeQuotaEvictions:    c.nvmeQuotaEvictions,
+		NVMeQuotaEvictedBytes: c.nvmeQuotaEvictedBytes,
+		NVMeQuotaDrops:        c.nvmeQuotaDrops,
+		NVMeQuotaDroppedBytes: c.nvmeQuotaDroppedBytes,
+		TenantNVMeBytes:       e.mu.pol.TenantsLower(),
+		NoSpaceAllPinned:      c.noSpace[policy.ReasonAllPinned],
+		NoSpaceAllInUse:       c.noSpace[policy.ReasonAllInUse],
+		NoSpaceTooLarge:       c.noSpace[policy.ReasonTooLarge],
+		NoSpaceFragmented:     c.noSpaceFragmented,
+		ChecksumMismatches:    c.checksumMismatches,
+		LowerErrors:           c.lowerErrors,
 	}
 }

@@ -233,7 +233,24 @@ func (e *Engine) spill(j *spillJob) {
 		return e.mu.byID[o.id] == o && e.mu.pol.Location(o.id) == policy.LocSpilling
 	}
 	wrote, err := false, error(nil)
+	// The tenant's NVMe share (tier/policy tenants.go): its own least recently used lower-tier
+	// objects go first, or the object is not spilled at all.
+	refused := false
 	if current() {
+		victims, ok := e.mu.pol.SpillPlan(o.id, e.lowerBusyLocked())
+		refused = !ok
+		quota := e.takeLowerVictimsLocked(victims)
+		for _, v := range quota {
+			e.mu.m.nvmeQuotaEvictions++
+			e.mu.m.nvmeQuotaEvictedBytes += v.meta.Size
+		}
+		if len(quota) > 0 {
+			e.mu.Unlock()
+			e.dropLowerVictims(quota, "evicted from the lower tier: its tenant is at its NVMe quota (least recently used first)")
+			e.mu.Lock()
+		}
+	}
+	if current() && !refused {
 		e.mu.Unlock()
 		// j holds a reference to the range: it cannot be freed under this write.
 		err = e.putLower(o.meta, j.c.h.Bytes(), false, o.model)
@@ -250,8 +267,9 @@ func (e *Engine) spill(j *spillJob) {
 	info := SpillInfo{Meta: o.meta, Duration: time.Since(start), Err: err}
 	stillCurrent := current()
 	var lost bool
+	why := ""
 	switch {
-	case stillCurrent && err == nil:
+	case stillCurrent && wrote:
 		if perr := e.mu.pol.SpillDone(o.id, true); perr != nil {
 			e.log.Error("tier: spill", "err", perr)
 		}
@@ -262,15 +280,23 @@ func (e *Engine) spill(j *spillJob) {
 		e.mu.m.spills++
 		e.mu.m.spillBytes += o.meta.Size
 	case stillCurrent:
-		// The lower tier refused it (full, I/O error): the DRAM bytes must still be freed.
+		// The lower tier refused it (full, I/O error), or its tenant's NVMe share has no room
+		// for it: the DRAM bytes must still be freed.
 		_ = e.mu.pol.SpillDone(o.id, false)
 		delete(e.mu.objects, o.meta.Key)
 		delete(e.mu.byID, o.id)
 		if derr := e.detachLocked(o); derr != nil {
 			e.log.Error("tier: spill", "err", derr)
 		}
-		e.mu.m.spillErrors++
 		lost = true
+		if refused {
+			e.mu.m.nvmeQuotaDrops++
+			e.mu.m.nvmeQuotaDroppedBytes += o.meta.Size
+			why = "evicted from DRAM without a spill: its tenant's NVMe quota has no room for it"
+		} else {
+			e.mu.m.spillErrors++
+			why = "spill to the lower tier failed: " + err.Error()
+		}
 	}
 	if rerr := e.releaseHolderLocked(j.c, false); rerr != nil {
 		e.log.Error("tier: spill", "err", rerr)
@@ -297,7 +323,6 @@ func (e *Engine) spill(j *spillJob) {
 		after = append(after, func() { e.ev.SpillEnd(info) })
 	}
 	if lost {
-		why := "spill to the lower tier failed: " + err.Error()
 		after = append(after, func() { e.lost(o.meta, why) })
 	}
 }

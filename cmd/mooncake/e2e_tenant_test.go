@@ -25,7 +25,7 @@ func TestCLITenantQuota(t *testing.T) {
 		}
 		return r
 	}
-	if r := ok(cli(nil, "tenant", "quota", "set", "default", "1KB")); r.stdout != "tenant default: quota 1.0 KiB\n" {
+	if r := ok(cli(nil, "tenant", "quota", "set", "default", "1KB")); r.stdout != "tenant default: quota 1.0 KiB, NVMe quota none\n" {
 		t.Fatalf("quota set: %q", r.stdout)
 	}
 	ok(cli(bytes.Repeat([]byte("x"), 600), "put", "a", "-"))
@@ -41,8 +41,14 @@ func TestCLITenantQuota(t *testing.T) {
 	if r := cli(nil, "tenant", "quota", "set", "a b", "1KB"); r.code != 2 {
 		t.Fatalf("a bad tenant id: exit %d, %q", r.code, r.stderr)
 	}
-	if r := cli(nil, "tenant", "quota", "set", "t", "1KB", "--nvme", "1GB"); r.code == 0 || !strings.Contains(r.stderr, "NVMe") {
-		t.Fatalf("an NVMe quota: exit %d, %q", r.code, r.stderr)
+	if r := ok(cli(nil, "tenant", "quota", "set", "t", "1KB", "--nvme", "1GB")); !strings.Contains(r.stdout, "NVMe quota 1.0 GiB") {
+		t.Fatalf("an NVMe quota: %q", r.stdout)
+	}
+	if r := ok(cli(nil, "tenant", "ls")); !strings.Contains(r.stdout, "NVME QUOTA") || !strings.Contains(r.stdout, "1.0 GiB") {
+		t.Fatalf("tenant ls with an NVMe quota:\n%s", r.stdout)
+	}
+	if r := cli(nil, "tenant", "quota", "set", "t", "1KB", "--nvme", "lots"); r.code != 2 {
+		t.Fatalf("a bad --nvme: exit %d, %q", r.code, r.stderr)
 	}
 	ok(cli(nil, "tenant", "quota", "rm", "default"))
 	ok(cli(bytes.Repeat([]byte("x"), 600), "put", "b", "-"))

@@ -52,7 +52,7 @@ func newTenantCmd(e *env) *cobra.Command {
 	)
 	set := &cobra.Command{
 		Use:   "set TENANT BYTES [--nvme BYTES]",
-		Short: "Set TENANT's DRAM quota (sizes as 64GB; 0: no limit), one raft commit; puts past it fail with TENANT_QUOTA_EXCEEDED",
+		Short: "Set TENANT's DRAM quota (sizes as 64GB; 0: no limit) and NVMe quota, one raft commit; puts past the DRAM quota fail with TENANT_QUOTA_EXCEEDED",
 		Args:  exactArgs(2, "TENANT BYTES"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := base.ValidateTenant(args[0]); err != nil {
@@ -74,12 +74,12 @@ func newTenantCmd(e *env) *cobra.Command {
 			if err := c.SetTenantQuota(cmd.Context(), args[0], int64(dram), int64(nv)); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "tenant %s: quota %s\n", base.NormalizeTenant(args[0]), quotaString(int64(dram)))
+			fmt.Fprintf(e.stdout, "tenant %s: quota %s, NVMe quota %s\n", base.NormalizeTenant(args[0]), quotaString(int64(dram)), quotaString(int64(nv)))
 			return nil
 		},
 	}
 	sf.register(set.Flags())
-	set.Flags().StringVar(&nvme, "nvme", "0", "NVMe quota: not supported yet (the master does not see which tier holds an object); only 0 is accepted")
+	set.Flags().StringVar(&nvme, "nvme", "0", "NVMe quota (0: no limit): the most bytes of TENANT's objects the workers' NVMe tiers hold; each worker holds its share, evicting the tenant's own least recently used NVMe objects (docs/operations.md)")
 	var rf clientFlags
 	rm := &cobra.Command{
 		Use:   "rm TENANT",
@@ -117,9 +117,9 @@ func quotaString(n int64) string {
 // printTenants writes the tenants table of `mooncake tenant ls` and `mooncake status`.
 func printTenants(out io.Writer, ts []client.TenantStatus) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "TENANT\tQUOTA\tUSED\tOBJECTS\tIN FLIGHT")
+	fmt.Fprintln(w, "TENANT\tQUOTA\tNVME QUOTA\tUSED\tOBJECTS\tIN FLIGHT")
 	for _, t := range ts {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", t.TenantID, quotaString(t.MaxBytes), base.Bytes(t.UsedBytes), t.CommittedCount, base.Bytes(t.ReservedBytes))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", t.TenantID, quotaString(t.MaxBytes), quotaString(t.NVMeMaxBytes), base.Bytes(t.UsedBytes), t.CommittedCount, base.Bytes(t.ReservedBytes))
 	}
 	return w.Flush()
 }

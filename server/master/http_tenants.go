@@ -14,13 +14,14 @@ import (
 //
 //	GET    /tenants/quota                         every tenant with a quota or an object
 //	GET    /tenants/quota/query?tenant_id=T       one tenant (404 "Tenant not found" if neither)
-//	PUT    /tenants/quota/query?tenant_id=T       {"max_bytes": N}: set T's DRAM quota (0: none)
+//	PUT    /tenants/quota/query?tenant_id=T       {"max_bytes": N, "nvme_max_bytes": M}: set T's quotas (0 or no M: none)
 //	DELETE /tenants/quota/query?tenant_id=T       remove T's quota (404 when it has none)
 //	GET    /tenants/quota/_default                the quota of tenants without one: none (0)
 //	PUT    /tenants/quota/_default                NOT_SUPPORTED: a default quota is not built
 //
 // Writes go through raft on the leader (a follower answers 503, UNAVAILABLE_IN_CURRENT_STATUS).
-// "nvme_max_bytes" other than 0 is NOT_SUPPORTED (master_tenants.go says why).
+// "nvme_max_bytes" is the NVMe quota (0 or absent: no limit; master_tenants.go says how the
+// workers hold it).
 
 // tenantQuotaBody is the PUT body. MaxBytes is a pointer so a body without it is an error.
 type tenantQuotaBody struct {

@@ -22,8 +22,10 @@ import (
 //     quota (lifecycle admission, counting puts in flight) and the FSM refuses to commit one;
 //  3. usage per tenant for status, the admin HTTP and metrics (raftmeta.Node.Tenants).
 //
-// The NVMe quota is refused (NOT_SUPPORTED): the master does not see which tier holds an
-// object, so it could not enforce one.
+// The NVMe quota is kept in the raft state like the DRAM quota, but the master does not see
+// which tier holds an object: the workers enforce it. TenantList gives them each quota and the
+// active workers' NVMe capacity; each holds a tenant's objects on its NVMe tier under its share
+// (server/worker worker_tenants.go, tier/policy tenants.go).
 
 func init() {
 	masterCalls[transfer.OpTenantRemove] = masterCall{op: noOp, timeout: applyTimeout, serve: serveTenantRemove}
@@ -52,6 +54,7 @@ func serveTenantList(_ context.Context, m *Master, _ transfer.Message) (transfer
 	resp := &transfer.TenantListResponse{}
 	for _, s := range m.activeSegments() {
 		resp.DRAMCapacity += s.DRAMCapacity
+		resp.NVMeCapacity += s.NVMeCapacity
 	}
 	for _, u := range m.node.Tenants() {
 		resp.Items = append(resp.Items, transfer.TenantQuota{Tenant: u.Tenant, DRAMBytes: u.DRAMQuota,
@@ -90,10 +93,6 @@ func (m *Master) removeTenant(ctx context.Context, t, pattern string, all bool) 
 
 // setTenantQuota commits tenant t's quota (0: no limit). Leader only.
 func (m *Master) setTenantQuota(ctx context.Context, t string, dram, nvme int64) error {
-	if nvme != 0 {
-		return fmt.Errorf("%w: an NVMe quota (tenant %q): the master does not see which tier holds an object, so it cannot enforce one; set the DRAM quota (the bytes a tenant may hold)",
-			base.ErrNotSupported, t)
-	}
 	cmd := raftmeta.SetTenantQuota{Tenant: base.NormalizeTenant(t), DRAMBytes: dram, NVMeBytes: nvme}
 	if err := cmd.Validate(); err != nil {
 		return err
@@ -108,7 +107,7 @@ func (m *Master) setTenantQuota(ctx context.Context, t string, dram, nvme int64)
 	if res.Err != nil {
 		return res.Err
 	}
-	m.log.Info("master: tenant quota set", "tenant", cmd.Tenant, "dram_bytes", dram)
+	m.log.Info("master: tenant quota set", "tenant", cmd.Tenant, "dram_bytes", dram, "nvme_bytes", nvme)
 	return nil
 }
 
@@ -131,7 +130,8 @@ type TenantStatus struct {
 	TenantID string `json:"tenant_id"`
 	// MaxBytes is the DRAM quota: the most bytes of objects the tenant may hold (0: no limit).
 	MaxBytes int64 `json:"max_bytes"`
-	// NVMeMaxBytes is the NVMe quota; always 0 (not enforced, so it cannot be set).
+	// NVMeMaxBytes is the NVMe quota: the most bytes of the tenant's objects the workers' NVMe
+	// tiers hold, each worker holding its share (0: no limit).
 	NVMeMaxBytes int64 `json:"nvme_max_bytes"`
 	// UsedBytes and CommittedCount are the tenant's committed objects (one replica's worth).
 	UsedBytes      int64 `json:"used_bytes"`

@@ -34,6 +34,11 @@ type workerStats struct {
 	// DropFetches: heartbeats sent early to fetch the drops owed; DropsFetchedEarly: the
 	// drops they brought (worker_drop.go).
 	SupersededWaits, DropFetches, DropsFetchedEarly int64
+	// TenantNVMeBytes: each tenant's bytes on the NVMe tier. NVMeQuotaEvictions: NVMe objects
+	// evicted to hold their tenant's NVMe share; NVMeQuotaDrops: objects evicted from DRAM
+	// unspilled because their tenant's share had no room (tier/policy tenants.go).
+	TenantNVMeBytes                    map[string]int64
+	NVMeQuotaEvictions, NVMeQuotaDrops int64
 }
 
 var (
@@ -44,6 +49,9 @@ var (
 	descHugePages                           = prometheus.NewDesc("worker_arena_hugepage_mode", "1 for the page mode the arena got (plain, thp or hugetlb).", []string{"mode"}, nil)
 	descTierBytes                           = prometheus.NewDesc("worker_tier_bytes", "Bytes of committed objects per tier.", []string{"tier"}, nil)
 	descTierObjects                         = prometheus.NewDesc("worker_tier_objects", "Committed objects per tier.", []string{"tier"}, nil)
+	descTenantNVMe                          = prometheus.NewDesc("mooncake_tenant_nvme_bytes", "Bytes of a tenant's objects on this worker's NVMe tier (held under its share of the tenant's NVMe quota).", []string{"tenant_id"}, nil)
+	descNVMeQuotaEvict                      = prometheus.NewDesc("worker_nvme_quota_evictions_total", "Objects evicted from NVMe (least recently used of their tenant) to keep their tenant under its NVMe quota share.", nil, nil)
+	descNVMeQuotaDrops                      = prometheus.NewDesc("worker_nvme_quota_drops_total", "Objects evicted from DRAM without a spill because their tenant's NVMe quota share had no room for them.", nil, nil)
 	descNVMeCap                             = prometheus.NewDesc("worker_nvme_capacity_bytes", "Capacity of the NVMe tier (0 when the worker has none).", nil, nil)
 	descEvictions                           = prometheus.NewDesc("worker_evictions_total", "Objects evicted from DRAM, by reason.", []string{"reason"}, nil)
 	descSpills                              = prometheus.NewDesc("worker_spills_total", "Objects moved from DRAM to NVMe.", nil, nil)
@@ -58,7 +66,7 @@ var (
 	descDropsEarly                          = prometheus.NewDesc("worker_drops_fetched_early_total", "Drops received through worker_drop_fetches_total rather than a periodic heartbeat.", nil, nil)
 	descShmLeases                           = prometheus.NewDesc("worker_shm_leases", "Objects pinned by clients on this host copying them out of the shared arena (ShmPin leases not yet released).", nil, nil)
 	descShmPutStages                        = prometheus.NewDesc("worker_shm_put_stages", "Staging areas open for same-host puts (one per client on this host that put here; each up to 32 MiB of shared memory).", nil, nil)
-	workerStatsDescs                        = []*prometheus.Desc{descArenaUsed, descArenaCap, descArenaPopulated, descArenaFrag, descHugePages, descTierBytes, descTierObjects, descNVMeCap, descEvictions, descSpills, descPromotions, descCorruptions, descPending, descShmLeases, descShmPutStages, descSuperseded, descSupBytes, descSupRestored, descSupWaits, descDropFetches, descDropsEarly}
+	workerStatsDescs                        = []*prometheus.Desc{descArenaUsed, descArenaCap, descArenaPopulated, descArenaFrag, descHugePages, descTierBytes, descTierObjects, descNVMeCap, descTenantNVMe, descNVMeQuotaEvict, descNVMeQuotaDrops, descEvictions, descSpills, descPromotions, descCorruptions, descPending, descShmLeases, descShmPutStages, descSuperseded, descSupBytes, descSupRestored, descSupWaits, descDropFetches, descDropsEarly}
 	descWorkerReqs                          = prometheus.NewDesc("worker_requests_total", "Worker calls received, by call.", []string{"op"}, nil)
 	descWorkerFails                         = prometheus.NewDesc("worker_failures_total", "Worker calls that failed, by call.", []string{"op"}, nil)
 	_                  prometheus.Collector = (*workerStatsCollector)(nil)
@@ -139,6 +147,11 @@ func (c *workerStatsCollector) Collect(ch chan<- prometheus.Metric) {
 	g(descTierObjects, float64(s.DRAMObjects), "dram")
 	g(descTierObjects, float64(s.NVMeObjects), "nvme")
 	g(descNVMeCap, float64(s.NVMeCapacity))
+	for t, n := range s.TenantNVMeBytes {
+		g(descTenantNVMe, float64(n), t)
+	}
+	cnt(descNVMeQuotaEvict, float64(s.NVMeQuotaEvictions))
+	cnt(descNVMeQuotaDrops, float64(s.NVMeQuotaDrops))
 	for reason, n := range s.Evictions {
 		cnt(descEvictions, float64(n), reason)
 	}

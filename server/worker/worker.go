@@ -527,6 +527,7 @@ func (w *Worker) stats() workerStats {
 		ShmLeases: int64(w.shm.count()), ShmPutStages: int64(w.stages.count()),
 		Superseded: m.Superseded, SupersededRestored: m.Restored, SupersededWaits: m.SupersededWaits,
 		DropFetches: w.dropFetch.fetches.Load(), DropsFetchedEarly: w.dropFetch.drops.Load(),
+		TenantNVMeBytes: m.TenantNVMeBytes, NVMeQuotaEvictions: m.NVMeQuotaEvictions, NVMeQuotaDrops: m.NVMeQuotaDrops,
 	}
 	if w.store != nil {
 		nm := w.store.Metrics()

@@ -62,6 +62,13 @@
 // picks its least recent objects to delete; they are forgotten (the engine reports them lost).
 // Kept copies and hard-pinned objects are never taken.
 //
+// # Tenants
+//
+// Objects carry their tenant. DRAM eviction takes first from the tenants over their share of
+// DRAM (SetTenantShares); a spill of a tenant at its share of the lower tier (SetTenantNVMeShares)
+// first takes that tenant's own least recent lower-tier objects, or is refused (SpillPlan).
+// tenants.go has the rules.
+//
 // # Accounting
 //
 // Used() = bytes of DRAM-resident objects (including those being spilled) + Reserve()d bytes

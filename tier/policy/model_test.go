@@ -155,6 +155,34 @@ func (m *model) stats() (dram, spill, lower, pinned int64) {
 	return
 }
 
+// modelTenant is the tenant of the model's object id: three tenants.
+func modelTenant(id ID) string { return []string{"a", "b", "c"}[id%3] }
+
+// tenants returns each tenant's bytes resident in DRAM (not being spilled) and on the lower
+// tier, as the policy counts them (tenants.go).
+func (m *model) tenants() (dram, lower map[string]int64) {
+	dram, lower = map[string]int64{}, map[string]int64{}
+	for id, o := range m.objs {
+		if o.loc == LocDRAM {
+			dram[modelTenant(id)] += o.size
+		}
+		if o.onLower {
+			lower[modelTenant(id)] += o.size
+		}
+	}
+	return dram, lower
+}
+
+// sameBytes compares byte counts by tenant, a missing tenant counting as 0.
+func sameBytes(a, b map[string]int64) bool {
+	for _, t := range []string{"a", "b", "c"} {
+		if a[t] != b[t] {
+			return false
+		}
+	}
+	return len(a) <= 3 && len(b) <= 3
+}
+
 // TestModel drives the Policy and the model with the same random operations and requires the
 // same victims, promotions and byte counts after every step. Run with -policy-seed=N to
 // reproduce a failure.
@@ -185,7 +213,7 @@ func TestModel(t *testing.T) {
 			case 0, 1: // add to DRAM
 				obj := Object{ID: id, Size: int64(10 + rng.IntN(90)),
 					Persistence: []base.Persistence{base.PersistenceCache, base.PersistenceSpill, base.PersistenceDurable}[rng.IntN(3)],
-					HardPin:     rng.IntN(8) == 0}
+					HardPin:     rng.IntN(8) == 0, Tenant: modelTenant(id)}
 				if rng.IntN(5) == 0 {
 					obj.SoftPinUntil = int64(rng.IntN(100))
 				}
@@ -196,7 +224,7 @@ func TestModel(t *testing.T) {
 				m.bump(n, 0)
 			case 2: // add on lower only
 				sz, keep, hard := int64(10+rng.IntN(90)), rng.IntN(3) == 0, rng.IntN(8) == 0
-				p.AddLower(Object{ID: id, Size: sz, Persistence: base.PersistenceSpill, KeepLower: keep, HardPin: hard})
+				p.AddLower(Object{ID: id, Size: sz, Persistence: base.PersistenceSpill, KeepLower: keep, HardPin: hard, Tenant: modelTenant(id)})
 				n := &mobj{size: sz, persist: base.PersistenceSpill, onLower: true, keep: keep, hard: hard}
 				m.objs[id] = n
 				m.toLower(n)
@@ -307,6 +335,10 @@ func TestModel(t *testing.T) {
 			if s.DRAMBytes != dram || s.SpillingBytes != spill || s.LowerBytes != lower || s.PinnedBytes != pinned {
 				t.Fatalf("seed %d round %d step %d: stats %+v, model dram=%d spill=%d lower=%d pinned=%d",
 					seed, round, step, s, dram, spill, lower, pinned)
+			}
+			if d, l := m.tenants(); !sameBytes(p.tenantDRAM, d) || !sameBytes(p.TenantsLower(), l) {
+				t.Fatalf("seed %d round %d step %d: tenants dram=%v lower=%v, model dram=%v lower=%v",
+					seed, round, step, p.tenantDRAM, p.TenantsLower(), d, l)
 			}
 			if got, want := p.Order(), m.sorted(func(o *mobj) bool { return m.inSegs(o) }); !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
 				t.Fatalf("seed %d round %d step %d: order %v, model %v", seed, round, step, got, want)

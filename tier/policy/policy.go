@@ -267,6 +267,10 @@ type Policy struct {
 	// tenantDRAM and shares: each tenant's DRAM bytes and its share (tenants.go).
 	tenantDRAM map[string]int64
 	shares     map[string]int64
+	// tenantLower and nvmeShares: each tenant's bytes on the lower tier and its share of it
+	// (tenants.go).
+	tenantLower map[string]int64
+	nvmeShares  map[string]int64
 }
 
 // New returns an empty Policy.
@@ -320,8 +324,7 @@ func (p *Policy) AddDRAM(o Object) {
 	p.dramBytes += o.Size
 	p.dramObjects++
 	if o.OnLower {
-		p.lowerBytes += o.Size
-		p.lowerObjects++
+		p.countLower(e, 1)
 	}
 	p.placeDRAM(e, segProbation)
 }
@@ -332,8 +335,7 @@ func (p *Policy) AddLower(o Object) {
 	o.OnLower = true
 	e := &entry{Object: o, loc: LocLower}
 	p.m[o.ID] = e
-	p.lowerBytes += o.Size
-	p.lowerObjects++
+	p.countLower(e, 1)
 	p.placeLower(e)
 }
 
@@ -424,8 +426,7 @@ func (p *Policy) Remove(id ID) int64 {
 		p.dramObjects--
 	}
 	if e.OnLower {
-		p.lowerBytes -= e.Size
-		p.lowerObjects--
+		p.countLower(e, -1)
 	}
 	delete(p.m, id)
 	return dram
@@ -482,8 +483,7 @@ func (p *Policy) Promoted(id ID) (releaseLower bool, err error) {
 	p.dramObjects++
 	if !e.keepLower() {
 		e.OnLower = false
-		p.lowerBytes -= e.Size
-		p.lowerObjects--
+		p.countLower(e, -1)
 		releaseLower = true
 	}
 	p.placeDRAM(e, segProtected)
@@ -544,8 +544,7 @@ func (p *Policy) SpillDone(id ID, ok bool) error {
 	e.readers = 0
 	e.lowerHits = 0
 	e.OnLower = true
-	p.lowerBytes += e.Size
-	p.lowerObjects++
+	p.countLower(e, 1)
 	p.placeLower(e)
 	return nil
 }
@@ -559,8 +558,7 @@ func (p *Policy) MarkOnLower(id ID) error {
 	}
 	if !e.OnLower {
 		e.OnLower = true
-		p.lowerBytes += e.Size
-		p.lowerObjects++
+		p.countLower(e, 1)
 	}
 	return nil
 }

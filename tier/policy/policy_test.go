@@ -28,6 +28,7 @@ func TestMain(m *testing.M) { testutil.VerifyNoLeaks(m) }
 //	evict-lower need=N [busy=ID,ID...]
 //	state
 //	shares TENANT=N ... | tenants        (SetTenantShares; add takes tenant=T)
+//	nvme-shares TENANT=N ... | nvme-tenants | spill-plan id=N [busy=ID,ID...]
 func TestPolicy(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		var p *Policy
@@ -128,20 +129,9 @@ func TestPolicy(t *testing.T) {
 			case "evict-lower":
 				var need int64
 				d.ScanArgs(t, "need", &need)
-				busy := map[ID]bool{}
-				if d.HasArg("busy") {
-					var ids []string
-					d.ScanArgs(t, "busy", &ids)
-					for _, s := range ids {
-						var n uint64
-						if _, err := fmt.Sscan(s, &n); err != nil {
-							t.Fatal(err)
-						}
-						busy[ID(n)] = true
-					}
-				}
+				busy := busyArg(t, d)
 				var b strings.Builder
-				for _, v := range p.EvictLower(need, func(id ID) bool { return busy[id] }) {
+				for _, v := range p.EvictLower(need, busy) {
 					fmt.Fprintf(&b, "victim %d size=%d %s\n", v.ID, v.Size, v.Action)
 				}
 				return b.String() + state(p)
@@ -150,23 +140,67 @@ func TestPolicy(t *testing.T) {
 			case "state":
 				return state(p)
 			case "shares":
-				shares := map[string]int64{}
-				for _, a := range d.CmdArgs {
-					n, err := strconv.ParseInt(a.Vals[0], 10, 64)
-					if err != nil {
-						t.Fatal(err)
-					}
-					shares[a.Key] = n
-				}
-				p.SetTenantShares(shares)
+				p.SetTenantShares(sharesArg(t, d))
 				return formatTenants(p)
 			case "tenants":
 				return formatTenants(p)
+			case "nvme-shares":
+				p.SetTenantNVMeShares(sharesArg(t, d))
+				return formatNVMeTenants(p)
+			case "nvme-tenants":
+				return formatNVMeTenants(p)
+			case "spill-plan":
+				victims, spill := p.SpillPlan(id(), busyArg(t, d))
+				var b strings.Builder
+				for _, v := range victims {
+					fmt.Fprintf(&b, "victim %d size=%d %s\n", v.ID, v.Size, v.Action)
+				}
+				fmt.Fprintf(&b, "spill=%t\n", spill)
+				return b.String() + state(p) + formatNVMeTenants(p)
 			}
 			t.Fatalf("unknown command %q", d.Cmd)
 			return ""
 		})
 	})
+}
+
+// sharesArg reads TENANT=N arguments.
+func sharesArg(t *testing.T, d *datadriven.TestData) map[string]int64 {
+	shares := map[string]int64{}
+	for _, a := range d.CmdArgs {
+		n, err := strconv.ParseInt(a.Vals[0], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shares[a.Key] = n
+	}
+	return shares
+}
+
+// busyArg reads busy=ID,ID... into a busy function for EvictLower and SpillPlan.
+func busyArg(t *testing.T, d *datadriven.TestData) func(ID) bool {
+	busy := map[ID]bool{}
+	if d.HasArg("busy") {
+		var ids []string
+		d.ScanArgs(t, "busy", &ids)
+		for _, s := range ids {
+			var n uint64
+			if _, err := fmt.Sscan(s, &n); err != nil {
+				t.Fatal(err)
+			}
+			busy[ID(n)] = true
+		}
+	}
+	return func(id ID) bool { return busy[id] }
+}
+
+// formatNVMeTenants shows each tenant's lower-tier bytes and NVMe share.
+func formatNVMeTenants(p *Policy) string {
+	var b strings.Builder
+	for _, t := range slices.Sorted(maps.Keys(p.tenantLower)) {
+		fmt.Fprintf(&b, "tenant %s lower=%d nvme-share=%d\n", t, p.TenantLower(t), p.nvmeShares[t])
+	}
+	return b.String()
 }
 
 // formatTenants shows each tenant's DRAM bytes and share, and who is over it.

@@ -1,6 +1,10 @@
 package wire
 
-import "github.com/mooncake-go/mooncake/internal/base"
+import (
+	"fmt"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+)
 
 // Tenants (issue 21 item 1; opcodes 130-139). A tenant is a namespace of keys: a client of
 // tenant t sends every key as base.TenantKey(t, key), so the key-carrying calls need no new
@@ -67,11 +71,14 @@ func (m *TenantQuotaSetRequest) Encode(e *Encoder) { m.Quota.encode(e) }
 func (m *TenantQuotaSetRequest) Decode(d *Decoder) { m.Quota.decode(d) }
 
 // TenantListResponse (op 132; the request is Empty) lists every tenant with a quota or an
-// object, by name, and the DRAM capacity of the active workers (a worker's share of a
-// tenant's quota is the quota times its DRAM over this: server/worker worker_tenants.go).
+// object, by name, and the DRAM and NVMe capacity of the active workers (a worker's share of
+// a tenant's DRAM quota is the quota times its DRAM over DRAMCapacity, of its NVMe quota the
+// quota times its NVMe over NVMeCapacity: server/worker worker_tenants.go). NVMeCapacity is a
+// trailing optional field, present only when > 0.
 type TenantListResponse struct {
 	DRAMCapacity int64
 	Items        []TenantQuota
+	NVMeCapacity int64
 }
 
 func (m *TenantListResponse) Op() Op { return OpTenantList }
@@ -81,6 +88,9 @@ func (m *TenantListResponse) Encode(e *Encoder) {
 	for i := range m.Items {
 		m.Items[i].encode(e)
 	}
+	if m.NVMeCapacity > 0 {
+		e.I64(m.NVMeCapacity)
+	}
 }
 func (m *TenantListResponse) Decode(d *Decoder) {
 	m.DRAMCapacity = d.I64()
@@ -89,6 +99,11 @@ func (m *TenantListResponse) Decode(d *Decoder) {
 	m.Items = make([]TenantQuota, n)
 	for i := range m.Items {
 		m.Items[i].decode(d)
+	}
+	if d.Err() == nil && d.Remaining() > 0 {
+		if m.NVMeCapacity = d.I64(); d.Err() == nil && m.NVMeCapacity <= 0 {
+			d.Fail(fmt.Errorf("%w: NVMe capacity %d (leave the field out)", base.ErrInvalidParams, m.NVMeCapacity))
+		}
 	}
 }
 

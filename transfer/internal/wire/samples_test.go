@@ -186,6 +186,8 @@ func sampleResponses() []Message {
 		NewEmpty(OpTenantQuotaSet),
 		&TenantListResponse{DRAMCapacity: 64 << 30, Items: []TenantQuota{{Tenant: "default", Objects: 2, Bytes: 100},
 			{Tenant: "team-a", DRAMBytes: 1 << 30, NVMeBytes: 4 << 30, Objects: 1, Bytes: 64}}},
+		&TenantListResponse{DRAMCapacity: 64 << 30, Items: []TenantQuota{{Tenant: "team-a", NVMeBytes: 4 << 30}},
+			NVMeCapacity: 1 << 40},
 	}
 }
 
@@ -223,6 +225,13 @@ func earlierRevisions(m Message) []Message {
 		}
 		old := *p
 		old.Verifies = false
+		return []Message{&old}
+	case *TenantListResponse:
+		if p.NVMeCapacity == 0 {
+			return nil
+		}
+		old := *p
+		old.NVMeCapacity = 0
 		return []Message{&old}
 	case *CreateTaskRequest:
 		if p.ID == (base.TaskID{}) {
