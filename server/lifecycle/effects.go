@@ -7,7 +7,7 @@ import (
 	"github.com/mooncake-go/mooncake/raftmeta"
 )
 
-// Effects: what an event asks the driver to do. Every event whose outcome needs the driver
+// Effect is one thing an event asks the driver to do. Every event whose outcome needs the driver
 // to act returns them, in the order the driver must run them; the decisions are all made
 // here, so the driver is glue that executes effects (and the scripts in testdata/ print them).
 // The set is closed: only the types below implement Effect. The driver's duties, by type:
