@@ -194,7 +194,7 @@ func TestShmPrivateArena(t *testing.T) {
 	if err := cli.Call(ctx, s.worker.Addr(), &transfer.ShmPinRequest{Key: "k"}, &p); !errors.Is(err, base.ErrNotSupported) {
 		t.Fatalf("ShmPin: %v", err)
 	}
-	touch := &transfer.ShmTouchRequest{Items: []transfer.KeyVersion{{Key: "k"}}}
+	touch := &transfer.ShmTouchRequest{Items: []base.KeyVersion{{Key: "k"}}}
 	if err := cli.Call(ctx, s.worker.Addr(), touch, transfer.NewBatchResponse(transfer.OpShmTouch, nil)); !errors.Is(err, base.ErrNotSupported) {
 		t.Fatalf("ShmTouch: %v", err)
 	}
@@ -235,7 +235,7 @@ func TestShmTouchAndGenerations(t *testing.T) {
 	}
 	hits := s.worker.TestHooks().Engine().Metrics().HitsDRAM
 	resp := transfer.NewBatchResponse(transfer.OpShmTouch, nil)
-	req := &transfer.ShmTouchRequest{Items: []transfer.KeyVersion{
+	req := &transfer.ShmTouchRequest{Items: []base.KeyVersion{
 		{Key: "k", Version: lr.Version}, {Key: "missing", Version: 1}, {Key: "k", Version: lr.Version + 99}, {Key: "k"}}}
 	if err := cli.Call(ctx, waddr, req, resp); err != nil {
 		t.Fatal(err)

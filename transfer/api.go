@@ -19,11 +19,7 @@ type (
 	// Op is a call's opcode.
 	Op = wire.Op
 
-	Empty = wire.Empty
-	// KeyVersion is base.KeyVersion (the same type); new code names base.KeyVersion.
-	// TODO(record): drop the alias once server's worker files (being moved to their own
-	// package) name base.KeyVersion.
-	KeyVersion             = base.KeyVersion
+	Empty                  = wire.Empty
 	ItemError              = wire.ItemError
 	PutStartRequest        = wire.PutStartRequest
 	PutStartResponse       = wire.PutStartResponse

@@ -201,7 +201,7 @@ func (m *Master) pushPins(ctx context.Context, keys []string, pinned bool) {
 			addrs[s.ID] = s.Address
 		}
 	}
-	byWorker := map[base.WorkerID][]transfer.KeyVersion{}
+	byWorker := map[base.WorkerID][]base.KeyVersion{}
 	for _, k := range keys {
 		if !pinned && m.node.KVSessionPinned(k) {
 			continue
@@ -211,7 +211,7 @@ func (m *Master) pushPins(ctx context.Context, keys []string, pinned bool) {
 			continue
 		}
 		for _, w := range o.Replicas {
-			byWorker[w] = append(byWorker[w], transfer.KeyVersion{Key: k, Version: o.Version})
+			byWorker[w] = append(byWorker[w], base.KeyVersion{Key: k, Version: o.Version})
 		}
 	}
 	var wg sync.WaitGroup

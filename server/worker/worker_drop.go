@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
-	"github.com/mooncake-go/mooncake/transfer"
 )
 
 // Fetching drops early.
@@ -86,7 +85,7 @@ func (w *Worker) dropFetchLoop() {
 // applyDrops removes what the master says this worker must not hold: pending writes of a
 // revoked or expired put, and committed objects removed or unknown to the master. A drop of a
 // version the worker does not hold is a no-op.
-func (w *Worker) applyDrops(kvs []transfer.KeyVersion) {
+func (w *Worker) applyDrops(kvs []base.KeyVersion) {
 	for _, kv := range kvs {
 		if err := w.drop(kv.Key, kv.Version); err != nil && !errors.Is(err, base.ErrObjectNotFound) && !errors.Is(err, base.ErrInvalidVersion) {
 			w.log.Warn("drop failed", "key", kv.Key, "version", kv.Version, "err", err)

@@ -34,7 +34,7 @@ type prefetcher struct {
 	// prefetch of one is answered OK and costs nothing); queue: those not yet started.
 	inflight int64
 	keys     map[string]bool
-	queue    []transfer.KeyVersion
+	queue    []base.KeyVersion
 	sizes    []int64 // sizes[i] is queue[i]'s
 	running  int
 	stopped  bool
@@ -58,7 +58,7 @@ func (w *Worker) prefetch(req *transfer.PrefetchRequest) (*transfer.BatchRespons
 	return transfer.NewBatchResponse(transfer.OpPrefetch, items), nil
 }
 
-func (w *Worker) acceptPrefetch(it transfer.KeyVersion) error {
+func (w *Worker) acceptPrefetch(it base.KeyVersion) error {
 	if err := base.ValidateKey(it.Key); err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (w *Worker) acceptPrefetch(it transfer.KeyVersion) error {
 	}
 	p.keys[it.Key] = true
 	p.inflight += info.Size
-	p.queue = append(p.queue, transfer.KeyVersion{Key: it.Key, Version: info.Version})
+	p.queue = append(p.queue, base.KeyVersion{Key: it.Key, Version: info.Version})
 	p.sizes = append(p.sizes, info.Size)
 	if p.running < prefetchRunners {
 		p.running++
