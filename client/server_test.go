@@ -95,8 +95,10 @@ func waitActive(t testing.TB, c *client.Client, n int) {
 			return err
 		}
 		active := 0
+		// NB: active in the raft state is not yet placeable: the leader places on a worker
+		// once it attached (as setup waits for in the C library).
 		for _, w := range st.Workers {
-			if w.State == "active" {
+			if w.State == "active" && w.Attached {
 				active++
 			}
 		}
