@@ -16,6 +16,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -226,15 +227,28 @@ func probeRead(b []byte) {
 	probeSink = x
 }
 
-// probeWrite writes one byte of every page of b (an output buffer, overwritten by the get
-// anyway), so a read-only or unmapped buffer fails here, as probeRead.
+// probeWrite checks that every page of b (an output buffer) is writable, so a read-only or
+// unmapped buffer fails here, as probeRead, and changes no byte: the probe is an atomic
+// compare-and-swap of the aligned word holding the byte with its own value, which the CPU
+// checks as a write (a fault on a read-only page) while the word keeps its value, even
+// against a concurrent writer. A probe that stored a byte would clobber what the caller
+// keeps there: the bytes past a short object, the buffer of a miss, or an item that
+// batch_get_into's first pass already read (the second pass probes the batch again).
 func probeWrite(b []byte) {
 	for i := 0; i < len(b); i += pageSize {
-		b[i] = 0
+		probeWriteAt(&b[i])
 	}
 	if len(b) > 0 {
-		b[len(b)-1] = 0
+		probeWriteAt(&b[len(b)-1])
 	}
+}
+
+// probeWriteAt probes the aligned 4-byte word holding *p: aligned down, it lies in the same
+// page (pages are 4-byte aligned) and, for Go memory, in the same allocation.
+func probeWriteAt(p *byte) {
+	w := (*uint32)(unsafe.Pointer(uintptr(unsafe.Pointer(p)) &^ 3))
+	v := atomic.LoadUint32(w)
+	atomic.CompareAndSwapUint32(w, v, v)
 }
 
 var probeSink byte

@@ -158,6 +158,15 @@ static void check_batches(mooncake_store_t s) {
     EQ(got[2], SZ, "batch_get_into item 2");
     EQ(got[3], MOONCAKE_ERR_INVALID_PARAMS, "batch_get_into short buffer");
     CHECK(memcmp(out[0], in[0], SZ) == 0 && memcmp(out[2], in[2], SZ) == 0, "batch_get_into bytes differ");
+    /* Again, the lookups now cached: items 0 and 2 are read by the first pass on this thread
+     * (shared memory, no wait) and the miss by the second. The second pass must not touch
+     * what the first wrote, and nothing may write into the buffer of a miss. */
+    memset(out, 0xEE, sizeof out);
+    EQ(mooncake_store_batch_get_into(s, gkeys, bufs, sizes, N, got), 0, "batch_get_into, cached");
+    CHECK(memcmp(out[0], in[0], SZ) == 0 && memcmp(out[2], in[2], SZ) == 0, "batch_get_into bytes differ, cached");
+    int untouched = 1;
+    for (int i = 0; i < SZ; i++) untouched &= out[1][i] == 0xEE;
+    CHECK(untouched, "batch_get_into wrote into the buffer of a miss");
     /* Batches run on a goroutine while this thread waits (offthread.go): the first failed
      * item's text must still become this thread's last error, and a failed call's too. */
     CHECK(strstr(mooncake_store_last_error(), "missing") != NULL, "batch last error: %s", mooncake_store_last_error());
@@ -294,6 +303,14 @@ static void check_bad_input(mooncake_store_t s) {
     EQ(mooncake_store_batch_get_into(s, keys, bufs, sizes, 2, got), MOONCAKE_ERR_INVALID_PARAMS,
        "batch get into PROT_NONE");
     munmap(noaccess, 1 << 16);
+    /* A read-only page: a put reads it, a get must not write it (the write probe faults). */
+    void *readonly = mmap(NULL, 1 << 16, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(readonly != MAP_FAILED, "mmap");
+    EQ(mooncake_store_get_into(s, "k1", readonly, 1 << 16), MOONCAKE_ERR_INVALID_PARAMS, "get into PROT_READ");
+    bufs[1] = readonly;
+    EQ(mooncake_store_batch_get_into(s, keys, bufs, sizes, 2, got), MOONCAKE_ERR_INVALID_PARAMS,
+       "batch get into PROT_READ");
+    munmap(readonly, 1 << 16);
     EQ(mooncake_store_batch_get_into(s, keys, NULL, sizes, 2, got), MOONCAKE_ERR_INVALID_PARAMS, "NULL buffers");
     EQ(mooncake_store_batch_get_into(s, keys, bufs, sizes, 5000, got), MOONCAKE_ERR_INVALID_PARAMS, "count 5000");
     EQ(mooncake_store_register_buffer(s, NULL, 10), MOONCAKE_ERR_INVALID_PARAMS, "register NULL");
