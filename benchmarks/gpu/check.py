@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 MiB = 1 << 20
 SIZES = [1 << 10, (1 << 10) + 3, 4096 + 1, MiB, 16 * MiB + 7, 64 * MiB]
@@ -295,6 +296,52 @@ def same(mem, x, xo, y, yo, n):
     return ctypes.string_at(mem.ptr(x) + xo, n) == ctypes.string_at(mem.ptr(y) + yo, n)
 
 
+# ---- step 3b: the tensor helpers with CUDA tensors ----
+
+
+def tensors(torch, dev):
+    """The tensors of step 3b, made the same way in both processes (on dev)."""
+    g = torch.Generator().manual_seed(11)
+    a = torch.randn(3, 5, 7, generator=g).to(torch.bfloat16)
+    b = torch.randint(0, 1000, (4, 9), generator=g, dtype=torch.int64)
+    nc = torch.randn(6, 8, generator=g)
+    return a.to(dev), b.to(dev), nc.to(dev).t()  # nc: not contiguous
+
+
+def tensors_put(s, c, dev):
+    import torch
+
+    a, b, nc = tensors(torch, dev)
+    c.eq(s.put_tensor("tn-a", a), 0, "put_tensor")
+    c.eq(s.batch_put_tensor(["tn-b", "tn-nc"], [b, nc]), [0, 0], "batch_put_tensor")
+    c.eq(s.upsert_tensor("tn-a", a * 2), 0, "upsert_tensor")
+    c.eq(s.put_tensor_with_tp("tn-tp", b, tp_size=3, split_dim=1), 0, "put_tensor_with_tp")
+    log(f"ok tensor helpers: put from {dev} tensors")
+
+
+def tensors_get(s, c, dev):
+    import torch
+
+    a, b, nc = tensors(torch, dev)
+    got = s.get_tensor("tn-a")
+    c.check(got is not None and torch.equal(got, (a * 2).cpu()), "get_tensor after upsert_tensor")
+    buf = torch.zeros(1 << 16, dtype=torch.uint8, device=dev)
+    t = s.get_tensor_into("tn-b", buf.data_ptr(), buf.numel())
+    c.check(t is not None and t.device == buf.device and torch.equal(t, b), f"get_tensor_into a {dev} buffer")
+    bufs = [torch.zeros(1 << 12, dtype=torch.uint8, device=dev) for _ in range(2)]
+    ts = s.batch_get_tensor_into(["tn-a", "tn-nc"], [x.data_ptr() for x in bufs], [x.numel() for x in bufs])
+    c.check(len(ts) == 2 and ts[0] is not None and torch.equal(ts[0], a * 2), f"batch_get_tensor_into [0]: {ts[0]} {s.last_error()}")
+    c.check(len(ts) == 2 and ts[1] is not None and torch.equal(ts[1], nc), "batch_get_tensor_into [1]")
+    # What get_tensor_into left in the buffer is the stored layout: put it back from there.
+    c.eq(s.put_tensor_from("tn-copy", buf.data_ptr(), 40 + b.numel() * 8), 0, f"put_tensor_from a {dev} buffer")
+    got = s.get_tensor("tn-copy")
+    c.check(got is not None and torch.equal(got, b.cpu()), "get_tensor of the put_tensor_from copy")
+    for r, want in enumerate(b.chunk(3, 1)):
+        got = s.get_tensor_with_tp("tn-tp", tp_rank=r, tp_size=3)
+        c.check(got is not None and torch.equal(got, want.cpu()), f"get_tensor_with_tp shard {r}")
+    log(f"ok tensor helpers: read into {dev} buffers, byte-exact")
+
+
 # ---- step 4: a causal LM's KV cache through the store ----
 
 PROMPT, CHUNK = 1024, 256
@@ -454,20 +501,45 @@ def role(args):
         blocks = vllm_put(s, mem, c, keep)
         with open(os.path.join(args.work, "blocks.json"), "w") as f:
             json.dump(blocks, f)
+        if have_torch(args):
+            guarded(c, "tensors A", tensors_put, s, c, "cuda" if isinstance(mem, CudaMem) else "cpu")
         if have_lm(args):
-            lm_a(s, c, args.work)
+            guarded(c, "LM A", lm_a, s, c, args.work)
     elif args.role == "get":
         roundtrip_get(s, mem, c)
         with open(os.path.join(args.work, "blocks.json")) as f:
             vllm_get(s, mem, c, keep, json.load(f))
+        if have_torch(args):
+            guarded(c, "tensors B", tensors_get, s, c, "cuda" if isinstance(mem, CudaMem) else "cpu")
         if have_lm(args):
-            lm_b(s, c, args.work)
+            guarded(c, "LM B", lm_b, s, c, args.work)
     else:
         bench(s, mem, c, (64 if args.cpu_dry_run else 512) * MiB)
     s.close()
     if c.failures:
         raise SystemExit(f"FAIL {args.role}: {c.failures} checks failed")
     log(f"ok {args.role}")
+
+
+def guarded(c, what, fn, *a):
+    """Runs step 4 so that an error of transformers' API (it changes between versions) counts as
+    a failed check with its traceback, and the steps after it still run."""
+    try:
+        fn(*a)
+    except Exception:
+        traceback.print_exc()
+        c.check(False, f"{what} raised")
+
+
+def have_torch(args):
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        if args.cpu_dry_run:
+            log("skip tensor helpers: no torch in this dry run")
+            return False
+        raise
+    return True
 
 
 def have_lm(args):

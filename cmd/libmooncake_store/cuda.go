@@ -12,6 +12,7 @@ import "C"
 import (
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"unsafe"
 
 	"github.com/mooncake-go/mooncake/internal/base"
@@ -66,3 +67,23 @@ func cudaError() string {
 
 // cudaLoads is how many CUDA drivers the library has loaded (0 or 1).
 func cudaLoads() int { return int(C.mc_cuda_loads()) }
+
+// mcpy_is_device_memory says what the Python package's tensor helpers must know before they
+// touch a caller's buffer themselves (read a tensor header, make a tensor over it): 1 when
+// [buffer, buffer+size) is device memory of this process, 0 when it is host memory (always
+// without a CUDA driver), or a negative code (INVALID_PARAMS: a bad range, one crossing its
+// device allocation, or another process's device address), with last_error set. Not in the
+// header: Mooncake's C API has no such call.
+//
+//export mcpy_is_device_memory
+func mcpy_is_device_memory(buffer C.uintptr_t, size C.size_t) (rc C.int) {
+	defer catchInt(&rc, debug.SetPanicOnFault(true))
+	_, dev, err := callerBytes("buffer", uintptr(buffer), uint64(size))
+	if err != nil {
+		return C.int(fail(err))
+	}
+	if dev {
+		return 1
+	}
+	return 0
+}

@@ -121,6 +121,8 @@ _FUNCS = {
     "mcpy_create_copy_task": (c_int, [_STORE, c_char_p, _c_char_pp, c_size_t, _c_uint64_p]),
     "mcpy_create_move_task": (c_int, [_STORE, c_char_p, c_char_p, c_char_p, _c_uint64_p]),
     "mcpy_query_task": (c_int, [_STORE, c_uint64, c_uint64, _c_int64_p, c_void_p, c_size_t, c_void_p, c_size_t]),
+    # Whether a caller's buffer is GPU memory, for the tensor helpers (_tensor.py).
+    "mcpy_is_device_memory": (c_int, [c_void_p, c_size_t]),
     "mooncake_store_last_error": (c_char_p, []),
     "mooncake_store_error_name": (c_char_p, [c_int]),
 }

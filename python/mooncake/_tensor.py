@@ -76,11 +76,13 @@ def _dtype_code(torch: Any, dt: Any) -> int:
 
 
 def _encode(torch: Any, key: str, t: Any) -> Tuple[int, Any, Any]:
-    """(0, header bytes, contiguous CPU tensor) or (negative code, None, None)."""
+    """(0, header bytes, contiguous tensor on t's device) or (negative code, None, None).
+    CPU and CUDA tensors are taken (the C library copies CUDA memory itself); others are
+    NOT_SUPPORTED."""
     if not isinstance(t, torch.Tensor):
         return _fail(f"{key}: {type(t).__name__} is not a torch.Tensor"), None, None
-    if t.device.type != "cpu":
-        return _fail(f"{key}: tensors on {t.device} need GPU support, not in this build", _NOT_SUPPORTED), None, None
+    if t.device.type not in ("cpu", "cuda"):
+        return _fail(f"{key}: tensors on {t.device} are not supported (CPU and CUDA are)", _NOT_SUPPORTED), None, None
     code = _dtype_code(torch, t.dtype)
     if code < 0:
         return _fail(f"{key}: unsupported tensor dtype {t.dtype}"), None, None
@@ -97,12 +99,12 @@ def _view(ptr: int, n: int) -> Any:
     return (ctypes.c_ubyte * n).from_address(ptr)
 
 
-def _decode(torch: Any, buf: Any, n: int) -> Any:
-    """The tensor in buf's first n bytes (sharing buf's memory), or None with an error."""
+def _meta(torch: Any, hdr: Any, n: int) -> Optional[Tuple[Any, List[int]]]:
+    """(torch dtype, shape) of an object of n bytes whose header is hdr, or None with an error."""
     if n <= HEADER_SIZE:
         _lib.set_error(f"object of {n} bytes is too small for a tensor header")
         return None
-    code, ndim, *shape = _HDR.unpack_from(buf, 0)
+    code, ndim, *shape = _HDR.unpack_from(hdr, 0)
     if ndim < 0 or ndim > 4:
         _lib.set_error(f"invalid tensor metadata: ndim={ndim}")
         return None
@@ -118,8 +120,82 @@ def _decode(torch: Any, buf: Any, n: int) -> Any:
     if any(s < 0 for s in shape) or numel * ent[2] != n - HEADER_SIZE:
         _lib.set_error(f"tensor shape {shape} of {ent[1]} does not match {n - HEADER_SIZE} data bytes")
         return None
+    return dt, shape
+
+
+def _decode(torch: Any, buf: Any, n: int) -> Any:
+    """The tensor in host buffer buf's first n bytes (sharing buf's memory), or None with an
+    error."""
+    m = _meta(torch, buf, n)
+    if m is None:
+        return None
     raw = torch.frombuffer(buf, dtype=torch.uint8, count=n - HEADER_SIZE, offset=HEADER_SIZE)
-    return raw.view(dt).reshape(shape)
+    return raw.view(m[0]).reshape(m[1])
+
+
+# GPU memory. The byte-level calls take CUDA addresses (the C library classifies and copies
+# them), but a helper that touches a caller's buffer itself (reads a header, makes a tensor
+# over it, writes into it) must know which memory it holds: a CUDA address read as host
+# memory would crash the process. mcpy_is_device_memory answers from the CUDA driver the
+# process has loaded; a process without CUDA has only host memory.
+
+
+class _CudaSpan:
+    """n bytes of GPU memory at ptr, offered to torch.as_tensor through the CUDA array
+    interface: the tensor shares the memory (not owned; valid while the caller's buffer is)
+    and lives on the device that holds the address."""
+
+    def __init__(self, ptr: int, n: int) -> None:
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": "|u1", "data": (ptr, False), "version": 2}
+
+
+def _is_device(ptr: int, n: int) -> int:
+    """1 for GPU memory, 0 for host memory, or a negative code with last_error set."""
+    return int(_lib.load().mcpy_is_device_memory(ptr, n))
+
+
+def _span(torch: Any, ptr: int, n: int) -> Any:
+    """A uint8 tensor over the caller's n bytes at ptr (host or GPU), or None with an error."""
+    dev = _is_device(ptr, n)
+    if dev < 0:
+        return None
+    if dev == 0:
+        return torch.frombuffer(_view(ptr, n), dtype=torch.uint8)
+    if torch is None:
+        _lib.set_error(_NO_TORCH)
+        return None
+    return torch.as_tensor(_CudaSpan(ptr, n))
+
+
+def _peek(torch: Any, ptr: int, n: int) -> Optional[bytes]:
+    """A host copy of the caller's first n bytes at ptr (host or GPU), or None with an error."""
+    dev = _is_device(ptr, n)
+    if dev == 0:
+        return ctypes.string_at(ptr, n)
+    sp = _span(torch, ptr, n) if dev > 0 else None
+    return None if sp is None else bytes(sp.cpu().tolist())
+
+
+def _decode_at(torch: Any, ptr: int, n: int) -> Any:
+    """The tensor in the caller's first n bytes at ptr, host or GPU memory, sharing that
+    memory; None with an error."""
+    sp = _span(torch, ptr, n) if n > HEADER_SIZE else None
+    if sp is None:
+        if n <= HEADER_SIZE:
+            _lib.set_error(f"object of {n} bytes is too small for a tensor header")
+        return None
+    hdr = bytes(sp[:HEADER_SIZE].cpu().tolist()) if sp.is_cuda else _view(ptr, HEADER_SIZE)
+    m = _meta(torch, hdr, n)
+    return None if m is None else sp[HEADER_SIZE:n].view(m[0]).reshape(m[1])
+
+
+def _sync_producers(torch: Any, tensors: Sequence[Any]) -> None:
+    """Waits for the work of torch's current stream on each CUDA device the tensors are on:
+    the library copies GPU memory on a stream of its own, ordered only after the legacy
+    default stream, so work on another stream (a caller's, or torch's current one) must be
+    finished before the copy reads the bytes."""
+    for d in {t.device for t in tensors if t.is_cuda}:
+        torch.cuda.current_stream(d).synchronize()
 
 
 def _chunks(torch: Any, t: Any, tp_size: int, split_dim: int) -> Optional[List[Any]]:
@@ -199,11 +275,19 @@ class TensorMethods:
             return out
         hdrs = [enc[i][1] for i in ok]
         data = [enc[i][2] for i in ok]  # kept alive for the call
+        _sync_producers(torch, data)
         hbuf = ctypes.create_string_buffer(b"".join(hdrs))
         base = ctypes.addressof(hbuf)
         if upsert:
             for j, i in enumerate(ok):
                 h = _view(base + j * HEADER_SIZE, HEADER_SIZE)
+                if data[j].is_cuda:
+                    # One device buffer of header and data (a copy on the GPU): upsert_parts
+                    # takes host buffers only.
+                    whole = torch.cat([torch.frombuffer(bytearray(h), dtype=torch.uint8).to(data[j].device), data[j].reshape(-1).view(torch.uint8)])
+                    torch.cuda.current_stream(whole.device).synchronize()
+                    out[i] = self.upsert_from(keys[i], whole.data_ptr(), whole.numel(), config)  # type: ignore[attr-defined]
+                    continue
                 d = _view(data[j].data_ptr(), data[j].numel() * data[j].element_size())
                 out[i] = self.upsert_parts(keys[i], h, d, config=config)  # type: ignore[attr-defined]
             return out
@@ -220,9 +304,9 @@ class TensorMethods:
         return _not_set_up()
 
     def put_tensor(self, key: str, tensor: Any) -> int:
-        """Stores a CPU tensor (Mooncake's layout, module docstring): 0 or a negative code.
+        """Stores a CPU or CUDA tensor (Mooncake's layout, module docstring): 0 or a negative code.
         INVALID_PARAMS for a non-tensor, an unsupported dtype, more than 4 dimensions or no
-        elements; NOT_SUPPORTED for a CUDA tensor (GPU support is its own issue) or without
+        elements; NOT_SUPPORTED for a tensor neither on the CPU nor on CUDA, or without
         torch. A non-contiguous tensor is stored as its contiguous copy (Mooncake would store
         its raw storage)."""
         return self._tensor_puts([key], [tensor], None, False, "put_tensor")[0]
@@ -314,7 +398,11 @@ class TensorMethods:
             if not isinstance(ptrs[i], int) or ptrs[i] <= 0 or not isinstance(sizes[i], int) or sizes[i] <= HEADER_SIZE:
                 out[i] = _fail(f"{what}: {keys[i]}: a buffer must hold a {HEADER_SIZE}-byte tensor header and data")
                 continue
-            code, ndim = struct.unpack_from("<ii", _view(ptrs[i], 8), 0)
+            head = _peek(_torch(), ptrs[i], 8)
+            if head is None:
+                out[i] = _fail(f"{what}: {keys[i]}: {_lib.last_error()}")
+                continue
+            code, ndim = struct.unpack_from("<ii", head, 0)
             if not 0 <= ndim <= 4 or not any(d[0] == code for d in _DTYPES):
                 out[i] = _fail(f"{what}: {keys[i]}: the buffer does not start with a tensor header")
                 continue
@@ -345,7 +433,7 @@ class TensorMethods:
         out = []
         for p, z in zip(ptrs, sizes):
             ok = torch is not None and isinstance(p, int) and p > 0 and isinstance(z, int) and z > HEADER_SIZE
-            out.append(_decode(torch, _view(p, z), z) if ok else None)
+            out.append(_decode_at(torch, p, z) if ok else None)
         return out
 
     def put_tensor_with_tp_from(self, key: str, buffer_ptr: int, size: int, tp_rank: int = 0, tp_size: int = 1, split_dim: int = 0) -> int:
@@ -402,7 +490,7 @@ class TensorMethods:
         n = self.get_into(key, buffer_ptr, size)  # type: ignore[attr-defined]
         if n < 0:
             return None
-        return _decode(torch, _view(buffer_ptr, n), n)
+        return _decode_at(torch, buffer_ptr, n)
 
     def batch_get_tensor_into(self, keys: Sequence[str], buffer_ptrs: Sequence[int], sizes: Sequence[int]) -> List[Any]:
         """get_tensor_into for each key, in one batch: a tensor or None per key. Mismatched
@@ -420,7 +508,7 @@ class TensorMethods:
                 _lib.set_error("batch_get_tensor_into: keys, buffer_ptrs and sizes differ in length")
             return [_INVALID] * len(keys)
         res = self.batch_get_into(keys, buffer_ptrs, sizes)  # type: ignore[attr-defined]
-        return [_decode(torch, _view(p, n), n) if n > 0 else None for p, n in zip(buffer_ptrs, res)]
+        return [_decode_at(torch, p, n) if n > 0 else None for p, n in zip(buffer_ptrs, res)]
 
     def get_tensor_with_tp(self, key: str, tp_rank: int = 0, tp_size: int = 1, split_dim: int = 0) -> Any:
         """Shard tp_rank of a tensor put with put_tensor_with_tp ("<key>_tp_<rank>");
@@ -549,9 +637,16 @@ class TensorMethods:
         if rc or not isinstance(ptr, int) or ptr <= 0 or not isinstance(size, int) or size < n:
             _lib.set_error(f"{key}: the buffer holds {size} bytes, the tensor needs {n}")
             return None
-        ctypes.memmove(ptr, hdr, HEADER_SIZE)
-        ctypes.memmove(ptr + HEADER_SIZE, t.data_ptr(), n - HEADER_SIZE)
-        return _decode(torch, _view(ptr, n), n)
+        sp = _span(torch, ptr, n)
+        if sp is None:
+            return None
+        if sp.is_cuda:
+            sp[:HEADER_SIZE].copy_(torch.frombuffer(bytearray(hdr), dtype=torch.uint8))
+            sp[HEADER_SIZE:n].copy_(t.reshape(-1).view(torch.uint8))
+        else:
+            ctypes.memmove(ptr, hdr, HEADER_SIZE)
+            ctypes.memmove(ptr + HEADER_SIZE, t.data_ptr(), n - HEADER_SIZE)
+        return _decode_at(torch, ptr, n)
 
     def get_tensor_with_parallelism_into(self, key: str, buffer_ptr: int, size: int, target: Any = None) -> Any:
         """get_tensor_with_parallelism, left in the buffer in the stored layout; the tensor
