@@ -515,6 +515,8 @@ def role(args):
             guarded(c, "LM B", lm_b, s, c, args.work)
     else:
         bench(s, mem, c, (64 if args.cpu_dry_run else 512) * MiB)
+        if not args.cpu_dry_run:
+            bench(s, HostMem(), c, 512 * MiB)  # the same through host memory: the store's own speed
     s.close()
     if c.failures:
         raise SystemExit(f"FAIL {args.role}: {c.failures} checks failed")

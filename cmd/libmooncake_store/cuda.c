@@ -39,6 +39,7 @@ enum { /* CUmemorytype */
 /* CU_STREAM_DEFAULT: a blocking stream, ordered after the legacy default stream's work (where
  * torch runs unless told otherwise), as Mooncake's cudaMemcpy is. */
 enum { CU_STREAM_DEFAULT = 0 };
+enum { CU_MEMHOSTALLOC_PORTABLE = 0x01 }; /* pinned memory usable from every context */
 
 static struct {
     CUresult (*init)(unsigned);
@@ -51,6 +52,8 @@ static struct {
     CUresult (*htod)(CUdeviceptr, const void *, size_t, CUstream);
     CUresult (*primaryCtxRetain)(CUcontext *, int);
     CUresult (*errorString)(CUresult, const char **);
+    CUresult (*memHostAlloc)(void **, size_t, unsigned); /* optional: staging.go's pinned pool */
+    CUresult (*memFreeHost)(void *);
 } cu;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -108,6 +111,8 @@ static int load(void) {
                  (cu.dtoh = sym(h, "cuMemcpyDtoHAsync_v2")) && (cu.htod = sym(h, "cuMemcpyHtoDAsync_v2")) &&
                  (cu.primaryCtxRetain = sym(h, "cuDevicePrimaryCtxRetain"));
         cu.errorString = dlsym(h, "cuGetErrorString");
+        cu.memHostAlloc = dlsym(h, "cuMemHostAlloc");
+        cu.memFreeHost = dlsym(h, "cuMemFreeHost");
         if (ok && cu.init(0) == CUDA_SUCCESS) {
             loads++;
             __atomic_store_n(&loaded, 1, __ATOMIC_RELEASE);
@@ -212,4 +217,23 @@ int mc_cuda_copy(uintptr_t dev, void *host, size_t n, int to_device) {
     /* The thread is a Go runtime thread shared by goroutines: leave its context as found. */
     cu.ctxSetCurrent(prev);
     return r == CUDA_SUCCESS ? 0 : cuerr(r, to_device ? "copy to device" : "copy from device");
+}
+
+void *mc_cuda_host_alloc(uintptr_t dev, size_t n) {
+    if (!__atomic_load_n(&loaded, __ATOMIC_ACQUIRE) || !cu.memHostAlloc || !cu.memFreeHost) return NULL;
+    unsigned type;
+    CUcontext ctx, prev = NULL;
+    CUdeviceptr start;
+    size_t size;
+    if (attrs(dev, &type, &ctx, &start, &size) != CUDA_SUCCESS || ctx == NULL) return NULL;
+    cu.ctxGetCurrent(&prev);
+    if (cu.ctxSetCurrent(ctx) != CUDA_SUCCESS) return NULL;
+    void *p = NULL;
+    if (cu.memHostAlloc(&p, n, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) p = NULL;
+    cu.ctxSetCurrent(prev); /* as mc_cuda_copy: leave the Go thread's context as found */
+    return p;
+}
+
+void mc_cuda_host_free(void *p) {
+    if (p && cu.memFreeHost) cu.memFreeHost(p);
 }

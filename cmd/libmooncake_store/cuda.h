@@ -27,6 +27,12 @@ int mc_cuda_classify(uintptr_t p, size_t n);
  * it. It returns 0 or a CUresult (message in mc_cuda_error). */
 int mc_cuda_copy(uintptr_t dev, void *host, size_t n, int to_device);
 
+/* mc_cuda_host_alloc allocates n bytes of pinned host memory, usable by every context, with
+ * the context of device address dev current; NULL when the driver has no such call or refuses
+ * (the caller stages through ordinary memory then). mc_cuda_host_free frees it. */
+void *mc_cuda_host_alloc(uintptr_t dev, size_t n);
+void mc_cuda_host_free(void *p);
+
 /* mc_cuda_loads counts the drivers loaded (0 or 1): tests check that none was. */
 int mc_cuda_loads(void);
 

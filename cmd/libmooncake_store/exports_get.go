@@ -30,6 +30,7 @@ func getInto(h C.uintptr_t, key *C.char, buffer C.uintptr_t, size C.size_t) (int
 		return 0, err
 	}
 	var m callerMem
+	defer m.release()
 	b, err := m.output("buffer", uintptr(buffer), uint64(size))
 	if err != nil {
 		return 0, err
@@ -81,6 +82,7 @@ func batchGetInto(h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, sizes 
 		return err
 	}
 	var m callerMem
+	defer m.release()
 	dsts, err := destinations(&m, "buffers", buffers, sizes, len(ks))
 	if err != nil {
 		return err
@@ -129,6 +131,7 @@ func batchGetIntoNoWait(h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, 
 		return -1
 	}
 	var m callerMem
+	defer m.release()
 	dsts, err := destinations(&m, "buffers", buffers, sizes, len(ks))
 	if err != nil || m.device() {
 		return -1 // device buffers: the second pass reads the whole batch and delivers it
@@ -186,6 +189,7 @@ func batchGetIntoMulti(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, buffers
 		return err
 	}
 	var m callerMem
+	defer m.release()
 	flat, err := destinations(&m, "buffers", buffers, sizes, total)
 	if err != nil {
 		return err
@@ -286,6 +290,7 @@ func getIntoRanges(h C.uintptr_t, count C.size_t, keys *C.uintptr_t, dsts *C.uin
 		return err
 	}
 	var m callerMem
+	defer m.release()
 	reads, idx, errs := rangeReads(s, &m, ks, ds, offs, szs)
 	for j, err := range cl.BatchGetRanges(bg, reads) {
 		if err == nil {

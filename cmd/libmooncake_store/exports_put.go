@@ -38,7 +38,9 @@ func putOne(h C.uintptr_t, key *C.char, value C.uintptr_t, size C.size_t, cfg *C
 	if err != nil {
 		return err
 	}
-	b, err := input("value", uintptr(value), uint64(size))
+	var m callerMem
+	defer m.release()
+	b, err := m.input("value", uintptr(value), uint64(size))
 	if err != nil {
 		return err
 	}
@@ -61,10 +63,10 @@ func mcgo_put_one(call *C.mc_call, h C.uintptr_t, key *C.char, value C.uintptr_t
 
 // partsOf returns the caller's parts, each checked and read-probed in this goroutine (a
 // device part as a host copy).
-func partsOf(bufs []C.uintptr_t, sizes []C.size_t) ([][]byte, error) {
+func partsOf(m *callerMem, bufs []C.uintptr_t, sizes []C.size_t) ([][]byte, error) {
 	parts := make([][]byte, len(bufs))
 	for i := range bufs {
-		b, err := input(fmt.Sprintf("buffers[%d]", i), uintptr(bufs[i]), uint64(sizes[i]))
+		b, err := m.input(fmt.Sprintf("buffers[%d]", i), uintptr(bufs[i]), uint64(sizes[i]))
 		if err != nil {
 			return nil, err
 		}
@@ -118,7 +120,9 @@ func batchPut(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, buffers *C.uintp
 	if err != nil {
 		return err
 	}
-	parts, err := partsOf(bufs, szs)
+	var m callerMem
+	defer m.release()
+	parts, err := partsOf(&m, bufs, szs)
 	if err != nil {
 		return err
 	}
@@ -186,7 +190,9 @@ func putParts(h C.uintptr_t, key *C.char, parts *C.uintptr_t, sizes *C.size_t, c
 	if err != nil {
 		return err
 	}
-	ps, err := partsOf(bufs, szs)
+	var m callerMem
+	defer m.release()
+	ps, err := partsOf(&m, bufs, szs)
 	if err != nil {
 		return err
 	}

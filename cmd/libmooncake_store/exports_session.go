@@ -115,11 +115,13 @@ func putSessionRanges(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, buffers 
 	if err != nil {
 		return err
 	}
+	var m callerMem
+	defer m.release()
 	ranges := make([][]client.PutRange, len(ks))
 	at := 0
 	for i, c := range counts {
 		for j := at; j < at+c; j++ {
-			b, err := input(fmt.Sprintf("buffers[%d]", j), uintptr(bufs[j]), uint64(szs[j]))
+			b, err := m.input(fmt.Sprintf("buffers[%d]", j), uintptr(bufs[j]), uint64(szs[j]))
 			if err != nil {
 				return err
 			}
@@ -196,6 +198,7 @@ func getSessionRanges(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, buffers 
 		return err
 	}
 	var m callerMem
+	defer m.release()
 	ranges := make([][]client.GetRange, len(ks))
 	at := 0
 	for i, c := range counts {

@@ -88,20 +88,22 @@ func checkBuffer(what string, u uintptr, n uint64) error {
 // copied to the device after it (callerMem.output, then deliver). Host ranges are used in
 // place, as before, after one classification each (docs/clib.md "GPU memory").
 
+// callerMem is the caller's memory of one call: where each device range is staged. Its
+// owner calls release when the call is done with every slice input and output returned.
+type callerMem struct {
+	staged map[*byte]uintptr // the first byte of an output stage -> its device address
+	pinned [][]byte          // the pinned stages this call holds (staging.go), returned by release
+}
+
 // input returns the caller's n bytes at u for reading (a put's value): host memory in place,
 // device memory as a host copy.
-func input(what string, u uintptr, n uint64) ([]byte, error) {
+func (m *callerMem) input(what string, u uintptr, n uint64) ([]byte, error) {
 	b, dev, err := callerBytes(what, u, n)
 	if err != nil || !dev {
 		return b, err
 	}
-	b = make([]byte, n)
+	b = m.stage(u, n)
 	return b, cudaCopy(what, u, b, false)
-}
-
-// callerMem is the output memory of one get call: where each device range is staged.
-type callerMem struct {
-	staged map[*byte]uintptr // the first byte of a host stage -> its device address
 }
 
 // output returns n bytes at u for writing (a get's destination): host memory in place, or
@@ -111,12 +113,32 @@ func (m *callerMem) output(what string, u uintptr, n uint64) ([]byte, error) {
 	if err != nil || !dev {
 		return b, err
 	}
-	b = make([]byte, n)
+	b = m.stage(u, n)
 	if m.staged == nil {
 		m.staged = map[*byte]uintptr{}
 	}
 	m.staged[&b[0]] = u
 	return b, nil
+}
+
+// stage returns n bytes of host memory to stage the device range at u: pinned memory when
+// the driver gives it (the DMA then goes straight there, at the bus's speed), ordinary
+// memory otherwise.
+func (m *callerMem) stage(u uintptr, n uint64) []byte {
+	b, pinned := getStage(u, n)
+	if pinned {
+		m.pinned = append(m.pinned, b)
+	}
+	return b
+}
+
+// release returns the call's pinned stages to the pool: nothing may use a slice input or
+// output returned after it.
+func (m *callerMem) release() {
+	for _, b := range m.pinned {
+		putStage(b)
+	}
+	m.pinned = nil
 }
 
 // deliver copies the first n bytes of b, a slice output returned, to the device range it

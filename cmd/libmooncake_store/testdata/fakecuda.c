@@ -92,6 +92,39 @@ int cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
     return copy((void *)dst, src, dst, n);
 }
 
+/* Pinned host memory: ordinary mappings, counted (the library pools them: staging.go). */
+#define MAX_PINNED 64
+static struct { void *p; size_t n; } pinned[MAX_PINNED];
+static int npinned, pinned_allocs;
+
+int cuMemHostAlloc(void **p, size_t n, unsigned flags) {
+    (void)flags;
+    if (current == NULL) return 201; /* CUDA_ERROR_INVALID_CONTEXT: no context current */
+    void *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    pthread_mutex_lock(&mu);
+    int ok = m != MAP_FAILED && npinned < MAX_PINNED;
+    if (ok) pinned[npinned].p = m, pinned[npinned++].n = n, pinned_allocs++;
+    pthread_mutex_unlock(&mu);
+    if (!ok) return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+    *p = m;
+    return 0;
+}
+
+int cuMemFreeHost(void *p) {
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < npinned; i++)
+        if (pinned[i].p == p) {
+            munmap(p, pinned[i].n);
+            pinned[i] = pinned[--npinned];
+            pthread_mutex_unlock(&mu);
+            return 0;
+        }
+    pthread_mutex_unlock(&mu);
+    return 1; /* CUDA_ERROR_INVALID_VALUE */
+}
+
+int fake_pinned_allocs(void) { return pinned_allocs; }
+
 /* The test's helpers: allocate device memory (noctx: memory with no context, as another
  * process's would look), write and read it, and count. */
 void *fake_alloc(size_t n, int noctx) {

@@ -28,6 +28,7 @@ static void (*dev_write)(void *, const void *, size_t);
 static void (*dev_read)(void *, const void *, size_t);
 static int (*dev_inits)(void);
 static int (*dev_copies)(void);
+static int (*dev_pinned_allocs)(void);
 
 static void fill(unsigned char *p, size_t n, unsigned seed) {
     for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i * 131 + seed + (i >> 12));
@@ -49,6 +50,7 @@ static void bind(void *h) {
     dev_read = (void (*)(void *, const void *, size_t))dlsym(h, "fake_read");
     dev_inits = (int (*)(void))dlsym(h, "fake_inits");
     dev_copies = (int (*)(void))dlsym(h, "fake_copies");
+    dev_pinned_allocs = (int (*)(void))dlsym(h, "fake_pinned_allocs");
     int (*init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
     if (!dev_alloc || !init || init(0) != 0) {
         printf("FAIL the fake driver: %s\n", dlerror());
@@ -233,6 +235,13 @@ int main(int argc, char **argv) {
         int before = dev_copies();
         EQ(before, 0, "host calls made device copies");
         round_trips(s);
+        /* Stages of 256 KiB and more are pinned memory from the driver, pooled: a second run
+         * of the same round trips pins nothing more. */
+        int pinned = dev_pinned_allocs();
+        CHECK(pinned > 0, "no pinned staging for MiB-sized device copies");
+        CHECK(mooncake_store_remove_all(s, 1) >= 0, "remove_all");
+        round_trips(s);
+        EQ(dev_pinned_allocs(), pinned, "pinned stages allocated again instead of reused");
         batches(s);
         errors(s);
         CHECK(dev_copies() > before, "no device copies");
