@@ -135,6 +135,9 @@ type state struct {
 	kvs kvSessions
 	// tenants holds each tenant's quota and usage (tenants.go); only tenants with either.
 	tenants map[string]tenantRec
+	// tenantDefault is the default quota: the quota of every tenant without its own
+	// (SetTenantQuota with Default; tenants.go). Zero: none.
+	tenantDefault tenantQuota
 
 	// Counters kept by apply (see Stats). invisible counts objects with no live replica.
 	keyBytes, bytes, replicas, softPinned, hardPinned int64
