@@ -164,7 +164,7 @@ func (st *state) applyTenant(c Command) (res Result, ok bool) {
 	switch c := c.(type) {
 	case SetTenantQuota:
 		if c.Default {
-			st.tenantDefault = tenantQuota{c.DRAMBytes, c.NVMeBytes}
+			st.tenantDefault, st.tenantDefaultSet = tenantQuota{c.DRAMBytes, c.NVMeBytes}, true
 			return Result{}, true
 		}
 		t := base.NormalizeTenant(c.Tenant)
@@ -287,23 +287,24 @@ func (n *Node) Tenant(t string) TenantUsage {
 	return n.fsm.st.usageOf(t)
 }
 
-// DefaultTenantQuota returns the default quota, in bytes of DRAM and of NVMe (0: no limit).
-func (n *Node) DefaultTenantQuota() (dram, nvme int64) {
+// DefaultTenantQuota returns the default quota, in bytes of DRAM and of NVMe (0: no limit),
+// and whether it was ever set (a set that removed it included).
+func (n *Node) DefaultTenantQuota() (dram, nvme int64, set bool) {
 	n.fsm.mu.RLock()
 	defer n.fsm.mu.RUnlock()
 	q := n.fsm.st.tenantDefault
-	return q.dram, q.nvme
+	return q.dram, q.nvme, n.fsm.st.tenantDefaultSet
 }
 
-// Snapshot section "tenants" (trailing, written only when some tenant has a quota or a
-// default quota is set, so snapshots of clusters without quotas stay identical to older ones;
-// usage is recomputed from the objects):
+// Snapshot section "tenants" (trailing, written only when some tenant has a quota or the
+// default quota was ever set, so snapshots of clusters without quotas stay identical to older
+// ones; usage is recomputed from the objects):
 //
-//	sectionTenants byte | version byte (1, or 2 when a default quota is set)
-//	[version 2: default dram quota varint | default nvme quota varint (not both 0)]
+//	sectionTenants byte | version byte (1, or 2 once the default quota was set)
+//	[version 2: default dram quota varint | default nvme quota varint (both 0: removed)]
 //	n uvarint | n x { tenant string | dram quota varint | nvme quota varint }
 //
-// Version 1 is written when no default is set, so such snapshots are what they were.
+// Version 1 is written while the default was never set, so such snapshots are what they were.
 const (
 	sectionTenants               = 50
 	sectionTenantsVersion        = 1
@@ -318,11 +319,11 @@ func appendTenantsSection(b []byte, st *state) []byte {
 		}
 	}
 	def := st.tenantDefault
-	if len(quoted) == 0 && def == (tenantQuota{}) {
+	if len(quoted) == 0 && !st.tenantDefaultSet {
 		return b
 	}
 	slices.Sort(quoted)
-	if def == (tenantQuota{}) {
+	if !st.tenantDefaultSet {
 		b = append(b, sectionTenants, sectionTenantsVersion)
 	} else {
 		b = append(b, sectionTenants, sectionTenantsVersionDefault)
@@ -350,11 +351,11 @@ func readTenantsSection(d *snapReader, st *state) {
 	}
 	if v == sectionTenantsVersionDefault {
 		def := tenantQuota{d.varint(), d.varint()}
-		if d.err == nil && (def.dram < 0 || def.nvme < 0 || def == (tenantQuota{}) || st.tenantDefault != (tenantQuota{})) {
+		if d.err == nil && (def.dram < 0 || def.nvme < 0 || st.tenantDefaultSet) {
 			d.fail("bad or repeated default tenant quota %d/%d", def.dram, def.nvme)
 			return
 		}
-		st.tenantDefault = def
+		st.tenantDefault, st.tenantDefaultSet = def, true
 	}
 	n := d.uvarint()
 	if d.err == nil && n > maxTenants {

@@ -23,7 +23,7 @@ func formatTenants(f *fsm) string {
 		}
 		out = append(out, line)
 	}
-	if d := f.st.tenantDefault; d != (tenantQuota{}) {
+	if d := f.st.tenantDefault; f.st.tenantDefaultSet {
 		out = append([]string{fmt.Sprintf("(default) dram_quota=%d nvme_quota=%d", d.dram, d.nvme)}, out...)
 	}
 	if len(out) == 0 {
