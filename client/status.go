@@ -56,6 +56,9 @@ type Status struct {
 	RootFSDir string `json:"root_fs_dir,omitempty"`
 	// Tenants lists every tenant with a quota or an object (tenant.go).
 	Tenants []TenantStatus `json:"tenants"`
+	// TenantDefault is the default quota, that of every tenant without its own, as the
+	// pseudo-tenant "_default"; nil when none is set.
+	TenantDefault *TenantStatus `json:"tenant_default,omitempty"`
 
 	Raw json.RawMessage `json:"-"`
 }

@@ -64,19 +64,28 @@ type TenantStatus struct {
 	CommittedCount int64 `json:"committed_count"`
 	// ReservedBytes is the bytes of its puts in flight, as the leader counts them.
 	ReservedBytes int64 `json:"reserved_bytes"`
+	// HasExplicitPolicy (Mooncake's field) is true when the quota is the tenant's own, false
+	// when it is the default quota's (Status.TenantDefault; both 0 when none is set). Status
+	// reports it; Tenants leaves it false.
+	HasExplicitPolicy bool `json:"has_explicit_policy"`
 }
 
-// SetTenantQuota sets tenant t's DRAM quota to dramBytes (0: no limit) with one raft commit on
-// the leader: puts that would take the tenant past it fail with base.ErrQuotaExceeded. A
-// quota under what the tenant holds refuses its next puts and removes nothing. nvmeBytes
-// must be 0 (an NVMe quota is not built: base.ErrNotSupported).
+// SetTenantQuota sets tenant t's DRAM quota to dramBytes and its NVMe quota to nvmeBytes (0:
+// no limit; both 0 removes the quota) with one raft commit on the leader: puts that would
+// take the tenant past its DRAM quota fail with base.ErrQuotaExceeded. A quota under what the
+// tenant holds refuses its next puts and removes nothing. t == base.DefaultQuotaTenant
+// ("_default") sets the default quota, that of every tenant without its own; other ids
+// starting with '_' are refused (base.ValidateQuotaTenant).
 func (c *Client) SetTenantQuota(ctx context.Context, t string, dramBytes, nvmeBytes int64) error {
-	if err := base.ValidateTenant(t); err != nil {
-		return err
+	if t != base.DefaultQuotaTenant {
+		if err := base.ValidateQuotaTenant(t); err != nil {
+			return err
+		}
+		t = base.NormalizeTenant(t)
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	req := &transfer.TenantQuotaSetRequest{Quota: transfer.TenantQuota{Tenant: base.NormalizeTenant(t), DRAMBytes: dramBytes, NVMeBytes: nvmeBytes}}
+	req := &transfer.TenantQuotaSetRequest{Quota: transfer.TenantQuota{Tenant: t, DRAMBytes: dramBytes, NVMeBytes: nvmeBytes}}
 	if err := c.masterCall(ctx, req, transfer.NewEmpty(transfer.OpTenantQuotaSet), nil); err != nil {
 		return fmt.Errorf("tenant %q quota: %w", t, err)
 	}

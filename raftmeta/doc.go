@@ -102,7 +102,7 @@
 //	23 SetWorkerDraining worker_id, draining bool
 //	24 LeaveWorker     worker_id, keep bool, now varint
 //	25 AddReplicas     worker_id, n uvarint, n × (key, version uvarint)
-//	26 SetTenantQuota  tenant, dram_bytes varint, nvme_bytes varint (tenants.go)
+//	26 SetTenantQuota  tenant, dram_bytes varint, nvme_bytes varint [default bool, only when true] (tenants.go)
 //	28 RemoveTenant    tenant, pattern, all bool
 //	30 RegisterModel   name, bytes_per_token varint, description
 //	31 RemoveModel     name
@@ -127,7 +127,7 @@
 //	|   written), 30 models (models.go: only when a model is registered or an object
 //	|   carries tokens), 40 events (kvevents.go: the KV event sequence, when above 0),
 //	|   27 KV sessions (kvsession.go: only when a session exists), |
-//	|   50 tenants (tenants.go: the tenant quotas, when some tenant has one) |
+//	|   50 tenants (tenants.go: the tenant quotas and the default quota, when set) |
 //	| checksum u64: HighwayHash-64 (base.Checksum) of every byte before it |
 //
 // Trailing sections (one function each, so branches adding one merge easily): tag 20, the

@@ -135,6 +135,12 @@ type state struct {
 	kvs kvSessions
 	// tenants holds each tenant's quota and usage (tenants.go); only tenants with either.
 	tenants map[string]tenantRec
+	// tenantDefault is the default quota: the quota of every tenant without its own
+	// (SetTenantQuota with Default; tenants.go). Zero: none. tenantDefaultSet is true once
+	// any SetTenantQuota with Default applied, even one that removed it (a master's
+	// --default_tenant_quota_bytes seeds only a state where it is false).
+	tenantDefault    tenantQuota
+	tenantDefaultSet bool
 
 	// Counters kept by apply (see Stats). invisible counts objects with no live replica.
 	keyBytes, bytes, replicas, softPinned, hardPinned int64

@@ -26,7 +26,7 @@ import (
 //	drop worker=<w>                   input: <key> [version=<n>]
 //	pin key=<k> [version=<n>] [soft=<n>] [hard]
 //	objects | segments | masters | stats | snapshot-restore
-//	tenant-quota tenant=<t> [dram=<n>] [nvme=<n>] | remove-tenant tenant=<t> (pattern=<re> | all) | tenants
+//	tenant-quota (tenant=<t> | default) [dram=<n>] [nvme=<n>] | remove-tenant tenant=<t> (pattern=<re> | all) | tenants
 //
 // A key written @<tenant>/<key> is <key> in tenant <tenant> (base.TenantKey), and is shown so.
 //
@@ -118,7 +118,7 @@ func TestFSMDataDriven(t *testing.T) {
 				}
 				return apply(Remove{Keys: keys})
 			case "tenant-quota":
-				return apply(SetTenantQuota{Tenant: str("tenant"), DRAMBytes: num("dram"), NVMeBytes: num("nvme")})
+				return apply(SetTenantQuota{Tenant: str("tenant"), DRAMBytes: num("dram"), NVMeBytes: num("nvme"), Default: d.HasArg("default")})
 			case "remove-tenant":
 				return apply(RemoveTenant{Tenant: str("tenant"), Pattern: str("pattern"), All: d.HasArg("all")})
 			case "tenants":

@@ -384,6 +384,7 @@ func FuzzDecodeCommand(f *testing.F) {
 	f.Add(EncodeCommand(PutEnd{Items: []base.Object{{ObjectMeta: base.ObjectMeta{Key: "k", Size: 9, Version: 1},
 		Replicas: []base.WorkerID{"w1"}, Tokens: 3, Model: "m"}}}))
 	f.Add(EncodeCommand(SetTenantQuota{Tenant: "team-a", DRAMBytes: 100}))
+	f.Add(EncodeCommand(SetTenantQuota{Default: true, DRAMBytes: 100, NVMeBytes: 5}))
 	f.Add(EncodeCommand(RemoveTenant{Tenant: "team-a", Pattern: "^k"}))
 	f.Add(EncodeCommand(PutEnd{Items: []base.Object{{ObjectMeta: base.ObjectMeta{Key: "\x00team-a\x00k", Size: 9, Version: 1},
 		Replicas: []base.WorkerID{"w1"}}}}))
@@ -418,6 +419,12 @@ func FuzzReadSnapshot(f *testing.F) {
 			applyEncoded(f, fs, fs.applied+1, RegisterModel{Name: "m", BytesPerToken: 2})
 			applyEncoded(f, fs, fs.applied+1, PutEnd{Items: []base.Object{{ObjectMeta: base.ObjectMeta{Key: "tok",
 				Size: 9, Version: 1}, Replicas: []base.WorkerID{"w1"}, Tokens: 3, Model: "m"}}})
+		}
+		if seed%4 == 2 { // the tenants section, version 1 (tenants.go)
+			applyEncoded(f, fs, fs.applied+1, SetTenantQuota{Tenant: "team-a", DRAMBytes: 1000})
+		}
+		if seed%4 == 3 { // the tenants section, version 2: with the default quota
+			applyEncoded(f, fs, fs.applied+1, SetTenantQuota{Default: true, DRAMBytes: 500, NVMeBytes: 9})
 		}
 		var buf bytes.Buffer
 		if err := writeSnapshot(&buf, fs.st, fs.applied); err != nil {

@@ -26,6 +26,15 @@ import (
 // hold are bounded by its DRAM quota. The NVMe quota is stored and reported here and held by
 // the workers (the master does not see tiers): each holds the tenant's bytes on its NVMe tier
 // under its share of the quota (server/worker worker_tenants.go, tier/policy tenants.go).
+//
+// The default quota (Mooncake's /tenants/quota/_default policy) is the quota of every tenant
+// without its own: SetTenantQuota with Default sets it, and everything that reads a tenant's
+// quota (apply's check, Tenant, Tenants) reads its effective quota: its own when it has one
+// (either figure non-zero: its own replaces the default whole, as Mooncake's explicit policy
+// does), else the default. The default is a field of its own, not a tenant record, so a tenant
+// that happens to be named "_default" (a legal id before the default existed) keeps meaning
+// what it meant in old logs; the master refuses to set quotas of ids starting with '_' from
+// now on (Mooncake reserves them) and maps "_default" to the default.
 
 // Command types of the tenants range: 26, 28 and 29 (27 is the KV sessions').
 const (
@@ -33,11 +42,16 @@ const (
 	TypeRemoveTenant   CommandType = 28
 )
 
-// SetTenantQuota sets a tenant's quota. Zero means no limit; both zero removes the quota.
+// SetTenantQuota sets a tenant's quota, or with Default the default quota (Tenant must then
+// be ""). Zero means no limit; both zero removes the quota.
 type SetTenantQuota struct {
 	Tenant    string // "" is base.DefaultTenant
 	DRAMBytes int64
 	NVMeBytes int64
+	// Default sets the default quota: that of every tenant without its own. It is a trailing
+	// field of the encoding, present only when true, so the commands of older logs decode
+	// as they were (a tenant's quota) and encode as they did.
+	Default bool
 }
 
 // RemoveTenant removes the objects of one tenant: every one with All, else those whose key
@@ -58,6 +72,9 @@ func (c SetTenantQuota) Validate() error {
 	}
 	if c.DRAMBytes < 0 || c.NVMeBytes < 0 {
 		return invalidf("tenant %q: quota %d/%d bytes, want 0 (no limit) or more", c.Tenant, c.DRAMBytes, c.NVMeBytes)
+	}
+	if c.Default && c.Tenant != "" {
+		return invalidf("the default quota names no tenant, not %q", c.Tenant)
 	}
 	return nil
 }
@@ -83,7 +100,11 @@ func (c RemoveTenant) Validate() error {
 func (c SetTenantQuota) appendFields(b []byte) []byte {
 	b = appendStr(b, c.Tenant)
 	b = binary.AppendVarint(b, c.DRAMBytes)
-	return binary.AppendVarint(b, c.NVMeBytes)
+	b = binary.AppendVarint(b, c.NVMeBytes)
+	if c.Default {
+		b = appendBool(b, true)
+	}
+	return b
 }
 
 func (c RemoveTenant) appendFields(b []byte) []byte {
@@ -100,6 +121,13 @@ func decodeTenantCommand(t CommandType, d *decoder) Command {
 		c.Tenant = d.str(base.MaxTenantLen)
 		c.DRAMBytes = d.varint()
 		c.NVMeBytes = d.varint()
+		if len(d.b) > 0 {
+			// The trailing Default field is written only when true: false there would not
+			// re-encode to the same bytes.
+			if c.Default = d.boolean(); d.err == nil && (!c.Default || c.Tenant != "") {
+				d.fail("SetTenantQuota: a trailing default flag must be true and name no tenant")
+			}
+		}
 		return c
 	case TypeRemoveTenant:
 		var c RemoveTenant
@@ -111,16 +139,34 @@ func decodeTenantCommand(t CommandType, d *decoder) Command {
 	return nil
 }
 
-// tenantRec is one tenant's quota and usage. A tenant with neither has no record.
+// tenantQuota is a quota: bytes in DRAM and on NVMe, 0 for no limit.
+type tenantQuota struct{ dram, nvme int64 }
+
+// tenantRec is one tenant's own quota and usage. A tenant with neither has no record.
 type tenantRec struct {
-	dramQuota, nvmeQuota int64 // 0: no limit
+	dramQuota, nvmeQuota int64 // its own quota; 0: no limit
 	objects, bytes       int64 // Invariant: the sums over the tenant's objects
+}
+
+// hasOwnQuota reports whether the tenant has a quota of its own (which replaces the default).
+func (r tenantRec) hasOwnQuota() bool { return r.dramQuota != 0 || r.nvmeQuota != 0 }
+
+// quotaOf returns tenant t's effective quota and whether it is the default's.
+func (st *state) quotaOf(t string) (q tenantQuota, inherited bool) {
+	if r := st.tenants[t]; r.hasOwnQuota() {
+		return tenantQuota{r.dramQuota, r.nvmeQuota}, false
+	}
+	return st.tenantDefault, st.tenantDefault != (tenantQuota{})
 }
 
 // applyTenant applies a tenants command; ok is false for another command.
 func (st *state) applyTenant(c Command) (res Result, ok bool) {
 	switch c := c.(type) {
 	case SetTenantQuota:
+		if c.Default {
+			st.tenantDefault, st.tenantDefaultSet = tenantQuota{c.DRAMBytes, c.NVMeBytes}, true
+			return Result{}, true
+		}
 		t := base.NormalizeTenant(c.Tenant)
 		r := st.tenants[t]
 		r.dramQuota, r.nvmeQuota = c.DRAMBytes, c.NVMeBytes
@@ -185,71 +231,105 @@ func (st *state) clearTenantUsage() {
 // quota; oldSize is the size of the object it replaces (0 for none).
 func (st *state) checkTenantQuota(key string, size, oldSize int64) error {
 	t := base.TenantOf(key)
-	r := st.tenants[t]
-	if r.dramQuota == 0 {
+	q, inherited := st.quotaOf(t)
+	if q.dram == 0 {
 		return nil
 	}
-	if after := r.bytes - oldSize + size; after > r.dramQuota {
-		return fmt.Errorf("raftmeta: put %q: tenant %q holds %d bytes, %d more is over its quota of %d: %w",
-			key, t, r.bytes, size-oldSize, r.dramQuota, base.ErrQuotaExceeded)
+	r := st.tenants[t]
+	if after := r.bytes - oldSize + size; after > q.dram {
+		which := "its quota"
+		if inherited {
+			which = "the default quota"
+		}
+		return fmt.Errorf("raftmeta: put %q: tenant %q holds %d bytes, %d more is over %s of %d: %w",
+			key, t, r.bytes, size-oldSize, which, q.dram, base.ErrQuotaExceeded)
 	}
 	return nil
 }
 
 // TenantUsage is one tenant's quota and usage as the FSM keeps them.
 type TenantUsage struct {
-	Tenant    string
-	DRAMQuota int64 // 0: no limit
-	NVMeQuota int64 // 0: no limit
-	Objects   int64
-	Bytes     int64 // logical bytes: one replica's worth
+	Tenant string
+	// DRAMQuota and NVMeQuota are the tenant's effective quota (0: no limit): its own, or the
+	// default quota when it has none (then DefaultQuota is true).
+	DRAMQuota    int64
+	NVMeQuota    int64
+	DefaultQuota bool
+	Objects      int64
+	Bytes        int64 // logical bytes: one replica's worth
 }
 
-// Tenants returns every tenant with a quota or an object, by name.
+// usageOf returns tenant t's TenantUsage. REQUIRES: the FSM's mu (read).
+func (st *state) usageOf(t string) TenantUsage {
+	r := st.tenants[t]
+	q, inherited := st.quotaOf(t)
+	return TenantUsage{Tenant: t, DRAMQuota: q.dram, NVMeQuota: q.nvme, DefaultQuota: inherited, Objects: r.objects, Bytes: r.bytes}
+}
+
+// Tenants returns every tenant with a quota of its own or an object, by name.
 func (n *Node) Tenants() []TenantUsage {
 	n.fsm.mu.RLock()
 	defer n.fsm.mu.RUnlock()
 	st := n.fsm.st
 	out := make([]TenantUsage, 0, len(st.tenants))
 	for _, t := range slices.Sorted(maps.Keys(st.tenants)) {
-		r := st.tenants[t]
-		out = append(out, TenantUsage{Tenant: t, DRAMQuota: r.dramQuota, NVMeQuota: r.nvmeQuota, Objects: r.objects, Bytes: r.bytes})
+		out = append(out, st.usageOf(t))
 	}
 	return out
 }
 
-// Tenant returns one tenant's quota and usage (zero for a tenant with neither).
+// Tenant returns one tenant's quota and usage (for a tenant with neither, no usage and the
+// default quota).
 func (n *Node) Tenant(t string) TenantUsage {
 	t = base.NormalizeTenant(t)
 	n.fsm.mu.RLock()
 	defer n.fsm.mu.RUnlock()
-	r := n.fsm.st.tenants[t]
-	return TenantUsage{Tenant: t, DRAMQuota: r.dramQuota, NVMeQuota: r.nvmeQuota, Objects: r.objects, Bytes: r.bytes}
+	return n.fsm.st.usageOf(t)
 }
 
-// Snapshot section "tenants" (trailing, written only when some tenant has a quota, so
-// snapshots of clusters without quotas stay identical to older ones; usage is recomputed from
-// the objects):
+// DefaultTenantQuota returns the default quota, in bytes of DRAM and of NVMe (0: no limit),
+// and whether it was ever set (a set that removed it included).
+func (n *Node) DefaultTenantQuota() (dram, nvme int64, set bool) {
+	n.fsm.mu.RLock()
+	defer n.fsm.mu.RUnlock()
+	q := n.fsm.st.tenantDefault
+	return q.dram, q.nvme, n.fsm.st.tenantDefaultSet
+}
+
+// Snapshot section "tenants" (trailing, written only when some tenant has a quota or the
+// default quota was ever set, so snapshots of clusters without quotas stay identical to older
+// ones; usage is recomputed from the objects):
 //
-//	sectionTenants byte | version byte (1)
+//	sectionTenants byte | version byte (1, or 2 once the default quota was set)
+//	[version 2: default dram quota varint | default nvme quota varint (both 0: removed)]
 //	n uvarint | n x { tenant string | dram quota varint | nvme quota varint }
+//
+// Version 1 is written while the default was never set, so such snapshots are what they were.
 const (
-	sectionTenants        = 50
-	sectionTenantsVersion = 1
+	sectionTenants               = 50
+	sectionTenantsVersion        = 1
+	sectionTenantsVersionDefault = 2
 )
 
 func appendTenantsSection(b []byte, st *state) []byte {
 	var quoted []string
 	for t, r := range st.tenants {
-		if r.dramQuota != 0 || r.nvmeQuota != 0 {
+		if r.hasOwnQuota() {
 			quoted = append(quoted, t)
 		}
 	}
-	if len(quoted) == 0 {
+	def := st.tenantDefault
+	if len(quoted) == 0 && !st.tenantDefaultSet {
 		return b
 	}
 	slices.Sort(quoted)
-	b = append(b, sectionTenants, sectionTenantsVersion)
+	if !st.tenantDefaultSet {
+		b = append(b, sectionTenants, sectionTenantsVersion)
+	} else {
+		b = append(b, sectionTenants, sectionTenantsVersionDefault)
+		b = binary.AppendVarint(b, def.dram)
+		b = binary.AppendVarint(b, def.nvme)
+	}
 	b = binary.AppendUvarint(b, uint64(len(quoted)))
 	for _, t := range quoted {
 		r := st.tenants[t]
@@ -264,9 +344,18 @@ func appendTenantsSection(b []byte, st *state) []byte {
 const maxTenants = 1 << 20
 
 func readTenantsSection(d *snapReader, st *state) {
-	if v := d.byte1(); d.err == nil && v != sectionTenantsVersion {
+	v := d.byte1()
+	if d.err == nil && v != sectionTenantsVersion && v != sectionTenantsVersionDefault {
 		d.fail("unknown tenants section version %d", v)
 		return
+	}
+	if v == sectionTenantsVersionDefault {
+		def := tenantQuota{d.varint(), d.varint()}
+		if d.err == nil && (def.dram < 0 || def.nvme < 0 || st.tenantDefaultSet) {
+			d.fail("bad or repeated default tenant quota %d/%d", def.dram, def.nvme)
+			return
+		}
+		st.tenantDefault, st.tenantDefaultSet = def, true
 	}
 	n := d.uvarint()
 	if d.err == nil && n > maxTenants {

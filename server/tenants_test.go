@@ -11,11 +11,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 	"github.com/mooncake-go/mooncake/server/master"
 	"github.com/mooncake-go/mooncake/server/worker"
 )
@@ -288,11 +290,42 @@ func TestTenantQuotaHTTP(t *testing.T) {
 	if err := cli.Put(ctx, "k2", make([]byte, 600), client.ReplicateConfig{}); err != nil {
 		t.Fatalf("put after the quota was deleted: %v", err)
 	}
-	if code, v := do("GET", "/_default", ""); code != 200 || v["max_bytes"] != 0.0 {
+	if code, v := do("GET", "/_default", ""); code != 200 || v["max_bytes"] != 0.0 || v["tenant_id"] != "_default" {
 		t.Fatalf("GET _default: %d %v", code, v)
 	}
-	if code, _ := do("PUT", "/_default", `{"max_bytes": 5}`); code != 500 {
-		t.Fatalf("PUT _default: %d", code)
+	// The default quota (Mooncake's _default policy): team-a, which no longer has a quota of
+	// its own and holds 1200 bytes, is now over it; Mooncake's reserved ids are refused.
+	if code, v := do("PUT", "/_default", `{"max_bytes": -1}`); code != 400 {
+		t.Fatalf("PUT _default negative: %d %v", code, v)
+	}
+	if code, v := do("PUT", "/_default", `{"nvme_max_bytes": 5}`); code != 400 {
+		t.Fatalf("PUT _default without max_bytes: %d %v", code, v)
+	}
+	if code, v := do("PUT", "/_default", `{"max_bytes": 1000, "nvme_max_bytes": 4000}`); code != 200 || v["max_bytes"] != 1000.0 || v["nvme_max_bytes"] != 4000.0 {
+		t.Fatalf("PUT _default: %d %v", code, v)
+	}
+	if code, v := do("GET", "/_default", ""); code != 200 || v["max_bytes"] != 1000.0 || v["nvme_max_bytes"] != 4000.0 {
+		t.Fatalf("GET _default after PUT: %d %v", code, v)
+	}
+	if code, v := do("GET", "/query?tenant_id=team-a", ""); code != 200 || v["max_bytes"] != 1000.0 || v["has_explicit_policy"] != false {
+		t.Fatalf("GET team-a under the default: %d %v", code, v)
+	}
+	if err := cli.Put(ctx, "k3", make([]byte, 10), client.ReplicateConfig{}); !errors.Is(err, base.ErrQuotaExceeded) {
+		t.Fatalf("put over the default quota: %v", err)
+	}
+	for _, id := range []string{"_default", "_x"} {
+		if code, v := do("PUT", "/query?tenant_id="+id, `{"max_bytes": 5}`); code != 400 || !strings.Contains(fmt.Sprint(v["error_message"]), "reserved") {
+			t.Fatalf("PUT query of %s: %d %v", id, code, v)
+		}
+	}
+	if code, _ := do("DELETE", "/query?tenant_id=team-a", ""); code != 404 {
+		t.Fatalf("DELETE of a tenant under the default: %d", code)
+	}
+	if code, v := do("PUT", "/_default", `{"max_bytes": 0}`); code != 200 || v["max_bytes"] != 0.0 {
+		t.Fatalf("PUT _default 0: %d %v", code, v)
+	}
+	if err := cli.Put(ctx, "k3", make([]byte, 10), client.ReplicateConfig{}); err != nil {
+		t.Fatalf("put after the default was removed: %v", err)
 	}
 }
 
@@ -389,4 +422,150 @@ func countExisting(t *testing.T, cli *client.Client, keys []string) int {
 		}
 	}
 	return n
+}
+
+// TestTenantDefaultQuota: the default quota (Mooncake's _default policy) on a 3-master cluster.
+// Seeded by --default_tenant_quota_bytes on the first leader, then changed with the client (the
+// CLI's call), it refuses two tenants without a quota of their own past it, each counted alone,
+// with TENANT_QUOTA_EXCEEDED (-1700), while a tenant with its own bigger quota is not held to
+// it; it holds after a leadership transfer and after the leader is shut down, and the new
+// leaders do not reseed it from the flag.
+func TestTenantDefaultQuota(t *testing.T) {
+	const (
+		size = 16 << 10
+		seed = 4 * size
+		def  = 6 * size
+		own  = 20 * size
+	)
+	var ticks sync.Map // *master.Master -> *atomic.Int64: its leader-loop ticks while leading
+	c := startMasters(t, 3, func(cfg *master.Config) {
+		cfg.DefaultTenantQuotaBytes = seed
+		cfg.Test.AfterLeaderTick = func(m *master.Master) {
+			n, _ := ticks.LoadOrStore(m, new(atomic.Int64))
+			n.(*atomic.Int64).Add(1)
+		}
+	})
+	// leaderTicked waits until the leader's loop ticked twice more (it seeds the default
+	// quota from the flag at each tick when the raft state never had one).
+	leaderTicked := func() {
+		t.Helper()
+		m := c.masters[c.waitLeader()]
+		n, _ := ticks.LoadOrStore(m, new(atomic.Int64))
+		from := n.(*atomic.Int64).Load()
+		testutil.WaitFor(t, "two leader ticks", testWait, func() error {
+			if n.(*atomic.Int64).Load() < from+2 {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+	}
+	c.addWorker("", nil)
+	ctx := context.Background()
+	admin := connectTenant(t, c, "")
+	defaultQuota := func() *client.TenantStatus {
+		st, err := admin.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.TenantDefault
+	}
+	testutil.WaitFor(t, "the default quota seeded from the flag", testWait, func() error {
+		if d := defaultQuota(); d == nil || d.MaxBytes != seed {
+			return fmt.Errorf("default quota %+v", d)
+		}
+		return nil
+	})
+	if err := admin.SetTenantQuota(ctx, base.DefaultQuotaTenant, def, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.SetTenantQuota(ctx, "team-big", own, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.SetTenantQuota(ctx, "_other", own, 0); !errors.Is(err, base.ErrInvalidParams) {
+		t.Fatalf("a quota for a reserved id: %v, want INVALID_PARAMS", err)
+	}
+	clis := map[string]*client.Client{}
+	for _, tn := range []string{"team-c", "team-d", "team-big"} {
+		clis[tn] = connectTenant(t, c, tn)
+	}
+	n := 0 // puts so far per tenant, for distinct keys
+	// fill puts each tenant without its own quota up to the default and checks the next put
+	// is refused with -1700; team-big goes past the default.
+	fill := func(when string, held int) {
+		t.Helper()
+		for _, tn := range []string{"team-c", "team-d"} {
+			for i := held; i < def/size; i++ {
+				if err := clis[tn].Put(ctx, fmt.Sprintf("k%d-%d", n, i), make([]byte, size), client.ReplicateConfig{}); err != nil {
+					t.Fatalf("%s: %s put %d under the default quota: %v", when, tn, i, err)
+				}
+			}
+			err := clis[tn].Put(ctx, fmt.Sprintf("k%d-over", n), make([]byte, size), client.ReplicateConfig{})
+			if !errors.Is(err, base.ErrQuotaExceeded) || base.CodeOf(err).Mooncake() != base.MooncakeTenantQuotaExceeded {
+				t.Fatalf("%s: %s put over the default quota: %v (code %d), want TENANT_QUOTA_EXCEEDED -1700", when, tn, err, base.CodeOf(err).Mooncake())
+			}
+		}
+		for i := range def/size + 2 {
+			if err := clis["team-big"].Put(ctx, fmt.Sprintf("k%d-%d", n, i), make([]byte, size), client.ReplicateConfig{}); err != nil {
+				t.Fatalf("%s: team-big put %d under its own quota: %v", when, i, err)
+			}
+		}
+		n++
+	}
+	fill("first leader", 0)
+
+	st, err := admin.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st.Tenants {
+		switch s.TenantID {
+		case "team-c", "team-d":
+			if s.MaxBytes != def || s.HasExplicitPolicy || s.UsedBytes != def {
+				t.Fatalf("status of %s: %+v, want the default quota %d, full", s.TenantID, s, def)
+			}
+		case "team-big":
+			if s.MaxBytes != own || !s.HasExplicitPolicy {
+				t.Fatalf("status of team-big: %+v, want its own quota %d", s, own)
+			}
+		}
+	}
+	_, body := httpGet(t, "http://"+c.leaderOf().MetricsAddr()+"/metrics")
+	for _, want := range []string{fmt.Sprintf(`mooncake_tenant_quota_max_bytes{tenant_id="_default"} %d`, def),
+		fmt.Sprintf(`mooncake_tenant_quota_max_bytes{tenant_id="team-c"} %d`, def),
+		`mooncake_tenant_quota_explicit_policy{tenant_id="team-c"} 0`, `mooncake_tenant_quota_explicit_policy{tenant_id="team-big"} 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("leader /metrics lacks %q:\n%s", want, grepLines(body, "mooncake_tenant"))
+		}
+	}
+
+	// A leadership transfer: the default (not the flag's seed) still holds. Removals make room
+	// for the next round.
+	c.transferLeadership(ctx)
+	leaderTicked()
+	if d := defaultQuota(); d == nil || d.MaxBytes != def {
+		t.Fatalf("default quota after a leadership transfer: %+v, want %d (the flag must not reseed it)", d, def)
+	}
+	for _, tn := range []string{"team-c", "team-d"} {
+		err := clis[tn].Put(ctx, "after-transfer", make([]byte, size), client.ReplicateConfig{})
+		if !errors.Is(err, base.ErrQuotaExceeded) {
+			t.Fatalf("%s over the default quota after a leadership transfer: %v", tn, err)
+		}
+		if _, err := clis[tn].RemoveAll(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The leader shut down: the new leader enforces the same default.
+	old := c.leaderIndex()
+	sctx, cancel := context.WithTimeout(ctx, testWait)
+	if err := c.masters[old].Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	c.masters[old] = nil
+	leaderTicked()
+	fill("after the leader was shut down", 0)
+	if d := defaultQuota(); d == nil || d.MaxBytes != def {
+		t.Fatalf("default quota after the leader was shut down: %+v, want %d", d, def)
+	}
 }

@@ -417,9 +417,9 @@ func printStatus(out io.Writer, st client.Status) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	if len(st.Tenants) == 0 {
+	if len(st.Tenants) == 0 && st.TenantDefault == nil {
 		return nil
 	}
 	fmt.Fprintln(out)
-	return printTenants(out, st.Tenants)
+	return printTenants(out, st.Tenants, st.TenantDefault)
 }

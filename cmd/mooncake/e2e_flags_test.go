@@ -29,6 +29,7 @@ var mooncakeMasterFlagValues = append([]flagValue{
 	{"allow_evict_soft_pinned_objects", "true", "false"},
 	{"eviction_ratio", "0.05", "0.1"},
 	{"eviction_high_watermark_ratio", "0.95", "0.9"},
+	{"default_tenant_quota_bytes", "0", "1073741824"},
 	{"rpc_thread_num", "0", "8"},
 	{"rpc_port", "0", "$P"},
 	{"rpc_address", "0.0.0.0", "127.0.0.1"},

@@ -9,7 +9,8 @@ import (
 
 // TestCLITenantQuota: `mooncake tenant quota set` keeps a quota the default tenant's puts then
 // meet (TENANT_QUOTA_EXCEEDED), `tenant ls` and `status` show the tenant's use, `quota rm`
-// lifts it, and bad input is a usage error.
+// lifts it, bad input is a usage error, and `_default` sets the default quota of tenants
+// without their own.
 func TestCLITenantQuota(t *testing.T) {
 	bin := buildBinary(t)
 	_, master := startStandalone(t, bin, filepath.Join(t.TempDir(), "data"), "--global_segment_size", "64MiB")
@@ -52,4 +53,24 @@ func TestCLITenantQuota(t *testing.T) {
 	}
 	ok(cli(nil, "tenant", "quota", "rm", "default"))
 	ok(cli(bytes.Repeat([]byte("x"), 600), "put", "b", "-"))
+
+	// The default quota: `_default` names it. The default tenant, without a quota of its own
+	// now, holds 1200 bytes, over a default of 1KB: its next put is refused, and ls marks its
+	// quota as the default's; removing the default lifts it.
+	if r := ok(cli(nil, "tenant", "quota", "set", "_default", "1KB")); r.stdout != "default quota (tenants without their own): quota 1.0 KiB, NVMe quota none\n" {
+		t.Fatalf("quota set _default: %q", r.stdout)
+	}
+	if r := cli(bytes.Repeat([]byte("x"), 10), "put", "c", "-"); r.code == 0 || !strings.Contains(r.stderr, "TENANT_QUOTA_EXCEEDED") && !strings.Contains(r.stderr, "quota") {
+		t.Fatalf("a put over the default quota: exit %d, %q", r.code, r.stderr)
+	}
+	if r := ok(cli(nil, "tenant", "ls")); !strings.Contains(r.stdout, "_default") || !strings.Contains(r.stdout, "1.0 KiB (default)") {
+		t.Fatalf("tenant ls with a default quota:\n%s", r.stdout)
+	}
+	if r := cli(nil, "tenant", "quota", "set", "_team", "1KB"); r.code != 2 || !strings.Contains(r.stderr, "reserved") {
+		t.Fatalf("a reserved tenant id: exit %d, %q", r.code, r.stderr)
+	}
+	if r := ok(cli(nil, "tenant", "quota", "rm", "_default")); r.stdout != "default quota (tenants without their own): no quota\n" {
+		t.Fatalf("quota rm _default: %q", r.stdout)
+	}
+	ok(cli(bytes.Repeat([]byte("x"), 10), "put", "c", "-"))
 }

@@ -35,14 +35,14 @@ func newTenantCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printTenants(e.stdout, st.Tenants)
+			return printTenants(e.stdout, st.Tenants, st.TenantDefault)
 		},
 	}
 	lf.register(ls.Flags())
 
 	quota := &cobra.Command{
 		Use:   "quota set TENANT BYTES | rm TENANT",
-		Short: "Set or remove a tenant's quota: the most bytes of objects it may hold",
+		Short: "Set or remove a tenant's quota: the most bytes of objects it may hold (TENANT _default: the default quota of tenants without their own)",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return usagef("tenant quota: want set or rm") },
 	}
@@ -52,10 +52,10 @@ func newTenantCmd(e *env) *cobra.Command {
 	)
 	set := &cobra.Command{
 		Use:   "set TENANT BYTES [--nvme BYTES]",
-		Short: "Set TENANT's DRAM quota (sizes as 64GB; 0: no limit) and NVMe quota, one raft commit; puts past the DRAM quota fail with TENANT_QUOTA_EXCEEDED",
+		Short: "Set TENANT's DRAM quota (sizes as 64GB; 0: no limit) and NVMe quota, one raft commit; puts past the DRAM quota fail with TENANT_QUOTA_EXCEEDED. TENANT _default sets the default quota: that of every tenant without its own",
 		Args:  exactArgs(2, "TENANT BYTES"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := base.ValidateTenant(args[0]); err != nil {
+			if err := checkQuotaTenant(args[0]); err != nil {
 				return usageError{err}
 			}
 			dram, err := base.ParseBytes(args[1])
@@ -74,7 +74,7 @@ func newTenantCmd(e *env) *cobra.Command {
 			if err := c.SetTenantQuota(cmd.Context(), args[0], int64(dram), int64(nv)); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "tenant %s: quota %s, NVMe quota %s\n", base.NormalizeTenant(args[0]), quotaString(int64(dram)), quotaString(int64(nv)))
+			fmt.Fprintf(e.stdout, "%s: quota %s, NVMe quota %s\n", quotaSubject(args[0]), quotaString(int64(dram)), quotaString(int64(nv)))
 			return nil
 		},
 	}
@@ -83,10 +83,10 @@ func newTenantCmd(e *env) *cobra.Command {
 	var rf clientFlags
 	rm := &cobra.Command{
 		Use:   "rm TENANT",
-		Short: "Remove TENANT's quota (its objects stay)",
+		Short: "Remove TENANT's quota (its objects stay; it then has the default quota, if one is set). TENANT _default removes the default quota",
 		Args:  exactArgs(1, "TENANT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := base.ValidateTenant(args[0]); err != nil {
+			if err := checkQuotaTenant(args[0]); err != nil {
 				return usageError{err}
 			}
 			c, err := rf.connect(cmd, e)
@@ -97,7 +97,7 @@ func newTenantCmd(e *env) *cobra.Command {
 			if err := c.SetTenantQuota(cmd.Context(), args[0], 0, 0); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "tenant %s: no quota\n", base.NormalizeTenant(args[0]))
+			fmt.Fprintf(e.stdout, "%s: no quota\n", quotaSubject(args[0]))
 			return nil
 		},
 	}
@@ -107,6 +107,23 @@ func newTenantCmd(e *env) *cobra.Command {
 	return cmd
 }
 
+// checkQuotaTenant checks a TENANT argument of `tenant quota`: a tenant that may have a quota
+// of its own, or base.DefaultQuotaTenant.
+func checkQuotaTenant(t string) error {
+	if t == base.DefaultQuotaTenant {
+		return nil
+	}
+	return base.ValidateQuotaTenant(t)
+}
+
+// quotaSubject names whose quota a TENANT argument sets.
+func quotaSubject(t string) string {
+	if t == base.DefaultQuotaTenant {
+		return "default quota (tenants without their own)"
+	}
+	return "tenant " + base.NormalizeTenant(t)
+}
+
 func quotaString(n int64) string {
 	if n == 0 {
 		return "none"
@@ -114,12 +131,21 @@ func quotaString(n int64) string {
 	return base.Bytes(n).String()
 }
 
-// printTenants writes the tenants table of `mooncake tenant ls` and `mooncake status`.
-func printTenants(out io.Writer, ts []client.TenantStatus) error {
+// printTenants writes the tenants table of `mooncake tenant ls` and `mooncake status`: the
+// default quota first, as the row "_default" (when set), then each tenant, its quota marked
+// "(default)" when it is the default quota's.
+func printTenants(out io.Writer, ts []client.TenantStatus, def *client.TenantStatus) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TENANT\tQUOTA\tNVME QUOTA\tUSED\tOBJECTS\tIN FLIGHT")
+	if def != nil {
+		fmt.Fprintf(w, "%s\t%s\t%s\t-\t-\t-\n", base.DefaultQuotaTenant, quotaString(def.MaxBytes), quotaString(def.NVMeMaxBytes))
+	}
 	for _, t := range ts {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", t.TenantID, quotaString(t.MaxBytes), quotaString(t.NVMeMaxBytes), base.Bytes(t.UsedBytes), t.CommittedCount, base.Bytes(t.ReservedBytes))
+		dram, nvme := quotaString(t.MaxBytes), quotaString(t.NVMeMaxBytes)
+		if !t.HasExplicitPolicy && (t.MaxBytes != 0 || t.NVMeMaxBytes != 0) {
+			dram, nvme = dram+" (default)", nvme+" (default)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", t.TenantID, dram, nvme, base.Bytes(t.UsedBytes), t.CommittedCount, base.Bytes(t.ReservedBytes))
 	}
 	return w.Flush()
 }

@@ -18,6 +18,11 @@ import (
 // DefaultTenant is Mooncake's tenant id of clients that name none.
 const DefaultTenant = "default"
 
+// DefaultQuotaTenant names the default quota where a tenant id is expected (Mooncake's
+// pseudo-tenant of GET/PUT /tenants/quota/_default): the quota of every tenant without its
+// own. It is not a tenant: setting its quota sets the default (ValidateQuotaTenant).
+const DefaultQuotaTenant = "_default"
+
 // MaxTenantLen bounds a tenant id.
 const MaxTenantLen = 128
 
@@ -43,6 +48,21 @@ func ValidateTenant(t string) error {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
 			return fmt.Errorf("%w: tenant id %q: only letters, digits, '.', '_' and '-' are allowed", ErrInvalidParams, t)
 		}
+	}
+	return nil
+}
+
+// ValidateQuotaTenant reports whether t can be given a quota of its own: ValidateTenant, and
+// not starting with '_', which Mooncake reserves for pseudo-tenants (DefaultQuotaTenant).
+// Such ids stay legal for keys (older clusters may hold objects in one). Use
+// errors.Is(err, ErrInvalidParams) to check for its error.
+func ValidateQuotaTenant(t string) error {
+	if err := ValidateTenant(t); err != nil {
+		return err
+	}
+	if strings.HasPrefix(t, "_") {
+		return fmt.Errorf("%w: tenant_id %q: ids starting with '_' are reserved (%s names the default quota of tenants without their own)",
+			ErrInvalidParams, t, DefaultQuotaTenant)
 	}
 	return nil
 }

@@ -141,6 +141,10 @@ var table = []Setting{
 		Help:     "fraction of DRAM an eviction round frees",
 		Mooncake: mm("double", "0.05", "", "the fraction of DRAM an eviction pass frees; workers take it from the master"),
 		Master:   func(m *Master) any { return &m.EvictionRatio }},
+	{Name: "default_tenant_quota_bytes", Kinds: masterAll, Unit: "bytes", Default: base.Bytes(0), Check: nonNegative,
+		Help:     "DRAM quota of every tenant without its own, e.g. 64GB (0: none); seeds the default quota kept in raft when none was ever set, after which `mooncake tenant quota set _default` and PUT /tenants/quota/_default change it",
+		Mooncake: mm("uint64", "0", "", "the default quota of tenants without their own; kept in raft: the flag seeds it when none was ever set"),
+		Master:   func(m *Master) any { return &m.DefaultTenantQuotaBytes }},
 	// 64 GiB: far above a KV-cache block and still a bound every length check can use.
 	{Name: "max_value_size", Kinds: masterAll, Unit: "bytes", Default: base.Bytes(64 << 30), Check: nonNegative,
 		Help:   "largest value a put may store, e.g. 4GiB",

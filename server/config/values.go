@@ -36,6 +36,7 @@ type Master struct {
 	Join, RaftFsync                                               bool
 	Conns                                                         Conns
 	KVEvents                                                      KVEvents
+	DefaultTenantQuotaBytes                                       base.Bytes
 
 	// Mooncake's mooncake_master flags with an effect here (compat).
 	Port, Verbosity, HTTPMetadataServerPort, RPCConnTimeoutSeconds int

@@ -118,6 +118,12 @@ type Config struct {
 	Conns rpcsrv.ConnLimits
 	// KVEvents is Mooncake's KV event publisher (kvevents.go). Default off.
 	KVEvents KVEventsConfig
+	// DefaultTenantQuotaBytes (Mooncake's --default_tenant_quota_bytes) seeds the default
+	// tenant quota, the DRAM quota of every tenant without its own: a leader commits it when
+	// the raft state never had a default quota (master_tenants.go). Once one was set (by any
+	// master's flag, the CLI or PUT /tenants/quota/_default), the raft state rules and this
+	// is ignored. Default 0: no seed.
+	DefaultTenantQuotaBytes base.Bytes
 	// Logger receives every log line. Default slog.Default().
 	Logger *slog.Logger
 
@@ -142,6 +148,9 @@ type TestKnobs struct {
 	// BeforeCopy is called as each copy order (repair, drain, task) starts, before the
 	// source worker is asked to copy (a test holds a copy in flight by blocking in it).
 	BeforeCopy func(o lifecycle.CopyOrder)
+	// AfterLeaderTick is called at the end of each leader-loop tick while leading (a test
+	// waits for the leader's periodic duties, such as seeding the default tenant quota).
+	AfterLeaderTick func(m *Master)
 }
 
 // EnsureDefaults fills every zero field with its documented default.
@@ -213,7 +222,7 @@ func (c *Config) Validate() error {
 	if err := config.CheckEach(config.KindMaster, "master config: ", "client_ttl", c.ClientTTL, "worker_restart_grace", c.WorkerRestartGrace,
 		"client_disconnect_grace", c.ClientDisconnectGrace, "eviction_high_watermark_ratio", c.EvictionHighWatermarkRatio,
 		"eviction_ratio", c.EvictionRatio, "put_timeout", c.PutTimeout, "max_value_size", c.MaxValueSize,
-		"summary_interval", c.SummaryInterval); err != nil {
+		"summary_interval", c.SummaryInterval, "default_tenant_quota_bytes", c.DefaultTenantQuotaBytes); err != nil {
 		return err
 	}
 	if err := c.Conns.Validate(); err != nil {

@@ -329,9 +329,13 @@ func (m *Master) leaderLoop() {
 				continue
 			}
 			m.setLeader(true)
+			m.seedDefaultTenantQuota()
 			m.lifecycleTick()
 			m.expireReservations()
 			m.expireRegSessions()
+			if f := m.cfg.Test.AfterLeaderTick; f != nil {
+				f(m)
+			}
 		case <-summary.C:
 			m.logSummary()
 		}

@@ -63,6 +63,9 @@ type Status struct {
 	RootFSDir string `json:"root_fs_dir,omitempty"`
 	// Tenants: every tenant with a quota or an object, its quota and usage (master_tenants.go).
 	Tenants []TenantStatus `json:"tenants"`
+	// TenantDefault is the default quota, that of every tenant without its own, as the
+	// pseudo-tenant "_default" (absent when none is set).
+	TenantDefault *TenantStatus `json:"tenant_default,omitempty"`
 }
 
 // MasterStatus is one member of the raft configuration in Status.
@@ -127,6 +130,9 @@ func (m *Master) status() Status {
 	s.Masters = masterStatuses(m.node, lid)
 	s.Models = memory.StatusModels(m.node.Models())
 	s.Tenants = m.tenantStatuses()
+	if d := m.defaultTenantStatus(); d.MaxBytes != 0 || d.NVMeMaxBytes != 0 {
+		s.TenantDefault = &d
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s.UsageReported, _ = m.mu.lc.Leader()

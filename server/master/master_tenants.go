@@ -20,7 +20,12 @@ import (
 //     default tenant's (a client of the default tenant never removes another tenant's objects);
 //  2. quotas: SetTenantQuota commits the quota (raft command 26); PutStart refuses a put over
 //     quota (lifecycle admission, counting puts in flight) and the FSM refuses to commit one;
-//  3. usage per tenant for status, the admin HTTP and metrics (raftmeta.Node.Tenants).
+//  3. usage per tenant for status, the admin HTTP and metrics (raftmeta.Node.Tenants);
+//  4. the default quota, that of every tenant without its own (Mooncake's _default policy):
+//     raftmeta keeps it and reports each tenant's effective quota, so admission, the apply
+//     check, TenantList (the workers' shares), status and metrics apply it with nothing
+//     more here than naming it: the tenant id "_default" (base.DefaultQuotaTenant) in
+//     setTenantQuota. Other ids starting with '_' are refused there, as Mooncake reserves them.
 //
 // The NVMe quota is kept in the raft state like the DRAM quota, but the master does not see
 // which tier holds an object: the workers enforce it. TenantList gives them each quota and the
@@ -91,9 +96,15 @@ func (m *Master) removeTenant(ctx context.Context, t, pattern string, all bool) 
 	})
 }
 
-// setTenantQuota commits tenant t's quota (0: no limit). Leader only.
+// setTenantQuota commits tenant t's quota (0: no limit), or the default quota when t is
+// base.DefaultQuotaTenant. Leader only.
 func (m *Master) setTenantQuota(ctx context.Context, t string, dram, nvme int64) error {
 	cmd := raftmeta.SetTenantQuota{Tenant: base.NormalizeTenant(t), DRAMBytes: dram, NVMeBytes: nvme}
+	if t == base.DefaultQuotaTenant {
+		cmd = raftmeta.SetTenantQuota{Default: true, DRAMBytes: dram, NVMeBytes: nvme}
+	} else if err := base.ValidateQuotaTenant(t); err != nil {
+		return err
+	}
 	if err := cmd.Validate(); err != nil {
 		return err
 	}
@@ -107,8 +118,25 @@ func (m *Master) setTenantQuota(ctx context.Context, t string, dram, nvme int64)
 	if res.Err != nil {
 		return res.Err
 	}
-	m.log.Info("master: tenant quota set", "tenant", cmd.Tenant, "dram_bytes", dram, "nvme_bytes", nvme)
+	m.log.Info("master: tenant quota set", "tenant", t, "default", cmd.Default, "dram_bytes", dram, "nvme_bytes", nvme)
 	return nil
+}
+
+// seedDefaultTenantQuota commits Config.DefaultTenantQuotaBytes as the default quota when
+// the raft state never had one (leader loop, each tick while leading: one raft commit, then
+// nothing). A failure is logged and retried at the next tick.
+func (m *Master) seedDefaultTenantQuota() {
+	if m.cfg.DefaultTenantQuotaBytes <= 0 {
+		return
+	}
+	if _, _, set := m.node.DefaultTenantQuota(); set {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
+	defer cancel()
+	if err := m.setTenantQuota(ctx, base.DefaultQuotaTenant, int64(m.cfg.DefaultTenantQuotaBytes), 0); err != nil {
+		m.log.Warn("default tenant quota not seeded from --default_tenant_quota_bytes; retrying", "err", err)
+	}
 }
 
 // tenantAdmission returns what PutStart's admission needs to know of key's tenant.
@@ -138,12 +166,23 @@ type TenantStatus struct {
 	CommittedCount int64 `json:"committed_count"`
 	// ReservedBytes is the bytes of its puts in flight (leader only; 0 on followers).
 	ReservedBytes int64 `json:"reserved_bytes"`
+	// HasExplicitPolicy (Mooncake's field) is true when the quota above is the tenant's own;
+	// false, the quota is the default quota's (0 and 0 when none is set).
+	HasExplicitPolicy bool `json:"has_explicit_policy"`
 }
 
 // tenantStatus returns t's TenantStatus. REQUIRES: m.mu not held.
 func (m *Master) tenantStatus(u raftmeta.TenantUsage) TenantStatus {
+	own := !u.DefaultQuota && (u.DRAMQuota != 0 || u.NVMeQuota != 0)
 	return TenantStatus{TenantID: u.Tenant, MaxBytes: u.DRAMQuota, NVMeMaxBytes: u.NVMeQuota,
-		UsedBytes: u.Bytes, CommittedCount: u.Objects, ReservedBytes: m.tenantInFlight(u.Tenant)}
+		UsedBytes: u.Bytes, CommittedCount: u.Objects, ReservedBytes: m.tenantInFlight(u.Tenant), HasExplicitPolicy: own}
+}
+
+// defaultTenantStatus returns the default quota as a TenantStatus of the pseudo-tenant
+// "_default" (Mooncake's GET /tenants/quota/_default answer): quota only, no usage.
+func (m *Master) defaultTenantStatus() TenantStatus {
+	dram, nvme, _ := m.node.DefaultTenantQuota()
+	return TenantStatus{TenantID: base.DefaultQuotaTenant, MaxBytes: dram, NVMeMaxBytes: nvme}
 }
 
 // tenantStatuses returns every tenant with a quota or an object. REQUIRES: m.mu not held.
