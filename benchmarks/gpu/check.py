@@ -178,6 +178,8 @@ def roundtrip_put(s, mem, c, keep):
         mem.fill(b, 1, 300000 - j, 2000 + j)
     rcs = s.batch_put_from([f"bt-{j}" for j in range(8)], [mem.ptr(b) + 1 for b in bufs], [300000 - j for j in range(8)])
     c.eq(rcs, [0] * 8, "batch_put_from")
+    rcs = s.batch_upsert_from([f"bt-{j}" for j in range(8)], [mem.ptr(b) + 1 for b in bufs], [300000 - j for j in range(8)])
+    c.eq(rcs, [0] * 8, "batch_upsert_from")
     parts = [mem.alloc(70001) for _ in range(3)]
     keep.extend(parts)
     for j, p in enumerate(parts):
@@ -265,7 +267,9 @@ def vllm_put(s, mem, c, keep):
     keys, all_ptrs, all_sizes = chunk_keys(mem, layers, blocks)
     t = time.perf_counter()
     c.eq(s.batch_put_from_multi_buffers(keys, all_ptrs, all_sizes), [0] * 4, "store KV chunks")
-    log(f"ok vLLM-style store: 4 chunks x {len(all_ptrs[0])} blocks in {time.perf_counter() - t:.3f}s")
+    dt = time.perf_counter() - t
+    mb = 4 * len(all_ptrs[0]) * BLOCK_BYTES / 1e6
+    log(f"ok vLLM-style store: 4 chunks x {len(all_ptrs[0])} blocks of {BLOCK_BYTES} B in {dt:.4f}s ({mb / 1e3 / dt:.2f} GB/s)")
     return blocks
 
 
@@ -276,7 +280,10 @@ def vllm_get(s, mem, c, keep, src_blocks):
     dst_blocks = list(reversed(range(BLOCKS)))[: len(src_blocks)]  # other block ids
     keys, all_ptrs, all_sizes = chunk_keys(mem, layers, dst_blocks)
     chunk = 2 * LAYERS * CHUNK_BLOCKS * BLOCK_BYTES
+    t = time.perf_counter()
     c.eq(s.batch_get_into_multi_buffers(keys, all_ptrs, all_sizes), [chunk] * 4, "load KV chunks")
+    dt = time.perf_counter() - t
+    log(f"ok vLLM-style load: 4 chunks in {dt:.4f}s ({4 * chunk / 1e9 / dt:.2f} GB/s)")
     # Each loaded block equals the source block of the same position in the request.
     ref = mem.alloc(2 * BLOCKS * BLOCK_BYTES)
     for li, t in enumerate(layers):
@@ -288,6 +295,60 @@ def vllm_get(s, mem, c, keep, src_blocks):
                 if not c.check(same(mem, ref, a, t, b, BLOCK_BYTES), f"layer {li} kv {kv} block {sb} -> {db}"):
                     return
     log("ok vLLM-style load: every block byte-exact")
+
+
+# ---- step 3c: a layer-wise ranged session (vLLM's layer-wise connector) ----
+
+SESSION_KEYS = ["sess-chunk0", "sess-chunk1"]  # two keys of CHUNK_BLOCKS blocks, every layer
+
+
+def layer_ranges(mem, t, li, blocks):
+    """Layer li's ranges of the session keys: each key's object is layer-major, and within a
+    layer its K blocks then its V blocks; the ranges point at t's blocks."""
+    ptrs, sizes, offs = [], [], []
+    for k in range(len(SESSION_KEYS)):
+        p, z, o = [], [], []
+        for kv in range(2):
+            for j, b in enumerate(blocks[k * CHUNK_BLOCKS : (k + 1) * CHUNK_BLOCKS]):
+                p.append(mem.ptr(t) + (kv * BLOCKS + b) * BLOCK_BYTES)
+                z.append(BLOCK_BYTES)
+                o.append(((li * 2 + kv) * CHUNK_BLOCKS + j) * BLOCK_BYTES)
+        ptrs.append(p), sizes.append(z), offs.append(o)
+    return ptrs, sizes, offs
+
+
+def session_put(s, mem, c, keep):
+    layers = kv_layout(mem, keep)
+    for li, t in enumerate(layers):
+        mem.fill(t, 0, 2 * BLOCKS * BLOCK_BYTES, 6000 + li)
+    blocks = list(range(7, 7 + 2 * CHUNK_BLOCKS))
+    per_key = 2 * LAYERS * CHUNK_BLOCKS * BLOCK_BYTES
+    c.eq(s.batch_put_session_start(SESSION_KEYS, [per_key] * 2), [0, 0], "put session start")
+    for li, t in enumerate(layers):  # one call per layer, as the engine finishes each
+        got = s.batch_put_from_multi_buffer_ranges(SESSION_KEYS, *layer_ranges(mem, t, li, blocks))
+        c.eq(got, [2 * CHUNK_BLOCKS * BLOCK_BYTES] * 2, f"put session layer {li}")
+    c.eq(s.batch_put_session_end(SESSION_KEYS), [0, 0], "put session end")
+    log(f"ok layer-wise put session: {LAYERS} layers of 2 keys from {mem.name} ranges")
+    return blocks
+
+
+def session_get(s, mem, c, keep, src_blocks):
+    layers = kv_layout(mem, keep)
+    dst_blocks = list(reversed(range(BLOCKS)))[: len(src_blocks)]
+    c.eq(s.batch_get_session_start(SESSION_KEYS), [0, 0], "get session start")
+    for li, t in enumerate(layers):
+        got = s.batch_get_into_multi_buffer_ranges(SESSION_KEYS, *layer_ranges(mem, t, li, dst_blocks))
+        c.eq(got, [2 * CHUNK_BLOCKS * BLOCK_BYTES] * 2, f"get session layer {li}")
+    s.batch_get_session_end(SESSION_KEYS)
+    ref = mem.alloc(2 * BLOCKS * BLOCK_BYTES)
+    for li, t in enumerate(layers):
+        mem.fill(ref, 0, 2 * BLOCKS * BLOCK_BYTES, 6000 + li)
+        for kv in range(2):
+            for sb, db in zip(src_blocks, dst_blocks):
+                a, b = (kv * BLOCKS + sb) * BLOCK_BYTES, (kv * BLOCKS + db) * BLOCK_BYTES
+                if not c.check(same(mem, ref, a, t, b, BLOCK_BYTES), f"session layer {li} kv {kv} block {sb} -> {db}"):
+                    return
+    log(f"ok layer-wise get session into {mem.name} ranges: every block byte-exact")
 
 
 def same(mem, x, xo, y, yo, n):
@@ -332,6 +393,13 @@ def tensors_get(s, c, dev):
     ts = s.batch_get_tensor_into(["tn-a", "tn-nc"], [x.data_ptr() for x in bufs], [x.numel() for x in bufs])
     c.check(len(ts) == 2 and ts[0] is not None and torch.equal(ts[0], a * 2), f"batch_get_tensor_into [0]: {ts[0]} {s.last_error()}")
     c.check(len(ts) == 2 and ts[1] is not None and torch.equal(ts[1], nc), "batch_get_tensor_into [1]")
+    # Mooncake's get_tensor_into_cuda: the data (no header) straight into a destination tensor.
+    dst = torch.full_like(b, -1)
+    c.eq(s.get_tensor_into_cuda("tn-b", dst), b.numel() * 8, f"get_tensor_into_cuda a {dev} tensor")
+    c.check(torch.equal(dst, b), "get_tensor_into_cuda bytes")
+    dsts = [torch.zeros_like(a), torch.zeros(nc.shape, device=dev)]
+    c.eq(s.batch_get_tensor_into_cuda(["tn-a", "tn-nc"], dsts), [a.numel() * 2, nc.numel() * 4], "batch_get_tensor_into_cuda")
+    c.check(torch.equal(dsts[0], a * 2) and torch.equal(dsts[1], nc), "batch_get_tensor_into_cuda bytes")
     # What get_tensor_into left in the buffer is the stored layout: put it back from there.
     c.eq(s.put_tensor_from("tn-copy", buf.data_ptr(), 40 + b.numel() * 8), 0, f"put_tensor_from a {dev} buffer")
     got = s.get_tensor("tn-copy")
@@ -499,8 +567,9 @@ def role(args):
     if args.role == "put":
         roundtrip_put(s, mem, c, keep)
         blocks = vllm_put(s, mem, c, keep)
+        sblocks = session_put(s, mem, c, keep)
         with open(os.path.join(args.work, "blocks.json"), "w") as f:
-            json.dump(blocks, f)
+            json.dump({"vllm": blocks, "session": sblocks}, f)
         if have_torch(args):
             guarded(c, "tensors A", tensors_put, s, c, "cuda" if isinstance(mem, CudaMem) else "cpu")
         if have_lm(args):
@@ -508,7 +577,9 @@ def role(args):
     elif args.role == "get":
         roundtrip_get(s, mem, c)
         with open(os.path.join(args.work, "blocks.json")) as f:
-            vllm_get(s, mem, c, keep, json.load(f))
+            blocks = json.load(f)
+        vllm_get(s, mem, c, keep, blocks["vllm"])
+        session_get(s, mem, c, keep, blocks["session"])
         if have_torch(args):
             guarded(c, "tensors B", tensors_get, s, c, "cuda" if isinstance(mem, CudaMem) else "cpu")
         if have_lm(args):

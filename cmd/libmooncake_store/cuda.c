@@ -237,3 +237,44 @@ void *mc_cuda_host_alloc(uintptr_t dev, size_t n) {
 void mc_cuda_host_free(void *p) {
     if (p && cu.memFreeHost) cu.memFreeHost(p);
 }
+
+int mc_cuda_copy_many(const uintptr_t *devs, const uintptr_t *hosts, const size_t *ns, size_t count, int to_device) {
+    CUcontext prev = NULL, ctxs[MAX_CTX];
+    CUstream used[MAX_CTX];
+    int nused = 0;
+    CUresult r = CUDA_SUCCESS;
+    cu.ctxGetCurrent(&prev);
+    for (size_t i = 0; i < count; i++) {
+        unsigned type;
+        CUcontext ctx;
+        CUdeviceptr start;
+        size_t size;
+        CUstream s;
+        if ((r = attrs(devs[i], &type, &ctx, &start, &size)) != CUDA_SUCCESS) {
+            cuerr(r, "cuPointerGetAttributes");
+            break;
+        }
+        if ((r = streamOf(ctx, &s)) != CUDA_SUCCESS) {
+            cuerr(r, "stream");
+            break;
+        }
+        int seen = 0;
+        for (int j = 0; j < nused; j++) seen |= ctxs[j] == ctx;
+        if (!seen && nused < MAX_CTX) ctxs[nused] = ctx, used[nused++] = s;
+        r = to_device ? cu.htod((CUdeviceptr)devs[i], (const void *)hosts[i], ns[i], s)
+                      : cu.dtoh((void *)hosts[i], (CUdeviceptr)devs[i], ns[i], s);
+        if (r != CUDA_SUCCESS) {
+            cuerr(r, to_device ? "copy to device" : "copy from device");
+            break;
+        }
+    }
+    /* Wait on every stream used, after a failure too: no copy may still run into or out of
+     * memory the caller reuses once this returns. */
+    for (int j = 0; j < nused; j++) {
+        cu.ctxSetCurrent(ctxs[j]);
+        CUresult w = cu.streamSynchronize(used[j]);
+        if (r == CUDA_SUCCESS && w != CUDA_SUCCESS) r = cuerr(w, to_device ? "copy to device" : "copy from device");
+    }
+    cu.ctxSetCurrent(prev); /* as mc_cuda_copy: leave the Go thread's context as found */
+    return r == CUDA_SUCCESS ? 0 : r;
+}

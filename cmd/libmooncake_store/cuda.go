@@ -59,6 +59,48 @@ func cudaCopy(what string, dev uintptr, host []byte, toDevice bool) error {
 	return nil
 }
 
+// devCopy is one staged copy: the device range at dev and its host stage (pinned: memory of
+// the driver's pinned pool, not Go memory).
+type devCopy struct {
+	dev    uintptr
+	host   []byte
+	pinned bool
+}
+
+// copyMany runs copies (toDevice: host to device), waiting once per stream: stages in pinned
+// memory go to the driver in one call; stages in Go memory (no pinned memory to be had) one
+// by one, since cgo must not be handed Go pointers inside an array.
+func copyMany(what string, cs []devCopy, toDevice bool) error {
+	var devs, hosts []C.uintptr_t
+	var ns []C.size_t
+	for _, c := range cs {
+		switch {
+		case len(c.host) == 0:
+		case c.pinned:
+			devs = append(devs, C.uintptr_t(c.dev))
+			hosts = append(hosts, C.uintptr_t(uintptr(unsafe.Pointer(unsafe.SliceData(c.host)))))
+			ns = append(ns, C.size_t(len(c.host)))
+		default:
+			if err := cudaCopy(what, c.dev, c.host, toDevice); err != nil {
+				return err
+			}
+		}
+	}
+	if len(devs) == 0 {
+		return nil
+	}
+	runtime.LockOSThread() // as isDevice
+	defer runtime.UnlockOSThread()
+	dir := C.int(0)
+	if toDevice {
+		dir = 1
+	}
+	if C.mc_cuda_copy_many(&devs[0], &hosts[0], &ns[0], C.size_t(len(devs)), dir) != 0 {
+		return fmt.Errorf("%w: %s: %s", base.ErrInternal, what, cudaError())
+	}
+	return nil
+}
+
 func cudaError() string {
 	var buf [256]C.char
 	C.mc_cuda_error(&buf[0], C.size_t(len(buf)))

@@ -27,6 +27,11 @@ int mc_cuda_classify(uintptr_t p, size_t n);
  * it. It returns 0 or a CUresult (message in mc_cuda_error). */
 int mc_cuda_copy(uintptr_t dev, void *host, size_t n, int to_device);
 
+/* mc_cuda_copy_many is mc_cuda_copy for count ranges (devs[i] <-> hosts[i], ns[i] bytes):
+ * every copy is queued, then each stream used is waited for once. It returns 0 or the first
+ * failure's CUresult (message in mc_cuda_error); it returns only when no copy runs. */
+int mc_cuda_copy_many(const uintptr_t *devs, const uintptr_t *hosts, const size_t *ns, size_t count, int to_device);
+
 /* mc_cuda_host_alloc allocates n bytes of pinned host memory, usable by every context, with
  * the context of device address dev current; NULL when the driver has no such call or refuses
  * (the caller stages through ordinary memory then). mc_cuda_host_free frees it. */

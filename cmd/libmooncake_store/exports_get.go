@@ -223,9 +223,8 @@ func batchGetIntoMulti(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, buffers
 				rest = rest[copy(p, rest):]
 			}
 		}
-		for j, left := 0, got[i]; errs[i] == nil && j < len(parts[i]) && left > 0; j++ {
-			n := min(left, len(parts[i][j]))
-			errs[i], left = m.deliver(fmt.Sprintf("buffers of %q", ks[i]), parts[i][j], n), left-n
+		if errs[i] == nil {
+			errs[i] = m.deliverParts(fmt.Sprintf("buffers of %q", ks[i]), parts[i], got[i])
 		}
 	}
 	return setResults(out, got, errs)
@@ -292,10 +291,13 @@ func getIntoRanges(h C.uintptr_t, count C.size_t, keys *C.uintptr_t, dsts *C.uin
 	var m callerMem
 	defer m.release()
 	reads, idx, errs := rangeReads(s, &m, ks, ds, offs, szs)
-	for j, err := range cl.BatchGetRanges(bg, reads) {
-		if err == nil {
-			err = m.deliver(fmt.Sprintf("dsts[%d]", idx[j]), reads[j].Dst, len(reads[j].Dst))
-		}
+	rerrs := cl.BatchGetRanges(bg, reads)
+	outs, lens := make([][]byte, len(reads)), make([]int, len(reads))
+	for j := range reads {
+		outs[j], lens[j] = reads[j].Dst, len(reads[j].Dst)
+	}
+	m.deliverAll(outs, lens, rerrs)
+	for j, err := range rerrs {
 		errs[idx[j]] = err
 	}
 	got := make([]int, n)

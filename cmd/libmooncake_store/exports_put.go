@@ -41,6 +41,9 @@ func putOne(h C.uintptr_t, key *C.char, value C.uintptr_t, size C.size_t, cfg *C
 	var m callerMem
 	defer m.release()
 	b, err := m.input("value", uintptr(value), uint64(size))
+	if err == nil {
+		err = m.fetch("value")
+	}
 	if err != nil {
 		return err
 	}
@@ -72,6 +75,9 @@ func partsOf(m *callerMem, bufs []C.uintptr_t, sizes []C.size_t) ([][]byte, erro
 		}
 		probeRead(b)
 		parts[i] = b
+	}
+	if err := m.fetch("buffers"); err != nil {
+		return nil, err
 	}
 	return parts, nil
 }

@@ -130,6 +130,9 @@ func putSessionRanges(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, buffers 
 		}
 		at += c
 	}
+	if err := m.fetch("buffers"); err != nil {
+		return err
+	}
 	n, errs := cl.PutSessionWrite(bg, ks, ranges)
 	got := make([]int, len(n))
 	for i := range n {
@@ -216,8 +219,12 @@ func getSessionRanges(h C.uintptr_t, keys *C.uintptr_t, count C.size_t, buffers 
 	got := make([]int, len(n))
 	for i := range n {
 		got[i] = int(n[i])
-		for j := 0; errs[i] == nil && j < len(ranges[i]); j++ {
-			errs[i] = m.deliver(fmt.Sprintf("buffers of %q", ks[i]), ranges[i][j].Dst, len(ranges[i][j].Dst))
+		if errs[i] == nil {
+			dsts, total := make([][]byte, len(ranges[i])), 0
+			for j, r := range ranges[i] {
+				dsts[j], total = r.Dst, total+len(r.Dst)
+			}
+			errs[i] = m.deliverParts(fmt.Sprintf("buffers of %q", ks[i]), dsts, total)
 		}
 	}
 	return setResults(out, got, errs)

@@ -90,20 +90,34 @@ func checkBuffer(what string, u uintptr, n uint64) error {
 
 // callerMem is the caller's memory of one call: where each device range is staged. Its
 // owner calls release when the call is done with every slice input and output returned.
+// Copies are batched: the inputs staged are copied from the device by fetch, the outputs to
+// it by deliver and deliverAll, each batch waiting once per stream (a layer-wise put of a
+// thousand 8 KiB blocks waits once, not a thousand times).
 type callerMem struct {
-	staged map[*byte]uintptr // the first byte of an output stage -> its device address
+	staged map[*byte]devCopy // the first byte of an output stage -> its copy
+	ins    []devCopy         // input stages not yet fetched
 	pinned [][]byte          // the pinned stages this call holds (staging.go), returned by release
+	carve  []byte            // the rest of a pinned block small stages are cut from
 }
 
 // input returns the caller's n bytes at u for reading (a put's value): host memory in place,
-// device memory as a host copy.
+// device memory as a host stage, filled by fetch. Every caller of input calls fetch before
+// the bytes are used.
 func (m *callerMem) input(what string, u uintptr, n uint64) ([]byte, error) {
 	b, dev, err := callerBytes(what, u, n)
 	if err != nil || !dev {
 		return b, err
 	}
-	b = m.stage(u, n)
-	return b, cudaCopy(what, u, b, false)
+	c := m.stage(u, n)
+	m.ins = append(m.ins, c)
+	return c.host, nil
+}
+
+// fetch copies every input staged since the last fetch from the device.
+func (m *callerMem) fetch(what string) error {
+	err := copyMany(what, m.ins, false)
+	m.ins = m.ins[:0]
+	return err
 }
 
 // output returns n bytes at u for writing (a get's destination): host memory in place, or
@@ -113,23 +127,42 @@ func (m *callerMem) output(what string, u uintptr, n uint64) ([]byte, error) {
 	if err != nil || !dev {
 		return b, err
 	}
-	b = m.stage(u, n)
+	c := m.stage(u, n)
 	if m.staged == nil {
-		m.staged = map[*byte]uintptr{}
+		m.staged = map[*byte]devCopy{}
 	}
-	m.staged[&b[0]] = u
-	return b, nil
+	m.staged[&c.host[0]] = c
+	return c.host, nil
 }
+
+// smallBlock is the pinned block small stages are cut from; stageAlign aligns each cut.
+const (
+	smallBlock = 4 * minPinnedStage
+	stageAlign = 64
+)
 
 // stage returns n bytes of host memory to stage the device range at u: pinned memory when
 // the driver gives it (the DMA then goes straight there, at the bus's speed), ordinary
-// memory otherwise.
-func (m *callerMem) stage(u uintptr, n uint64) []byte {
-	b, pinned := getStage(u, n)
-	if pinned {
-		m.pinned = append(m.pinned, b)
+// memory otherwise. Stages under minPinnedStage are cut from one pinned block of the call.
+func (m *callerMem) stage(u uintptr, n uint64) devCopy {
+	if n >= minPinnedStage {
+		b, pinned := getStage(u, n)
+		if pinned {
+			m.pinned = append(m.pinned, b)
+		}
+		return devCopy{dev: u, host: b, pinned: pinned}
 	}
-	return b
+	if uint64(len(m.carve)) < n {
+		b, pinned := getStage(u, smallBlock)
+		if !pinned {
+			return devCopy{dev: u, host: make([]byte, n)}
+		}
+		m.pinned = append(m.pinned, b)
+		m.carve = b
+	}
+	b := m.carve[:n:n]
+	m.carve = m.carve[min(uint64(len(m.carve)), (n+stageAlign-1)&^(stageAlign-1)):]
+	return devCopy{dev: u, host: b, pinned: true}
 }
 
 // release returns the call's pinned stages to the pool: nothing may use a slice input or
@@ -138,28 +171,55 @@ func (m *callerMem) release() {
 	for _, b := range m.pinned {
 		putStage(b)
 	}
-	m.pinned = nil
+	m.pinned, m.carve = nil, nil
 }
 
 // deliver copies the first n bytes of b, a slice output returned, to the device range it
 // stands for; for host memory (already written in place) it does nothing.
 func (m *callerMem) deliver(what string, b []byte, n int) error {
-	if len(b) == 0 || m.staged == nil || n <= 0 {
-		return nil
-	}
-	dev, ok := m.staged[&b[0]]
-	if !ok {
-		return nil
-	}
-	return cudaCopy(what, dev, b[:min(n, len(b))], true)
+	return m.deliverParts(what, [][]byte{b}, n)
 }
 
-// deliverAll delivers each destination read without error (got[i] bytes into dsts[i]); a
-// failed copy becomes that item's error.
+// deliverParts delivers the first n bytes of an object read into parts (in order), one
+// batch of copies.
+func (m *callerMem) deliverParts(what string, parts [][]byte, n int) error {
+	cs := m.appendOut(nil, parts, n)
+	return copyMany(what, cs, true)
+}
+
+// appendOut appends to cs the copies that deliver the first n bytes of parts.
+func (m *callerMem) appendOut(cs []devCopy, parts [][]byte, n int) []devCopy {
+	for _, b := range parts {
+		if n <= 0 {
+			break
+		}
+		k := min(n, len(b))
+		if c, ok := m.staged[unsafe.SliceData(b)]; ok && k > 0 {
+			c.host = c.host[:k]
+			cs = append(cs, c)
+		}
+		n -= k
+	}
+	return cs
+}
+
+// deliverAll delivers each destination read without error (got[i] bytes into dsts[i]) in
+// one batch; a failed batch becomes the error of every item it held.
 func (m *callerMem) deliverAll(dsts [][]byte, got []int, errs []error) {
+	var cs []devCopy
+	var items []int
 	for i := range dsts {
-		if errs[i] == nil {
-			errs[i] = m.deliver(fmt.Sprintf("buffers[%d]", i), dsts[i], got[i])
+		if errs[i] != nil {
+			continue
+		}
+		k := len(cs)
+		if cs = m.appendOut(cs, dsts[i:i+1], got[i]); len(cs) > k {
+			items = append(items, i)
+		}
+	}
+	if err := copyMany("buffers", cs, true); err != nil {
+		for _, i := range items {
+			errs[i] = err
 		}
 	}
 }

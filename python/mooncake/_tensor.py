@@ -510,6 +510,51 @@ class TensorMethods:
         res = self.batch_get_into(keys, buffer_ptrs, sizes)  # type: ignore[attr-defined]
         return [_decode_at(torch, p, n) if n > 0 else None for p, n in zip(buffer_ptrs, res)]
 
+    def get_tensor_into_cuda(self, key: str, destination: Any) -> int:
+        """Reads the data of the tensor under key (without its header) straight into
+        destination, a contiguous tensor on a CUDA device or the CPU, in one read of one
+        version of the object. The number of data bytes read, or a negative code
+        (OBJECT_NOT_FOUND; INVALID_PARAMS: not a contiguous tensor, a destination smaller than
+        the data, a value not in the tensor layout)."""
+        return self.batch_get_tensor_into_cuda([key], [destination])[0]
+
+    def batch_get_tensor_into_cuda(self, keys: Sequence[str], destinations: Sequence[Any]) -> List[int]:
+        """get_tensor_into_cuda for each key, in one batch: data bytes or a code per key."""
+        keys, dests = list(keys), list(destinations)
+        if len(keys) != len(dests):
+            _lib.set_error(f"batch_get_tensor_into_cuda: {len(keys)} keys and {len(dests)} destinations")
+            return [_INVALID] * len(keys)
+        if _torch() is None:
+            _lib.set_error(_NO_TORCH)
+            return [_NOT_SUPPORTED] * len(keys)
+        if not self._h:  # type: ignore[attr-defined]
+            return [self._not_set_up_code()] * len(keys)
+        out = [0] * len(keys)
+        hdrs = ctypes.create_string_buffer(HEADER_SIZE * max(len(keys), 1))
+        ok, ptrs, sizes = [], [], []
+        for i, d in enumerate(dests):
+            try:
+                room = d.numel() * d.element_size()
+                good = d.is_contiguous() and room > 0 and d.device.type in ("cpu", "cuda")
+            except AttributeError:
+                good = False
+            if not good:
+                out[i] = _fail(f"batch_get_tensor_into_cuda: {keys[i]}: the destination must be a contiguous, non-empty CPU or CUDA tensor")
+                continue
+            ok.append(i)
+            ptrs.append([ctypes.addressof(hdrs) + i * HEADER_SIZE, d.data_ptr()])
+            sizes.append([HEADER_SIZE, room])
+        if not ok:
+            return out
+        res = self.batch_get_into_multi_buffers([keys[i] for i in ok], ptrs, sizes)  # type: ignore[attr-defined]
+        torch = _torch()
+        for j, i in enumerate(ok):
+            n = res[j]
+            if n >= 0 and _meta(torch, _view(ctypes.addressof(hdrs) + i * HEADER_SIZE, HEADER_SIZE), n) is None:
+                n = _INVALID  # the bytes were not a tensor (last_error says why)
+            out[i] = n - HEADER_SIZE if n >= 0 else n
+        return out
+
     def get_tensor_with_tp(self, key: str, tp_rank: int = 0, tp_size: int = 1, split_dim: int = 0) -> Any:
         """Shard tp_rank of a tensor put with put_tensor_with_tp ("<key>_tp_<rank>");
         tp_size <= 1 is get_tensor(key)."""

@@ -140,6 +140,29 @@ class TensorTest(mctest.StandaloneCase):
         self.assertEqual(s.batch_upsert_tensor_from([k2], [p], [104, 1]), [INVALID])
         self.assertEqual(s.batch_upsert_tensor_from([k2], [p], [104]), [0])
 
+    def test_get_tensor_into_cuda_with_a_cpu_destination(self):
+        # Mooncake's get_tensor_into_cuda takes a destination tensor (CUDA or CPU) and
+        # returns the data bytes; on a GPU benchmarks/gpu/check.py runs it with CUDA ones.
+        torch, s, k = self.torch, self.s, mctest.key()
+        t = self.t(3, 5)
+        self.assertEqual(s.put_tensor(k, t), 0)
+        dst = torch.full_like(t, -1.0)
+        self.assertEqual(s.get_tensor_into_cuda(k, dst), t.numel() * 4)
+        self.assertTrue(torch.equal(dst, t))
+        big = torch.zeros(100)  # larger than the data: the first bytes are written
+        self.assertEqual(s.get_tensor_into_cuda(k, big), 60)
+        self.assertTrue(torch.equal(big[:15].view(3, 5), t))
+        self.assertTrue(torch.equal(big[15:], torch.zeros(85)))
+        self.assertEqual(s.get_tensor_into_cuda(k, torch.zeros(2)), INVALID)  # too small
+        self.assertEqual(s.get_tensor_into_cuda(k, torch.zeros(4, 8).t()), INVALID)  # not contiguous
+        self.assertEqual(s.get_tensor_into_cuda(k, object()), INVALID)
+        miss = mctest.key("miss")
+        self.assertEqual(s.batch_get_tensor_into_cuda([miss, k], [torch.zeros(15), dst]), [int(ErrorCode.OBJECT_NOT_FOUND), 60])
+        self.assertEqual(s.batch_get_tensor_into_cuda([k], []), [INVALID])
+        raw = mctest.key()
+        self.assertEqual(s.put(raw, b"\x7f" * 80), 0)  # not the tensor layout
+        self.assertEqual(s.get_tensor_into_cuda(raw, torch.zeros(20)), INVALID)
+
     # -- tensor parallel --
 
     def test_tp_split_and_read(self):

@@ -207,6 +207,47 @@ static void errors(mooncake_store_t s) {
     EQ(mooncake_store_is_exist(s, "x"), 0, "nothing stored by a failed call");
 }
 
+/* sessions: a layer-wise put session written from device ranges (one small range per layer,
+ * as a layer-wise connector writes) and a get session read into device ranges, byte-exact. */
+static void sessions(mooncake_store_t s) {
+    enum { L = 28, PAGE = 8192 + 3 };
+    static unsigned char src[L * PAGE], back[L * PAGE];
+    unsigned char *d = dev_alloc(L * PAGE, 0), *o = dev_alloc(L * PAGE, 0);
+    fill(src, sizeof src, 91);
+    dev_write(d, src, sizeof src);
+    const char *keys[1] = {"dev-sess"};
+    size_t objsz[1] = {L * PAGE};
+    int res[1];
+    int64_t got[1];
+    EQ(mooncake_store_batch_put_session_start(s, keys, objsz, 1, NULL, res), 0, "put_session_start");
+    EQ(res[0], 0, "put_session_start item");
+    for (int layer = 0; layer < L; layer += 2) { /* two layers a call, as two ranges */
+        void *bufs[2] = {d + layer * PAGE, d + (layer + 1) * PAGE};
+        size_t sizes[2] = {PAGE, PAGE}, counts[1] = {2};
+        uint64_t offs[2] = {(uint64_t)layer * PAGE, (uint64_t)(layer + 1) * PAGE};
+        EQ(mooncake_store_batch_put_from_multi_buffer_ranges(s, keys, 1, bufs, sizes, offs, counts, got), 0, "device ranges");
+        EQ(got[0], 2 * PAGE, "device ranges written");
+    }
+    EQ(mooncake_store_batch_put_session_end(s, keys, 1, res), 0, "put_session_end");
+    EQ(res[0], 0, "put_session_end item");
+    EQ(mooncake_store_get_into(s, "dev-sess", back, sizeof back), sizeof back, "session object get_into host");
+    CHECK(memcmp(src, back, sizeof src) == 0, "session put from device bytes");
+    EQ(mooncake_store_batch_get_session_start(s, keys, 1, res), 0, "get_session_start");
+    void *gbufs[L];
+    size_t gsizes[L], gcounts[1] = {L};
+    uint64_t goffs[L];
+    for (int layer = 0; layer < L; layer++) /* layers in reverse into the device buffer */
+        gbufs[layer] = o + layer * PAGE, gsizes[layer] = PAGE, goffs[layer] = (uint64_t)(L - 1 - layer) * PAGE;
+    EQ(mooncake_store_batch_get_into_multi_buffer_ranges(s, keys, 1, gbufs, gsizes, goffs, gcounts, got), 0, "get ranges");
+    EQ(got[0], L * PAGE, "get ranges read");
+    dev_read(back, o, sizeof back);
+    int same = 1;
+    for (int layer = 0; layer < L; layer++)
+        same &= memcmp(back + layer * PAGE, src + (L - 1 - layer) * PAGE, PAGE) == 0;
+    CHECK(same, "session get into device bytes");
+    EQ(mooncake_store_batch_get_session_end(s, keys, 1), 0, "get_session_end");
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: gpucheck MASTER nodriver|preload|override\n");
@@ -243,6 +284,7 @@ int main(int argc, char **argv) {
         round_trips(s);
         EQ(dev_pinned_allocs(), pinned, "pinned stages allocated again instead of reused");
         batches(s);
+        sessions(s);
         errors(s);
         CHECK(dev_copies() > before, "no device copies");
         EQ(dev_inits(), 2, "cuInit calls (the test's and the library's one)");
