@@ -3,6 +3,7 @@ package transfer
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 
@@ -38,6 +39,10 @@ func TestCallsNow(t *testing.T) {
 		h := &callNowHandler{memHandler: newMemHandler(), now: now, started: make(chan struct{}, 1), release: make(chan struct{})}
 		s := startServer(t, h, ServerOptions{})
 		c := rawConn(t, s.Addr().String(), base.DefaultClusterID)
+		// A safety net, not a timing: a wrong order fails here instead of at the test timeout.
+		if err := c.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
 		req := append(frame(1, NewEmpty(wire.OpPing), nil), frame(2, &LookupRequest{Key: "missing"}, nil)...)
 		if _, err := c.Write(req); err != nil {
 			t.Fatal(err)
