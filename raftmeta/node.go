@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 )
@@ -105,7 +106,7 @@ func Open(cfg Config) (*Node, error) {
 	n.peers.list = slices.Clone(cfg.Peers)
 	hl := newHCLogger(cfg.Logger, "raft")
 	var err error
-	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db"), NoSync: cfg.NoSync})
+	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db"), NoSync: cfg.NoSync, BoltOptions: boltOptions()})
 	if err != nil {
 		return nil, fmt.Errorf("raftmeta: open log store: %w", err)
 	}
@@ -254,6 +255,24 @@ func transportConfig(hl hclog.Logger) *raft.NetworkTransportConfig {
 		MaxRPCsInFlight: 1,
 		Logger:          hl.Named("transport"),
 	}
+}
+
+// boltOptions are the options raft.db is opened with: bbolt's defaults, except that the
+// freelist is not written at each commit (NoFreelistSync) and is kept as a hash map, as etcd
+// opens its bolt files.
+//
+// NB: this changes no durability: a commit still fsyncs its pages before its meta page, and
+// the freelist is derived data, rebuilt at open by a scan of the file (raft.db is the log
+// since the last snapshot plus TrailingLogs: milliseconds). With it every commit of the
+// raft log also allocated, encoded, wrote and fsynced a freelist page besides the log's own
+// (docs/benchmarks.md, "The master's CPU per put"). Compatible both ways: a file written this
+// way opens in a build that syncs the freelist (bbolt rebuilds it, then writes it at its first
+// commit), and one written by such a build opens here (TestLogFileCompatible).
+func boltOptions() *bbolt.Options {
+	o := *bbolt.DefaultOptions
+	o.NoFreelistSync = true
+	o.FreelistType = bbolt.FreelistMapType
+	return &o
 }
 
 func (n *Node) closeStores() {

@@ -39,6 +39,30 @@ func openSingle(t *testing.T, dir string) *raftmeta.Node {
 	return n
 }
 
+// reopenSingle restarts the single node of dir on addr (its raft state there: no bootstrap),
+// waits until it leads and has applied its log, and closes it at the end of the test.
+func reopenSingle(t *testing.T, dir, addr string) *raftmeta.Node {
+	t.Helper()
+	cfg := raftmeta.Config{ID: "m1", RaftAddr: addr, RPCAddr: "rpc-m1", DataDir: dir,
+		Peers: []raftmeta.Peer{{ID: "m1", RaftAddr: addr}}, Logger: raftmetatest.QuietLogger()}
+	raftmetatest.FastTimeouts(&cfg)
+	n, err := raftmeta.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	ctx := ctxT(t)
+	for !n.IsLeader() {
+		if _, err := n.WaitLeader(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.VerifyLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func put(key string, v base.Version, workers ...base.WorkerID) base.Object {
 	return base.Object{ObjectMeta: base.ObjectMeta{Key: key, Size: int64(len(key)) * 10, Version: v,
 		Checksum: uint64(v) * 7}, Replicas: workers}
@@ -83,22 +107,7 @@ func TestSingleNode(t *testing.T) {
 
 	// Restart from the data dir on the same address: no bootstrap, state back from the log,
 	// versions keep growing (a new term).
-	cfg := raftmeta.Config{ID: "m1", RaftAddr: addr, RPCAddr: "rpc-m1", DataDir: filepath.Join(dir, "m1"),
-		Peers: []raftmeta.Peer{{ID: "m1", RaftAddr: addr}}, Logger: raftmetatest.QuietLogger()}
-	raftmetatest.FastTimeouts(&cfg)
-	n, err = raftmeta.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	for !n.IsLeader() {
-		if _, err := n.WaitLeader(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := n.VerifyLeader(ctx); err != nil {
-		t.Fatal(err)
-	}
+	n = reopenSingle(t, filepath.Join(dir, "m1"), addr)
 	if o, ok := n.Lookup("k1"); !ok || o.Version != v {
 		t.Fatalf("after restart: %+v %v", o, ok)
 	}

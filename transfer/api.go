@@ -231,6 +231,19 @@ type ReadNowHandler interface {
 	HandleReadNow(ctx context.Context, req *ReadRequest) (src ReadSource, ok bool, err error)
 }
 
+// CallNowHandler is a Handler some of whose calls never block, and that says which by op:
+// the Server serves a call whose op CallsNow names on the connection's read loop, answer
+// included, instead of starting a goroutine for it (a goroutine start, its stack growth and a
+// thread wake-up per call; on the master a put's PutStart is one: docs/benchmarks.md, "The
+// master's CPU per put"). The connection's next requests wait behind such a call, so it must
+// be short and must not block: no raft commit, no disk or network I/O, no waiting on locks
+// held across I/O. CallsNow itself must be cheap; it is asked for every request but Read,
+// ReadRange and Write (which have paths of their own: ReadNowHandler, HandleWrite).
+type CallNowHandler interface {
+	Handler
+	CallsNow(op Op) bool
+}
+
 // WriteSink is where the payload of one Write frame goes.
 type WriteSink struct {
 	// Dst receives the payload (e.g. an arena range); len(Dst) == n. The Server writes

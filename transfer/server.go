@@ -404,6 +404,10 @@ func (sc *serverConn) serve() {
 		if sc.readNow(&h, body, pb) {
 			continue
 		}
+		if sc.callsNow(h.Op) {
+			sc.handle(h, body, pb)
+			continue
+		}
 		go sc.handle(h, body, pb)
 	}
 }
@@ -451,6 +455,15 @@ func (sc *serverConn) protocolError(h *wire.Header, err error) {
 	}
 	sc.writeError(h.RequestID, op, err)
 	sc.cancel()
+}
+
+// callsNow reports whether the request with op is served on the read loop (CallNowHandler).
+func (sc *serverConn) callsNow(op Op) bool {
+	if op == wire.OpRead || op == wire.OpReadRange {
+		return false
+	}
+	cn, ok := sc.s.h.(CallNowHandler)
+	return ok && cn.CallsNow(op)
 }
 
 // handle serves one control or read request. It owns body/pb.

@@ -26,6 +26,10 @@ type masterCall struct {
 	// timeout bounds the call's context: applyTimeout for writes through raft, zero for the
 	// caller's deadline alone.
 	timeout time.Duration
+	// now marks a call that never blocks and is short (no raft commit, no I/O, one object):
+	// it is served on the connection's read loop, without a goroutine of its own
+	// (transfer.CallNowHandler).
+	now bool
 	// serve runs the call. A batch call returns its items' first error in itemErr: it counts
 	// as a failure of the call, and the items travel in resp (err is for the whole call).
 	serve func(ctx context.Context, m *Master, req transfer.Message) (resp transfer.Message, itemErr, err error)
@@ -37,14 +41,14 @@ const noOp masterOp = -1
 // masterCalls is the RPC table, by opcode. Ping and the Empty-bodied calls (RemoveAll,
 // Status) are keyed by their op like the others.
 var masterCalls = map[transfer.Op]masterCall{
-	transfer.OpPing: {op: noOp, serve: func(context.Context, *Master, transfer.Message) (transfer.Message, error, error) {
+	transfer.OpPing: {op: noOp, now: true, serve: func(context.Context, *Master, transfer.Message) (transfer.Message, error, error) {
 		return nil, nil, nil
 	}},
-	transfer.OpPutStart:       {op: opPutStart, serve: servePutStart},
+	transfer.OpPutStart:       {op: opPutStart, now: true, serve: servePutStart},
 	transfer.OpBatchPutStart:  {op: opBatchPutStart, items: batchLen, serve: serveBatchPutStart},
 	transfer.OpPutEnd:         {op: opPutEnd, timeout: applyTimeout, serve: servePutEnd},
 	transfer.OpBatchPutEnd:    {op: opBatchPutEnd, items: batchLen, timeout: applyTimeout, serve: serveBatchPutEnd},
-	transfer.OpPutRevoke:      {op: opPutRevoke, serve: servePutRevoke},
+	transfer.OpPutRevoke:      {op: opPutRevoke, now: true, serve: servePutRevoke},
 	transfer.OpBatchPutRevoke: {op: opPutRevoke, items: batchLen, serve: serveBatchPutRevoke},
 	transfer.OpLookup:         {op: opLookup, serve: serveLookup},
 	transfer.OpBatchLookup:    {op: opBatchLookup, items: batchLen, serve: serveBatchLookup},
@@ -89,6 +93,13 @@ var masterCalls = map[transfer.Op]masterCall{
 	transfer.OpAttachWorker: {op: noOp, serve: func(ctx context.Context, m *Master, req transfer.Message) (transfer.Message, error, error) {
 		return nil, nil, m.attachWorker(ctx, req.(*transfer.AttachWorkerRequest).WorkerID)
 	}},
+}
+
+// CallsNow reports whether the call with op is served on its connection's read loop
+// (transfer.CallNowHandler): the table's short calls that never block, unless a test hook
+// may block before any call.
+func (h *masterHandler) CallsNow(op transfer.Op) bool {
+	return masterCalls[op].now && h.m.cfg.Test.BeforeCall == nil
 }
 
 // HandleCall serves one master call through the table: the batch limit, the context bound,
