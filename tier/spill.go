@@ -179,12 +179,11 @@ func (e *Engine) runEvictor() {
 		}
 		for {
 			e.mu.Lock()
-			need := e.mu.pol.NeedEviction()
-			if need <= 0 || e.mu.closed {
+			if e.mu.closed {
 				e.mu.Unlock()
 				break
 			}
-			plan := e.mu.pol.Evict(need, e.opts.Now().UnixNano())
+			plan := e.mu.pol.EvictToLow(e.opts.Now().UnixNano())
 			if len(plan.Victims) == 0 {
 				// Pinned or in use: nothing to do until something changes (the next Put kicks).
 				e.mu.Unlock()

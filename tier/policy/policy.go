@@ -615,12 +615,28 @@ func (p *Policy) Evict(need int64, now int64) Plan {
 	case need <= 0:
 		return Plan{}
 	case need > p.cfg.Capacity:
-		return Plan{NoSpace: p.noSpace(ReasonTooLarge)}
+		return Plan{NoSpace: p.quickNoSpace(ReasonTooLarge)}
 	}
 	target := need - p.spillingBytes
 	if target <= 0 {
-		return Plan{NoSpace: p.noSpace(ReasonSpilling)}
+		return Plan{NoSpace: p.quickNoSpace(ReasonSpilling)}
 	}
+	return p.evict(target, now)
+}
+
+// EvictToLow is the background evictor's Evict: victims to bring DRAM down to the low
+// watermark, NeedEviction's bytes (which already count the bytes being spilled, so they are
+// not taken off a second time).
+func (p *Policy) EvictToLow(now int64) Plan {
+	need := p.NeedEviction()
+	if need <= 0 {
+		return Plan{}
+	}
+	return p.evict(need, now)
+}
+
+// evict picks victims to free at least target bytes (Evict's rules).
+func (p *Policy) evict(target int64, now int64) Plan {
 	// Tenants over their share first (tenants.go); then pass 0 skips unexpired soft pins and
 	// pass 1 takes them (soft pins go last).
 	victims, freed := p.evictOverShare(target, now)
@@ -641,7 +657,7 @@ func (p *Policy) Evict(need int64, now int64) Plan {
 		return Plan{Victims: victims}
 	}
 	if p.spillingBytes > 0 {
-		return Plan{NoSpace: p.noSpace(ReasonSpilling)}
+		return Plan{NoSpace: p.quickNoSpace(ReasonSpilling)}
 	}
 	ns := p.noSpace(ReasonNone)
 	switch {
@@ -702,6 +718,22 @@ func (p *Policy) EvictLower(need int64, busy func(ID) bool) []Victim {
 		e = next
 	}
 	return victims
+}
+
+// quickNoSpace is noSpace without the objects in use, which take a walk of every DRAM object:
+// for the reasons that do not need them (ReasonSpilling: wait for the spills; ReasonTooLarge),
+// met on hot paths under the engine's lock (every Put past the high watermark kicks the
+// evictor, and every writer waiting for room asks again after each spill). A walk there
+// held the lock long enough, with a hundred thousand objects, to starve the worker's
+// heartbeat past client_ttl.
+func (p *Policy) quickNoSpace(r Reason) NoSpace {
+	return NoSpace{
+		Reason:        r,
+		PinnedObjects: p.pinnedObjects,
+		PinnedBytes:   p.pinnedBytes,
+		ReservedBytes: p.reserved,
+		SpillingBytes: p.spillingBytes,
+	}
 }
 
 // noSpace gathers the counts that explain a failed eviction.

@@ -113,11 +113,18 @@ func TestPolicy(t *testing.T) {
 					p.Unreserve(n)
 				}
 				return state(p)
-			case "evict":
+			case "evict", "evict-to-low":
 				var need, now int64
-				d.ScanArgs(t, "need", &need)
+				if d.Cmd == "evict" {
+					d.ScanArgs(t, "need", &need)
+				}
 				d.MaybeScanArgs(t, "now", &now)
-				plan := p.Evict(need, now)
+				var plan Plan
+				if d.Cmd == "evict" {
+					plan = p.Evict(need, now)
+				} else {
+					plan = p.EvictToLow(now)
+				}
 				var b strings.Builder
 				for _, v := range plan.Victims {
 					fmt.Fprintf(&b, "victim %d size=%d %s\n", v.ID, v.Size, v.Action)
