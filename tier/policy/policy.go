@@ -576,9 +576,11 @@ type NoSpace struct {
 	// PinnedObjects/PinnedBytes: hard-pinned DRAM objects.
 	PinnedObjects int
 	PinnedBytes   int64
-	// InUseObjects/InUseBytes: unpinned DRAM objects held by readers.
+	// InUseObjects/InUseBytes: unpinned DRAM objects held by readers, counted (InUseCounted)
+	// only for the reasons that need them: the count walks every DRAM object.
 	InUseObjects int
 	InUseBytes   int64
+	InUseCounted bool
 	// ReservedBytes: bytes of writers and of detached copies held by readers.
 	ReservedBytes int64
 	// SupersededBytes: versions an upsert replaced, kept until the master drops them (tier's
@@ -594,9 +596,13 @@ func (n NoSpace) String() string {
 	if n.SupersededBytes > 0 {
 		sup = fmt.Sprintf("superseded versions awaiting the master's drop: %d bytes; ", n.SupersededBytes)
 	}
-	return fmt.Sprintf("%s (hard-pinned: %d objects, %d bytes; in use by readers: %d objects, %d bytes; "+
+	inUse := ""
+	if n.InUseCounted {
+		inUse = fmt.Sprintf("in use by readers: %d objects, %d bytes; ", n.InUseObjects, n.InUseBytes)
+	}
+	return fmt.Sprintf("%s (hard-pinned: %d objects, %d bytes; %s"+
 		"held by writers and readers of removed objects: %d bytes; %sbeing spilled: %d bytes)",
-		n.Reason, n.PinnedObjects, n.PinnedBytes, n.InUseObjects, n.InUseBytes, n.ReservedBytes, sup, n.SpillingBytes)
+		n.Reason, n.PinnedObjects, n.PinnedBytes, inUse, n.ReservedBytes, sup, n.SpillingBytes)
 }
 
 // Plan is the result of Evict.
@@ -738,13 +744,8 @@ func (p *Policy) quickNoSpace(r Reason) NoSpace {
 
 // noSpace gathers the counts that explain a failed eviction.
 func (p *Policy) noSpace(r Reason) NoSpace {
-	ns := NoSpace{
-		Reason:        r,
-		PinnedObjects: p.pinnedObjects,
-		PinnedBytes:   p.pinnedBytes,
-		ReservedBytes: p.reserved,
-		SpillingBytes: p.spillingBytes,
-	}
+	ns := p.quickNoSpace(r)
+	ns.InUseCounted = true
 	for _, l := range []*list{&p.probation, &p.protected} {
 		for e := l.front(); e != nil; e = l.next(e) {
 			if e.readers > 0 {
