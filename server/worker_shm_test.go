@@ -305,3 +305,49 @@ func TestReadByReferenceOverTCP(t *testing.T) {
 		}
 	}
 }
+
+// TestShmPinNVMeOnly: an object the worker holds on NVMe alone is not read to answer a pin
+// (NOT_SUPPORTED: the client reads it over TCP), so a get of it reads NVMe once, not twice;
+// the TCP reads bring it back into DRAM, and the next pin serves it from the arena.
+func TestShmPinNVMeOnly(t *testing.T) {
+	root := t.TempDir()
+	s, cli := startShm(t, false, 0, func(cfg *worker.Config) { cfg.RootFSDir = root })
+	d := newDriver(t, []string{s.Addr()})
+	val := bytes.Repeat([]byte("nvme-only "), 25_000) // 250 KB
+	if err := d.put("k", val, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	eng := s.worker.TestHooks().Engine()
+	other := bytes.Repeat([]byte{0xEE}, len(val))
+	for i := 0; ; i++ { // spill mode: eviction writes k to NVMe and drops its DRAM copy
+		if info, err := eng.Info("k", 0); err == nil && info.Tier == base.TierNVMe {
+			break
+		}
+		if i == 500 {
+			t.Fatal("k never left DRAM")
+		}
+		if err := d.put(fmt.Sprintf("other%d", i), other, 1, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	reads := eng.Metrics().HitsNVMe
+	var p transfer.ShmPinResponse
+	if err := cli.Call(ctx, s.worker.Addr(), &transfer.ShmPinRequest{Key: "k"}, &p); !errors.Is(err, base.ErrNotSupported) {
+		t.Fatalf("pin of an NVMe-only object: %v, want NOT_SUPPORTED", err)
+	}
+	if got := eng.Metrics().HitsNVMe; got != reads {
+		t.Fatalf("the refused pin read NVMe %d times", got-reads)
+	}
+	d.mustGet("k", val, 1) // over TCP: one NVMe read
+	if got := eng.Metrics().HitsNVMe; got != reads+1 {
+		t.Fatalf("the get read NVMe %d times, want 1", got-reads)
+	}
+	d.mustGet("k", val, 1) // the second hit brings it back (the policy's second-hit admission)
+	if info, err := eng.Info("k", 0); err != nil || info.Tier != base.TierDRAM {
+		t.Fatalf("after two reads: %+v %v, want it back in DRAM", info, err)
+	}
+	if err := cli.Call(ctx, s.worker.Addr(), &transfer.ShmPinRequest{Key: "k"}, &p); err != nil || p.Tier != base.TierDRAM {
+		t.Fatalf("pin after the read: %+v %v", p, err)
+	}
+}

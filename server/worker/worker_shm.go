@@ -59,9 +59,16 @@ func (w *Worker) shmPin(ctx context.Context, req *transfer.ShmPinRequest) (*tran
 	if err := base.ValidateKey(req.Key); err != nil {
 		return nil, err
 	}
-	r, err := w.eng.Get(req.Key, req.Version)
+	// Only a DRAM copy can be pinned: an object on NVMe alone is NOT_SUPPORTED here, and the
+	// client reads it over TCP, which reads NVMe once (and brings the object back into DRAM
+	// when there is room). Reading it here too would read and verify it twice whenever the
+	// arena is full, the read landing in a heap buffer no client can map.
+	r, inDRAM, err := w.eng.GetDRAM(req.Key, req.Version)
 	if err != nil {
 		return nil, err
+	}
+	if !inDRAM {
+		return nil, fmt.Errorf("%w: %q is on NVMe only; read it over TCP", base.ErrNotSupported, req.Key)
 	}
 	meta, size := r.Meta(), int64(len(r.Bytes()))
 	base0, inArena := r.ArenaOffset()
