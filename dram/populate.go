@@ -1,7 +1,6 @@
 package dram
 
 import (
-	"runtime"
 	"time"
 
 	"github.com/mooncake-go/mooncake/dram/internal/hugepage"
@@ -14,8 +13,12 @@ import (
 // Options.Prefault pays it all before NewArena returns (seconds per GiB); the populator pays
 // it after, beside the first puts:
 //
-//  1. One goroutine on its own OS thread at nice 19 (LowerThreadPriority), so it takes CPU
-//     only when nothing else wants it.
+//  1. One goroutine at normal priority that rests after each step for as long as the step
+//     took, so it takes at most half of one core. Not niced: each step faults pages in under
+//     the process's memory-map lock, and a nice-19 thread that the scheduler leaves waiting
+//     for seconds on a busy host held that lock the whole while, stalling every other thread
+//     of the worker that mapped memory or faulted a page (puts from 15 ms to 600 ms on two
+//     loaded cores, and a worker missing its first handshake in the netns test).
 //  2. It walks the mapping from offset 0 up, where the allocator hands out its first ranges
 //     (one free block, split from its start), in steps of populateStepBytes, each one
 //     madvise(MADV_POPULATE_WRITE) call (hugepage.Populate; a touch of each page on kernels
@@ -28,10 +31,10 @@ import (
 // (mapArena); their memory is reserved at mmap, and population only faults and zeroes them.
 // The memory it commits is the arena, the segment the operator asked for.
 
-// populateStepBytes is the bytes one populate call faults in: 32 MiB (16 huge pages), tens of
-// milliseconds of kernel time for 4 KiB pages, so Close waits at most about that long and
-// the progress metric moves smoothly.
-const populateStepBytes = 32 << 20
+// populateStepBytes is the bytes one populate call faults in: 4 MiB (two huge pages), a few
+// milliseconds of kernel time for 4 KiB pages, so the memory-map lock is held briefly, Close
+// waits at most about that long and the progress metric moves smoothly.
+const populateStepBytes = 4 << 20
 
 // populator is a running background population. stop is closed by Close to ask it to end
 // after its current step; done is closed by the populator when it has ended.
@@ -51,22 +54,20 @@ func (a *Arena) startPopulate(step int64, fn func([]byte) error) {
 	p := &populator{stop: make(chan struct{}), done: make(chan struct{})}
 	a.populator = p
 	go func() {
-		// Never unlocked: the niced thread ends with this goroutine instead of running
-		// other goroutines at the lowest priority.
-		runtime.LockOSThread()
 		defer close(p.done)
-		if err := hugepage.LowerThreadPriority(); err != nil {
-			a.logger.Debug("dram arena: populating at normal priority", "err", err)
-		}
 		start, mem := time.Now(), a.region.Mem
+		rest := time.Duration(0)
 		for off := int64(0); off < int64(len(mem)); off += step {
 			select {
 			case <-p.stop:
 				return
-			default:
+			case <-time.After(rest):
 			}
 			end := min(off+step, int64(len(mem)))
-			if err := fn(mem[off:end]); err != nil {
+			t := time.Now()
+			err := fn(mem[off:end])
+			rest = time.Since(t)
+			if err != nil {
 				a.logger.Warn("dram arena: background population stopped; puts fault in the rest of the arena as they write it",
 					"populated_bytes", off, "capacity_bytes", a.capacity, "err", err)
 				return

@@ -438,14 +438,3 @@ func Populate(mem []byte) error {
 	Touch(mem)
 	return nil
 }
-
-// LowerThreadPriority gives the calling OS thread the lowest CPU priority (nice 19; on
-// Linux niceness is per thread), so background work on it yields to everything else. The
-// caller must have called runtime.LockOSThread and must exit its goroutine without
-// unlocking, so the thread ends with it instead of returning, niced, to the scheduler.
-func LowerThreadPriority() error {
-	if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19); err != nil {
-		return fmt.Errorf("hugepage: setpriority(19): %w", err)
-	}
-	return nil
-}

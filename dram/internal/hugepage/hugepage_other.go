@@ -61,6 +61,3 @@ func Populate(mem []byte) error {
 	Touch(mem)
 	return nil
 }
-
-// LowerThreadPriority does nothing outside Linux.
-func LowerThreadPriority() error { return nil }
