@@ -45,8 +45,11 @@ class PrefetchTest(unittest.TestCase):
             time.sleep(0.01)
 
     def put_until_spilled(self, n: int = 32, spilled: int = 3):
-        """Puts n objects into the 4 MiB arena; the first `spilled` are then NVMe only (spills
-        run in eviction order and nothing is read)."""
+        """Puts n objects into the 4 MiB arena (prefetch_test.go) and waits until at least the
+        first `spilled` are NVMe only. Victims are chosen oldest first, but the spill jobs of
+        the background evictor and of a put waiting for room can be queued out of order, so it
+        waits for every spill the arena forces (n minus what fits), not just `spilled`."""
+        spilled = max(spilled, n - (4 << 20) // SIZE)
         base = self.m("worker_spills_total")
         vals = {}
         for i in range(n):
