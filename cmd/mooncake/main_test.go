@@ -248,25 +248,31 @@ func TestRaftFsyncFlag(t *testing.T) {
 			args       []string
 			wantNoSync bool
 		}{{nil, false}, {[]string{"--raft_fsync=false"}, true}, {[]string{"--raft_fsync"}, false}} {
-			var f masterFlags
-			fs := pflag.NewFlagSet("master", pflag.ContinueOnError)
-			f.register(fs, standalone)
-			args := tc.args
-			if !standalone {
-				args = append([]string{"--id", "m1", "--data_dir", "/d", "--raft_address", "127.0.0.1:7001"}, args...)
-			}
-			if err := fs.Parse(args); err != nil {
-				t.Fatal(err)
-			}
-			s, err := f.resolve(fs, &fileConfig{}, standalone)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := e.masterConfig(s).RaftNoSync; got != tc.wantNoSync {
+			if got := resolveMasterFlags(t, &e, standalone, tc.args).RaftNoSync; got != tc.wantNoSync {
 				t.Fatalf("standalone %v, %v: RaftNoSync %v, want %v", standalone, tc.args, got, tc.wantNoSync)
 			}
 		}
 	}
+}
+
+// resolveMasterFlags parses args as `mooncake master` (with the flags it requires) or standalone
+// does and returns the master config they resolve to.
+func resolveMasterFlags(t *testing.T, e *env, standalone bool, args []string) master.Config {
+	t.Helper()
+	var f masterFlags
+	fs := pflag.NewFlagSet("master", pflag.ContinueOnError)
+	f.register(fs, standalone)
+	if !standalone {
+		args = append([]string{"--id", "m1", "--data_dir", "/d", "--raft_address", "127.0.0.1:7001"}, args...)
+	}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	s, err := f.resolve(fs, &fileConfig{}, standalone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.masterConfig(s)
 }
 
 // TestSummaryIntervalFlag: --summary_interval (declared once, in the config table) reaches the
@@ -278,21 +284,7 @@ func TestSummaryIntervalFlag(t *testing.T) {
 			args []string
 			want time.Duration
 		}{{nil, config.MasterDefaults.SummaryInterval}, {[]string{"--summary_interval", "3s"}, 3 * time.Second}} {
-			var f masterFlags
-			fs := pflag.NewFlagSet("master", pflag.ContinueOnError)
-			f.register(fs, standalone)
-			args := tc.args
-			if !standalone {
-				args = append([]string{"--id", "m1", "--data_dir", "/d", "--raft_address", "127.0.0.1:7001"}, args...)
-			}
-			if err := fs.Parse(args); err != nil {
-				t.Fatal(err)
-			}
-			s, err := f.resolve(fs, &fileConfig{}, standalone)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := e.masterConfig(s).SummaryInterval; got != tc.want {
+			if got := resolveMasterFlags(t, &e, standalone, tc.args).SummaryInterval; got != tc.want {
 				t.Fatalf("standalone %v, %v: SummaryInterval %v, want %v", standalone, tc.args, got, tc.want)
 			}
 		}
