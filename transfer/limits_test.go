@@ -332,25 +332,18 @@ func TestClientRedialsAfterIdleClose(t *testing.T) {
 
 // connsClosed reports whether every pooled connection of c to addr is gone or has failed.
 func connsClosed(c *Client, addr string) bool {
-	p, err := c.peer(addr)
-	if err != nil {
-		return false
-	}
-	for i := range p.slots {
-		s := &p.slots[i]
-		s.mu.Lock()
-		cc := s.cc
-		s.mu.Unlock()
-		if cc != nil && cc.alive() {
-			return false
-		}
-	}
-	return true
+	return everyConn(c, addr, func(cc *clientConn) bool { return !cc.alive() })
 }
 
 // idleFor reports whether every pooled connection of c to addr has had no call for longer
 // than d.
 func idleFor(c *Client, addr string, d time.Duration) bool {
+	return everyConn(c, addr, func(cc *clientConn) bool { return cc.idleLongerThan(d) })
+}
+
+// everyConn reports whether ok holds for every pooled connection of c to addr (an empty
+// slot holds none); false when addr has no pool.
+func everyConn(c *Client, addr string, ok func(*clientConn) bool) bool {
 	p, err := c.peer(addr)
 	if err != nil {
 		return false
@@ -360,7 +353,7 @@ func idleFor(c *Client, addr string, d time.Duration) bool {
 		s.mu.Lock()
 		cc := s.cc
 		s.mu.Unlock()
-		if cc != nil && !cc.idleLongerThan(d) {
+		if cc != nil && !ok(cc) {
 			return false
 		}
 	}
