@@ -15,7 +15,7 @@
 //     and free, immediate coalescing, a bounded good-fit search in the request's own bin and
 //     a size quantum for near-equal sizes. It knows nothing about memory and is tested alone.
 //   - Handle (handle.go): one allocated range with an atomic refcount.
-//   - populator (populate.go): with Options.Populate, a low-priority goroutine that faults
+//   - populator (populate.go): with Options.Populate, a goroutine (at most half a core) that faults
 //     the arena's pages in after start, ahead of the allocator, so puts take no page faults.
 //   - internal/hugepage: the mmap/madvise/munmap syscalls, Linux-only, with a fallback file.
 //

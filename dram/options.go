@@ -129,7 +129,7 @@ type Options struct {
 	// Populate in the background.
 	Prefault bool
 	// Populate faults in the arena's pages from a background goroutine after NewArena
-	// returns, lowest offsets first and at the lowest CPU priority (populate.go), so puts
+	// returns, lowest offsets first, using at most half of one core (populate.go), so puts
 	// mostly find their pages there without NewArena waiting for it; Arena.Populated
 	// reports the progress. Ignored with Prefault (everything is populated already). The
 	// default is false.

@@ -252,7 +252,7 @@ var table = []Setting{
 		Worker: func(w *Worker) any { return &w.HugePages }},
 	{Name: "prefault_arena", Kinds: workerAll, Default: false, Help: "fault in the whole DRAM arena at start: puts never wait for first-touch page faults, but RSS is global_segment_size from the start and start takes ~0.3-1 s per GiB",
 		Worker: func(w *Worker) any { return &w.PrefaultArena }},
-	{Name: "populate_arena", Kinds: workerAll, Default: true, Help: "fault in the DRAM arena in the background after start, at low priority and ahead of the allocator, so puts seldom wait for first-touch page faults while start stays fast (RSS grows to global_segment_size within seconds per GiB); --prefault_arena does it before start instead",
+	{Name: "populate_arena", Kinds: workerAll, Default: true, Help: "fault in the DRAM arena in the background after start, using at most half a core, ahead of the allocator, so puts seldom wait for first-touch page faults while start stays fast (RSS grows to global_segment_size within seconds per GiB); --prefault_arena does it before start instead",
 		Worker: func(w *Worker) any { return &w.PopulateArena }},
 	{Name: "tcp_sendfile", Kinds: workerAll, Default: false, Help: "send the DRAM bytes of TCP reads to checksum-verifying clients with sendfile from the shared arena (by reference) instead of copying them; off by default: it cost more worker CPU than the copy where measured (docs/benchmarks.md)",
 		Worker: func(w *Worker) any { return &w.TCPSendfile }},

@@ -47,8 +47,8 @@ type Config struct {
 	// pay first-touch page faults, at the price of RSS = GlobalSegmentSize from the start
 	// and a slower start. Default false.
 	PrefaultArena bool
-	// PopulateArena faults the arena in after start from a low-priority background
-	// goroutine, ahead of the allocator (dram.Options.Populate): puts mostly find their
+	// PopulateArena faults the arena in after start from a background goroutine that
+	// uses at most half a core, ahead of the allocator (dram.Options.Populate): puts mostly find their
 	// pages there, start is as fast as without. Ignored with PrefaultArena. Default false
 	// here; the mooncake binary's --populate_arena is on by default.
 	PopulateArena bool
