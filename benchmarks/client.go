@@ -23,6 +23,11 @@ func (s ClientStore) GetInto(ctx context.Context, key string, buf []byte) (int, 
 	return s.C.GetInto(ctx, key, buf)
 }
 
+// Exists reports whether key is stored.
+func (s ClientStore) Exists(ctx context.Context, key string) (bool, error) {
+	return s.C.Exists(ctx, key)
+}
+
 // BatchPut stores the values in one client BatchPut; the first item's error is returned.
 func (s ClientStore) BatchPut(ctx context.Context, keys []string, values [][]byte) error {
 	return errors.Join(s.C.BatchPut(ctx, keys, values, s.RC)...)

@@ -29,6 +29,14 @@ func (s *MemStore) Put(_ context.Context, key string, value []byte) error {
 	return nil
 }
 
+// Exists reports whether key is in the map.
+func (s *MemStore) Exists(_ context.Context, key string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[key]
+	return ok, nil
+}
+
 // GetInto copies the value into buf.
 func (s *MemStore) GetInto(_ context.Context, key string, buf []byte) (int, error) {
 	s.mu.Lock()

@@ -21,6 +21,8 @@ type Store interface {
 	BatchPut(ctx context.Context, keys []string, values [][]byte) error
 	// GetInto reads the object into buf (len(buf) is the object's size) and returns its length.
 	GetInto(ctx context.Context, key string, buf []byte) (int, error)
+	// Exists reports whether key is stored (a get workload with ExistsFirst).
+	Exists(ctx context.Context, key string) (bool, error)
 }
 
 // Op is a workload operation.
@@ -58,6 +60,9 @@ type Workload struct {
 	// Batch, for puts, is the objects of one operation: each operation is one BatchPut of
 	// Batch objects of Size bytes (Count operations, Count*Batch objects). 0 or 1: Put.
 	Batch int
+	// ExistsFirst, for gets, makes each operation an Exists of its key, then the get, as
+	// LMCache asks contains before each get.
+	ExistsFirst bool
 }
 
 // perOp returns the objects of one operation.
@@ -97,6 +102,8 @@ func (w *Workload) Validate() error {
 		return fmt.Errorf("%w: batch must be 1 to 4096, got %d", base.ErrInvalidParams, w.Batch)
 	case w.Batch > 1 && w.Op != OpPut:
 		return fmt.Errorf("%w: batch is for puts only", base.ErrInvalidParams)
+	case w.ExistsFirst && w.Op != OpGet:
+		return fmt.Errorf("%w: exists first is for gets only", base.ErrInvalidParams)
 	case int64(w.Count)*int64(w.perOp()) > 1<<24:
 		return fmt.Errorf("%w: count x batch is over 16M objects", base.ErrInvalidParams)
 	}
@@ -212,6 +219,11 @@ func Run(ctx context.Context, s Store, w Workload, keys []string) (Result, error
 	op := func(ctx context.Context, key string, buf []byte) error { return s.Put(ctx, key, buf) }
 	if w.Op == OpGet {
 		op = func(ctx context.Context, key string, buf []byte) error {
+			if w.ExistsFirst {
+				if ok, err := s.Exists(ctx, key); err != nil || !ok {
+					return fmt.Errorf("benchmarks: exists %q: %v, %w", key, ok, err)
+				}
+			}
 			n, err := s.GetInto(ctx, key, buf)
 			if err == nil && int64(n) != w.Size {
 				err = fmt.Errorf("benchmarks: get %q returned %d bytes, want %d", key, n, w.Size)

@@ -3,6 +3,7 @@ package benchmarks
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,6 +48,38 @@ func TestRunPutGet(t *testing.T) {
 	}
 }
 
+// countingStore counts the Exists calls of a MemStore's users.
+type countingStore struct {
+	*MemStore
+	exists atomic.Int64
+}
+
+func (s *countingStore) Exists(ctx context.Context, key string) (bool, error) {
+	s.exists.Add(1)
+	return s.MemStore.Exists(ctx, key)
+}
+
+// TestRunExistsFirst: a get workload with ExistsFirst asks Exists of every key before its get,
+// and a key that does not exist fails the run.
+func TestRunExistsFirst(t *testing.T) {
+	ctx := context.Background()
+	s := &countingStore{MemStore: NewMemStore()}
+	w := Workload{Op: OpGet, Size: 10, Count: 12, Objects: 4, Concurrency: 3, ExistsFirst: true}
+	keys := w.Keys()
+	if err := Prepare(ctx, s, w, keys); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Run(ctx, s, w, keys); err != nil || r.Ops != 12 {
+		t.Fatalf("get with exists first: %v %+v", err, r)
+	}
+	if n := s.exists.Load(); n != 12 {
+		t.Fatalf("%d exists calls, want 12", n)
+	}
+	if _, err := Run(ctx, &countingStore{MemStore: NewMemStore()}, w, keys); err == nil {
+		t.Fatal("a get of a key that does not exist succeeded")
+	}
+}
+
 // TestRunBatchPut: a put workload with Batch stores Count batches of Batch objects, each
 // operation one BatchPut, and counts the bytes of every object.
 func TestRunBatchPut(t *testing.T) {
@@ -83,6 +116,7 @@ func TestWorkloadValidate(t *testing.T) {
 	bad(Workload{Op: OpPut, Size: 1, Count: 1, Concurrency: 0})
 	bad(Workload{Op: OpPut, Size: 1 << 30, Count: 1, Concurrency: 100})
 	bad(Workload{Op: OpGet, Size: 1, Count: 1, Concurrency: 1, Batch: 2})
+	bad(Workload{Op: OpPut, Size: 1, Count: 1, Concurrency: 1, ExistsFirst: true})
 	bad(Workload{Op: OpPut, Size: 1, Count: 1, Concurrency: 1, Batch: -1})
 	bad(Workload{Op: OpPut, Size: 1, Count: 1 << 20, Concurrency: 1, Batch: 4096})
 	if _, err := ParseOp("get"); err != nil {

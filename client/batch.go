@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/transfer"
@@ -78,7 +79,17 @@ func (c *Client) BatchPut(ctx context.Context, keys []string, values [][]byte, r
 	}
 	keys = stored
 	errs := make([]error, len(keys))
-	defer c.lookups.drop(keys...)
+	// The committed items' placements are seeded into the lookup cache (batchPutEnd); the
+	// others are dropped, as a single put does.
+	defer func() {
+		var failed []string
+		for i, k := range keys {
+			if errs[i] != nil {
+				failed = append(failed, k)
+			}
+		}
+		c.lookups.drop(failed...)
+	}()
 	rc, err := rc.normalized()
 	if err != nil {
 		return fill(len(keys), err)
@@ -126,6 +137,10 @@ func (c *Client) batchPutEnd(ctx context.Context, keys []string, values [][]byte
 		return nil
 	}
 	var st attemptState
+	toks, sent := make([]uint64, len(endIdx)), time.Now()
+	for n, it := range end.Items {
+		toks[n] = c.lookups.token(it.Key)
+	}
 	endResp := transfer.NewBatchResponse(transfer.OpBatchPutEnd, nil)
 	err := c.masterCall(ctx, end, endResp, &st)
 	if err == nil && len(endResp.Items) != len(endIdx) {
@@ -143,14 +158,17 @@ func (c *Client) batchPutEnd(ctx context.Context, keys []string, values [][]byte
 		if c.ownCommit(ctx, ierr, &st, keys[i], v) {
 			ierr = nil
 		}
-		if ierr != nil {
-			c.revoke(keys[i], v)
-			if again && recommit(ctx, ierr) {
-				next = append(next, i)
-				continue
-			}
-			errs[i] = fmt.Errorf("put %q: %w", keys[i], ierr)
+		if ierr == nil {
+			it := &end.Items[n]
+			c.lookups.seed(keys[i], &transfer.LookupResponse{ObjectMeta: it.ObjectMeta, Replicas: placed[j].Replicas}, toks[n], sent)
+			continue
 		}
+		c.revoke(keys[i], v)
+		if again && recommit(ctx, ierr) {
+			next = append(next, i)
+			continue
+		}
+		errs[i] = fmt.Errorf("put %q: %w", keys[i], ierr)
 	}
 	return next
 }
@@ -254,12 +272,23 @@ func (c *Client) BatchExists(ctx context.Context, keys []string) ([]bool, error)
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	// As Exists: with the lookup cache on, the placements come too and are cached.
+	toks, sent := make([]uint64, len(keys)), time.Now()
+	for i, k := range keys {
+		toks[i] = c.lookups.token(k)
+	}
 	var resp transfer.BatchExistsResponse
-	if err := c.masterCall(ctx, &transfer.BatchExistsRequest{Keys: keys}, &resp, nil); err != nil {
+	if err := c.masterCall(ctx, &transfer.BatchExistsRequest{Keys: keys, Placements: c.lookups != nil}, &resp, nil); err != nil {
 		return nil, fmt.Errorf("batch exists: %w", err)
 	}
 	if len(resp.Exists) != len(keys) {
 		return nil, fmt.Errorf("%w: batch exists: %d answers for %d keys", base.ErrInternal, len(resp.Exists), len(keys))
+	}
+	for i := range resp.Lookups {
+		if it := &resp.Lookups[i]; it.Err.Err() == nil && len(it.Replicas) > 0 {
+			it.Key = keys[i]
+			c.lookups.put(keys[i], &it.LookupResponse, toks[i], sent)
+		}
 	}
 	return resp.Exists, nil
 }

@@ -62,7 +62,9 @@ type Config struct {
 	// worker serves only the cached version, and a miss drops the entry and asks the master
 	// again. It does let a get read the previous version of an object another client
 	// replaced or removed within the TTL, while a worker still holds it (this client's own
-	// puts and removes drop their keys at once). The default is 1s (the workers' heartbeat
+	// puts replace their keys' entries with what they committed and its removes drop them,
+	// at once). Besides lookups, the cache holds the placements Exists and BatchExists
+	// answered with and those of this client's committed puts. The default is 1s (the workers' heartbeat
 	// interval, about as long as a removed object lingers on its worker anyway); a negative
 	// value turns the cache off, so every get asks the leader. A key read in the last quarter
 	// of its entry's life is looked up again in the background (BatchLookups), so keys read

@@ -30,8 +30,11 @@
 //     checks the version it is asked for, so a stale lookup can only miss
 //     (and is retried once), never return wrong bytes. Lookups are cached for
 //     Config.LookupCacheTTL (1s): a hot get skips the master, and a cached lookup that misses
-//     is dropped and replaced by a fresh one. This client's own puts and removes drop their
-//     keys; another client's change is seen within the TTL (see Config.LookupCacheTTL).
+//     is dropped and replaced by a fresh one. This client's own puts seed their committed
+//     placements and its removes drop their keys; Exists and BatchExists ask for placements
+//     and cache them, so the get after an exists skips the master too; batch gets look up
+//     only the keys without an entry. Another client's change is seen within the TTL (see
+//     Config.LookupCacheTTL).
 //     A replica on a worker of this host is read through shared memory (shm.go): the client
 //     maps the worker's arena read-only once (ShmOpen), then per get asks the worker to pin
 //     the object (ShmPin), copies and hashes it, and releases the pin (ShmRelease: batched in

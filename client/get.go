@@ -132,7 +132,7 @@ func (c *Client) getInto(ctx context.Context, key string, dst func(size int64) (
 		c.log.Debug("client: get with a cached lookup failed; looking up again", "key", key, "err", err)
 	}
 	for attempt := 0; ; attempt++ {
-		gen, sent := c.lookups.generation(), time.Now()
+		tok, sent := c.lookups.token(key), time.Now()
 		lr, err := c.lookupCoalesced(ctx, key)
 		if err != nil {
 			return 0, fmt.Errorf("get %q: %w", key, err)
@@ -143,7 +143,7 @@ func (c *Client) getInto(ctx context.Context, key string, dst func(size int64) (
 		}
 		n, err := c.readReplicas(ctx, key, lr, buf)
 		if err == nil {
-			c.lookups.put(key, lr, gen, sent)
+			c.lookups.put(key, lr, tok, sent)
 			return n, nil
 		}
 		stale := errors.Is(err, base.ErrObjectNotFound) || errors.Is(err, base.ErrInvalidVersion)
@@ -383,9 +383,16 @@ func (c *Client) Exists(ctx context.Context, key string) (bool, error) {
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	// With the lookup cache on, the answer also says where the object is, and a get that
+	// follows goes straight to its worker (lookupcache.go, "Seeded entries").
+	tok, sent := c.lookups.token(key), time.Now()
 	var resp transfer.ExistsResponse
-	if err := c.masterCall(ctx, &transfer.ExistsRequest{Key: key}, &resp, nil); err != nil {
+	if err := c.masterCall(ctx, &transfer.ExistsRequest{Key: key, Placements: c.lookups != nil}, &resp, nil); err != nil {
 		return false, fmt.Errorf("exists %q: %w", key, err)
+	}
+	if lr := resp.Lookup; lr != nil && len(lr.Replicas) > 0 {
+		lr.Key = key
+		c.lookups.put(key, lr, tok, sent)
 	}
 	return resp.Exists, nil
 }

@@ -161,7 +161,10 @@ func (c *Client) refreshLookups() {
 		b.mu.queue = b.mu.queue[n:]
 		b.mu.Unlock()
 
-		gen, sent := c.lookups.generation(), time.Now()
+		toks, sent := make([]uint64, len(keys)), time.Now()
+		for i, k := range keys {
+			toks[i] = c.lookups.token(k)
+		}
 		ctx, cancel := context.WithTimeout(b.ctx, c.cfg.Timeout)
 		res, err := c.sendLookups(ctx, keys)
 		cancel()
@@ -174,7 +177,7 @@ func (c *Client) refreshLookups() {
 		for i, k := range keys {
 			switch {
 			case res[i].err == nil:
-				if !c.lookups.put(k, res[i].res, gen, sent) {
+				if !c.lookups.put(k, res[i].res, toks[i], sent) {
 					c.lookups.refreshFailed(k)
 				}
 			case errors.Is(res[i].err, base.ErrObjectNotFound):

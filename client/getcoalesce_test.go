@@ -30,6 +30,7 @@ func TestGetLookupsCoalesce(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		c.lookups.clear() // the puts seeded their placements: these gets must look up
 		arrived, release := f.hold(transfer.OpLookup)
 		var wg sync.WaitGroup
 		errs := map[string]error{}

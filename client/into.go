@@ -34,8 +34,9 @@ func (c *Client) GetWith(ctx context.Context, key string, alloc Alloc) (int, err
 	return c.getInto(ctx, key, alloc)
 }
 
-// BatchGetWith reads several objects in parallel: one batched lookup at the leader, then the
-// reads (at most batchParallelism at once), each into the buffer alloc(i, size) returns for
+// BatchGetWith reads several objects in parallel: one batched lookup at the leader for the
+// keys without a cached lookup (lookupcache.go: after this client's puts, exists and gets),
+// then the reads (at most batchParallelism at once), each into the buffer alloc(i, size) returns for
 // item i (alloc is called as Alloc is; calls for different items may run concurrently).
 // sizes[i] is keys[i]'s size when errs[i] is nil.
 func (c *Client) BatchGetWith(ctx context.Context, keys []string, alloc func(i int, size int64) ([]byte, error)) (sizes []int, errs []error) {
@@ -49,12 +50,17 @@ func (c *Client) BatchGetWith(ctx context.Context, keys []string, alloc func(i i
 		return sizes, fill(len(keys), err)
 	}
 	// Objects whose lookup is cached and that this host's worker holds where an earlier pin
-	// found them are copied first, with no call at all (getNoWait); the rest are looked up
-	// in one batch and read in parallel.
+	// found them are copied first, with no call at all (getNoWait); the others whose lookup
+	// is cached are read with it; the rest are looked up in one batch. The reads run in
+	// parallel.
 	var rest []int
+	lrs := make([]*transfer.LookupResponse, len(keys)) // cached lookups, nil for the rest
 	for i, k := range keys {
 		if n, ok := c.getNoWait(k, func(size int64) ([]byte, error) { return alloc(i, size) }); ok {
 			sizes[i] = n
+		} else if lr, ok := c.lookups.get(k); ok {
+			lrs[i] = lr
+			rest = append(rest, i)
 		} else {
 			rest = append(rest, i)
 		}
@@ -62,50 +68,40 @@ func (c *Client) BatchGetWith(ctx context.Context, keys []string, alloc func(i i
 	if len(rest) == 0 {
 		return sizes, errs
 	}
-	restKeys := make([]string, len(rest))
-	for j, i := range rest {
-		restKeys[j] = keys[i]
-	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	gen, sent := c.lookups.generation(), time.Now()
-	var resp transfer.BatchLookupResponse
-	if err := c.masterCall(ctx, &transfer.BatchLookupRequest{Keys: restKeys}, &resp, nil); err != nil {
-		err = fmt.Errorf("batch get: %w", err)
-		for _, i := range rest {
-			errs[i] = err
-		}
-		return sizes, errs
-	}
-	if len(resp.Items) != len(rest) {
-		err := fmt.Errorf("%w: batch lookup: %d answers for %d keys", base.ErrInternal, len(resp.Items), len(rest))
+	looked, err := c.batchLookupMissing(ctx, keys, rest, lrs)
+	if err != nil {
 		for _, i := range rest {
 			errs[i] = err
 		}
 		return sizes, errs
 	}
 	parallel(len(rest), func(j int) {
-		i, it := rest[j], &resp.Items[j]
-		if err := it.Err.Err(); err != nil {
-			errs[i] = fmt.Errorf("get %q: %w", keys[i], err)
-			return
+		i := rest[j]
+		lr, fresh := lrs[i], looked[i]
+		if fresh != nil {
+			if err := fresh.err; err != nil {
+				errs[i] = fmt.Errorf("get %q: %w", keys[i], err)
+				return
+			}
+			lr = fresh.lr
 		}
-		if len(it.Replicas) == 0 {
-			errs[i] = fmt.Errorf("get %q: %w: no live replica", keys[i], base.ErrObjectNotFound)
-			return
-		}
-		buf, err := alloc(i, it.Size)
+		buf, err := alloc(i, lr.Size)
 		if err != nil {
 			errs[i] = err
 			return
 		}
-		if _, err = c.readReplicas(ctx, keys[i], &it.LookupResponse, buf); err == nil {
+		if _, err = c.readReplicas(ctx, keys[i], lr, buf); err == nil {
 			sizes[i] = len(buf)
-			c.lookups.put(keys[i], &it.LookupResponse, gen, sent) // as a single get does
+			if fresh != nil {
+				c.lookups.put(keys[i], lr, fresh.tok, fresh.sent) // as a single get does
+			}
 			return
 		}
 		// The object may have been replaced, removed or moved since the lookup: once more
 		// the single-key way, with a fresh lookup.
+		c.lookups.drop(keys[i])
 		if n, err2 := c.getInto(ctx, keys[i], func(size int64) ([]byte, error) { return alloc(i, size) }); err2 == nil {
 			sizes[i] = n
 			return
@@ -113,6 +109,56 @@ func (c *Client) BatchGetWith(ctx context.Context, keys []string, alloc func(i i
 		errs[i] = fmt.Errorf("get %q: %w", keys[i], err)
 	})
 	return sizes, errs
+}
+
+// batchLookup is one item's answer of batchLookupMissing: the lookup or its error, and the
+// cache token and send time to cache it with.
+type batchLookup struct {
+	lr   *transfer.LookupResponse
+	err  error
+	tok  uint64
+	sent time.Time
+}
+
+// batchLookupMissing looks up, in one BatchLookup, the items idx of keys that have no
+// cached lookup (lrs[i] nil); the answers are by item (nil for the cached ones). The error
+// is the call's, for every item.
+func (c *Client) batchLookupMissing(ctx context.Context, keys []string, idx []int, lrs []*transfer.LookupResponse) ([]*batchLookup, error) {
+	var miss []int
+	for _, i := range idx {
+		if lrs[i] == nil {
+			miss = append(miss, i)
+		}
+	}
+	out := make([]*batchLookup, len(keys))
+	if len(miss) == 0 {
+		return out, nil
+	}
+	req := &transfer.BatchLookupRequest{Keys: make([]string, len(miss))}
+	sent := time.Now()
+	for j, i := range miss {
+		req.Keys[j] = keys[i]
+		out[i] = &batchLookup{tok: c.lookups.token(keys[i]), sent: sent}
+	}
+	var resp transfer.BatchLookupResponse
+	if err := c.masterCall(ctx, req, &resp, nil); err != nil {
+		return nil, fmt.Errorf("batch get: %w", err)
+	}
+	if len(resp.Items) != len(miss) {
+		return nil, fmt.Errorf("%w: batch lookup: %d answers for %d keys", base.ErrInternal, len(resp.Items), len(miss))
+	}
+	for j, i := range miss {
+		it := &resp.Items[j]
+		switch err := it.Err.Err(); {
+		case err != nil:
+			out[i].err = err
+		case len(it.Replicas) == 0:
+			out[i].err = fmt.Errorf("%w: no live replica", base.ErrObjectNotFound)
+		default:
+			out[i].lr = &it.LookupResponse
+		}
+	}
+	return out, nil
 }
 
 // BatchGetInto reads keys[i] into bufs[i] for every i, in parallel, and returns each object's

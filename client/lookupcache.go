@@ -1,6 +1,7 @@
 package client
 
 import (
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,12 @@ import (
 // next heartbeat). This client's own Put/Remove calls drop their keys, so a client always
 // reads its own writes.
 //
+// Seeded entries: a put of this client caches the placement it committed (seed), and an
+// exists asks the master for placements beside its answer and caches them, so a get after
+// either (LMCache's contains then get, SGLang's batch_exists then batch_get_into) goes to the
+// worker without a lookup. They are the same bounded-staleness answers as a lookup's: each
+// expires ttl after the call that learned it was sent.
+//
 // Refresh ahead: a get that hits an entry in the last quarter of its life asks for it to be
 // looked up again in the background (getcoalesce.go), so a key read again and again keeps a
 // fresh entry and its gets never wait for the master. The new answer replaces the entry and
@@ -29,11 +36,14 @@ import (
 type lookupCache struct {
 	ttl time.Duration
 	max int
-	// gen counts invalidations. A get records it before its lookup and stores the answer only
-	// if it is unchanged, so a lookup that raced with this client's own put or remove of the
-	// key is never cached after the invalidation.
-	gen atomic.Uint64
-	mu  struct {
+	// gens count invalidations, per stripe of keys (genStripe). A get records its key's
+	// before its lookup (token) and stores the answer only if it is unchanged, so a lookup
+	// that raced with this client's own put or remove of the key is never cached after the
+	// invalidation. Striped, so this client's puts of other keys (one invalidation each)
+	// rarely keep a lookup out of the cache. Bumped under mu, read without it.
+	gens  [genStripes]atomic.Uint64
+	hseed maphash.Seed
+	mu    struct {
 		sync.Mutex // protects m
 		// m holds at most max entries; each expires ttl after its lookup was sent.
 		m map[string]cachedLookup
@@ -54,7 +64,7 @@ func newLookupCache(ttl time.Duration, max int) *lookupCache {
 	if ttl <= 0 || max <= 0 {
 		return nil
 	}
-	lc := &lookupCache{ttl: ttl, max: max}
+	lc := &lookupCache{ttl: ttl, max: max, hseed: maphash.MakeSeed()}
 	lc.mu.m = make(map[string]cachedLookup)
 	return lc
 }
@@ -100,25 +110,59 @@ func (lc *lookupCache) refreshFailed(keys ...string) {
 	}
 }
 
-// generation returns the value to pass to put for a lookup sent now.
-func (lc *lookupCache) generation() uint64 {
+// genStripes is the number of invalidation counters: two keys share one with probability
+// 1/genStripes, and then an invalidation of one only keeps a racing answer of the other out
+// of the cache.
+const genStripes = 1024
+
+func (lc *lookupCache) stripe(key string) *atomic.Uint64 {
+	return &lc.gens[maphash.String(lc.hseed, key)%genStripes]
+}
+
+// token returns the value to pass to put or seed for a lookup of key sent now.
+func (lc *lookupCache) token(key string) uint64 {
 	if lc == nil {
 		return 0
 	}
-	return lc.gen.Load()
+	return lc.stripe(key).Load()
 }
 
-// put caches lr, a lookup of key sent at sent when the generation was gen, and reports
-// whether it did.
-func (lc *lookupCache) put(key string, lr *transfer.LookupResponse, gen uint64, sent time.Time) bool {
+// put caches lr, a lookup of key sent at sent when key's token was tok, and reports whether
+// it did.
+func (lc *lookupCache) put(key string, lr *transfer.LookupResponse, tok uint64, sent time.Time) bool {
 	if lc == nil {
 		return false
 	}
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
-	if lc.gen.Load() != gen {
+	if lc.stripe(key).Load() != tok {
 		return false // an invalidation happened since the lookup was sent
 	}
+	lc.insertLocked(key, lr, sent)
+	return true
+}
+
+// seed ends a change of key by this client: like drop, it invalidates the lookups of key in
+// flight; then, when lr is not nil (the change committed that object) and nothing else
+// invalidated key since the commit was sent at sent with token tok, it caches lr.
+func (lc *lookupCache) seed(key string, lr *transfer.LookupResponse, tok uint64, sent time.Time) {
+	if lc == nil {
+		return
+	}
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	g := lc.stripe(key)
+	unchanged := g.Load() == tok
+	g.Add(1)
+	delete(lc.mu.m, key)
+	if lr != nil && unchanged {
+		lc.insertLocked(key, lr, sent)
+	}
+}
+
+// insertLocked caches lr for key until ttl after sent, making room when the cache is full.
+// REQUIRES: lc.mu.
+func (lc *lookupCache) insertLocked(key string, lr *transfer.LookupResponse, sent time.Time) {
 	if _, ok := lc.mu.m[key]; !ok && len(lc.mu.m) >= lc.max {
 		// Full: drop expired entries, else an arbitrary one (map order), to stay bounded.
 		now := time.Now()
@@ -135,7 +179,6 @@ func (lc *lookupCache) put(key string, lr *transfer.LookupResponse, gen uint64, 
 		}
 	}
 	lc.mu.m[key] = cachedLookup{lr: lr, expires: sent.Add(lc.ttl)}
-	return true
 }
 
 // drop forgets keys (after this client changed them, or when a read with a key's entry
@@ -145,8 +188,8 @@ func (lc *lookupCache) drop(keys ...string) {
 		return
 	}
 	lc.mu.Lock()
-	lc.gen.Add(1)
 	for _, k := range keys {
+		lc.stripe(k).Add(1)
 		delete(lc.mu.m, k)
 	}
 	lc.mu.Unlock()
@@ -158,7 +201,9 @@ func (lc *lookupCache) clear() {
 		return
 	}
 	lc.mu.Lock()
-	lc.gen.Add(1)
+	for i := range lc.gens {
+		lc.gens[i].Add(1)
+	}
 	clear(lc.mu.m)
 	lc.mu.Unlock()
 }

@@ -14,7 +14,8 @@ func TestLookupCache(t *testing.T) {
 		t.Fatal("a disabled cache must be nil")
 	}
 	var off *lookupCache // a nil cache is a no-op
-	off.put("k", &transfer.LookupResponse{}, off.generation(), time.Now())
+	off.put("k", &transfer.LookupResponse{}, off.token("k"), time.Now())
+	off.seed("k", &transfer.LookupResponse{}, off.token("k"), time.Now())
 	if _, ok := off.get("k"); ok {
 		t.Fatal("nil cache hit")
 	}
@@ -23,25 +24,46 @@ func TestLookupCache(t *testing.T) {
 
 	lc := newLookupCache(time.Hour, 3)
 	lr := &transfer.LookupResponse{ObjectMeta: base.ObjectMeta{Version: 7}}
-	lc.put("a", lr, lc.generation(), time.Now())
+	lc.put("a", lr, lc.token("a"), time.Now())
 	if got, ok := lc.get("a"); !ok || got != lr {
 		t.Fatal("miss after put")
 	}
 	// Expired: sent two hours ago.
-	lc.put("old", lr, lc.generation(), time.Now().Add(-2*time.Hour))
+	lc.put("old", lr, lc.token("old"), time.Now().Add(-2*time.Hour))
 	if _, ok := lc.get("old"); ok {
 		t.Fatal("expired entry hit")
 	}
 	// A lookup sent before an invalidation is not cached.
-	gen := lc.generation()
+	tok := lc.token("a")
 	lc.drop("a")
-	lc.put("a", lr, gen, time.Now())
+	lc.put("a", lr, tok, time.Now())
 	if _, ok := lc.get("a"); ok {
 		t.Fatal("a lookup older than the invalidation was cached")
 	}
+	// Seeds: a change's commit caches what it committed unless key was invalidated since the
+	// commit was sent; either way lookups sent before it are no longer cached.
+	tok = lc.token("s")
+	lookupTok := lc.token("s")
+	lc.seed("s", lr, tok, time.Now())
+	if got, ok := lc.get("s"); !ok || got != lr {
+		t.Fatal("a seed was not cached")
+	}
+	if lc.put("s", &transfer.LookupResponse{}, lookupTok, time.Now()) {
+		t.Fatal("a lookup sent before the seeding change was cached")
+	}
+	tok = lc.token("s")
+	lc.drop("s") // this client removed s while its put was committing
+	lc.seed("s", lr, tok, time.Now())
+	if _, ok := lc.get("s"); ok {
+		t.Fatal("a seed older than an invalidation was cached")
+	}
+	lc.seed("s", nil, lc.token("s"), time.Now()) // a change that failed: a drop
+	if _, ok := lc.get("s"); ok {
+		t.Fatal("a failed change left an entry")
+	}
 	// Bounded.
 	for i := range 10 {
-		lc.put(fmt.Sprint(i), lr, lc.generation(), time.Now())
+		lc.put(fmt.Sprint(i), lr, lc.token(fmt.Sprint(i)), time.Now())
 		if n := len(lc.mu.m); n > 3 {
 			t.Fatalf("%d entries, bound 3", n)
 		}
@@ -60,11 +82,11 @@ func TestLookupCache(t *testing.T) {
 func TestLookupCacheRefreshMark(t *testing.T) {
 	lc := newLookupCache(time.Hour, 10)
 	lr := &transfer.LookupResponse{ObjectMeta: base.ObjectMeta{Version: 1}}
-	lc.put("young", lr, lc.generation(), time.Now())
+	lc.put("young", lr, lc.token("young"), time.Now())
 	if _, ok, refresh := lc.getRefresh("young"); !ok || refresh {
 		t.Fatalf("young entry: hit %v refresh %v", ok, refresh)
 	}
-	lc.put("old", lr, lc.generation(), time.Now().Add(-50*time.Minute))
+	lc.put("old", lr, lc.token("old"), time.Now().Add(-50*time.Minute))
 	if _, ok, refresh := lc.getRefresh("old"); !ok || !refresh {
 		t.Fatalf("old entry, first reader: hit %v refresh %v", ok, refresh)
 	}
@@ -75,7 +97,7 @@ func TestLookupCacheRefreshMark(t *testing.T) {
 	if _, _, refresh := lc.getRefresh("old"); !refresh {
 		t.Fatal("after a failed refresh the next reader must be asked again")
 	}
-	if !lc.put("old", &transfer.LookupResponse{ObjectMeta: base.ObjectMeta{Version: 2}}, lc.generation(), time.Now()) {
+	if !lc.put("old", &transfer.LookupResponse{ObjectMeta: base.ObjectMeta{Version: 2}}, lc.token("old"), time.Now()) {
 		t.Fatal("refresh answer not stored")
 	}
 	if got, ok, refresh := lc.getRefresh("old"); !ok || refresh || got.Version != 2 {

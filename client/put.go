@@ -124,9 +124,15 @@ func (c *Client) PutFrom(ctx context.Context, key string, r io.Reader, size int6
 // fail on is placed again without it (replace.go), write called once per placement.
 func (c *Client) put(ctx context.Context, key string, size int64, rc ReplicateConfig,
 	write func(ctx context.Context, pl *transfer.PutStartResponse) (uint64, error)) error {
-	// Whatever happens, this client's next get of key asks the leader (read your writes),
-	// and no lookup sent before the put ends is cached (see lookupCache.gen).
-	defer c.lookups.drop(key)
+	// Whatever happens, no lookup sent before the put ends is cached (lookupCache.token):
+	// this client's next get of key reads what it committed (read your writes), from the
+	// placement seeded here, or asks the leader when the put failed.
+	var (
+		committed *transfer.LookupResponse
+		tok       uint64
+		sent      time.Time
+	)
+	defer func() { c.lookups.seed(key, committed, tok, sent) }()
 	cfg := wireConfig(rc)
 	g := c.groupCommit()
 	var x exclusion
@@ -152,6 +158,7 @@ func (c *Client) put(ctx context.Context, key string, size int64, rc ReplicateCo
 		}
 		// The same record, now placed and written.
 		rec.Version, rec.Checksum, rec.Replicas, rec.Tokens, rec.Model = pl.Version, sum, replicaIDs(pl), rc.Tokens, rc.Model
+		tok, sent = c.lookups.token(key), time.Now()
 		_, err = g.ends.do(ctx, &transfer.PutEndRequest{Object: rec, Config: cfg})
 		if err != nil {
 			c.revoke(key, pl.Version)
@@ -162,6 +169,7 @@ func (c *Client) put(ctx context.Context, key string, size int64, rc ReplicateCo
 			}
 			return fmt.Errorf("put %q: %w", key, err)
 		}
+		committed = &transfer.LookupResponse{ObjectMeta: rec.ObjectMeta, Replicas: pl.Replicas}
 		return nil
 	}
 }

@@ -55,6 +55,7 @@ type objectsBenchFlags struct {
 	count   int
 	objects int
 	batch   int
+	exists  bool
 }
 
 // register registers every flag of `mooncake bench` on cmd.
@@ -66,6 +67,7 @@ func (b *benchCmdFlags) register(cmd *cobra.Command) {
 	fl.Var(&b.obj.size, "size", "object size, e.g. 1MiB")
 	fl.IntVar(&b.obj.count, "count", 1000, "number of operations")
 	fl.IntVar(&b.obj.objects, "objects", 0, "get: distinct objects stored and read round-robin (default: count, capped at 256 MiB of objects)")
+	fl.BoolVar(&b.obj.exists, "exists", false, "get: ask whether each key exists before its get, as LMCache asks contains before get (ops/s counts the pairs)")
 	fl.IntVar(&b.obj.batch, "batch", 1, "put: objects per operation, each operation one BatchPut of that many objects of --size (GB/s counts every object)")
 	b.bf.register(fl)
 	fl.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile of this client (the measurement and its preparation) to this file (go tool pprof reads it)")
@@ -119,7 +121,8 @@ func (b *benchCmdFlags) checkObjects() (benchmarks.Workload, client.ReplicateCon
 	if err != nil {
 		return benchmarks.Workload{}, client.ReplicateConfig{}, usageError{err}
 	}
-	w := benchmarks.Workload{Op: o, Size: int64(b.obj.size), Count: b.obj.count, Concurrency: b.bf.concurrency, Objects: b.obj.objects, Batch: b.obj.batch}
+	w := benchmarks.Workload{Op: o, Size: int64(b.obj.size), Count: b.obj.count, Concurrency: b.bf.concurrency, Objects: b.obj.objects, Batch: b.obj.batch,
+		ExistsFirst: b.obj.exists}
 	if err := w.Validate(); err != nil {
 		return w, client.ReplicateConfig{}, usageError{err}
 	}
@@ -277,7 +280,7 @@ const (
 )
 
 // objectsOnlyFlags are the flags only the objects workload reads.
-var objectsOnlyFlags = []string{"op", "size", "count", "objects", "batch", "tokens"}
+var objectsOnlyFlags = []string{"op", "size", "count", "objects", "batch", "exists", "tokens"}
 
 // benchFlags are the flags both workloads take.
 type benchFlags struct {

@@ -177,6 +177,11 @@ func TestCLIStandalone(t *testing.T) {
 	if !strings.Contains(r.stdout, "read path      0 gets through shared memory, 40 over TCP") {
 		t.Fatalf("bench get --shared_memory=false:\n%s", r.stdout)
 	}
+	// --exists: an exists before each get (40 pairs).
+	r = ok(cli(nil, "bench", "--op", "get", "--exists", "--size", "4KiB", "--count", "40", "--concurrency", "4", "--shared_memory=false"))
+	if !strings.Contains(r.stdout, "(40 ops, 160.0 KiB") {
+		t.Fatalf("bench get --exists:\n%s", r.stdout)
+	}
 	// --batch 8: each put operation is one BatchPut of 8 objects; GB/s counts all of them.
 	r = ok(cli(nil, "bench", "--op", "put", "--size", "16KiB", "--count", "5", "--batch", "8", "--concurrency", "2", "--baseline"))
 	if !strings.Contains(r.stdout, "mooncake put x8") || !strings.Contains(r.stdout, "(5 ops, 640.0 KiB") || !strings.Contains(r.stdout, "(40 ops, 640.0 KiB") {

@@ -68,6 +68,7 @@ func TestBadInput(t *testing.T) {
 	f(exitUsage, "unknown op", nil, "bench", "--op", "scan")
 	f(exitUsage, "concurrency must be", nil, "bench", "--concurrency", "0")
 	f(exitUsage, "batch is for puts only", nil, "bench", "--op", "get", "--batch", "2")
+	f(exitUsage, "exists first is for gets only", nil, "bench", "--op", "put", "--exists")
 	f(exitUsage, "--data_dir is required", nil, "master", "--id", "m1")
 	f(exitUsage, "--id is required", nil, "master")
 	f(exitUsage, "does not list this master", nil, "master", "--id", "m4", "--data_dir", dir, "--raft_address", "127.0.0.1:7004",

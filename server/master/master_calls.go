@@ -297,7 +297,13 @@ func serveExists(ctx context.Context, m *Master, req transfer.Message) (transfer
 		return nil, nil, err
 	}
 	_, ok := m.node.Lookup(r.Key)
-	return &transfer.ExistsResponse{Exists: ok}, nil, nil
+	out := &transfer.ExistsResponse{Exists: ok}
+	if ok && r.Placements {
+		if reps, errs := m.lookupLocal([]string{r.Key}); errs[0] == nil {
+			out.Lookup = &reps[0]
+		}
+	}
+	return out, nil, nil
 }
 
 func serveBatchExists(ctx context.Context, m *Master, req transfer.Message) (transfer.Message, error, error) {
@@ -308,6 +314,19 @@ func serveBatchExists(ctx context.Context, m *Master, req transfer.Message) (tra
 	out := &transfer.BatchExistsResponse{Exists: make([]bool, len(r.Keys))}
 	for i, k := range r.Keys {
 		_, out.Exists[i] = m.node.Lookup(k)
+	}
+	if r.Placements {
+		// Where each object is, as a BatchLookup would answer: a client's gets after its
+		// exists then go straight to the workers (client lookup cache).
+		reps, errs := m.lookupLocal(r.Keys)
+		out.Lookups = make([]transfer.LookupResult, len(r.Keys))
+		for i := range r.Keys {
+			if errs[i] != nil {
+				out.Lookups[i].Err = transfer.ItemErrorOf(errs[i])
+				continue
+			}
+			out.Lookups[i].LookupResponse = reps[i]
+		}
 	}
 	return out, nil, nil
 }

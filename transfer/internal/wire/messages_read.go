@@ -48,22 +48,82 @@ func (m *LookupResponse) Decode(d *Decoder) {
 	m.Replicas = decodePlacements(d)
 }
 
-// ExistsRequest asks whether a key is committed.
+// ExistsRequest asks whether a key is committed. With Placements the answer also says where
+// the object is (ExistsResponse.Lookup), so a client's get after its exists goes to the
+// worker without asking the master again. Placements is a trailing optional flags byte
+// (ExistsFlagPlacements), written only when set, as ReadRequest's flags.
 type ExistsRequest struct {
 	Key        string
 	AllowStale bool
+	Placements bool
 }
 
-func (m *ExistsRequest) Op() Op            { return OpExists }
-func (m *ExistsRequest) Encode(e *Encoder) { (*LookupRequest)(m).Encode(e) }
-func (m *ExistsRequest) Decode(d *Decoder) { (*LookupRequest)(m).Decode(d) }
+// ExistsFlagPlacements is bit 0 of the optional flags byte of ExistsRequest and
+// BatchExistsRequest: answer with placements.
+const ExistsFlagPlacements uint8 = 1 << 0
 
-// ExistsResponse answers Exists.
-type ExistsResponse struct{ Exists bool }
+func (m *ExistsRequest) Op() Op { return OpExists }
+func (m *ExistsRequest) Encode(e *Encoder) {
+	(&LookupRequest{Key: m.Key, AllowStale: m.AllowStale}).Encode(e)
+	encodeExistsFlags(e, m.Placements)
+}
+func (m *ExistsRequest) Decode(d *Decoder) {
+	var r LookupRequest
+	r.Decode(d)
+	m.Key, m.AllowStale = r.Key, r.AllowStale
+	m.Placements = decodeExistsFlags(d)
+}
 
-func (m *ExistsResponse) Op() Op            { return OpExists }
-func (m *ExistsResponse) Encode(e *Encoder) { e.Bool(m.Exists) }
-func (m *ExistsResponse) Decode(d *Decoder) { m.Exists = d.Bool() }
+func encodeExistsFlags(e *Encoder, placements bool) {
+	if placements {
+		e.U8(ExistsFlagPlacements)
+	}
+}
+
+// decodeExistsFlags reads the optional flags byte: present when bytes remain, exactly one,
+// with known bits, and not 0 (a sender leaves an empty one out, so the encoding stays
+// canonical).
+func decodeExistsFlags(d *Decoder) bool {
+	if d.Err() != nil || d.Remaining() == 0 {
+		return false
+	}
+	switch f := d.U8(); {
+	case d.Err() != nil:
+	case f == 0:
+		d.Fail(fmt.Errorf("%w: exists flags 0 on the wire (leave the byte out)", base.ErrInvalidParams))
+	case f&^ExistsFlagPlacements != 0:
+		d.Fail(fmt.Errorf("%w: unknown exists flags %#x", base.ErrInvalidParams, f))
+	default:
+		return true
+	}
+	return false
+}
+
+// ExistsResponse answers Exists. Lookup, only for a request with Placements and only when the
+// object exists and has a replica on an active worker, is what a Lookup would answer; it
+// trails the answer on the wire (present when bytes remain).
+type ExistsResponse struct {
+	Exists bool
+	Lookup *LookupResponse
+}
+
+func (m *ExistsResponse) Op() Op { return OpExists }
+func (m *ExistsResponse) Encode(e *Encoder) {
+	e.Bool(m.Exists)
+	if m.Lookup != nil {
+		m.Lookup.Encode(e)
+	}
+}
+func (m *ExistsResponse) Decode(d *Decoder) {
+	m.Exists = d.Bool()
+	if d.Err() == nil && d.Remaining() > 0 {
+		m.Lookup = new(LookupResponse)
+		m.Lookup.Decode(d)
+		if d.Err() == nil && !m.Exists {
+			d.Fail(fmt.Errorf("%w: exists answer with a placement for a missing key", base.ErrInvalidParams))
+		}
+	}
+}
 
 // BatchLookupRequest looks up several keys.
 type BatchLookupRequest struct {
@@ -104,25 +164,51 @@ func (m *BatchLookupResponse) Decode(d *Decoder) {
 	})
 }
 
-// BatchExistsRequest asks about several keys.
+// BatchExistsRequest asks about several keys; Placements as in ExistsRequest.
 type BatchExistsRequest struct {
 	Keys       []string
 	AllowStale bool
+	Placements bool
 }
 
-func (m *BatchExistsRequest) Op() Op            { return OpBatchExists }
-func (m *BatchExistsRequest) Encode(e *Encoder) { (*BatchLookupRequest)(m).Encode(e) }
-func (m *BatchExistsRequest) Decode(d *Decoder) { (*BatchLookupRequest)(m).Decode(d) }
+func (m *BatchExistsRequest) Op() Op { return OpBatchExists }
+func (m *BatchExistsRequest) Encode(e *Encoder) {
+	(&BatchLookupRequest{Keys: m.Keys, AllowStale: m.AllowStale}).Encode(e)
+	encodeExistsFlags(e, m.Placements)
+}
+func (m *BatchExistsRequest) Decode(d *Decoder) {
+	var r BatchLookupRequest
+	r.Decode(d)
+	m.Keys, m.AllowStale = r.Keys, r.AllowStale
+	m.Placements = decodeExistsFlags(d)
+}
 
-// BatchExistsResponse holds one answer per key, in request order.
-type BatchExistsResponse struct{ Exists []bool }
+// BatchExistsResponse holds one answer per key, in request order. Lookups, only for a
+// request with Placements, holds one item per key too: the object's Lookup answer, or an
+// error (OBJECT_NOT_FOUND for a missing key or one without a replica on an active worker). It
+// trails the answers on the wire (present when bytes remain) and must have their length.
+type BatchExistsResponse struct {
+	Exists  []bool
+	Lookups []LookupResult
+}
 
 func (m *BatchExistsResponse) Op() Op { return OpBatchExists }
 func (m *BatchExistsResponse) Encode(e *Encoder) {
 	encodeList(e, m.Exists, func(e *Encoder, x *bool) { e.Bool(*x) })
+	if m.Lookups != nil {
+		(&BatchLookupResponse{Items: m.Lookups}).Encode(e)
+	}
 }
 func (m *BatchExistsResponse) Decode(d *Decoder) {
 	m.Exists = decodeList(d, 1, "answers", func(d *Decoder, x *bool) { *x = d.Bool() })
+	if d.Err() == nil && d.Remaining() > 0 {
+		var l BatchLookupResponse
+		l.Decode(d)
+		m.Lookups = l.Items
+		if d.Err() == nil && len(m.Lookups) != len(m.Exists) {
+			d.Fail(fmt.Errorf("%w: %d placements for %d exists answers", base.ErrInvalidParams, len(m.Lookups), len(m.Exists)))
+		}
+	}
 }
 
 // ListRequest lists keys with a prefix, in key order, after Cursor ("" from the start), at

@@ -122,6 +122,9 @@ func sampleRequests() []Message {
 		&TenantRemoveRequest{Tenant: "team-b", All: true},
 		&TenantQuotaSetRequest{Quota: TenantQuota{Tenant: "team-a", DRAMBytes: 1 << 30, NVMeBytes: 4 << 30}},
 		NewEmpty(OpTenantList),
+		// Exists with placements (optional flags byte).
+		&ExistsRequest{Key: "k", Placements: true},
+		&BatchExistsRequest{Keys: []string{"a", "b"}, AllowStale: true, Placements: true},
 	}
 }
 
@@ -188,6 +191,10 @@ func sampleResponses() []Message {
 			{Tenant: "team-a", DRAMBytes: 1 << 30, NVMeBytes: 4 << 30, Objects: 1, Bytes: 64}}},
 		&TenantListResponse{DRAMCapacity: 64 << 30, Items: []TenantQuota{{Tenant: "team-a", NVMeBytes: 4 << 30}},
 			NVMeCapacity: 1 << 40},
+		// Exists with placements (trailing).
+		&ExistsResponse{Exists: true, Lookup: &lr},
+		&BatchExistsResponse{Exists: []bool{true, false}, Lookups: []LookupResult{{LookupResponse: lr},
+			{Err: ItemError{Code: base.CodeObjectNotFound}}}},
 	}
 }
 
@@ -225,6 +232,34 @@ func earlierRevisions(m Message) []Message {
 		}
 		old := *p
 		old.Verifies = false
+		return []Message{&old}
+	case *ExistsRequest:
+		if !p.Placements {
+			return nil
+		}
+		old := *p
+		old.Placements = false
+		return []Message{&old}
+	case *BatchExistsRequest:
+		if !p.Placements {
+			return nil
+		}
+		old := *p
+		old.Placements = false
+		return []Message{&old}
+	case *ExistsResponse:
+		if p.Lookup == nil {
+			return nil
+		}
+		old := *p
+		old.Lookup = nil
+		return []Message{&old}
+	case *BatchExistsResponse:
+		if p.Lookups == nil {
+			return nil
+		}
+		old := *p
+		old.Lookups = nil
 		return []Message{&old}
 	case *TenantListResponse:
 		if p.NVMeCapacity == 0 {
