@@ -8,6 +8,8 @@ Cases (one thread, one operation at a time, objects on the store's workers):
   put_from/1MiB, put_from/16MiB                   GB/s from a ctypes buffer (fresh keys)
   batch_get_into/64x64KiB                         GB/s of one batch of 64 objects of 64 KiB
   get/4KiB                                        median latency in microseconds (get -> bytes)
+  is_exist+get/4KiB                               median latency of is_exist then get of a key
+                                                  whose placement the client no longer caches
 
 The Go benchmark BenchmarkPythonVsGo (python/bench_test.go) runs the same cases with the Go
 client against the same store, alternating with this script, and reports the ratios; run that
@@ -101,7 +103,8 @@ def batch_get_into(s, count, size, seconds):
 
 def get_latency(s, size, count):
     k = f"bench-py-lat-{uuid.uuid4().hex}"
-    _check(s.put(k, b"x" * size), "put", s)
+    src, sp = _buf(size, 7)  # put needs a local buffer (setup gives none): put_from
+    _check(s.put_from(k, sp, size), "put_from", s)
     s.get(k)
     lat = []
     for _ in range(count):
@@ -111,6 +114,26 @@ def get_latency(s, size, count):
         if len(v) != size:
             raise SystemExit(f"bench: get returned {len(v)} bytes: {s.last_error()}")
     s.remove(k)
+    return statistics.median(lat) * 1e6
+
+
+def exists_get_latency(s, size, count):
+    keys = [f"bench-py-eg-{uuid.uuid4().hex}-{i}" for i in range(count)]
+    src, sp = _buf(size, 7)
+    for k in keys:
+        _check(s.put_from(k, sp, size), "put_from", s)
+    time.sleep(1.2)  # past the lookup cache's TTL (1 s): the puts' placements are forgotten
+    lat = []
+    for k in keys:
+        t0 = time.perf_counter()
+        if s.is_exist(k) != 1:
+            raise SystemExit(f"bench: is_exist({k}) is not 1: {s.last_error()}")
+        v = s.get(k)
+        lat.append(time.perf_counter() - t0)
+        if len(v) != size:
+            raise SystemExit(f"bench: get returned {len(v)} bytes: {s.last_error()}")
+    for k in keys:
+        s.remove(k)
     return statistics.median(lat) * 1e6
 
 
@@ -126,6 +149,7 @@ def run(master, quick):
         "put_from/16MiB GB/s": put_from(s, 16 * MiB, sec),
         "batch_get_into/64x64KiB GB/s": batch_get_into(s, 64, 64 * KiB, sec),
         "get/4KiB p50-µs": get_latency(s, 4 * KiB, 300 if quick else 2000),
+        "is_exist+get/4KiB p50-µs": exists_get_latency(s, 4 * KiB, 300 if quick else 2000),
     }
     s.close()
     return out

@@ -211,6 +211,30 @@ func goCases(c *client.Client, d time.Duration) (map[string]float64, error) {
 	}
 	r["get/4KiB p50-µs"] = median(lat)
 	c.Remove(ctx, k)
+
+	// is_exist then get of keys whose placements the client no longer caches (the puts'
+	// expired: the lookup cache's TTL is 1 s).
+	egKeys := make([]string, 300)
+	for i := range egKeys {
+		egKeys[i] = fmt.Sprintf("bench-go-eg-%d-%d", id, i)
+		if err := c.Put(ctx, egKeys[i], make([]byte, 4<<10), client.ReplicateConfig{}); err != nil {
+			return nil, err
+		}
+	}
+	time.Sleep(1200 * time.Millisecond)
+	lat = lat[:0]
+	for _, k := range egKeys {
+		t0 := time.Now()
+		if ok, err := c.Exists(ctx, k); err != nil || !ok {
+			return nil, fmt.Errorf("exists %s: %v %w", k, ok, err)
+		}
+		if _, err := c.Get(ctx, k); err != nil {
+			return nil, err
+		}
+		lat = append(lat, float64(time.Since(t0).Nanoseconds())/1e3)
+	}
+	r["is_exist+get/4KiB p50-µs"] = median(lat)
+	c.BatchRemove(ctx, egKeys)
 	return r, nil
 }
 
