@@ -16,7 +16,10 @@
 #     profile of the master from its metrics port during the run (PROFILE/fsync-F-round-R.pprof;
 #     read it with `go tool pprof -top`);
 #  4. stops both and prints one line: master CPU per put in ms, puts/s, p50.
-# Then the median of the rounds for each fsync value.
+# Then the median of the rounds for each fsync value, and, when FSYNC has both values, what
+# the fsynced commit adds to a put's p50 beside what this disk takes to sync a 4 KiB append
+# and a 4 KiB overwrite (dd with oflag=dsync in the same directory; a bolt commit writes and
+# syncs its log pages, then writes and syncs its meta page).
 #
 # Environment: SIZE (64KiB), COUNT (3000), WARMUP (200), ROUNDS (3), FSYNC ("true false"),
 # SEGMENT (1GiB), PROFILE (a directory, default none), MOONCAKE (a built binary; default: build
@@ -64,7 +67,18 @@ cputicks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 # median: the median of the numbers on stdin, one per line.
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR+1)/2]; else print (v[NR/2] + v[NR/2+1]) / 2 }'; }
 
-declare -A results
+# p50us: the p50 of a bench result line on stdin ("p50 834µs", "p50 1.03ms"), in µs.
+p50us() {
+	sed -n 's/.*p50 \([0-9.]*\)\(µs\|ms\|s\) .*/\1 \2/p' | awk '{ m = ($2 == "ms") ? 1000 : ($2 == "s") ? 1e6 : 1; print $1 * m }'
+}
+# dsyncus FILE CONV: µs per 4 KiB write with O_DSYNC (write + fdatasync), 200 writes, dd's
+# conv=CONV (notrunc over FILE's existing blocks: overwrites; else appends to a new file).
+dsyncus() {
+	dd if=/dev/zero of="$1" bs=4k count=200 oflag=dsync ${2:+conv=$2} 2>&1 |
+		sed -n 's/.* copied, \([0-9.e-]*\) s,.*/\1/p' | awk '{ printf "%.0f", $1 * 1e6 / 200 }'
+}
+
+declare -A results p50s
 for fsync in $FSYNC; do
 	for round in $(seq "$ROUNDS"); do
 		d=$work/run-$fsync-$round
@@ -116,11 +130,18 @@ for fsync in $FSYNC; do
 		line=$(grep '^mooncake put' <<<"$out" || echo "$out" | tail -1)
 		per=$(awk -v t=$((c1 - c0)) -v hz="$hz" -v n="$COUNT" 'BEGIN { printf "%.3f", t * 1000 / hz / n }')
 		results[$fsync]+="$per"$'\n'
+		p50s[$fsync]+="$(p50us <<<"$line")"$'\n'
 		echo "raft_fsync=$fsync round $round: master CPU $per ms/put$idle; $line"
 	done
 done
 echo
 echo "$SIZE puts, concurrency 1, $COUNT per round, medians of $ROUNDS rounds; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for fsync in $FSYNC; do
-	echo "raft_fsync=$fsync: master CPU $(printf '%s' "${results[$fsync]}" | median) ms/put"
+	echo "raft_fsync=$fsync: master CPU $(printf '%s' "${results[$fsync]}" | median) ms/put, put p50 $(printf '%s' "${p50s[$fsync]}" | median) µs"
 done
+if [ -n "${p50s[true]:-}" ] && [ -n "${p50s[false]:-}" ]; then
+	on=$(printf '%s' "${p50s[true]}" | median) off=$(printf '%s' "${p50s[false]}" | median)
+	app=$(dsyncus "$work/dsync.probe") over=$(dsyncus "$work/dsync.probe" notrunc)
+	echo "the fsynced commit adds $(awk -v a="$on" -v b="$off" 'BEGIN { printf "%.0f", a - b }') µs to a put's p50;" \
+		"this disk syncs a 4 KiB append in $app µs and a 4 KiB overwrite in $over µs (dd oflag=dsync, in $work)"
+fi
