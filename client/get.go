@@ -91,7 +91,10 @@ func (c *Client) getNoWait(key string, alloc Alloc) (int, bool) {
 	if c.cfg.DisableSharedMemory || c.cfg.SkipChecksumVerify {
 		return 0, false
 	}
-	lr, ok := c.lookups.get(key)
+	lr, ok, refresh := c.lookups.getRefresh(key)
+	if refresh {
+		c.refreshLookup(key) // in the background: a key copied this way keeps its entry
+	}
 	if !ok || !c.shm.known(base.KeyVersion{Key: key, Version: lr.Version}) {
 		return 0, false
 	}

@@ -161,6 +161,67 @@ func TestGetLookupRefreshAhead(t *testing.T) {
 	})
 }
 
+// TestBatchGetLookupRefreshAhead: a batch get reads keys with cached lookups without a
+// lookup, and refreshes those near their end of life in the background, as single gets do.
+func TestBatchGetLookupRefreshAhead(t *testing.T) {
+	for _, shm := range []bool{true, false} {
+		t.Run(fmt.Sprintf("shared_memory=%v", shm), func(t *testing.T) { testBatchGetLookupRefreshAhead(t, shm) })
+	}
+}
+
+// testBatchGetLookupRefreshAhead: with shared memory on, a batch get first tries each key's
+// no-call copy (getNoWait), with it off it does not: both must ask for the refresh.
+func testBatchGetLookupRefreshAhead(t *testing.T, shm bool) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		f := newFakeCluster(1, 1)
+		c := newFakeClient(t, f)
+		c.cfg.DisableSharedMemory = !shm
+		other := newFakeClient(t, f)
+		keys := []string{"a", "b"}
+		for _, k := range keys {
+			if err := other.Put(ctx, k, value(100, 1), ReplicateConfig{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bufs := [][]byte{make([]byte, 100), make([]byte, 100)}
+		batch := func() {
+			t.Helper()
+			if _, errs := c.BatchGetInto(ctx, keys, bufs); errs[0] != nil || errs[1] != nil {
+				t.Fatalf("batch get: %v", errs)
+			}
+		}
+		// The fake answers a BatchLookup through one Lookup per key: count calls by the
+		// client, so a BatchLookup of the two keys is one.
+		lookups := func() int { return f.count(transfer.OpLookup) - 2*f.count(transfer.OpBatchLookup) + f.count(transfer.OpBatchLookup) }
+		batch() // misses: one BatchLookup, answers cached
+		n := lookups()
+		batch() // hits: no lookup
+		if got := lookups(); got != n {
+			t.Fatalf("a batch get of cached keys made %d lookups", got-n)
+		}
+		ttl := c.lookups.ttl
+		c.lookups.mu.Lock()
+		var old time.Time
+		for _, k := range keys {
+			e := c.lookups.mu.m[k]
+			e.expires = time.Now().Add(ttl / 10) // in the last quarter of its life
+			old = e.expires
+			c.lookups.mu.m[k] = e
+		}
+		c.lookups.mu.Unlock()
+		batch()
+		settle(t, "both entries refreshed", func() bool {
+			c.lookups.mu.Lock()
+			defer c.lookups.mu.Unlock()
+			return c.lookups.mu.m["a"].expires.After(old) && c.lookups.mu.m["b"].expires.After(old)
+		})
+		if got := lookups(); got != n+1 {
+			t.Fatalf("%d lookup calls for the refresh of two keys, want 1 (Lookup %d, BatchLookup %d)", got-n, f.count(transfer.OpLookup), f.count(transfer.OpBatchLookup))
+		}
+	})
+}
+
 // TestLookupRefreshStopsAtClose: Close cancels a refresh in flight and returns; no refresh
 // starts after it.
 func TestLookupRefreshStopsAtClose(t *testing.T) {

@@ -58,7 +58,10 @@ func (c *Client) BatchGetWith(ctx context.Context, keys []string, alloc func(i i
 	for i, k := range keys {
 		if n, ok := c.getNoWait(k, func(size int64) ([]byte, error) { return alloc(i, size) }); ok {
 			sizes[i] = n
-		} else if lr, ok := c.lookups.get(k); ok {
+		} else if lr, ok, refresh := c.lookups.getRefresh(k); ok {
+			if refresh {
+				c.refreshLookup(k) // in the background, as a single get does
+			}
 			lrs[i] = lr
 			rest = append(rest, i)
 		} else {

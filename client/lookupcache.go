@@ -69,10 +69,20 @@ func newLookupCache(ttl time.Duration, max int) *lookupCache {
 	return lc
 }
 
-// get returns the cached lookup of key if it has not expired.
+// get returns the cached lookup of key if it has not expired. It asks for no refresh and
+// marks none (a caller that reads through the entry uses getRefresh: a mark with nobody
+// refreshing would keep every later reader from refreshing the entry).
 func (lc *lookupCache) get(key string) (*transfer.LookupResponse, bool) {
-	lr, ok, _ := lc.getRefresh(key)
-	return lr, ok
+	if lc == nil {
+		return nil, false
+	}
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	e, ok := lc.mu.m[key]
+	if !ok || time.Now().After(e.expires) {
+		return nil, false
+	}
+	return e.lr, true
 }
 
 // getRefresh is get that also says whether the caller should refresh the entry: it is in
