@@ -193,7 +193,9 @@ func testBatchGetLookupRefreshAhead(t *testing.T, shm bool) {
 		}
 		// The fake answers a BatchLookup through one Lookup per key: count calls by the
 		// client, so a BatchLookup of the two keys is one.
-		lookups := func() int { return f.count(transfer.OpLookup) - 2*f.count(transfer.OpBatchLookup) + f.count(transfer.OpBatchLookup) }
+		lookups := func() int {
+			return f.count(transfer.OpLookup) - 2*f.count(transfer.OpBatchLookup) + f.count(transfer.OpBatchLookup)
+		}
 		batch() // misses: one BatchLookup, answers cached
 		n := lookups()
 		batch() // hits: no lookup
