@@ -297,6 +297,7 @@ func (st *state) applyRemove(c Command) Result {
 		res := Result{Items: make([]error, len(c.Keys))}
 		for i, k := range c.Keys {
 			if ri, ok := st.objects[k]; ok && st.recs.at(ri).nreps() > 0 {
+				res.Gone = append(res.Gone, st.object(k, st.recs.at(ri)))
 				st.emitRemoved(KVRemoved, k, st.recs.at(ri))
 				st.removeAt(k, ri)
 				res.Removed++
@@ -304,6 +305,7 @@ func (st *state) applyRemove(c Command) Result {
 				// An invisible object (every replica lost) is removed too, so it never comes
 				// back, but to the caller it did not exist.
 				if ok {
+					res.Gone = append(res.Gone, st.object(k, st.recs.at(ri)))
 					st.removeAt(k, ri)
 				}
 				res.Items[i] = fmt.Errorf("raftmeta: remove %q: %w", k, base.ErrObjectNotFound)
@@ -317,19 +319,24 @@ func (st *state) applyRemove(c Command) Result {
 		}
 		// Deleting from a map while ranging over it is defined in Go: the deleted entry is
 		// simply not produced again.
-		n := 0
+		var res Result
 		for k, i := range st.objects {
 			if re.MatchString(k) {
 				if st.recs.at(i).nreps() > 0 {
-					n++
+					res.Removed++
 				}
+				res.Gone = append(res.Gone, st.object(k, st.recs.at(i)))
 				st.emitRemoved(KVRemoved, k, st.recs.at(i))
 				st.removeAt(k, i)
 			}
 		}
-		return Result{Removed: n}
+		return res
 	case RemoveAll:
 		n := len(st.objects) - int(st.invisible)
+		gone := make([]Object, 0, len(st.objects))
+		for k, i := range st.objects {
+			gone = append(gone, st.object(k, st.recs.at(i)))
+		}
 		st.emit(KVEvent{Kind: KVCleared})
 		clear(st.objects)
 		clear(st.lost)
@@ -344,7 +351,7 @@ func (st *state) applyRemove(c Command) Result {
 				s.objects, s.bytes, s.lost = 0, 0, 0
 			}
 		}
-		return Result{Removed: n}
+		return Result{Removed: n, Gone: gone}
 	}
 	return Result{Err: fmt.Errorf("raftmeta: command %T: %w", c, base.ErrNotSupported)}
 }

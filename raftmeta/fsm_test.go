@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -535,5 +536,60 @@ func TestPutEndReplaced(t *testing.T) {
 	}
 	if got := replaced(put(5, 2, true)); got != nil {
 		t.Fatalf("a retried upsert replaced %v", got)
+	}
+}
+
+// TestRemoveGone: every removal's Result names the objects it removed as they were just
+// before it, with their replicas (the drops the leader owes), whatever a lookup before it
+// said: a key put or replaced after the proposer looked is in it at its committed version.
+func TestRemoveGone(t *testing.T) {
+	f := newFSM()
+	applyEncoded(t, f, 1, RegisterWorker{ID: "w1", Address: "10.0.0.1:7000"})
+	index := uint64(1)
+	put := func(key string, v base.Version, upsert bool) {
+		t.Helper()
+		index++
+		res := applyEncoded(t, f, index, PutEnd{Upsert: upsert, Now: 1, Items: []base.Object{
+			{ObjectMeta: base.ObjectMeta{Key: key, Size: 10, Version: v, Checksum: uint64(v)},
+				Replicas: []base.WorkerID{"w1"}}}})
+		if res.Err != nil {
+			t.Fatalf("put %s v%d: %v", key, v, res.Err)
+		}
+	}
+	gone := func(c Command) []string {
+		t.Helper()
+		index++
+		res := applyEncoded(t, f, index, c)
+		var out []string
+		for _, o := range res.Gone {
+			if len(o.Replicas) != 1 || o.Replicas[0] != "w1" {
+				t.Fatalf("%T: gone %+v without its replica", c, o)
+			}
+			out = append(out, fmt.Sprintf("%s@%d", o.Key, o.Version))
+		}
+		slices.Sort(out)
+		return out
+	}
+	put("a", 1, false)
+	put("a", 2, true) // replaced after a proposer looked up a@1: the remove removes a@2
+	if got := gone(Remove{Keys: []string{"a", "missing"}}); !reflect.DeepEqual(got, []string{"a@2"}) {
+		t.Fatalf("Remove: gone %v, want [a@2]", got)
+	}
+	put("p/1", 3, false)
+	put("p/2", 4, false)
+	put("q/1", 5, false)
+	if got := gone(RemoveRegex{Pattern: "^p/"}); !reflect.DeepEqual(got, []string{"p/1@3", "p/2@4"}) {
+		t.Fatalf("RemoveRegex: gone %v", got)
+	}
+	tk, err := base.TenantKey("team", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(tk, 6, false)
+	if got := gone(RemoveTenant{Tenant: "team", All: true}); !reflect.DeepEqual(got, []string{tk + "@6"}) {
+		t.Fatalf("RemoveTenant: gone %v", got)
+	}
+	if got := gone(RemoveAll{}); !reflect.DeepEqual(got, []string{"q/1@5"}) {
+		t.Fatalf("RemoveAll: gone %v, want [q/1@5]", got)
 	}
 }

@@ -181,19 +181,20 @@ func (st *state) applyTenant(c Command) (res Result, ok bool) {
 				return Result{Err: invalidf("pattern %q: %v", c.Pattern, err)}, true
 			}
 		}
-		n := 0
+		var res Result
 		for k, i := range st.objects {
 			kt, key := base.SplitTenantKey(k)
 			if kt != t || (re != nil && !re.MatchString(key)) {
 				continue
 			}
 			if st.recs.at(i).nreps() > 0 {
-				n++
+				res.Removed++
 			}
+			res.Gone = append(res.Gone, st.object(k, st.recs.at(i)))
 			st.emitRemoved(KVRemoved, k, st.recs.at(i))
 			st.removeAt(k, i)
 		}
-		return Result{Removed: n}, true
+		return res, true
 	}
 	return Result{}, false
 }

@@ -154,6 +154,11 @@ type Result struct {
 	// apply (two upserts of a key whose entries are in flight together each replace what the
 	// log puts before them); not state, so every node computes it and the proposer uses it.
 	Replaced []Object
+	// Gone holds, for Remove, RemoveRegex, RemoveAll and RemoveTenant, every object the entry
+	// removed (visible or not), as it was just before it: the leader owes their workers
+	// drops. Computed at apply, as Replaced, so an object put or replaced between the
+	// proposer's look at the state and the commit is dropped too.
+	Gone []Object
 }
 
 // Failed returns the number of items (or 1 for a failed single command) with an error.

@@ -73,14 +73,10 @@ func (m *Master) remove(ctx context.Context, keys []string) ([]error, error) {
 	errs := make([]error, len(keys))
 	var valid []string
 	var idx []int
-	var objs []raftmeta.Object
 	for i, k := range keys {
 		if err := base.ValidateKey(k); err != nil {
 			errs[i] = err
 			continue
-		}
-		if o, ok := m.node.Lookup(k); ok {
-			objs = append(objs, o)
 		}
 		valid = append(valid, k)
 		idx = append(idx, i)
@@ -99,7 +95,9 @@ func (m *Master) remove(ctx context.Context, keys []string) ([]error, error) {
 			errs[i] = res.Err
 		}
 	}
-	m.queueDropsCommitted(objs)
+	// What the entry removed, at the versions it removed (an upsert between a lookup here
+	// and the commit would have left the committed version without a drop).
+	m.queueDrops(res.Gone)
 	return errs, nil
 }
 
@@ -130,22 +128,13 @@ func (m *Master) removeAll(ctx context.Context) (int, error) {
 	return m.removeTenant(ctx, base.DefaultTenant, "", true)
 }
 
-// removeMatching commits cmd, a removal of every key match accepts, and owes the workers of
-// the objects it removed their drops. It returns how many objects the commit removed.
-func (m *Master) removeMatching(ctx context.Context, cmd raftmeta.Command, match func(key string) bool) (int, error) {
+// removeMatching commits cmd, a removal of many keys, and owes the workers of the objects it
+// removed their drops: the objects the entry removed (Result.Gone), so one put between the
+// proposal and the commit is dropped too. It returns how many objects the commit removed.
+func (m *Master) removeMatching(ctx context.Context, cmd raftmeta.Command) (int, error) {
 	if !m.ensureLeader() {
 		return 0, m.notLeader()
 	}
-	// NB: objects put between this scan and the commit are removed from the metadata without a
-	// drop owed to their workers; the bytes stay until the worker re-registers (reconciliation)
-	// or is restarted. The window is one raft round trip.
-	var objs []raftmeta.Object
-	m.node.Range("", func(o raftmeta.Object) bool {
-		if match(o.Key) {
-			objs = append(objs, o)
-		}
-		return true
-	})
 	res, err := m.node.Apply(ctx, cmd)
 	if err != nil {
 		return 0, err
@@ -153,7 +142,7 @@ func (m *Master) removeMatching(ctx context.Context, cmd raftmeta.Command, match
 	if res.Err != nil {
 		return 0, res.Err
 	}
-	m.queueDropsCommitted(objs)
+	m.queueDrops(res.Gone)
 	return res.Removed, nil
 }
 

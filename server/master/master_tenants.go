@@ -3,8 +3,6 @@ package master
 import (
 	"context"
 	"errors"
-	"fmt"
-	"regexp"
 
 	"github.com/mooncake-go/mooncake/internal/base"
 	"github.com/mooncake-go/mooncake/raftmeta"
@@ -82,18 +80,7 @@ func (m *Master) removeTenant(ctx context.Context, t, pattern string, all bool) 
 	if err := cmd.Validate(); err != nil {
 		return 0, err
 	}
-	match := func(string) bool { return true }
-	if !all {
-		re, err := regexp.Compile(pattern)
-		if err != nil {
-			return 0, fmt.Errorf("%w: regex %q: %v", base.ErrInvalidParams, pattern, err)
-		}
-		match = re.MatchString
-	}
-	return m.removeMatching(ctx, cmd, func(stored string) bool {
-		kt, key := base.SplitTenantKey(stored)
-		return kt == t && match(key)
-	})
+	return m.removeMatching(ctx, cmd)
 }
 
 // setTenantQuota commits tenant t's quota (0: no limit), or the default quota when t is

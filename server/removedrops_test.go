@@ -1,0 +1,47 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/transfer"
+)
+
+// TestRemovalsDropWorkerBytes: every removal (Remove, RemoveByRegex, RemoveAll) owes the
+// workers a drop of each object its raft entry removed, so a worker lets the bytes go at its
+// next heartbeat instead of holding them until it re-registers. One master, no leader change
+// (which would make the worker re-register and reconcile anyway).
+func TestRemovalsDropWorkerBytes(t *testing.T) {
+	c := startMasters(t, 1, nil)
+	w := c.addWorker("", nil)
+	d := newDriver(t, c.masterAddrs())
+	objects := func() int64 { return w.TestHooks().Engine().Metrics().DRAM.Objects }
+	for i := range 6 {
+		if err := d.put(fmt.Sprintf("k/%d", i), bytes.Repeat([]byte{byte(i)}, 1000), 1, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := objects(); n != 6 {
+		t.Fatalf("worker holds %d objects after 6 puts", n)
+	}
+	if err := d.call(&transfer.RemoveRequest{Key: "k/0"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the removed object's bytes freed", func() bool { return objects() == 5 })
+	cr := transfer.NewCountResponse(transfer.OpRemoveByRegex, 0)
+	if err := d.call(&transfer.RemoveByRegexRequest{Pattern: "^k/[12]$"}, cr); err != nil || cr.Count != 2 {
+		t.Fatalf("remove by regex: %d %v", cr.Count, err)
+	}
+	eventually(t, "the regex's objects freed", func() bool { return objects() == 3 })
+	cr = transfer.NewCountResponse(transfer.OpRemoveAll, 0)
+	if err := d.call(transfer.NewEmpty(transfer.OpRemoveAll), cr); err != nil || cr.Count != 3 {
+		t.Fatalf("remove all: %d %v", cr.Count, err)
+	}
+	eventually(t, "every object freed", func() bool { return objects() == 0 })
+	if err := d.call(&transfer.LookupRequest{Key: "k/5"}, &transfer.LookupResponse{}); !errors.Is(err, base.ErrObjectNotFound) {
+		t.Fatalf("lookup after remove all: %v", err)
+	}
+}
