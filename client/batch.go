@@ -273,10 +273,7 @@ func (c *Client) BatchExists(ctx context.Context, keys []string) ([]bool, error)
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	// As Exists: with the lookup cache on, the placements come too and are cached.
-	toks, sent := make([]uint64, len(keys)), time.Now()
-	for i, k := range keys {
-		toks[i] = c.lookups.token(k)
-	}
+	toks, sent := c.lookups.tokens(keys), time.Now()
 	var resp transfer.BatchExistsResponse
 	if err := c.masterCall(ctx, &transfer.BatchExistsRequest{Keys: keys, Placements: c.lookups != nil}, &resp, nil); err != nil {
 		return nil, fmt.Errorf("batch exists: %w", err)

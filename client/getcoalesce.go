@@ -161,10 +161,7 @@ func (c *Client) refreshLookups() {
 		b.mu.queue = b.mu.queue[n:]
 		b.mu.Unlock()
 
-		toks, sent := make([]uint64, len(keys)), time.Now()
-		for i, k := range keys {
-			toks[i] = c.lookups.token(k)
-		}
+		toks, sent := c.lookups.tokens(keys), time.Now()
 		ctx, cancel := context.WithTimeout(b.ctx, c.cfg.Timeout)
 		res, err := c.sendLookups(ctx, keys)
 		cancel()

@@ -123,43 +123,28 @@ type batchLookup struct {
 	sent time.Time
 }
 
-// batchLookupMissing looks up, in one BatchLookup, the items idx of keys that have no
-// cached lookup (lrs[i] nil); the answers are by item (nil for the cached ones). The error
-// is the call's, for every item.
+// batchLookupMissing looks up, in one call (sendLookups: a BatchLookup, or a Lookup for a
+// single key), the items idx of keys that have no cached lookup (lrs[i] nil); the answers are
+// by item (nil for the cached ones). The error is the call's, for every item.
 func (c *Client) batchLookupMissing(ctx context.Context, keys []string, idx []int, lrs []*transfer.LookupResponse) ([]*batchLookup, error) {
-	var miss []int
+	var miss []string
+	var at []int
 	for _, i := range idx {
 		if lrs[i] == nil {
-			miss = append(miss, i)
+			miss, at = append(miss, keys[i]), append(at, i)
 		}
 	}
 	out := make([]*batchLookup, len(keys))
 	if len(miss) == 0 {
 		return out, nil
 	}
-	req := &transfer.BatchLookupRequest{Keys: make([]string, len(miss))}
-	sent := time.Now()
-	for j, i := range miss {
-		req.Keys[j] = keys[i]
-		out[i] = &batchLookup{tok: c.lookups.token(keys[i]), sent: sent}
-	}
-	var resp transfer.BatchLookupResponse
-	if err := c.masterCall(ctx, req, &resp, nil); err != nil {
+	toks, sent := c.lookups.tokens(miss), time.Now()
+	res, err := c.sendLookups(ctx, miss)
+	if err != nil {
 		return nil, fmt.Errorf("batch get: %w", err)
 	}
-	if len(resp.Items) != len(miss) {
-		return nil, fmt.Errorf("%w: batch lookup: %d answers for %d keys", base.ErrInternal, len(resp.Items), len(miss))
-	}
-	for j, i := range miss {
-		it := &resp.Items[j]
-		switch err := it.Err.Err(); {
-		case err != nil:
-			out[i].err = err
-		case len(it.Replicas) == 0:
-			out[i].err = fmt.Errorf("%w: no live replica", base.ErrObjectNotFound)
-		default:
-			out[i].lr = &it.LookupResponse
-		}
+	for j, i := range at {
+		out[i] = &batchLookup{lr: res[j].res, err: res[j].err, tok: toks[j], sent: sent}
 	}
 	return out, nil
 }

@@ -137,6 +137,15 @@ func (lc *lookupCache) token(key string) uint64 {
 	return lc.stripe(key).Load()
 }
 
+// tokens returns token(k) for each of keys.
+func (lc *lookupCache) tokens(keys []string) []uint64 {
+	toks := make([]uint64, len(keys))
+	for i, k := range keys {
+		toks[i] = lc.token(k)
+	}
+	return toks
+}
+
 // put caches lr, a lookup of key sent at sent when key's token was tok, and reports whether
 // it did.
 func (lc *lookupCache) put(key string, lr *transfer.LookupResponse, tok uint64, sent time.Time) bool {
