@@ -78,11 +78,17 @@ func (lc *lookupCache) get(key string) (*transfer.LookupResponse, bool) {
 	}
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
+	e, ok := lc.liveLocked(key, time.Now())
+	return e.lr, ok
+}
+
+// liveLocked returns key's entry when it has not expired at now. REQUIRES: lc.mu.
+func (lc *lookupCache) liveLocked(key string, now time.Time) (cachedLookup, bool) {
 	e, ok := lc.mu.m[key]
-	if !ok || time.Now().After(e.expires) {
-		return nil, false
+	if !ok || now.After(e.expires) {
+		return cachedLookup{}, false
 	}
-	return e.lr, true
+	return e, true
 }
 
 // getRefresh is get that also says whether the caller should refresh the entry: it is in
@@ -95,8 +101,8 @@ func (lc *lookupCache) getRefresh(key string) (lr *transfer.LookupResponse, ok, 
 	now := time.Now()
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
-	e, ok := lc.mu.m[key]
-	if !ok || now.After(e.expires) {
+	e, ok := lc.liveLocked(key, now)
+	if !ok {
 		return nil, false, false
 	}
 	if !e.refreshing && now.After(e.expires.Add(-lc.ttl/4)) {
