@@ -121,6 +121,10 @@ func (w *Worker) register(hint, avoid string) (string, error) {
 	if l, err := w.findLeader(hint, avoid); err == nil {
 		hint = l
 	}
+	if f := w.cfg.Test.BeforeRegister; f != nil {
+		f()
+	}
+	failures := w.vouch.registering() // before the inventory: its reconciliation covers them
 	inv := w.eng.Inventory()
 	req := &transfer.RegisterWorkerRequest{WorkerID: w.id, Address: w.Addr(), DRAMCapacity: w.arena.Capacity()}
 	if w.store != nil {
@@ -145,6 +149,7 @@ func (w *Worker) register(hint, avoid string) (string, error) {
 			return stop, err
 		}
 		w.applyDrops(resp.Drop)
+		w.vouch.registered(failures)
 		w.registered.Add(1)
 		select {
 		case w.regCh <- struct{}{}:
@@ -302,6 +307,7 @@ func (w *Worker) heartbeatRequest(stats bool) *transfer.HeartbeatRequest {
 	if stats {
 		req.HasStats, req.Stats = true, w.heartbeatStats(m)
 		req.AskClientTTL = true
+		req.AskSettled = true // reads from kept lookups (vouch.go)
 	}
 	if w.store != nil {
 		req.NVMeUsed, req.NVMeObjects = m.NVMe.Bytes, m.NVMe.Objects
@@ -327,13 +333,29 @@ func (w *Worker) heartbeatDrops(addr string, stats bool) (int, error) {
 	ctx, cancel := context.WithTimeout(w.ctx, w.heartbeatTimeout())
 	defer cancel()
 	resp := &transfer.HeartbeatResponse{}
-	if err := w.callMaster(ctx, addr, w.heartbeatRequest(stats), resp); err != nil {
+	fetch := !stats // an early drop fetch (worker_drop.go)
+	if fetch {
+		w.vouch.fetchStarted()
+	}
+	sent := w.now()
+	err := w.callMaster(ctx, addr, w.heartbeatRequest(stats), resp)
+	if lose := w.cfg.Test.LoseHeartbeatAnswer; err == nil && lose != nil && lose(resp.Drop) {
+		err = fmt.Errorf("%w: heartbeat answer lost (test hook)", base.ErrUnavailable)
+	}
+	if err != nil {
+		// Its answer may have been sent, and its drops are then lost: no vouching until a
+		// registration reconciles them (the control loop registers after its own failures).
+		w.vouch.failed(fetch)
+		if fetch {
+			w.reregister.Store(true)
+		}
 		return 0, err
 	}
 	w.applyDrops(resp.Drop)
 	if resp.Reregister {
 		w.reregister.Store(true)
 	}
+	w.vouch.answered(fetch, resp.Settled, resp.Reregister, sent, vouchWindow(w.cfg.HeartbeatInterval))
 	if resp.ClientTTL > 0 {
 		w.clientTTL.Store(int64(resp.ClientTTL))
 	}
