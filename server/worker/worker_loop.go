@@ -315,43 +315,20 @@ func (w *Worker) heartbeatRequest(stats bool) *transfer.HeartbeatRequest {
 	return req
 }
 
-// maxCatchUpBeats bounds the heartbeats heartbeat sends back to back while the leader owes
-// more drops than one answer carries (lifecycle.Config.MaxDropsPerHeartbeat, 4,096: 64 beats
-// bring 262,144), so a flood of removals cannot hold the control loop from its other duties.
-const maxCatchUpBeats = 64
-
-// heartbeat sends one heartbeat to addr and applies the reply. While an answer says more drops
-// are owed (owed from heartbeatDrops: a large removal), it sends the next at once rather than
-// an interval later: the bytes are let go sooner, and the worker's answers are settled again
-// (vouch.go) before its vouching lapses, so reads from kept lookups are not refused after
-// every removal of more than 4,096 objects. The beats go from this loop, in order, as the
-// stats sections they carry must (heartbeatRequest).
+// heartbeat sends one heartbeat to addr and applies the reply.
 func (w *Worker) heartbeat(addr string) error {
-	var err error
-	for i := 0; i < maxCatchUpBeats; i++ {
-		var owed bool
-		if _, owed, err = w.heartbeatDrops(addr, true); err != nil || !owed {
-			break
-		}
-		select {
-		case <-w.stop:
-			return err
-		default:
-		}
-	}
+	_, err := w.heartbeatDrops(addr, true)
 	if err == nil && w.beats.Add(1)%tenantSharesEvery == 1 {
 		w.refreshTenantShares(addr)
 	}
 	return err
 }
 
-// heartbeatDrops is one heartbeat (with the stats section when stats is set); it returns how
-// many drops the reply carried, and owed: the reply carried drops and was not settled, so the
-// leader may owe more than one reply carries (or queued some since; a master built before
-// Settled answers so to every reply that carries drops, which costs one more beat).
-func (w *Worker) heartbeatDrops(addr string, stats bool) (n int, owed bool, err error) {
+// heartbeatDrops is heartbeat (with the stats section when stats is set); it returns how many
+// drops the reply carried.
+func (w *Worker) heartbeatDrops(addr string, stats bool) (int, error) {
 	if addr == "" {
-		return 0, false, fmt.Errorf("%w: no leader", base.ErrUnavailable)
+		return 0, fmt.Errorf("%w: no leader", base.ErrUnavailable)
 	}
 	ctx, cancel := context.WithTimeout(w.ctx, w.heartbeatTimeout())
 	defer cancel()
@@ -361,7 +338,7 @@ func (w *Worker) heartbeatDrops(addr string, stats bool) (n int, owed bool, err 
 		w.vouch.fetchStarted()
 	}
 	sent := w.now()
-	err = w.callMaster(ctx, addr, w.heartbeatRequest(stats), resp)
+	err := w.callMaster(ctx, addr, w.heartbeatRequest(stats), resp)
 	if lose := w.cfg.Test.LoseHeartbeatAnswer; err == nil && lose != nil && lose(resp.Drop) {
 		err = fmt.Errorf("%w: heartbeat answer lost (test hook)", base.ErrUnavailable)
 	}
@@ -372,7 +349,7 @@ func (w *Worker) heartbeatDrops(addr string, stats bool) (n int, owed bool, err 
 		if fetch {
 			w.reregister.Store(true)
 		}
-		return 0, false, err
+		return 0, err
 	}
 	w.applyDrops(resp.Drop)
 	if resp.Reregister {
@@ -382,7 +359,7 @@ func (w *Worker) heartbeatDrops(addr string, stats bool) (n int, owed bool, err 
 	if resp.ClientTTL > 0 {
 		w.clientTTL.Store(int64(resp.ClientTTL))
 	}
-	return len(resp.Drop), len(resp.Drop) > 0 && !resp.Settled && !resp.Reregister, nil
+	return len(resp.Drop), nil
 }
 
 // announceLeaving sends the final heartbeat of a graceful shutdown, with Leaving set, to the
