@@ -139,10 +139,29 @@ func (c *Client) getInto(ctx context.Context, key string, dst func(size int64) (
 			return 0, fmt.Errorf("get %q: %w", key, err)
 		}
 		c.log.Debug("client: get with a cached lookup failed; looking up again", "key", key, "err", err)
+		if kept {
+			return c.getLookedUp(ctx, key, dst, &keptFailure{lr, err})
+		}
 	}
+	return c.getLookedUp(ctx, key, dst, nil)
+}
+
+// keptFailure is a read from a kept lookup that failed, for keptRefused.
+type keptFailure struct {
+	lr  *transfer.LookupResponse
+	err error
+}
+
+// getLookedUp is getInto with a fresh lookup. kf is the failed read from a kept lookup that
+// led here, if one did (keptRefused learns from the fresh lookup why it failed).
+func (c *Client) getLookedUp(ctx context.Context, key string, dst func(size int64) ([]byte, error), kf *keptFailure) (int, error) {
 	for attempt := 0; ; attempt++ {
 		tok, sent := c.lookups.token(key), time.Now()
 		lr, err := c.lookupCoalesced(ctx, key)
+		if kf != nil {
+			c.keptRefused(kf.lr, kf.err, lr)
+			kf = nil
+		}
 		if err != nil {
 			return 0, fmt.Errorf("get %q: %w", key, err)
 		}
@@ -160,22 +179,6 @@ func (c *Client) getInto(ctx context.Context, key string, dst func(size int64) (
 			return 0, fmt.Errorf("get %q: %w", key, err)
 		}
 	}
-}
-
-// keptLookup returns key's kept lookup (lookupCache.getKept) when a read through it would go
-// over TCP: a worker on this host is read through shared memory, whose copies without a call
-// cannot ask it to vouch, so those reads look up first as before.
-func (c *Client) keptLookup(key string) (*transfer.LookupResponse, bool) {
-	lr, ok := c.lookups.getKept(key)
-	if !ok || c.cfg.DisableSharedMemory {
-		return lr, ok
-	}
-	for _, r := range lr.Replicas {
-		if c.shm.host(r.Address) == hostSame {
-			return nil, false
-		}
-	}
-	return lr, true
 }
 
 // readReplicas tries the replicas in preference order (orderReplicas), each within its share
@@ -272,6 +275,9 @@ func (c *Client) readOne(ctx context.Context, key string, r base.Placement, lr *
 	}
 	if err := c.readTCP(ctx, key, r, lr, buf, kept); err != nil {
 		return err
+	}
+	if kept {
+		c.keptBackoff.served(r.Address)
 	}
 	c.reads.tcp.Add(1)
 	return nil

@@ -108,7 +108,11 @@ func (c *Client) BatchGetWith(ctx context.Context, keys []string, alloc func(i i
 		// The object may have been replaced, removed or moved since the lookup: once more
 		// the single-key way, with a fresh lookup.
 		c.lookups.drop(keys[i])
-		if n, err2 := c.getInto(ctx, keys[i], func(size int64) ([]byte, error) { return alloc(i, size) }); err2 == nil {
+		var kf *keptFailure
+		if kept[i] {
+			kf = &keptFailure{lr, err}
+		}
+		if n, err2 := c.getLookedUp(ctx, keys[i], func(size int64) ([]byte, error) { return alloc(i, size) }, kf); err2 == nil {
 			sizes[i] = n
 			return
 		}
