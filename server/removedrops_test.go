@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/server/lifecycle"
 	"github.com/mooncake-go/mooncake/server/master"
+	"github.com/mooncake-go/mooncake/server/worker"
 	"github.com/mooncake-go/mooncake/transfer"
 )
 
@@ -101,5 +104,35 @@ func TestRemovalOutlivesItsCaller(t *testing.T) {
 	eventually(t, "the removed object's bytes freed", func() bool { return objects() == 0 })
 	if _, err := d.lookup("k"); !errors.Is(err, base.ErrObjectNotFound) {
 		t.Fatalf("lookup after the removal committed: %v", err)
+	}
+}
+
+// TestLargeRemovalCaughtUp: when the leader owes a worker more drops than one heartbeat answer
+// carries, the worker heartbeats again at once until it has them all, rather than once an
+// interval: the bytes go sooner, and its answers are settled again (reads from kept lookups
+// vouched for) within one round.
+func TestLargeRemovalCaughtUp(t *testing.T) {
+	c := startMasters(t, 1, func(cfg *master.Config) {
+		cfg.Test.Lifecycle = func(lc *lifecycle.Config) { lc.MaxDropsPerHeartbeat = 2 }
+	})
+	w := c.addWorker("", func(cfg *worker.Config) { cfg.HeartbeatInterval = 300 * time.Millisecond })
+	d := newDriver(t, c.masterAddrs())
+	objects := func() int64 { return w.TestHooks().Engine().Metrics().DRAM.Objects }
+	const n = 10
+	for i := range n {
+		if err := d.put(fmt.Sprintf("k/%d", i), bytes.Repeat([]byte{byte(i)}, 1000), 1, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := w.TestHooks().HeartbeatRounds()
+	cr := transfer.NewCountResponse(transfer.OpRemoveAll, 0)
+	if err := d.call(transfer.NewEmpty(transfer.OpRemoveAll), cr); err != nil || cr.Count != n {
+		t.Fatalf("remove all: %d %v", cr.Count, err)
+	}
+	eventually(t, "every object freed", func() bool { return objects() == 0 })
+	// One round brings them all; one more may have been in flight at the removal, and one may
+	// end while this reads. Without catching up it takes n/2 = 5.
+	if rounds := w.TestHooks().HeartbeatRounds() - before; rounds > 3 {
+		t.Fatalf("%d drops at 2 an answer took %d heartbeat rounds", n, rounds)
 	}
 }

@@ -151,8 +151,8 @@ func NewMaster(cfg Config) (*Master, error) {
 	lcfg := lifecycle.Config{ClientTTL: cfg.ClientTTL, RestartGrace: cfg.WorkerRestartGrace, ConnGrace: cfg.ClientDisconnectGrace,
 		MaxDropsPerHeartbeat: maxDropsPerHeartbeat, MaxQueuedDrops: maxQueuedDrops, PutTimeout: cfg.PutTimeout,
 		HighWatermark: cfg.EvictionHighWatermarkRatio, Repair: cfg.Repair}
-	if cfg.Test.RegisterLimits != nil {
-		cfg.Test.RegisterLimits(&lcfg.Sessions)
+	if cfg.Test.Lifecycle != nil {
+		cfg.Test.Lifecycle(&lcfg)
 	}
 	m.mu.lc = lifecycle.New(lcfg)
 	m.mu.rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x6d6f6f6e63616b65))

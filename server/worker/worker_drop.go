@@ -58,7 +58,7 @@ func (w *Worker) dropFetchLoop() {
 		idle := 0
 		for w.eng.SupersededBytes() > 0 && idle < int(dropFetchIdle/dropFetchPoll) {
 			addr, _ := w.leader.Load().(string)
-			n, err := w.heartbeatDrops(addr, false) // no stats: see heartbeatRequest
+			n, _, err := w.heartbeatDrops(addr, false) // no stats: see heartbeatRequest
 			if err != nil {
 				// Its answer's drops, if one was sent, are lost: heartbeatDrops asked the control
 				// loop to register again, whose reconciliation drops them.
