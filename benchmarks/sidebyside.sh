@@ -48,9 +48,13 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/sidebyside.XXXXXX")
 mc_pid="" redis_pid="" redis_aof_pid=""
 cleanup() {
-	[ -n "$mc_pid" ] && kill "$mc_pid" 2>/dev/null && wait "$mc_pid" 2>/dev/null
-	[ -n "$redis_pid" ] && kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
-	[ -n "$redis_aof_pid" ] && kill "$redis_aof_pid" 2>/dev/null && wait "$redis_aof_pid" 2>/dev/null
+	# NB: no errexit here: a server's non-zero exit status from wait would end the trap
+	# early and leave the others running (and their data behind).
+	set +e
+	for pid in $mc_pid $redis_pid $redis_aof_pid; do
+		kill "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -131,6 +135,15 @@ if [ $have_redis = 1 ]; then
 			redis-cli -p "$port" ping >/dev/null 2>&1 && break
 			sleep 0.1
 		done
+	done
+	# A server left on a port by another run would answer those pings while ours exited:
+	# measure only the Redis this run started.
+	for pid in $redis_pid $redis_aof_pid; do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			log "a redis-server this run started exited (port $REDIS_PORT or $REDIS_AOF_PORT in use?):"
+			tail -n 3 "$work/redis.log" "$work/redis-aof.log" >&2
+			exit 1
+		fi
 	done
 fi
 

@@ -55,6 +55,8 @@ type Client struct {
 	// loads counts this client's reads in flight per worker address (string ->
 	// *atomic.Int64), the "least loaded" of orderReplicas.
 	loads sync.Map
+	// keptBackoff spaces reads from kept lookups to workers that refused to vouch (keptreads.go).
+	keptBackoff keptBackoff
 	// reads counts completed object reads by path (ReadStats).
 	reads struct{ shm, unpinned, tcp, copyRetries atomic.Int64 }
 	// sess holds the open put and get sessions (session.go).

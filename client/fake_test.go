@@ -93,6 +93,10 @@ type fakeWorker struct {
 	// flipped byte, as a worker whose by-reference send raced a reuse of the range does.
 	staleByRef int
 	verifies   []bool // ReadRequest.Verifies of each read, in order
+	cached     []bool // ReadRequest.Cached of each read, in order
+	// refuseCached answers reads with ReadRequest.Cached INVALID_VERSION, as a worker that
+	// has not heard from the leader lately does.
+	refuseCached bool
 
 	pending map[string][]byte // key@version -> bytes
 	data    map[string]fakeData
@@ -415,6 +419,10 @@ func (f *fakeCluster) Read(ctx context.Context, addr string, req *transfer.ReadR
 	}
 	f.countLocked(transfer.OpRead)
 	w.reads++
+	w.cached = append(w.cached, req.Cached)
+	if req.Cached && w.refuseCached {
+		return nil, 0, 0, codeErr(base.ErrInvalidVersion, "not heard from the leader lately")
+	}
 	d, ok := w.data[req.Key]
 	if !ok {
 		return nil, 0, 0, codeErr(base.ErrObjectNotFound, "not here")

@@ -117,14 +117,20 @@ func (c *Client) getNoWait(key string, alloc Alloc) (int, bool) {
 // When every replica of a fresh lookup says the object is gone or has another version (it was
 // replaced or removed since the lookup), it looks up once more.
 func (c *Client) getInto(ctx context.Context, key string, dst func(size int64) ([]byte, error)) (int, error) {
-	if lr, ok, refresh := c.lookups.getRefresh(key); ok {
+	lr, ok, refresh := c.lookups.getRefresh(key)
+	kept := false
+	if !ok {
+		lr, ok = c.keptLookup(key)
+		kept = ok
+	}
+	if ok {
 		if refresh {
 			c.refreshLookup(key) // in the background, beside this read
 		}
 		buf, err := dst(lr.Size)
 		if err == nil {
 			var n int
-			if n, err = c.readReplicas(ctx, key, lr, buf); err == nil {
+			if n, err = c.readReplicas(ctx, key, lr, buf, kept); err == nil {
 				return n, nil
 			}
 		}
@@ -133,10 +139,29 @@ func (c *Client) getInto(ctx context.Context, key string, dst func(size int64) (
 			return 0, fmt.Errorf("get %q: %w", key, err)
 		}
 		c.log.Debug("client: get with a cached lookup failed; looking up again", "key", key, "err", err)
+		if kept {
+			return c.getLookedUp(ctx, key, dst, &keptFailure{lr, err})
+		}
 	}
+	return c.getLookedUp(ctx, key, dst, nil)
+}
+
+// keptFailure is a read from a kept lookup that failed, for keptRefused.
+type keptFailure struct {
+	lr  *transfer.LookupResponse
+	err error
+}
+
+// getLookedUp is getInto with a fresh lookup. kf is the failed read from a kept lookup that
+// led here, if one did (keptRefused learns from the fresh lookup why it failed).
+func (c *Client) getLookedUp(ctx context.Context, key string, dst func(size int64) ([]byte, error), kf *keptFailure) (int, error) {
 	for attempt := 0; ; attempt++ {
 		tok, sent := c.lookups.token(key), time.Now()
 		lr, err := c.lookupCoalesced(ctx, key)
+		if kf != nil {
+			c.keptRefused(kf.lr, kf.err, lr)
+			kf = nil
+		}
 		if err != nil {
 			return 0, fmt.Errorf("get %q: %w", key, err)
 		}
@@ -144,7 +169,7 @@ func (c *Client) getInto(ctx context.Context, key string, dst func(size int64) (
 		if err != nil {
 			return 0, err
 		}
-		n, err := c.readReplicas(ctx, key, lr, buf)
+		n, err := c.readReplicas(ctx, key, lr, buf, false)
 		if err == nil {
 			c.lookups.put(key, lr, tok, sent)
 			return n, nil
@@ -159,14 +184,16 @@ func (c *Client) getInto(ctx context.Context, key string, dst func(size int64) (
 // readReplicas tries the replicas in preference order (orderReplicas), each within its share
 // of the time left (readAttempt). When no replica could be read because their workers are
 // unreachable or no longer hold the object, the error wraps base.ErrObjectNotFound: to the
-// caller the object is gone (it is, until a worker returns).
-func (c *Client) readReplicas(ctx context.Context, key string, lr *transfer.LookupResponse, buf []byte) (int, error) {
+// caller the object is gone (it is, until a worker returns). kept says lr is a kept lookup
+// (lookupCache.getKept): it is read over TCP only, asking the worker to vouch for it
+// (ReadRequest.Cached).
+func (c *Client) readReplicas(ctx context.Context, key string, lr *transfer.LookupResponse, buf []byte, kept bool) (int, error) {
 	var errs []error
 	reps := orderReplicas(lr.Replicas, c.replicaRank)
 	gone := true // every attempt so far failed as a missing replica would
 	for n, r := range reps {
 		actx, cancel := readAttempt(ctx, len(reps)-n)
-		err := c.readOne(actx, key, r, lr, buf)
+		err := c.readOne(actx, key, r, lr, buf, kept)
 		cancel()
 		if err == nil {
 			return len(buf), nil
@@ -232,11 +259,13 @@ func (c *Client) readLoad(addr string) *atomic.Int64 {
 	return v.(*atomic.Int64)
 }
 
-func (c *Client) readOne(ctx context.Context, key string, r base.Placement, lr *transfer.LookupResponse, buf []byte) error {
+func (c *Client) readOne(ctx context.Context, key string, r base.Placement, lr *transfer.LookupResponse, buf []byte, kept bool) error {
 	load := c.readLoad(r.Address)
 	load.Add(1)
 	defer load.Add(-1)
-	if !c.cfg.DisableSharedMemory {
+	// A kept lookup is not read through shared memory: the worker vouches for it on the TCP
+	// read (and its shared arena's no-call copies would not ask it).
+	if !c.cfg.DisableSharedMemory && !kept {
 		if err := c.readShm(ctx, key, r, lr, buf); err != errShmFallback {
 			if err == nil {
 				c.reads.shm.Add(1)
@@ -244,8 +273,11 @@ func (c *Client) readOne(ctx context.Context, key string, r base.Placement, lr *
 			return err
 		}
 	}
-	if err := c.readTCP(ctx, key, r, lr, buf); err != nil {
+	if err := c.readTCP(ctx, key, r, lr, buf, kept); err != nil {
 		return err
+	}
+	if kept {
+		c.keptBackoff.served(r.Address)
 	}
 	c.reads.tcp.Add(1)
 	return nil
@@ -277,12 +309,12 @@ func (c *Client) ReadStats() ReadStats {
 // and its range reused) would then reach this client. So a verifying read that fails its
 // checksum is read once more without Verifies (by copy) before the replica counts as
 // corrupt; so is one a worker built before the flag refused (INVALID_PARAMS).
-func (c *Client) readTCP(ctx context.Context, key string, r base.Placement, lr *transfer.LookupResponse, buf []byte) error {
+func (c *Client) readTCP(ctx context.Context, key string, r base.Placement, lr *transfer.LookupResponse, buf []byte, kept bool) error {
 	verify := !c.cfg.SkipChecksumVerify
-	err := c.readTCPOnce(ctx, r.Address, &transfer.ReadRequest{Key: key, Version: lr.Version, Verifies: verify}, lr, buf)
+	err := c.readTCPOnce(ctx, r.Address, &transfer.ReadRequest{Key: key, Version: lr.Version, Verifies: verify, Cached: kept}, lr, buf)
 	if verify && (errors.Is(err, base.ErrCorruption) || errors.Is(err, base.ErrInvalidParams)) && ctx.Err() == nil {
 		c.reads.copyRetries.Add(1)
-		err = c.readTCPOnce(ctx, r.Address, &transfer.ReadRequest{Key: key, Version: lr.Version}, lr, buf)
+		err = c.readTCPOnce(ctx, r.Address, &transfer.ReadRequest{Key: key, Version: lr.Version, Cached: kept}, lr, buf)
 	}
 	return err
 }

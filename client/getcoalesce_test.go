@@ -246,3 +246,110 @@ func TestLookupRefreshStopsAtClose(t *testing.T) {
 		t.Fatal("a refresh started after Close")
 	}
 }
+
+// TestKeptLookup: an entry past its TTL is kept (keptLookupLife) for reads that ask the
+// worker to vouch for it: a get then reads with ReadRequest.Cached and no lookup. A worker
+// that refuses such a read (it has not heard from the leader lately) sends the get to the
+// master for a fresh lookup and an ordinary read; past its kept life the entry is not used.
+func TestKeptLookup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		f := newFakeCluster(1, 1)
+		c := newFakeClient(t, f)
+		c.cfg.DisableSharedMemory = true
+		other := newFakeClient(t, f)
+		if err := other.Put(ctx, "k", value(100, 1), ReplicateConfig{}); err != nil {
+			t.Fatal(err)
+		}
+		w := f.workers[f.wids[0]]
+		lookups := func() int { return f.count(transfer.OpLookup) }
+		get := func(what string) {
+			t.Helper()
+			if got, err := c.Get(ctx, "k"); err != nil || !bytes.Equal(got, value(100, 1)) {
+				t.Fatalf("%s: %v", what, err)
+			}
+		}
+		get("first get: a lookup")
+		n := lookups()
+		time.Sleep(c.lookups.ttl + time.Millisecond)
+		get("past the TTL: a kept lookup")
+		if lookups() != n || !w.cached[len(w.cached)-1] {
+			t.Fatalf("past the TTL: %d lookups, last read cached %v", lookups()-n, w.cached[len(w.cached)-1])
+		}
+		w.refuseCached = true
+		get("the worker refuses the kept lookup")
+		if lookups() != n+1 || w.cached[len(w.cached)-1] {
+			t.Fatalf("after a refused kept read: %d lookups, last read cached %v", lookups()-n, w.cached[len(w.cached)-1])
+		}
+		w.refuseCached = false
+		time.Sleep(c.lookups.ttl + keptLookupLife + time.Millisecond)
+		get("past the kept life: a lookup")
+		if lookups() != n+2 || w.cached[len(w.cached)-1] {
+			t.Fatalf("past the kept life: %d lookups, last read cached %v", lookups()-n, w.cached[len(w.cached)-1])
+		}
+	})
+}
+
+// TestKeptReadsBackOff: a worker that refuses a read from a kept lookup while the fresh lookup
+// shows the same version (it could not vouch) gets no kept reads for a while; the other keys'
+// gets look up instead of being refused too. After the back-off kept reads resume, and a kept
+// read that failed because the object was replaced (a new version) starts no back-off.
+func TestKeptReadsBackOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		f := newFakeCluster(1, 1)
+		c := newFakeClient(t, f)
+		c.cfg.DisableSharedMemory = true
+		other := newFakeClient(t, f)
+		vals := map[string][]byte{"a": value(100, 1), "b": value(100, 2), "c": value(100, 3)}
+		for k, v := range vals {
+			if err := other.Put(ctx, k, v, ReplicateConfig{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w := f.workers[f.wids[0]]
+		get := func(k string) {
+			t.Helper()
+			if got, err := c.Get(ctx, k); err != nil || !bytes.Equal(got, vals[k]) {
+				t.Fatalf("get %s: %v", k, err)
+			}
+		}
+		cachedReads := func() (n int) {
+			for _, x := range w.cached {
+				if x {
+					n++
+				}
+			}
+			return n
+		}
+		for k := range vals {
+			get(k)
+		}
+		time.Sleep(c.lookups.ttl + time.Millisecond) // every lookup kept, none live
+		w.refuseCached = true
+		get("a") // refused, then looked up: the same version
+		n := cachedReads()
+		get("b")
+		if cachedReads() != n {
+			t.Fatal("a kept read went to a worker backing off")
+		}
+		time.Sleep(minKeptBackoff)
+		w.refuseCached = false
+		get("c")
+		if cachedReads() != n+1 || !w.cached[len(w.cached)-1] {
+			t.Fatal("no kept read after the back-off")
+		}
+
+		time.Sleep(c.lookups.ttl + time.Millisecond) // a and b kept again
+		vals["a"] = value(100, 9)
+		if err := other.Put(ctx, "a", vals["a"], ReplicateConfig{Upsert: true}); err != nil {
+			t.Fatal(err)
+		}
+		get("a") // its kept read fails: a new version
+		n = cachedReads()
+		get("b")
+		if cachedReads() != n+1 {
+			t.Fatal("a replaced object's failed kept read started a back-off")
+		}
+	})
+}

@@ -55,18 +55,21 @@ func (c *Client) BatchGetWith(ctx context.Context, keys []string, alloc func(i i
 	// parallel.
 	var rest []int
 	lrs := make([]*transfer.LookupResponse, len(keys)) // cached lookups, nil for the rest
+	kept := make([]bool, len(keys))                    // lrs[i] is a kept lookup (getKept)
 	for i, k := range keys {
 		if n, ok := c.getNoWait(k, func(size int64) ([]byte, error) { return alloc(i, size) }); ok {
 			sizes[i] = n
-		} else if lr, ok, refresh := c.lookups.getRefresh(k); ok {
+			continue
+		}
+		if lr, ok, refresh := c.lookups.getRefresh(k); ok {
 			if refresh {
 				c.refreshLookup(k) // in the background, as a single get does
 			}
 			lrs[i] = lr
-			rest = append(rest, i)
-		} else {
-			rest = append(rest, i)
+		} else if lr, ok := c.keptLookup(k); ok {
+			lrs[i], kept[i] = lr, true
 		}
+		rest = append(rest, i)
 	}
 	if len(rest) == 0 {
 		return sizes, errs
@@ -95,7 +98,7 @@ func (c *Client) BatchGetWith(ctx context.Context, keys []string, alloc func(i i
 			errs[i] = err
 			return
 		}
-		if _, err = c.readReplicas(ctx, keys[i], lr, buf); err == nil {
+		if _, err = c.readReplicas(ctx, keys[i], lr, buf, kept[i]); err == nil {
 			sizes[i] = len(buf)
 			if fresh != nil {
 				c.lookups.put(keys[i], lr, fresh.tok, fresh.sent) // as a single get does
@@ -105,7 +108,11 @@ func (c *Client) BatchGetWith(ctx context.Context, keys []string, alloc func(i i
 		// The object may have been replaced, removed or moved since the lookup: once more
 		// the single-key way, with a fresh lookup.
 		c.lookups.drop(keys[i])
-		if n, err2 := c.getInto(ctx, keys[i], func(size int64) ([]byte, error) { return alloc(i, size) }); err2 == nil {
+		var kf *keptFailure
+		if kept[i] {
+			kf = &keptFailure{lr, err}
+		}
+		if n, err2 := c.getLookedUp(ctx, keys[i], func(size int64) ([]byte, error) { return alloc(i, size) }, kf); err2 == nil {
 			sizes[i] = n
 			return
 		}

@@ -91,6 +91,29 @@ func (lc *lookupCache) liveLocked(key string, now time.Time) (cachedLookup, bool
 	return e, true
 }
 
+// keptLookupLife is how long an entry stays past its TTL for reads through it that ask the
+// worker to vouch for it (ReadRequest.Cached: the worker serves the version only while it has
+// heard from the leader within two heartbeats, so the drops it is owed have arrived;
+// docs/protocol.md, "Reads from a kept lookup"). A key read once long after it was put or
+// looked up then costs one round trip to its worker, not a lookup first.
+const keptLookupLife = time.Minute
+
+// getKept returns key's entry when it is past its TTL but kept (keptLookupLife): for a read
+// with ReadRequest.Cached only.
+func (lc *lookupCache) getKept(key string) (*transfer.LookupResponse, bool) {
+	if lc == nil {
+		return nil, false
+	}
+	now := time.Now()
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	e, ok := lc.mu.m[key]
+	if !ok || !now.After(e.expires) || now.After(e.expires.Add(keptLookupLife)) {
+		return nil, false
+	}
+	return e.lr, true
+}
+
 // getRefresh is get that also says whether the caller should refresh the entry: it is in
 // the last quarter of its life and no refresh was asked for since it was cached (the first
 // caller to see that is told, the others are not).
@@ -189,10 +212,11 @@ func (lc *lookupCache) seed(key string, lr *transfer.LookupResponse, tok uint64,
 // REQUIRES: lc.mu.
 func (lc *lookupCache) insertLocked(key string, lr *transfer.LookupResponse, sent time.Time) {
 	if _, ok := lc.mu.m[key]; !ok && len(lc.mu.m) >= lc.max {
-		// Full: drop expired entries, else an arbitrary one (map order), to stay bounded.
+		// Full: drop entries past their kept life, else an arbitrary one (map order), to
+		// stay bounded.
 		now := time.Now()
 		for k, e := range lc.mu.m {
-			if now.After(e.expires) {
+			if now.After(e.expires.Add(keptLookupLife)) {
 				delete(lc.mu.m, k)
 			}
 		}

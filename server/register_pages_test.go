@@ -83,9 +83,9 @@ func TestRegisterPages(t *testing.T) {
 		// shorter: PutTimeout sets the leader loop's tick, and a 10 ms tick makes the race
 		// detector report a race in raftmeta's test-only Bootstrap path (Node.cfg.Peers).
 		cfg.PutTimeout = 200 * time.Millisecond
-		cfg.Test.RegisterLimits = func(l *lifecycle.SessionLimits) {
-			l.PerWorkerObjects = 30
-			l.TotalBytes = 45 * objectBytes
+		cfg.Test.Lifecycle = func(c *lifecycle.Config) {
+			c.Sessions.PerWorkerObjects = 30
+			c.Sessions.TotalBytes = 45 * objectBytes
 		}
 	})
 	m := c.masters[0]

@@ -208,7 +208,7 @@ func (c *Client) read(ctx context.Context, addr string, req ReadRequest, dst []b
 		ss = newStripeSum(dst, c.stripeChunk(size))
 	}
 	err := c.stripe(ctx, addr, size, func(ctx context.Context, off, n int64) error {
-		chunk := ReadRequest{Key: req.Key, Version: req.Version, Offset: off, Length: n, Verifies: req.Verifies}
+		chunk := ReadRequest{Key: req.Key, Version: req.Version, Offset: off, Length: n, Verifies: req.Verifies, Cached: req.Cached}
 		var rr ReadResponse
 		cl := &call{op: wire.OpReadRange, req: &chunk, resp: &rr, dst: dst[off : off+n]}
 		if ss != nil {

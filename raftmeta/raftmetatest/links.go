@@ -12,16 +12,22 @@ import (
 var errCut = fmt.Errorf("raftmetatest: link cut")
 
 // Links is one node's view of which peers it cannot reach. It wraps the node's real TCP
-// transport (Config.WrapTransport): every outgoing RPC to a blocked address fails at once.
+// transport (Config.WrapTransport): every outgoing RPC to a blocked address fails at once;
+// appends carrying entries to a held address wait (Hold).
 // Since every node of a Cluster is wrapped, cutting both directions of a link blocks it
 // everywhere; nothing is delivered over a cut link, and raft's connection pool is untouched, so
 // healing needs no reconnect logic.
 type Links struct {
-	mu      sync.Mutex // protects blocked
+	mu      sync.Mutex // protects blocked, held and release
 	blocked map[raft.ServerAddress]bool
+	held    map[raft.ServerAddress]bool
+	// release is closed when held appends may go (Release, Heal); nil while none is held.
+	release chan struct{}
 }
 
-func newLinks() *Links { return &Links{blocked: map[raft.ServerAddress]bool{}} }
+func newLinks() *Links {
+	return &Links{blocked: map[raft.ServerAddress]bool{}, held: map[raft.ServerAddress]bool{}}
+}
 
 // NewLinks returns links with nothing cut, for a node a test opens itself (a server's
 // master): pass Wrap as its Config.WrapTransport, then Cut and Heal. Cluster makes its own.
@@ -38,8 +44,53 @@ func (l *Links) Cut(addrs ...string) {
 	}
 }
 
-// Heal restores every link.
+// Heal restores every link, held ones included.
 func (l *Links) Heal() { l.heal() }
+
+// Hold holds back this node's appends that carry log entries to every address of addrs, until
+// Release or Heal: they wait, they do not fail. Heartbeats carry no entries and pass, so a
+// leader keeps its lease and its followers stay quiet while nothing it proposes commits (a
+// slow disk or network, as a caller's deadline meets it). A test that holds releases before
+// its cluster shuts down (raft waits for its replication goroutines).
+func (l *Links) Hold(addrs ...string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, a := range addrs {
+		l.held[raft.ServerAddress(a)] = true
+	}
+	if l.release == nil {
+		l.release = make(chan struct{})
+	}
+}
+
+// Release lets every held append go.
+func (l *Links) Release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.releaseLocked()
+}
+
+func (l *Links) releaseLocked() {
+	clear(l.held)
+	if l.release != nil {
+		close(l.release)
+		l.release = nil
+	}
+}
+
+// waitHeld waits while an append of n entries to addr is held.
+func (l *Links) waitHeld(addr raft.ServerAddress, n int) {
+	if n == 0 {
+		return
+	}
+	l.mu.Lock()
+	ch := l.release
+	held := l.held[addr]
+	l.mu.Unlock()
+	if held {
+		<-ch
+	}
+}
 
 // block cuts the link to addr.
 func (l *Links) block(addr raft.ServerAddress) {
@@ -53,6 +104,7 @@ func (l *Links) heal() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	clear(l.blocked)
+	l.releaseLocked()
 }
 
 func (l *Links) cut(addr raft.ServerAddress) bool {
@@ -108,6 +160,7 @@ func (c *cutTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress
 	if c.l.cut(target) {
 		return errCut
 	}
+	c.l.waitHeld(target, len(args.Entries))
 	return c.Transport.AppendEntries(id, target, args, resp)
 }
 
@@ -144,5 +197,6 @@ func (p *cutPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.
 	if p.l.cut(p.target) {
 		return nil, errCut
 	}
+	p.l.waitHeld(p.target, len(args.Entries))
 	return p.AppendPipeline.AppendEntries(args, resp)
 }

@@ -15,8 +15,8 @@ import (
 //  1. Propose: commit Cmd to raft and report the outcome with Applied (committed, with its
 //     result) or Failed (not committed), then run the effects those return.
 //  2. Copy: have worker Order.Src copy the object to Order.To, then report with CopyDone.
-//  3. Drop and Reregister: answer the worker's heartbeat with them (they are returned by
-//     Heartbeat only).
+//  3. Drop, Reregister and Settled: answer the worker's heartbeat with them (they are
+//     returned by Heartbeat only).
 //  4. ScanRepairs: walk the metadata for objects to repair or drain and hand them to Plan.
 //  5. Answer: answer the call that caused the event (a leave waiting for its commit) with Err.
 //  6. WorkerLost, WorkerLeft, WorkerLeaving, WorkerBack, WorkerUnreachable, PutExpired,
@@ -46,6 +46,12 @@ type Drop struct {
 // Reregister is part of a heartbeat's answer: Worker must register again with its full
 // inventory (its reconciliation settles what the leader could not).
 type Reregister struct{ Worker base.WorkerID }
+
+// Settled is part of a heartbeat's answer, last: the leader owes Worker nothing once the
+// answer's drops are applied (none left queued, no re-registration asked for or pending). A
+// worker vouches for reads from kept lookups only while such answers keep coming
+// (docs/protocol.md, "Reads from a kept lookup").
+type Settled struct{ Worker base.WorkerID }
 
 // ScanRepairs asks the driver to scan the metadata for objects below their replica count or
 // on a draining worker and to Plan them. Force: a drain started or was cancelled, so the scan
@@ -124,6 +130,7 @@ func (Propose) effect()           {}
 func (Copy) effect()              {}
 func (Drop) effect()              {}
 func (Reregister) effect()        {}
+func (Settled) effect()           {}
 func (ScanRepairs) effect()       {}
 func (Answer) effect()            {}
 func (WorkerLost) effect()        {}

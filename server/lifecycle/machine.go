@@ -389,7 +389,7 @@ func (m *Machine) Applied(now time.Time, c raftmeta.Command, res raftmeta.Result
 }
 
 // Heartbeat records a worker's liveness and usage and answers it: the drops it is owed
-// (Drop), or a request to re-register (Reregister). A worker unknown to this leadership, or
+// (Drop), or a request to re-register (Reregister); Settled when nothing more is owed. A worker unknown to this leadership, or
 // dead, gets ErrSegmentNotFound: it must register again. leaving announces a graceful
 // shutdown (restart grace, no placements), reported first (WorkerLeaving).
 func (m *Machine) Heartbeat(now time.Time, id base.WorkerID, u Usage, leaving bool) ([]Effect, error) {
@@ -426,6 +426,11 @@ func (m *Machine) Heartbeat(now time.Time, id base.WorkerID, u Usage, leaving bo
 	w.drops = w.drops[n:]
 	if len(w.drops) == 0 {
 		w.drops = nil
+		if w.resyncAfter.IsZero() {
+			// Nothing owed after this answer. A lost answer is the worker's to notice (its
+			// call failed): it stops vouching until it registers again.
+			out = append(out, Settled{Worker: id})
+		}
 	}
 	return out, nil
 }

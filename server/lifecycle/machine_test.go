@@ -457,6 +457,8 @@ func formatEffects(effs []Effect) string {
 			b.WriteString("\n")
 		case Reregister:
 			fmt.Fprintf(&b, "reregister %s\n", e.Worker)
+		case Settled:
+			fmt.Fprintf(&b, "settled %s\n", e.Worker)
 		case ScanRepairs:
 			fmt.Fprintf(&b, "scan-repairs force=%t\n", e.Force)
 		case Answer:

@@ -214,6 +214,11 @@ func modelRun(t *testing.T, s uint64) map[base.TaskStatus]int {
 					drops++
 					dropped[kv] = true
 				}
+			case Settled:
+				// Last, and only when the leader owes the worker nothing more.
+				if e.Worker != id || i != len(effs)-1 || m.DropsOwed(id) != 0 {
+					t.Fatalf("step %d: heartbeat of %s answered %#v at %d of %d, %d drops owed", step, id, e, i, len(effs), m.DropsOwed(id))
+				}
 			default:
 				t.Fatalf("step %d: heartbeat of %s answered %#v", step, id, e)
 			}

@@ -137,8 +137,9 @@ type TestKnobs struct {
 	Raft         func(*raftmeta.Config) // adjusts raft timing for loopback tests
 	NoBootstrap  bool                   // the test bootstraps the cluster itself (port-0 peers)
 	OnWorkerDead func(base.WorkerID)    // called after MarkWorkerLost committed
-	// RegisterLimits adjusts the bounds of paged registrations.
-	RegisterLimits func(*lifecycle.SessionLimits)
+	// Lifecycle adjusts the leader's lifecycle bounds (paged registrations, drops per
+	// heartbeat answer).
+	Lifecycle func(*lifecycle.Config)
 	// BeforeRegisterPage is called as each page of a paged registration arrives, before
 	// the master looks at it.
 	BeforeRegisterPage func(m *Master, id base.WorkerID, session uint64, page uint32)

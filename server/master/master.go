@@ -48,6 +48,16 @@ const (
 	registerMasterTimeout = 2 * time.Second
 )
 
+// commitContext is what a client call's commit waits with when the leader must act on its
+// result (the drops owed for what a removal or an upsert took away): the caller's values but
+// not its cancellation, bounded by applyTimeout. A caller that goes away mid-commit (its
+// connection closed, its process gone) does not stop the entry, which may commit anyway
+// (raftmeta.Node.Apply); waiting for it keeps its drops from being lost, which would leave
+// the worker holding the bytes, and vouching for kept reads of them, until it re-registers.
+func commitContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
+}
+
 // Master is one master: a raftmeta.Node holding the metadata, a transfer server answering
 // the master calls, the leader's soft state (reservations, worker liveness and usage, drops
 // owed to workers), and the admin HTTP server.
@@ -141,8 +151,8 @@ func NewMaster(cfg Config) (*Master, error) {
 	lcfg := lifecycle.Config{ClientTTL: cfg.ClientTTL, RestartGrace: cfg.WorkerRestartGrace, ConnGrace: cfg.ClientDisconnectGrace,
 		MaxDropsPerHeartbeat: maxDropsPerHeartbeat, MaxQueuedDrops: maxQueuedDrops, PutTimeout: cfg.PutTimeout,
 		HighWatermark: cfg.EvictionHighWatermarkRatio, Repair: cfg.Repair}
-	if cfg.Test.RegisterLimits != nil {
-		cfg.Test.RegisterLimits(&lcfg.Sessions)
+	if cfg.Test.Lifecycle != nil {
+		cfg.Test.Lifecycle(&lcfg)
 	}
 	m.mu.lc = lifecycle.New(lcfg)
 	m.mu.rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x6d6f6f6e63616b65))

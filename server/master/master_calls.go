@@ -391,8 +391,8 @@ func serveRegisterWorker(ctx context.Context, m *Master, req transfer.Message) (
 
 // serveHeartbeat: a worker built before HeartbeatRequest carried NVMeObjects sends none (its
 // count stays 0 in Status, unknown). Leaving is set on a graceful shutdown's last heartbeat.
-// The reply carries client_ttl only to a worker that asks (one that predates the field would
-// refuse the longer reply).
+// The reply carries client_ttl and settled only to a worker that asks (one that predates the
+// fields would refuse the longer reply).
 func serveHeartbeat(_ context.Context, m *Master, req transfer.Message) (transfer.Message, error, error) {
 	r := req.(*transfer.HeartbeatRequest)
 	rep, err := m.heartbeat(r.WorkerID, WorkerUsage{DRAMUsed: r.DRAMUsed, NVMeUsed: r.NVMeUsed,
@@ -402,9 +402,11 @@ func serveHeartbeat(_ context.Context, m *Master, req transfer.Message) (transfe
 	}
 	m.noteWorkerStats(r) // counters and per-model tallies (worker_stats.go)
 	resp := &transfer.HeartbeatResponse{Drop: rep.Drops, Reregister: rep.Reregister}
-	if r.AskClientTTL {
+	if r.AskClientTTL || r.AskSettled {
 		resp.ClientTTL = m.cfg.ClientTTL // bounds the worker's heartbeat calls (server/worker/worker_loop.go)
 	}
+	// Whether the worker may vouch for reads from kept lookups (docs/protocol.md).
+	resp.Settled = r.AskSettled && rep.Settled
 	return resp, nil, nil
 }
 

@@ -64,6 +64,8 @@ func (m *Master) execute(ctx context.Context, effs []lifecycle.Effect) (Heartbea
 			reply.Drops = append(reply.Drops, e.Items...)
 		case lifecycle.Reregister:
 			reply.Reregister = true
+		case lifecycle.Settled:
+			reply.Settled = true
 		case lifecycle.ScanRepairs:
 			m.scanRepairs(e.Force)
 		case lifecycle.Answer:

@@ -139,7 +139,9 @@ func (m *Master) putEnd(ctx context.Context, items []base.Object, upsert bool) (
 	if len(cmd.Items) == 0 {
 		return errs, nil // nothing began committing: every resv item is in cmd.Items
 	}
-	res, err := m.node.Apply(ctx, cmd)
+	cctx, cancel := commitContext(ctx)
+	defer cancel()
+	res, err := m.node.Apply(cctx, cmd)
 	if err != nil {
 		// Outcome unknown or not proposed: keep the reservations; the client may retry.
 		m.mu.Lock()

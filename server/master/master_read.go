@@ -84,7 +84,9 @@ func (m *Master) remove(ctx context.Context, keys []string) ([]error, error) {
 	if len(valid) == 0 {
 		return errs, nil
 	}
-	res, err := m.node.Apply(ctx, raftmeta.Remove{Keys: valid})
+	cctx, cancel := commitContext(ctx)
+	defer cancel()
+	res, err := m.node.Apply(cctx, raftmeta.Remove{Keys: valid})
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +137,9 @@ func (m *Master) removeMatching(ctx context.Context, cmd raftmeta.Command) (int,
 	if !m.ensureLeader() {
 		return 0, m.notLeader()
 	}
-	res, err := m.node.Apply(ctx, cmd)
+	cctx, cancel := commitContext(ctx)
+	defer cancel()
+	res, err := m.node.Apply(cctx, cmd)
 	if err != nil {
 		return 0, err
 	}

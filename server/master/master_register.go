@@ -366,10 +366,12 @@ func (m *Master) expireRegSessions() {
 	m.execute(context.Background(), m.lcEvent(func(lc *lifecycle.Machine) []lifecycle.Effect { return lc.ExpireSessions(now) }))
 }
 
-// HeartbeatReply tells a worker what to drop and whether to re-register.
+// HeartbeatReply tells a worker what to drop and whether to re-register; Settled says the
+// leader owes it nothing once Drops are applied (lifecycle.Settled).
 type HeartbeatReply struct {
 	Drops      []base.KeyVersion
 	Reregister bool
+	Settled    bool
 }
 
 // heartbeat records a worker's liveness and usage and hands it the drops it is owed.

@@ -111,6 +111,12 @@ type TestKnobs struct {
 	// RegisterPageObjects overrides registerPageObjects, the objects in one registration
 	// page (test hook; 0 in production).
 	RegisterPageObjects int
+	// LoseHeartbeatAnswer runs on each heartbeat answer before it is applied; true discards
+	// it as an answer lost on the way would be (the call fails). Test hook; nil in production.
+	LoseHeartbeatAnswer func(drops []base.KeyVersion) bool
+	// BeforeRegister runs at the start of each registration attempt, and may block it (test
+	// hook; nil in production).
+	BeforeRegister func()
 }
 
 // EnsureDefaults fills every zero field with its documented default (WorkerID is resolved

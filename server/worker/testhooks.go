@@ -70,6 +70,10 @@ func (h TestHooks) SetBeforeCommit(f *func(key string, v base.Version)) {
 // DropsFetchedEarly counts the drops brought by heartbeats sent early to fetch them.
 func (h TestHooks) DropsFetchedEarly() int64 { return h.w.dropFetch.drops.Load() }
 
+// HeartbeatRounds counts the control loop's successful heartbeat rounds (one beat each, or
+// several back to back while the leader owes more drops than one answer carries).
+func (h TestHooks) HeartbeatRounds() int64 { return h.w.beats.Load() }
+
 // Registrations counts the worker's successful registrations.
 func (h TestHooks) Registrations() int64 { return h.w.registered.Load() }
 

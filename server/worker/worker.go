@@ -51,6 +51,8 @@ type Worker struct {
 	reregister atomic.Bool
 	// registered counts successful registrations (tests wait on it).
 	registered atomic.Int64
+	// vouch says whether reads from kept lookups may be served (vouch.go).
+	vouch vouch
 	// leader is the master address (string) the control loop last heartbeated.
 	leader atomic.Value
 	// clientTTL is the cluster's client_ttl (nanoseconds) as the last heartbeat reply that

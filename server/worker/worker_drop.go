@@ -21,8 +21,8 @@ import (
 // keep a version superseded for the whole put timeout). An early heartbeat is an ordinary
 // one (the same request without its stats section, the same reply and drops), so no master
 // or wire change is needed and a multi-master cluster works the same: it goes to the leader
-// the control loop last talked to; its errors (not the leader, unknown worker) are left to
-// the control loop.
+// the control loop last talked to. A failed one asks the control loop to register again: its
+// answer may have carried drops, which the leader hands out once (vouch.go).
 
 const (
 	// dropFetchPoll spaces the drop fetcher's heartbeats while none brings a drop: about a
@@ -58,9 +58,11 @@ func (w *Worker) dropFetchLoop() {
 		idle := 0
 		for w.eng.SupersededBytes() > 0 && idle < int(dropFetchIdle/dropFetchPoll) {
 			addr, _ := w.leader.Load().(string)
-			n, err := w.heartbeatDrops(addr, false) // no stats: see heartbeatRequest
+			n, _, err := w.heartbeatDrops(addr, false) // no stats: see heartbeatRequest
 			if err != nil {
-				w.log.Debug("early drop fetch failed; the control loop's heartbeat will bring them", "leader", addr, "err", err)
+				// Its answer's drops, if one was sent, are lost: heartbeatDrops asked the control
+				// loop to register again, whose reconciliation drops them.
+				w.log.Debug("early drop fetch failed; registering again to reconcile what its answer carried", "leader", addr, "err", err)
 				break
 			}
 			w.dropFetch.fetches.Add(1)

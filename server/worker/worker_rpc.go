@@ -128,6 +128,10 @@ func (w *Worker) read(req *transfer.ReadRequest, dramOnly bool) (src transfer.Re
 	if err := base.ValidateKey(req.Key); err != nil {
 		return transfer.ReadSource{}, true, err
 	}
+	if req.Cached && !w.vouch.ok(w.now()) {
+		return transfer.ReadSource{}, true, fmt.Errorf("%w: %q: a read from a kept lookup, and this worker cannot vouch that the leader owes it no drop (no settled heartbeat answer lately): look it up again",
+			base.ErrInvalidVersion, req.Key)
+	}
 	var r *tier.Reader
 	if dramOnly {
 		if r, ok, err = w.eng.GetDRAM(req.Key, req.Version); !ok {

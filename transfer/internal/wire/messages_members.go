@@ -196,6 +196,13 @@ type HeartbeatRequest struct {
 	// wire). Only a master that knows the field answers with ClientTTL, so a worker that
 	// predates it never sees the longer reply.
 	AskClientTTL bool
+	// AskSettled is the fifth trailing optional field: set, the master answers whether it owes
+	// the worker nothing more after this reply (HeartbeatResponse.Settled). On the wire only
+	// when set (one byte, 1; a 0 is refused); a sender that sets it also sets AskClientTTL and
+	// the fields before it. A master that predates it refuses the longer request, so a worker
+	// sends it only where its reads from kept lookups need it (docs/protocol.md, "Reads from a
+	// kept lookup").
+	AskSettled bool
 }
 
 func (m *HeartbeatRequest) Op() Op { return OpHeartbeat }
@@ -204,16 +211,19 @@ func (m *HeartbeatRequest) Encode(e *Encoder) {
 	e.I64(m.DRAMUsed)
 	e.I64(m.NVMeUsed)
 	e.I64(m.DRAMObjects)
-	if m.HasNVMeObjects || m.HasLeaving || m.HasStats || m.AskClientTTL {
+	if m.HasNVMeObjects || m.HasLeaving || m.HasStats || m.AskClientTTL || m.AskSettled {
 		e.I64(m.NVMeObjects)
 	}
-	if m.HasLeaving || m.HasStats || m.AskClientTTL {
+	if m.HasLeaving || m.HasStats || m.AskClientTTL || m.AskSettled {
 		e.Bool(m.Leaving)
 	}
-	if m.HasStats || m.AskClientTTL {
+	if m.HasStats || m.AskClientTTL || m.AskSettled {
 		m.Stats.encode(e)
 	}
-	if m.AskClientTTL {
+	if m.AskClientTTL || m.AskSettled {
+		e.Bool(true)
+	}
+	if m.AskSettled {
 		e.Bool(true)
 	}
 }
@@ -245,6 +255,13 @@ func (m *HeartbeatRequest) Decode(d *Decoder) {
 			d.Fail(fmt.Errorf("%w: heartbeat ask_client_ttl 0 on the wire (leave it out)", base.ErrInvalidParams))
 		}
 	}
+	// Then ask_settled: exactly one byte, 1.
+	if d.Err() == nil && d.Remaining() > 0 {
+		m.AskSettled = d.Bool()
+		if d.Err() == nil && !m.AskSettled {
+			d.Fail(fmt.Errorf("%w: heartbeat ask_settled 0 on the wire (leave it out)", base.ErrInvalidParams))
+		}
+	}
 }
 
 // HeartbeatResponse carries the replicas the worker must drop (removed objects, revoked or
@@ -254,18 +271,27 @@ func (m *HeartbeatRequest) Decode(d *Decoder) {
 // master's client_ttl, on the wire only when the request asked and it is non-zero (0 on the
 // wire is refused). A worker that asked and finds it absent (a master that predates it) keeps
 // its default heartbeat timeout.
+//
+// Settled follows it, the answer to HeartbeatRequest.AskSettled: the leader owes the worker
+// nothing once this reply's drops are applied (none queued, no re-registration asked for or
+// pending). On the wire only when set (one byte, 1; a 0 is refused: leave it out); a sender
+// that sets it also sends ClientTTL (the request that asks for it asks for both).
 type HeartbeatResponse struct {
 	Drop       []base.KeyVersion
 	Reregister bool
 	ClientTTL  time.Duration
+	Settled    bool
 }
 
 func (m *HeartbeatResponse) Op() Op { return OpHeartbeat }
 func (m *HeartbeatResponse) Encode(e *Encoder) {
 	encodeKeyVersions(e, m.Drop)
 	e.Bool(m.Reregister)
-	if m.ClientTTL != 0 {
+	if m.ClientTTL != 0 || m.Settled {
 		e.I64(int64(m.ClientTTL))
+	}
+	if m.Settled {
+		e.Bool(true)
 	}
 }
 func (m *HeartbeatResponse) Decode(d *Decoder) {
@@ -275,6 +301,12 @@ func (m *HeartbeatResponse) Decode(d *Decoder) {
 		m.ClientTTL = decodeDuration(d)
 		if d.Err() == nil && m.ClientTTL == 0 {
 			d.Fail(fmt.Errorf("%w: heartbeat client_ttl 0 on the wire (leave it out)", base.ErrInvalidParams))
+		}
+	}
+	if d.Err() == nil && d.Remaining() > 0 {
+		m.Settled = d.Bool()
+		if d.Err() == nil && !m.Settled {
+			d.Fail(fmt.Errorf("%w: heartbeat settled 0 on the wire (leave it out)", base.ErrInvalidParams))
 		}
 	}
 }

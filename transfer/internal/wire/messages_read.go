@@ -270,17 +270,27 @@ func (m *ListResponse) Decode(d *Decoder) {
 // referring to the arena's pages after the send, so bytes rewritten there before the client
 // reads them (the object removed and its range reused) reach the client, and only a verifying
 // client notices.
+//
+// Cached (bit ReadFlagCached of the same byte) says the client's placement of the object is
+// older than its lookup cache's TTL: the worker serves it only while it has heard from the
+// leader within the last two heartbeat intervals, so any drop the leader owes it has arrived
+// (docs/protocol.md, "Reads from a kept lookup"); else it answers INVALID_VERSION and the
+// client looks the key up again.
 type ReadRequest struct {
 	Key      string
 	Version  base.Version
 	Offset   int64
 	Length   int64
 	Verifies bool
+	Cached   bool
 }
 
-// ReadFlagVerifies is bit 0 of ReadRequest's optional flags byte (ReadRequest.Verifies).
-// Every other bit must be 0.
-const ReadFlagVerifies uint8 = 1 << 0
+// ReadFlagVerifies is bit 0 of ReadRequest's optional flags byte (ReadRequest.Verifies);
+// ReadFlagCached bit 1 (ReadRequest.Cached). Every other bit must be 0.
+const (
+	ReadFlagVerifies uint8 = 1 << 0
+	ReadFlagCached   uint8 = 1 << 1
+)
 
 // Op returns OpReadRange when a range is set, else OpRead.
 func (m *ReadRequest) Op() Op {
@@ -291,8 +301,15 @@ func (m *ReadRequest) Op() Op {
 }
 func (m *ReadRequest) Encode(e *Encoder) {
 	encodeObjectRange(e, m.Key, m.Version, m.Offset, m.Length)
+	var f uint8
 	if m.Verifies {
-		e.U8(ReadFlagVerifies)
+		f |= ReadFlagVerifies
+	}
+	if m.Cached {
+		f |= ReadFlagCached
+	}
+	if f != 0 {
+		e.U8(f)
 	}
 }
 func (m *ReadRequest) Decode(d *Decoder) {
@@ -304,10 +321,10 @@ func (m *ReadRequest) Decode(d *Decoder) {
 		case d.Err() != nil:
 		case f == 0:
 			d.Fail(fmt.Errorf("%w: read flags 0 on the wire (leave the byte out)", base.ErrInvalidParams))
-		case f&^ReadFlagVerifies != 0:
+		case f&^(ReadFlagVerifies|ReadFlagCached) != 0:
 			d.Fail(fmt.Errorf("%w: unknown read flags %#x", base.ErrInvalidParams, f))
 		default:
-			m.Verifies = true
+			m.Verifies, m.Cached = f&ReadFlagVerifies != 0, f&ReadFlagCached != 0
 		}
 	}
 }

@@ -125,6 +125,12 @@ func sampleRequests() []Message {
 		// Exists with placements (optional flags byte).
 		&ExistsRequest{Key: "k", Placements: true},
 		&BatchExistsRequest{Keys: []string{"a", "b"}, AllowStale: true, Placements: true},
+		// A read from a kept lookup (flags bit 1).
+		&ReadRequest{Key: "k", Version: 3, Verifies: true, Cached: true},
+		&ReadRequest{Key: "k", Version: 3, Offset: 10, Length: 20, Cached: true},
+		// A heartbeat that asks whether the leader owes the worker anything (fifth trailing).
+		&HeartbeatRequest{WorkerID: "w-3", DRAMUsed: 4096, DRAMObjects: 1, HasNVMeObjects: true, HasLeaving: true, HasStats: true,
+			AskClientTTL: true, AskSettled: true, Stats: WorkerStats{HitsDRAM: 1}},
 	}
 }
 
@@ -195,6 +201,8 @@ func sampleResponses() []Message {
 		&ExistsResponse{Exists: true, Lookup: &lr},
 		&BatchExistsResponse{Exists: []bool{true, false}, Lookups: []LookupResult{{LookupResponse: lr},
 			{Err: ItemError{Code: base.CodeObjectNotFound}}}},
+		// The leader owes the worker nothing more (the answer to AskSettled).
+		&HeartbeatResponse{Drop: []base.KeyVersion{{Key: "last", Version: 9}}, ClientTTL: 10 * time.Second, Settled: true},
 	}
 }
 
@@ -227,11 +235,11 @@ func earlierRevisions(m Message) []Message {
 		old.Tokens, old.Model = 0, ""
 		return []Message{&old}
 	case *ReadRequest:
-		if !p.Verifies {
+		if !p.Verifies && !p.Cached {
 			return nil
 		}
 		old := *p
-		old.Verifies = false
+		old.Verifies, old.Cached = false, false
 		return []Message{&old}
 	case *ExistsRequest:
 		if !p.Placements {
@@ -317,39 +325,50 @@ func earlierRevisions(m Message) []Message {
 		return []Message{&old}
 	}
 	if hr, ok := m.(*HeartbeatResponse); ok {
-		if hr.ClientTTL == 0 {
-			return nil
+		var out []Message
+		if hr.Settled {
+			old := *hr
+			old.Settled = false
+			out = append(out, &old)
 		}
-		old := *hr
-		old.ClientTTL = 0
-		return []Message{&old}
+		if hr.ClientTTL != 0 {
+			old := *hr
+			old.ClientTTL, old.Settled = 0, false
+			out = append(out, &old)
+		}
+		return out
 	}
 	hb, ok := m.(*HeartbeatRequest)
 	if !ok {
 		return nil
 	}
 	var out []Message
+	if hb.AskSettled {
+		old := *hb
+		old.AskSettled = false
+		out = append(out, &old)
+	}
 	if hb.AskClientTTL {
 		old := *hb
-		old.AskClientTTL = false
+		old.AskClientTTL, old.AskSettled = false, false
 		out = append(out, &old)
 	}
 	if hb.HasStats {
 		old := *hb
-		old.AskClientTTL = false
+		old.AskClientTTL, old.AskSettled = false, false
 		old.Stats, old.HasStats = WorkerStats{}, false
 		out = append(out, &old)
 	}
 	if hb.HasLeaving {
 		old := *hb
-		old.AskClientTTL = false
+		old.AskClientTTL, old.AskSettled = false, false
 		old.Stats, old.HasStats = WorkerStats{}, false
 		old.Leaving, old.HasLeaving = false, false
 		out = append(out, &old)
 	}
 	if hb.HasNVMeObjects {
 		old := *hb
-		old.AskClientTTL = false
+		old.AskClientTTL, old.AskSettled = false, false
 		old.Stats, old.HasStats = WorkerStats{}, false
 		old.Leaving, old.HasLeaving = false, false
 		old.NVMeObjects, old.HasNVMeObjects = 0, false
