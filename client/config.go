@@ -68,7 +68,10 @@ type Config struct {
 	// interval, about as long as a removed object lingers on its worker anyway); a negative
 	// value turns the cache off, so every get asks the leader. A key read in the last quarter
 	// of its entry's life is looked up again in the background (BatchLookups), so keys read
-	// over and over keep fresh entries; each answer still lives at most the TTL.
+	// over and over keep fresh entries; each answer still lives at most the TTL. Past the TTL
+	// an entry is kept a minute for reads over TCP that the worker vouches for (ReadRequest
+	// Cached; docs/protocol.md, "Reads from a kept lookup"), which widens the window above to
+	// about 1.5 heartbeat intervals.
 	LookupCacheTTL time.Duration
 	// LookupCacheEntries bounds the keys the lookup cache holds. The default is 65536.
 	LookupCacheEntries int
