@@ -97,6 +97,9 @@ type fakeWorker struct {
 	// refuseCached answers reads with ReadRequest.Cached INVALID_VERSION, as a worker that
 	// has not heard from the leader lately does.
 	refuseCached bool
+	// noCachedFlag answers reads with ReadRequest.Cached INVALID_PARAMS, as a worker built
+	// before the flag does.
+	noCachedFlag bool
 
 	pending map[string][]byte // key@version -> bytes
 	data    map[string]fakeData
@@ -422,6 +425,9 @@ func (f *fakeCluster) Read(ctx context.Context, addr string, req *transfer.ReadR
 	w.cached = append(w.cached, req.Cached)
 	if req.Cached && w.refuseCached {
 		return nil, 0, 0, codeErr(base.ErrInvalidVersion, "not heard from the leader lately")
+	}
+	if req.Cached && w.noCachedFlag {
+		return nil, 0, 0, codeErr(base.ErrInvalidParams, "trailing bytes in a read request")
 	}
 	d, ok := w.data[req.Key]
 	if !ok {

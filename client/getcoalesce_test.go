@@ -353,3 +353,51 @@ func TestKeptReadsBackOff(t *testing.T) {
 		}
 	})
 }
+
+// TestKeptReadsOldWorker: a worker built before ReadRequest.Cached refuses such reads with
+// INVALID_PARAMS; the get looks the key up and reads it, and kept reads to that worker back
+// off as from one that cannot vouch.
+func TestKeptReadsOldWorker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		f := newFakeCluster(1, 1)
+		c := newFakeClient(t, f)
+		c.cfg.DisableSharedMemory = true
+		other := newFakeClient(t, f)
+		vals := map[string][]byte{"a": value(100, 1), "b": value(100, 2)}
+		for k, v := range vals {
+			if err := other.Put(ctx, k, v, ReplicateConfig{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w := f.workers[f.wids[0]]
+		w.noCachedFlag = true
+		cachedReads := func() (n int) {
+			for _, x := range w.cached {
+				if x {
+					n++
+				}
+			}
+			return n
+		}
+		for k := range vals {
+			if _, err := c.Get(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(c.lookups.ttl + time.Millisecond)
+		if got, err := c.Get(ctx, "a"); err != nil || !bytes.Equal(got, vals["a"]) {
+			t.Fatalf("get through a refused kept read: %v", err)
+		}
+		n := cachedReads()
+		if n == 0 {
+			t.Fatal("no kept read was tried")
+		}
+		if _, err := c.Get(ctx, "b"); err != nil {
+			t.Fatal(err)
+		}
+		if cachedReads() != n {
+			t.Fatal("a kept read went to a worker that refused the flag")
+		}
+	})
+}

@@ -38,9 +38,11 @@ func (c *Client) keptLookup(key string) (*transfer.LookupResponse, bool) {
 // fresh lookup of the same key (nil if it failed). A worker answers INVALID_VERSION both when
 // its version is not the one asked for and when it cannot vouch now; the fresh lookup tells
 // them apart: the same version means the object was not replaced or removed, so the workers
-// refused to vouch, and kept reads to them back off.
+// refused to vouch, and kept reads to them back off. A worker built before the flag answers
+// INVALID_PARAMS, and is backed off from the same way (for up to maxKeptBackoff at a time).
 func (c *Client) keptRefused(kept *transfer.LookupResponse, err error, fresh *transfer.LookupResponse) {
-	if fresh == nil || fresh.Version != kept.Version || !errors.Is(err, base.ErrInvalidVersion) {
+	if fresh == nil || fresh.Version != kept.Version ||
+		!errors.Is(err, base.ErrInvalidVersion) && !errors.Is(err, base.ErrInvalidParams) {
 		return
 	}
 	now := time.Now()
