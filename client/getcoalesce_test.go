@@ -297,35 +297,9 @@ func TestKeptLookup(t *testing.T) {
 func TestKeptReadsBackOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		f := newFakeCluster(1, 1)
-		c := newFakeClient(t, f)
-		c.cfg.DisableSharedMemory = true
-		other := newFakeClient(t, f)
 		vals := map[string][]byte{"a": value(100, 1), "b": value(100, 2), "c": value(100, 3)}
-		for k, v := range vals {
-			if err := other.Put(ctx, k, v, ReplicateConfig{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		w := f.workers[f.wids[0]]
-		get := func(k string) {
-			t.Helper()
-			if got, err := c.Get(ctx, k); err != nil || !bytes.Equal(got, vals[k]) {
-				t.Fatalf("get %s: %v", k, err)
-			}
-		}
-		cachedReads := func() (n int) {
-			for _, x := range w.cached {
-				if x {
-					n++
-				}
-			}
-			return n
-		}
-		for k := range vals {
-			get(k)
-		}
-		time.Sleep(c.lookups.ttl + time.Millisecond) // every lookup kept, none live
+		k := newKeptFixture(t, vals)
+		c, w, other, get, cachedReads := k.c, k.w, k.other, k.get, k.cachedReads
 		w.refuseCached = true
 		get("a") // refused, then looked up: the same version
 		n := cachedReads()
@@ -359,45 +333,58 @@ func TestKeptReadsBackOff(t *testing.T) {
 // off as from one that cannot vouch.
 func TestKeptReadsOldWorker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		f := newFakeCluster(1, 1)
-		c := newFakeClient(t, f)
-		c.cfg.DisableSharedMemory = true
-		other := newFakeClient(t, f)
-		vals := map[string][]byte{"a": value(100, 1), "b": value(100, 2)}
-		for k, v := range vals {
-			if err := other.Put(ctx, k, v, ReplicateConfig{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		w := f.workers[f.wids[0]]
-		w.noCachedFlag = true
-		cachedReads := func() (n int) {
-			for _, x := range w.cached {
-				if x {
-					n++
-				}
-			}
-			return n
-		}
-		for k := range vals {
-			if _, err := c.Get(ctx, k); err != nil {
-				t.Fatal(err)
-			}
-		}
-		time.Sleep(c.lookups.ttl + time.Millisecond)
-		if got, err := c.Get(ctx, "a"); err != nil || !bytes.Equal(got, vals["a"]) {
-			t.Fatalf("get through a refused kept read: %v", err)
-		}
-		n := cachedReads()
+		k := newKeptFixture(t, map[string][]byte{"a": value(100, 1), "b": value(100, 2)})
+		k.w.noCachedFlag = true
+		k.get("a") // through a refused kept read
+		n := k.cachedReads()
 		if n == 0 {
 			t.Fatal("no kept read was tried")
 		}
-		if _, err := c.Get(ctx, "b"); err != nil {
-			t.Fatal(err)
-		}
-		if cachedReads() != n {
+		k.get("b")
+		if k.cachedReads() != n {
 			t.Fatal("a kept read went to a worker that refused the flag")
 		}
 	})
+}
+
+// keptFixture is a client whose lookups of vals are all kept, none live: vals were put by
+// another client on one fake worker, read once, and the TTL has passed. Run inside a synctest
+// bubble.
+type keptFixture struct {
+	c, other    *Client
+	w           *fakeWorker
+	get         func(k string)
+	cachedReads func() int // reads the worker saw with ReadRequest.Cached
+}
+
+func newKeptFixture(t *testing.T, vals map[string][]byte) *keptFixture {
+	t.Helper()
+	ctx := context.Background()
+	f := newFakeCluster(1, 1)
+	k := &keptFixture{c: newFakeClient(t, f), other: newFakeClient(t, f), w: f.workers[f.wids[0]]}
+	k.c.cfg.DisableSharedMemory = true
+	for key, v := range vals {
+		if err := k.other.Put(ctx, key, v, ReplicateConfig{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.get = func(key string) {
+		t.Helper()
+		if got, err := k.c.Get(ctx, key); err != nil || !bytes.Equal(got, vals[key]) {
+			t.Fatalf("get %s: %v", key, err)
+		}
+	}
+	k.cachedReads = func() (n int) {
+		for _, x := range k.w.cached {
+			if x {
+				n++
+			}
+		}
+		return n
+	}
+	for key := range vals {
+		k.get(key)
+	}
+	time.Sleep(k.c.lookups.ttl + time.Millisecond)
+	return k
 }
