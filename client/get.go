@@ -123,6 +123,7 @@ func (c *Client) getInto(ctx context.Context, key string, dst func(size int64) (
 		lr, ok = c.keptLookup(key)
 		kept = ok
 	}
+	var kf *keptFailure // a failed read from a kept lookup, for getLookedUp
 	if ok {
 		if refresh {
 			c.refreshLookup(key) // in the background, beside this read
@@ -140,10 +141,10 @@ func (c *Client) getInto(ctx context.Context, key string, dst func(size int64) (
 		}
 		c.log.Debug("client: get with a cached lookup failed; looking up again", "key", key, "err", err)
 		if kept {
-			return c.getLookedUp(ctx, key, dst, &keptFailure{lr, err})
+			kf = &keptFailure{lr, err}
 		}
 	}
-	return c.getLookedUp(ctx, key, dst, nil)
+	return c.getLookedUp(ctx, key, dst, kf)
 }
 
 // keptFailure is a read from a kept lookup that failed, for keptRefused.

@@ -333,7 +333,6 @@ const maxCatchUpBeats = 64
 // must (heartbeatRequest).
 func (w *Worker) heartbeat(addr string) error {
 	var err error
-	var pace *time.Timer
 	for i := 0; i < maxCatchUpBeats; i++ {
 		start := time.Now()
 		var owed bool
@@ -344,16 +343,10 @@ func (w *Worker) heartbeat(addr string) error {
 		if wait >= w.cfg.HeartbeatInterval {
 			break
 		}
-		if pace == nil {
-			pace = time.NewTimer(wait)
-			defer pace.Stop()
-		} else {
-			pace.Reset(wait)
-		}
 		select {
 		case <-w.stop:
 			return err
-		case <-pace.C:
+		case <-time.After(wait): // NB: since Go 1.23 an unfired timer is collected
 		}
 	}
 	if err == nil && w.beats.Add(1)%tenantSharesEvery == 1 {
