@@ -110,6 +110,31 @@ func TestLeaveUnmountsAtOnce(t *testing.T) {
 	}
 }
 
+// TestPutEndAfterLeave: a put placed on a worker that leaves between the write and the PutEnd
+// is refused with SEGMENT_NOT_FOUND, the answer on which a client places the put again
+// (client.recommit), not INVALID_VERSION ("no put in progress"), which fails the put: the
+// leave released the put's reservation, and the worker is what went, not the put.
+func TestPutEndAfterLeave(t *testing.T) {
+	c := startMasters(t, 3, nil)
+	wa := c.addWorker("", func(cfg *worker.Config) { cfg.WorkerID = "embedded-a"; cfg.Ephemeral = true })
+	c.addWorker("", nil)
+	d := newDriver(t, c.masterAddrs())
+	ps := &transfer.PutStartResponse{}
+	obj := base.Object{ObjectMeta: base.ObjectMeta{Key: "k", Size: 100}}
+	if err := d.call(&transfer.PutStartRequest{Object: obj, Config: base.PutConfig{Replicas: 1, PreferredWorker: wa.ID()}}, ps); err != nil {
+		t.Fatal(err)
+	}
+	if len(ps.Replicas) != 1 || ps.Replicas[0].WorkerID != wa.ID() {
+		t.Fatalf("placed on %v, want %s", ps.Replicas, wa.ID())
+	}
+	c.stopWorker(0) // the leave commits before Shutdown returns
+	obj.Version, obj.Replicas = ps.Version, []base.WorkerID{wa.ID()}
+	err := d.call(&transfer.PutEndRequest{Object: obj}, nil)
+	if !errors.Is(err, base.ErrSegmentNotFound) {
+		t.Fatalf("PutEnd after the placed worker left: %v, want segment not found", err)
+	}
+}
+
 // TestLeaveKeepsPersistedForReturn: an ephemeral worker with an NVMe tier leaves: its objects
 // are gone from lookups at once, it is listed as left (not dead), and the same worker id
 // coming back on the same root_fs_dir has them re-adopted.

@@ -163,7 +163,10 @@ type EndPlan struct {
 //     leader started: it commits as named (raftmeta checks the workers are active). One this
 //     leader issued had its reservation dropped (superseded, revoked, expired) and its
 //     workers told to drop the bytes.
-//  3. Otherwise the put is not in progress: INVALID_VERSION (the driver first checks that a
+//  3. Otherwise, when a named replica's worker left or was lost (goneWorker), its leave or
+//     loss released the put's reservation (releaseWorkerReservations): SEGMENT_NOT_FOUND,
+//     which tells the client to place the put again (its bytes are intact, only a worker went).
+//  4. Otherwise the put is not in progress: INVALID_VERSION (the driver first checks that a
 //     retried PutEnd did not commit already: then it is a success).
 func (m *Machine) BeginEnd(now time.Time, it base.Object, issuedThisTerm bool) (EndPlan, error) {
 	r, ok := m.resv[it.Key]
@@ -185,6 +188,10 @@ func (m *Machine) BeginEnd(now time.Time, it base.Object, issuedThisTerm bool) (
 		return EndPlan{Replicas: slices.Clone(replicas), Reserved: true, Workers: slices.Clone(r.Workers), Upsert: r.Upsert}, nil
 	case m.inLeaderGrace(now) && len(it.Replicas) > 0 && !issuedThisTerm:
 		return EndPlan{Replicas: it.Replicas}, nil
+	}
+	if id, ok := m.goneWorker(it.Replicas); ok {
+		return EndPlan{}, fmt.Errorf("%w: key %q version %d: worker %s left or was lost before the commit (its puts were released); place the put again",
+			base.ErrSegmentNotFound, it.Key, it.Version, id)
 	}
 	return EndPlan{}, fmt.Errorf("%w: key %q version %d: no put in progress (it timed out after %v, was revoked or superseded)",
 		base.ErrInvalidVersion, it.Key, it.Version, m.cfg.PutTimeout)
@@ -251,6 +258,24 @@ func (m *Machine) releaseWorkerReservations(id base.WorkerID) {
 			m.release(key, r)
 		}
 	}
+}
+
+// goneWorker returns the first of ids whose worker cannot hold a put placed before now: one
+// forgotten, dead, left, or registering again after either (releaseWorkerReservations ran
+// for it). The states in which a worker keeps its reservations (alive, suspect, draining,
+// leaving, unreachable) are not gone.
+func (m *Machine) goneWorker(ids []base.WorkerID) (base.WorkerID, bool) {
+	for _, id := range ids {
+		w := m.workers[id]
+		if w == nil {
+			return id, true
+		}
+		switch w.State {
+		case Dead, Left, Retired, Registering, Returning:
+			return id, true
+		}
+	}
+	return "", false
 }
 
 // PutsInFlight returns how many puts hold a reservation.
