@@ -380,3 +380,34 @@ func BenchmarkLZ4(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkSpillChurn is a full tier taking spills: each op puts a new object (sync=false,
+// as the spiller does) and deletes the oldest, as the tier's eviction of its least recently
+// used object does, over a window of 4,096 objects. Inline sizes (64 KiB, the threshold, and
+// 4 KiB) and an extent size for comparison. The figure is ns per put+delete pair.
+func BenchmarkSpillChurn(b *testing.B) {
+	const window = 4096
+	for _, size := range []int{4 << 10, 64 << 10, 256 << 10} {
+		b.Run(sizeName(size), func(b *testing.B) {
+			s := benchOpen(b, filepath.Join(benchTempDir(b), "store"))
+			defer s.Close()
+			data := fp16Normal(1, size, 0)
+			key := func(i int) string { return fmt.Sprintf("model/layer/%08d", i) }
+			for i := range window {
+				if err := s.Put(key(i), 1, data, false); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			for i := range b.N {
+				if err := s.Put(key(window+i), 1, data, false); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Delete(key(i), 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/mooncake-go/mooncake/internal/base"
 )
@@ -115,14 +116,25 @@ func (s *Store) openIndex(dir string, memTable int64, fullAware bool) error {
 		}
 		indexFS = vfs.OnDiskFull(s.fs, s.onIndexDiskFull)
 	}
-	db, err := pebble.Open(dir, &pebble.Options{
+	po := &pebble.Options{
 		FS:     indexFS,
 		Logger: pebbleLogger{s.log},
 		// Inline values are up to 64 KiB: a larger memtable than the 4 MiB default keeps
 		// flushes rare under spill bursts of small objects (memTableSize scales it down on
 		// small disks).
 		MemTableSize: uint64(memTable),
-	})
+		// The block cache holds the blocks of entries and of inline values alike: at
+		// pebble's 8 MiB default a stream of 64 KiB values evicted the blocks that every
+		// put, delete and read looks up (indexCacheSize).
+		CacheSize: indexCacheSize(memTable),
+	}
+	// Bloom filters on every level: a spill's put looks up a key no sstable holds yet, and
+	// without a filter that lookup reads a data block of every sstable whose key range
+	// covers it (L0's flushes cover nearly all keys).
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return ioErr("open index", err)
 	}
@@ -170,6 +182,11 @@ func memTableSize(budget int64) int64 {
 	}
 	return m
 }
+
+// indexCacheSize is the index's block cache: two memtables (64 MiB on a disk of 1 GiB or
+// more, less on a small one, as memTableSize scales). This build is cgo-free, so pebble
+// allocates it on the Go heap.
+func indexCacheSize(memTable int64) int64 { return 2 * memTable }
 
 // indexHeadroom is the disk room the default capacity leaves to the pebble index beyond the
 // inline values it counts: pebble preallocates each WAL to 110% of the memtable size, keeps

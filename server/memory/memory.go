@@ -63,8 +63,9 @@ type WorkerMemory struct {
 	NVMeLogical     int64 `json:"nvme_logical_bytes"`
 	NVMeHeaders     int64 `json:"nvme_headers_bytes"`
 	NVMeReclaimable int64 `json:"nvme_reclaimable_bytes"`
-	// The process: RSS = ArenaTouched + GoHeap + Rest (stacks, runtime, pebble's caches,
-	// binary). A standalone process holds a master too.
+	// The process: RSS = ArenaTouched + GoHeap (pebble's block cache and memtables among it:
+	// the binary is cgo-free) + Rest (stacks, runtime, binary). A standalone process holds a
+	// master too.
 	RSS          int64 `json:"rss_bytes"`
 	ArenaTouched int64 `json:"arena_touched_bytes"`
 	// ArenaPopulated is the arena's bytes faulted in ahead of the allocator (populated share
