@@ -64,10 +64,14 @@ type Engine struct {
 	labels  labeledLower
 	labelMu sync.Mutex
 
-	spillQ  spillQueue
-	kick    chan struct{} // cap 1: wakes the evictor
-	closeCh chan struct{} // closed by Close
-	wg      sync.WaitGroup
+	spillQ spillQueue
+	kick   chan struct{} // cap 1: wakes the evictor
+	// evictPass is held for one pass of the evictor down to the low watermark, victims
+	// enqueued included (evictToLow): the background evictor's, or a test's Settle, which
+	// thereby knows no pass is between its plan and its enqueue.
+	evictPass sync.Mutex
+	closeCh   chan struct{} // closed by Close
+	wg        sync.WaitGroup
 }
 
 // object is one committed object version. Its fields are guarded by Engine.mu.

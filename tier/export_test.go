@@ -45,5 +45,18 @@ func (e *Engine) Pin(key string, softTTL time.Duration, hard bool) error {
 // Unpin lifts both pins of key.
 func (e *Engine) Unpin(key string) error { return e.setPins(key, time.Time{}, false) }
 
-// WaitSpills waits until no spill is queued or being written.
+// WaitSpills waits until no spill is queued or being written. The background evictor may
+// still be about to enqueue more (a Put past the high watermark kicked it): Settle waits for
+// that too.
 func (e *Engine) WaitSpills(ctx context.Context) error { return e.spillQ.waitIdle(ctx) }
+
+// Settle waits until the engine has no eviction left to do: the evictor's pass in flight, if
+// any, has enqueued its spills, DRAM is at most at the low watermark (a pass of its own), and
+// no spill is queued or being written. Tests that check where objects ended up after Puts
+// call it instead of WaitSpills.
+func (e *Engine) Settle(ctx context.Context) error {
+	if err := e.evictToLow(); err != nil {
+		return err
+	}
+	return e.WaitSpills(ctx)
+}

@@ -177,24 +177,35 @@ func (e *Engine) runEvictor() {
 		case <-e.closeCh:
 			return
 		}
-		for {
-			e.mu.Lock()
-			if e.mu.closed {
-				e.mu.Unlock()
-				break
-			}
-			plan := e.mu.pol.EvictToLow(e.opts.Now().UnixNano())
-			if len(plan.Victims) == 0 {
-				// Pinned or in use: nothing to do until something changes (the next Put kicks).
-				e.mu.Unlock()
-				break
-			}
-			jobs, events := e.applyVictimsLocked(plan.Victims, EvictWatermark)
+		if err := e.evictToLow(); err != nil {
+			return
+		}
+	}
+}
+
+// evictToLow is one pass of the evictor: it evicts down to the low watermark (drops at once,
+// spills enqueued, waiting for room in the queue). It returns the queue's error once the
+// engine is closed.
+func (e *Engine) evictToLow() error {
+	e.evictPass.Lock()
+	defer e.evictPass.Unlock()
+	for {
+		e.mu.Lock()
+		if e.mu.closed {
 			e.mu.Unlock()
-			e.fireEvicted(events)
-			if err := e.enqueue(jobs); err != nil {
-				return
-			}
+			return nil
+		}
+		plan := e.mu.pol.EvictToLow(e.opts.Now().UnixNano())
+		if len(plan.Victims) == 0 {
+			// Pinned or in use: nothing to do until something changes (the next Put kicks).
+			e.mu.Unlock()
+			return nil
+		}
+		jobs, events := e.applyVictimsLocked(plan.Victims, EvictWatermark)
+		e.mu.Unlock()
+		e.fireEvicted(events)
+		if err := e.enqueue(jobs); err != nil {
+			return err
 		}
 	}
 }

@@ -38,7 +38,7 @@ func TestTenantNVMeShare(t *testing.T) {
 		mustPut(t, e, key("team-a", i), base.Version(2*i+1), size, tier.PutOptions{})
 		mustPut(t, e, key("team-b", i), base.Version(2*i+2), size, tier.PutOptions{})
 	}
-	if err := e.WaitSpills(context.Background()); err != nil {
+	if err := e.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -81,7 +81,7 @@ func TestTenantNVMeShare(t *testing.T) {
 	for i := range 10 {
 		mustPut(t, e, key("team-b", n+i), base.Version(2000+i), size, tier.PutOptions{})
 	}
-	if err := e.WaitSpills(context.Background()); err != nil {
+	if err := e.Settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if l := listKey(e, c); len(l) != 0 || onLower(s, c) {
