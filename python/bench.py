@@ -6,6 +6,8 @@
 Cases (one thread, one operation at a time, objects on the store's workers):
   get_into/1MiB, get_into/16MiB, get_into/64MiB   GB/s (10^9 bytes/s) into a ctypes buffer
   put_from/1MiB, put_from/16MiB                   GB/s from a ctypes buffer (fresh keys)
+  put_from/64KiB, put_from/1MiB                   median latency in microseconds (fresh keys;
+                                                  issue 23's single-thread put, p50)
   batch_get_into/64x64KiB                         GB/s of one batch of 64 objects of 64 KiB
   get/4KiB                                        median latency in microseconds (get -> bytes)
   is_exist+get/4KiB                               median latency of is_exist then get of a key
@@ -101,6 +103,22 @@ def batch_get_into(s, count, size, seconds):
     return n * count * size / el / 1e9
 
 
+def put_latency(s, size, count):
+    src, sp = _buf(size, 5)
+    prefix = f"bench-py-putlat-{uuid.uuid4().hex}"
+    _check(s.put_from(prefix + "-warm", sp, size), "put_from", s)
+    keys, lat = [prefix + "-warm"], []
+    for i in range(count):
+        k = f"{prefix}-{i}"
+        t0 = time.perf_counter()
+        rc = s.put_from(k, sp, size)
+        lat.append(time.perf_counter() - t0)
+        _check(rc, "put_from", s)
+        keys.append(k)
+    s.batch_remove(keys)
+    return statistics.median(lat) * 1e6
+
+
 def get_latency(s, size, count):
     k = f"bench-py-lat-{uuid.uuid4().hex}"
     src, sp = _buf(size, 7)  # put needs a local buffer (setup gives none): put_from
@@ -148,6 +166,8 @@ def run(master, quick):
         "put_from/1MiB GB/s": put_from(s, 1 * MiB, sec),
         "put_from/16MiB GB/s": put_from(s, 16 * MiB, sec),
         "batch_get_into/64x64KiB GB/s": batch_get_into(s, 64, 64 * KiB, sec),
+        "put_from/64KiB p50-µs": put_latency(s, 64 * KiB, 300 if quick else 2000),
+        "put_from/1MiB p50-µs": put_latency(s, 1 * MiB, 100 if quick else 500),
         "get/4KiB p50-µs": get_latency(s, 4 * KiB, 300 if quick else 2000),
         "is_exist+get/4KiB p50-µs": exists_get_latency(s, 4 * KiB, 300 if quick else 2000),
     }
