@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/mooncake-go/mooncake/client"
 	"github.com/mooncake-go/mooncake/internal/base"
+	"github.com/mooncake-go/mooncake/internal/testutil"
 )
 
 // TestGetsWithoutLookups: a get that knows its placement goes straight to the worker. A
@@ -24,9 +27,13 @@ func TestGetsWithoutLookups(t *testing.T) {
 	c.addWorker("", nil)
 	c.addWorker("", nil)
 	ctx := context.Background()
+	// The clients' debug lines say why a get looked a key up (a read that failed, and how):
+	// a failure below prints them.
+	var clientLog testutil.SyncBuffer
 	connect := func() *client.Client {
 		cli, err := client.Connect(ctx, client.Config{MasterAddresses: c.masterAddrs(), Timeout: 10 * time.Second,
-			Logger: testLogger(), LookupCacheTTL: time.Hour}) // no expiry within the test
+			Logger:         slog.New(slog.NewTextHandler(&clientLog, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			LookupCacheTTL: time.Hour}) // no expiry within the test
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +53,13 @@ func TestGetsWithoutLookups(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 		if n := lookups() - before; n != 0 {
-			t.Fatalf("%s: %d lookups reached the master, want none", what, n)
+			var why []string
+			for _, l := range strings.Split(clientLog.String(), "\n") {
+				if strings.Contains(l, "looking up again") || strings.Contains(l, "read failed") {
+					why = append(why, l)
+				}
+			}
+			t.Fatalf("%s: %d lookups reached the master, want none; the clients' reasons:\n%s", what, n, strings.Join(why, "\n"))
 		}
 	}
 	val := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 4096+i) }
