@@ -147,6 +147,8 @@ func (c *Client) batchPutEnd(ctx context.Context, keys []string, values [][]byte
 		err = fmt.Errorf("%w: batch put end: %d answers for %d items", base.ErrInternal, len(endResp.Items), len(endIdx))
 	}
 	var next []int
+	var seeds []seedItem // seeded together once every item is decided (lookupCache.seedAll)
+	defer func() { c.lookups.seedAll(seeds, sent) }()
 	for n, j := range endIdx {
 		i, v := idx[j], placed[j].Version
 		var ierr error
@@ -160,7 +162,7 @@ func (c *Client) batchPutEnd(ctx context.Context, keys []string, values [][]byte
 		}
 		if ierr == nil {
 			it := &end.Items[n]
-			c.lookups.seed(keys[i], &transfer.LookupResponse{ObjectMeta: it.ObjectMeta, Replicas: placed[j].Replicas}, toks[n], sent)
+			seeds = append(seeds, seedItem{keys[i], &transfer.LookupResponse{ObjectMeta: it.ObjectMeta, Replicas: placed[j].Replicas}, toks[n]})
 			continue
 		}
 		c.revoke(keys[i], v)

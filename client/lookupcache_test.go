@@ -1,7 +1,10 @@
 package client
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,5 +105,84 @@ func TestLookupCacheRefreshMark(t *testing.T) {
 	}
 	if got, ok, refresh := lc.getRefresh("old"); !ok || refresh || got.Version != 2 {
 		t.Fatalf("refreshed entry: %v %v %v", got, ok, refresh)
+	}
+}
+
+// TestLookupCacheSeedAll: the keys of one batch put that share an invalidation stripe are all
+// seeded (seedAll checks every token before it moves a counter); seeding them one after the
+// other leaves the second out, which cost its first get a lookup (TestGetsWithoutLookups
+// failed so, rarely: 3 keys, 1,024 stripes).
+func TestLookupCacheSeedAll(t *testing.T) {
+	lc := newLookupCache(time.Hour, 100)
+	seen := map[*atomic.Uint64]string{}
+	var a, b string
+	for i := 0; b == ""; i++ {
+		k := fmt.Sprint("batch/", i)
+		if other, ok := seen[lc.stripe(k)]; ok {
+			a, b = other, k
+		}
+		seen[lc.stripe(k)] = k
+	}
+	lr := &transfer.LookupResponse{ObjectMeta: base.ObjectMeta{Version: 3}}
+	sent := time.Now()
+
+	ta, tb := lc.token(a), lc.token(b)
+	lc.seed(a, lr, ta, sent)
+	lc.seed(b, lr, tb, sent)
+	if _, ok := lc.get(b); ok {
+		t.Fatalf("one after the other: %q seeded although %q moved their stripe (the test's premise)", b, a)
+	}
+
+	ta, tb = lc.token(a), lc.token(b)
+	lc.seedAll([]seedItem{{a, lr, ta}, {b, lr, tb}}, sent)
+	for _, k := range []string{a, b} {
+		if _, ok := lc.get(k); !ok {
+			t.Fatalf("seedAll: %q (stripe shared with the other key) not cached", k)
+		}
+	}
+	// An invalidation since a token was taken still keeps that key out.
+	ta, tb = lc.token(a), lc.token(b)
+	lc.drop(a)
+	lc.seedAll([]seedItem{{a, lr, ta}, {b, lr, tb}}, sent)
+	if _, ok := lc.get(a); ok {
+		t.Fatal("seedAll cached a key invalidated since its token was taken")
+	}
+}
+
+// TestBatchPutSeedsSharedStripes: a batch put whose keys share invalidation stripes leaves
+// every committed placement in the cache, so the gets after it ask the master nothing.
+func TestBatchPutSeedsSharedStripes(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeCluster(1, 2)
+	c := newFakeClient(t, f)
+	// Keys in pairs that share a stripe of this client's cache.
+	byStripe := map[*atomic.Uint64][]string{}
+	var keys []string
+	for i := 0; len(keys) < 6; i++ {
+		k := fmt.Sprint("kv/", i)
+		s := c.lookups.stripe(k)
+		byStripe[s] = append(byStripe[s], k)
+		if len(byStripe[s]) == 2 {
+			keys = append(keys, byStripe[s]...)
+		}
+	}
+	vals := make([][]byte, len(keys))
+	for i := range vals {
+		vals[i] = []byte(keys[i])
+	}
+	for i, err := range c.BatchPut(ctx, keys, vals, ReplicateConfig{}) {
+		if err != nil {
+			t.Fatalf("batch put %s: %v", keys[i], err)
+		}
+	}
+	before := f.count(transfer.OpLookup) + f.count(transfer.OpBatchLookup)
+	for i, k := range keys {
+		got, err := c.Get(ctx, k)
+		if err != nil || !bytes.Equal(got, vals[i]) {
+			t.Fatalf("get %s: %q %v", k, got, err)
+		}
+	}
+	if n := f.count(transfer.OpLookup) + f.count(transfer.OpBatchLookup) - before; n != 0 {
+		t.Fatalf("%d lookups after a batch put of keys sharing stripes, want none", n)
 	}
 }
