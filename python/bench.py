@@ -103,20 +103,34 @@ def batch_get_into(s, count, size, seconds):
     return n * count * size / el / 1e9
 
 
+def _median_us(count, call, check):
+    """Median time of call(i) for i in range(count), one at a time, in microseconds;
+    check(i, result) runs after each call, outside the timing."""
+    lat = []
+    for i in range(count):
+        t0 = time.perf_counter()
+        r = call(i)
+        lat.append(time.perf_counter() - t0)
+        check(i, r)
+    return statistics.median(lat) * 1e6
+
+
+def _check_get(s, size):
+    def check(_, v):
+        if len(v) != size:
+            raise SystemExit(f"bench: get returned {len(v)} bytes: {s.last_error()}")
+    return check
+
+
 def put_latency(s, size, count):
     src, sp = _buf(size, 5)
     prefix = f"bench-py-putlat-{uuid.uuid4().hex}"
-    _check(s.put_from(prefix + "-warm", sp, size), "put_from", s)
-    keys, lat = [prefix + "-warm"], []
-    for i in range(count):
-        k = f"{prefix}-{i}"
-        t0 = time.perf_counter()
-        rc = s.put_from(k, sp, size)
-        lat.append(time.perf_counter() - t0)
-        _check(rc, "put_from", s)
-        keys.append(k)
+    keys = [f"{prefix}-{i}" for i in range(count + 1)]  # keys[0] warms up, untimed
+    _check(s.put_from(keys[0], sp, size), "put_from", s)
+    med = _median_us(count, lambda i: s.put_from(keys[i + 1], sp, size),
+                     lambda _, rc: _check(rc, "put_from", s))
     s.batch_remove(keys)
-    return statistics.median(lat) * 1e6
+    return med
 
 
 def get_latency(s, size, count):
@@ -124,15 +138,9 @@ def get_latency(s, size, count):
     src, sp = _buf(size, 7)  # put needs a local buffer (setup gives none): put_from
     _check(s.put_from(k, sp, size), "put_from", s)
     s.get(k)
-    lat = []
-    for _ in range(count):
-        t0 = time.perf_counter()
-        v = s.get(k)
-        lat.append(time.perf_counter() - t0)
-        if len(v) != size:
-            raise SystemExit(f"bench: get returned {len(v)} bytes: {s.last_error()}")
+    med = _median_us(count, lambda _: s.get(k), _check_get(s, size))
     s.remove(k)
-    return statistics.median(lat) * 1e6
+    return med
 
 
 def exists_get_latency(s, size, count):
@@ -141,18 +149,16 @@ def exists_get_latency(s, size, count):
     for k in keys:
         _check(s.put_from(k, sp, size), "put_from", s)
     time.sleep(1.2)  # past the lookup cache's TTL (1 s): the puts' placements are forgotten
-    lat = []
-    for k in keys:
-        t0 = time.perf_counter()
-        if s.is_exist(k) != 1:
-            raise SystemExit(f"bench: is_exist({k}) is not 1: {s.last_error()}")
-        v = s.get(k)
-        lat.append(time.perf_counter() - t0)
-        if len(v) != size:
-            raise SystemExit(f"bench: get returned {len(v)} bytes: {s.last_error()}")
+
+    def exists_then_get(i):
+        if s.is_exist(keys[i]) != 1:
+            raise SystemExit(f"bench: is_exist({keys[i]}) is not 1: {s.last_error()}")
+        return s.get(keys[i])
+
+    med = _median_us(count, exists_then_get, _check_get(s, size))
     for k in keys:
         s.remove(k)
-    return statistics.median(lat) * 1e6
+    return med
 
 
 def run(master, quick):

@@ -206,42 +206,48 @@ func goCases(c *client.Client, d time.Duration) (map[string]float64, error) {
 	r["batch_get_into-vs-BatchGet/64x64KiB GB/s"] = perNs * float64(64*64<<10)
 	c.BatchRemove(ctx, keys)
 
-	for _, c2 := range []struct {
+	if err := goLatencyCases(ctx, c, id, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// goLatencyCases adds bench.py's latency cases (median of one operation at a time, in µs) to
+// r: puts of 64 KiB and 1 MiB to fresh keys, a get of a key whose placement the client holds,
+// and an is_exist then get of keys whose placements it no longer holds.
+func goLatencyCases(ctx context.Context, c *client.Client, id int64, r map[string]float64) error {
+	for _, pc := range []struct {
 		size, count int
 		name        string
 	}{{64 << 10, 300, "64KiB"}, {1 << 20, 100, "1MiB"}} {
-		val := make([]byte, c2.size)
-		keys := []string{fmt.Sprintf("bench-go-putlat-%d-%d-warm", id, c2.size)}
+		val := make([]byte, pc.size)
+		keys := make([]string, pc.count+1) // keys[0] warms up, untimed
+		for i := range keys {
+			keys[i] = fmt.Sprintf("bench-go-putlat-%d-%d-%d", id, pc.size, i)
+		}
 		if err := c.Put(ctx, keys[0], val, client.ReplicateConfig{}); err != nil {
-			return nil, err
+			return err
 		}
-		lat := make([]float64, 0, c2.count)
-		for i := range c2.count {
-			k := fmt.Sprintf("bench-go-putlat-%d-%d-%d", id, c2.size, i)
-			t0 := time.Now()
-			if err := c.Put(ctx, k, val, client.ReplicateConfig{}); err != nil {
-				return nil, err
-			}
-			lat = append(lat, float64(time.Since(t0).Nanoseconds())/1e3)
-			keys = append(keys, k)
+		p, err := p50(pc.count, func(i int) error { return c.Put(ctx, keys[i+1], val, client.ReplicateConfig{}) })
+		if err != nil {
+			return err
 		}
-		r["put_from/"+c2.name+" p50-µs"] = median(lat)
+		r["put_from/"+pc.name+" p50-µs"] = p
 		c.BatchRemove(ctx, keys)
 	}
 
 	k := fmt.Sprintf("bench-go-lat-%d", id)
 	if err := c.Put(ctx, k, make([]byte, 4<<10), client.ReplicateConfig{}); err != nil {
-		return nil, err
+		return err
 	}
-	lat := make([]float64, 0, 300)
-	for range 300 {
-		t0 := time.Now()
-		if _, err := c.Get(ctx, k); err != nil {
-			return nil, err
-		}
-		lat = append(lat, float64(time.Since(t0).Nanoseconds())/1e3)
+	p, err := p50(300, func(int) error {
+		_, err := c.Get(ctx, k)
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	r["get/4KiB p50-µs"] = median(lat)
+	r["get/4KiB p50-µs"] = p
 	c.Remove(ctx, k)
 
 	// is_exist then get of keys whose placements the client no longer caches (the puts'
@@ -250,24 +256,36 @@ func goCases(c *client.Client, d time.Duration) (map[string]float64, error) {
 	for i := range egKeys {
 		egKeys[i] = fmt.Sprintf("bench-go-eg-%d-%d", id, i)
 		if err := c.Put(ctx, egKeys[i], make([]byte, 4<<10), client.ReplicateConfig{}); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	time.Sleep(1200 * time.Millisecond)
-	lat = lat[:0]
-	for _, k := range egKeys {
-		t0 := time.Now()
-		if ok, err := c.Exists(ctx, k); err != nil || !ok {
-			return nil, fmt.Errorf("exists %s: %v %w", k, ok, err)
+	p, err = p50(len(egKeys), func(i int) error {
+		if ok, err := c.Exists(ctx, egKeys[i]); err != nil || !ok {
+			return fmt.Errorf("exists %s: %v %w", egKeys[i], ok, err)
 		}
-		if _, err := c.Get(ctx, k); err != nil {
-			return nil, err
+		_, err := c.Get(ctx, egKeys[i])
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	r["is_exist+get/4KiB p50-µs"] = p
+	c.BatchRemove(ctx, egKeys)
+	return nil
+}
+
+// p50 calls op(0) .. op(n-1), one at a time, and returns the median time of a call in µs.
+func p50(n int, op func(i int) error) (float64, error) {
+	lat := make([]float64, 0, n)
+	for i := range n {
+		t0 := time.Now()
+		if err := op(i); err != nil {
+			return 0, err
 		}
 		lat = append(lat, float64(time.Since(t0).Nanoseconds())/1e3)
 	}
-	r["is_exist+get/4KiB p50-µs"] = median(lat)
-	c.BatchRemove(ctx, egKeys)
-	return r, nil
+	return median(lat), nil
 }
 
 // loop calls op until d passed (at least 3 times) and returns the calls made and calls per
