@@ -44,6 +44,16 @@ class PrefetchTest(unittest.TestCase):
                 self.fail(f"{name} = {self.m(name)}, want >= {want}")
             time.sleep(0.01)
 
+    def wait_hits(self, want: float, timeout: float = 20.0) -> None:
+        """Waits until the worker has counted `want` reads as DRAM or NVMe hits in all. It
+        counts a read once its last byte is sent (the transfer server's Release), which can
+        come after the client has the bytes: a scrape right after a get may miss it."""
+        deadline = time.monotonic() + timeout
+        while self.m("mem_cache_hit_nums_") + self.m("file_cache_hit_nums_") < want:
+            if time.monotonic() > deadline:
+                self.fail(f"reads counted as hits: want {want}")
+            time.sleep(0.01)
+
     def put_until_spilled(self, n: int = 32, spilled: int = 3):
         """Puts n objects into the 4 MiB arena (prefetch_test.go) and waits until at least the
         first `spilled` are NVMe only. Victims are chosen oldest first, but the spill jobs of
@@ -72,6 +82,7 @@ class PrefetchTest(unittest.TestCase):
         mem, nvme = self.m("mem_cache_hit_nums_"), self.m("file_cache_hit_nums_")
         for k in keys[:2]:
             self.assertEqual(self.s.get(k), vals[k])
+        self.wait_hits(mem + nvme + 2)
         self.assertEqual(self.m("mem_cache_hit_nums_"), mem + 2, "the reads after prefetch were not DRAM hits")
         self.assertEqual(self.m("file_cache_hit_nums_"), nvme)
 
@@ -81,6 +92,7 @@ class PrefetchTest(unittest.TestCase):
         self.assertEqual(self.s.is_exist(keys[2], ExistOptions()), 1)
         self.assertEqual(self.m("worker_prefetch_requested_total"), req0 + 2)
         self.assertEqual(self.s.get(keys[2]), vals[keys[2]])
+        self.wait_hits(mem + nvme + 3)
         self.assertEqual(self.m("file_cache_hit_nums_"), nvme + 1)
 
     def test_enable_ssd_prefetch_false(self):
