@@ -111,7 +111,7 @@ func TestLookupCacheRefreshMark(t *testing.T) {
 // TestLookupCacheSeedAll: the keys of one batch put that share an invalidation stripe are all
 // seeded (seedAll checks every token before it moves a counter); seeding them one after the
 // other leaves the second out, which cost its first get a lookup (TestGetsWithoutLookups
-// failed so, rarely: 3 keys, 1,024 stripes).
+// failed so, rarely: 3 keys, then 1,024 stripes).
 func TestLookupCacheSeedAll(t *testing.T) {
 	lc := newLookupCache(time.Hour, 100)
 	seen := map[*atomic.Uint64]string{}

@@ -270,89 +270,9 @@ func readSnapshot(r io.Reader) (*state, uint64, error) {
 	applied := d.uvarint()
 	st := newState()
 
-	nm := d.uvarint()
-	for i := uint64(0); i < nm && d.err == nil; i++ {
-		id, addr := d.str(maxAddrLen), d.str(maxAddrLen)
-		if d.err != nil {
-			break
-		}
-		if _, dup := st.masters[id]; dup || id == "" || addr == "" {
-			d.fail("bad master %q -> %q", id, addr)
-			break
-		}
-		st.masters[id] = addr
-	}
-
-	ns := d.uvarint()
-	if d.err == nil && ns > maxSlots {
-		d.fail("%d segments", ns)
-	}
-	for i := uint64(0); i < ns && d.err == nil; i++ {
-		slot := d.u16()
-		s := &segRec{id: base.WorkerID(d.str(base.MaxWorkerIDLen)), addr: d.str(maxAddrLen)}
-		s.dram, s.nvme = d.varint(), d.varint()
-		s.state = SegmentState(d.byte1())
-		if d.err != nil {
-			break
-		}
-		if err := base.ValidateWorkerID(s.id); err != nil || slot == 0 || s.addr == "" || s.dram < 0 || s.nvme < 0 ||
-			(s.state != SegmentActive && s.state != SegmentDead && s.state != SegmentLeft) {
-			d.fail("bad segment %q at slot %d", s.id, slot)
-			break
-		}
-		for int(slot) >= len(st.slots) {
-			st.slots = append(st.slots, nil)
-		}
-		if _, dup := st.slotOf[s.id]; dup || st.slots[slot] != nil {
-			d.fail("segment %q or slot %d listed twice", s.id, slot)
-			break
-		}
-		st.slots[slot] = s
-		st.slotOf[s.id] = slot
-	}
-
-	no := d.uvarint()
-	// Do not trust the count for a preallocation beyond what is cheap to waste.
-	st.objects = make(map[string]uint32, min(no, 1<<20))
-	for i := uint64(0); i < no && d.err == nil; i++ {
-		key := d.str(base.MaxKeyLen)
-		var rec objRec
-		rec.sizeFlags = d.uvarint()
-		rec.version = d.uvarint()
-		rec.checksum = d.u64()
-		rec.created = d.varint()
-		rec.softPin = d.varint()
-		nr := d.uvarint()
-		if d.err != nil {
-			break
-		}
-		// No live replica: an invisible object, whose lost replicas a trailing section lists
-		// (checked in readTrailingSections).
-		if nr > MaxReplicas {
-			d.fail("key %q: %d replicas", key, nr)
-			break
-		}
-		rec.reps = string(d.full(2 * int(nr)))
-		if d.err != nil {
-			break
-		}
-		if err := st.checkRecord(key, &rec); err != nil {
-			d.fail("%v", err)
-			break
-		}
-		// One map operation per key: a duplicate shows as a map that did not grow.
-		n0 := len(st.objects)
-		idx := st.recs.alloc()
-		st.objects[key] = idx
-		if len(st.objects) == n0 {
-			d.fail("key %q listed twice", key)
-			break
-		}
-		*st.recs.at(idx) = rec
-		st.keyBytes += int64(len(key))
-		st.account(&rec)
-		st.countTenant(key, rec.size(), 1)
-	}
+	d.readMasters(st)
+	d.readSegments(st)
+	d.readObjects(st)
 	// Trailing sections (snapshot_lifecycle.go dispatches them by id), then the trailer:
 	// everything before it is consumed.
 	d.readTrailingSections(st)
@@ -367,6 +287,99 @@ func readSnapshot(r io.Reader) (*state, uint64, error) {
 		return nil, 0, fmt.Errorf("%w: checksum %#x, computed %#x", ErrCorruptSnapshot, got, sum)
 	}
 	return st, applied, nil
+}
+
+// readMasters reads the snapshot's masters section into st (d.err says whether it failed).
+func (d *snapReader) readMasters(st *state) {
+	nm := d.uvarint()
+	for i := uint64(0); i < nm && d.err == nil; i++ {
+		id, addr := d.str(maxAddrLen), d.str(maxAddrLen)
+		if d.err != nil {
+			return
+		}
+		if _, dup := st.masters[id]; dup || id == "" || addr == "" {
+			d.fail("bad master %q -> %q", id, addr)
+			return
+		}
+		st.masters[id] = addr
+	}
+}
+
+// readSegments reads the snapshot's segments section into st (d.err says whether it failed).
+func (d *snapReader) readSegments(st *state) {
+	ns := d.uvarint()
+	if d.err == nil && ns > maxSlots {
+		d.fail("%d segments", ns)
+	}
+	for i := uint64(0); i < ns && d.err == nil; i++ {
+		slot := d.u16()
+		s := &segRec{id: base.WorkerID(d.str(base.MaxWorkerIDLen)), addr: d.str(maxAddrLen)}
+		s.dram, s.nvme = d.varint(), d.varint()
+		s.state = SegmentState(d.byte1())
+		if d.err != nil {
+			return
+		}
+		if err := base.ValidateWorkerID(s.id); err != nil || slot == 0 || s.addr == "" || s.dram < 0 || s.nvme < 0 ||
+			(s.state != SegmentActive && s.state != SegmentDead && s.state != SegmentLeft) {
+			d.fail("bad segment %q at slot %d", s.id, slot)
+			return
+		}
+		for int(slot) >= len(st.slots) {
+			st.slots = append(st.slots, nil)
+		}
+		if _, dup := st.slotOf[s.id]; dup || st.slots[slot] != nil {
+			d.fail("segment %q or slot %d listed twice", s.id, slot)
+			return
+		}
+		st.slots[slot] = s
+		st.slotOf[s.id] = slot
+	}
+}
+
+// readObjects reads the snapshot's objects section into st (d.err says whether it failed).
+func (d *snapReader) readObjects(st *state) {
+	no := d.uvarint()
+	// Do not trust the count for a preallocation beyond what is cheap to waste.
+	st.objects = make(map[string]uint32, min(no, 1<<20))
+	for i := uint64(0); i < no && d.err == nil; i++ {
+		key := d.str(base.MaxKeyLen)
+		var rec objRec
+		rec.sizeFlags = d.uvarint()
+		rec.version = d.uvarint()
+		rec.checksum = d.u64()
+		rec.created = d.varint()
+		rec.softPin = d.varint()
+		nr := d.uvarint()
+		if d.err != nil {
+			return
+		}
+		// No live replica: an invisible object, whose lost replicas a trailing section lists
+		// (checked in readTrailingSections).
+		if nr > MaxReplicas {
+			d.fail("key %q: %d replicas", key, nr)
+			return
+		}
+		rec.reps = string(d.full(2 * int(nr)))
+		if d.err != nil {
+			return
+		}
+		if err := st.checkRecord(key, &rec); err != nil {
+			d.fail("%v", err)
+			return
+		}
+		// One map operation per key: a duplicate shows as a map that did not grow.
+		n0 := len(st.objects)
+		idx := st.recs.alloc()
+		st.objects[key] = idx
+		if len(st.objects) == n0 {
+			d.fail("key %q listed twice", key)
+			return
+		}
+		*st.recs.at(idx) = rec
+		st.keyBytes += int64(len(key))
+		st.account(&rec)
+		st.countTenant(key, rec.size(), 1)
+	}
 }
 
 // checkRecord checks a decoded record against the invariants of objRec.

@@ -243,22 +243,9 @@ func (e *Engine) spill(j *spillJob) {
 		return e.mu.byID[o.id] == o && e.mu.pol.Location(o.id) == policy.LocSpilling
 	}
 	wrote, err := false, error(nil)
-	// The tenant's NVMe share (tier/policy tenants.go): its own least recently used lower-tier
-	// objects go first, or the object is not spilled at all.
 	refused := false
 	if current() {
-		victims, ok := e.mu.pol.SpillPlan(o.id, e.lowerBusyLocked())
-		refused = !ok
-		quota := e.takeLowerVictimsLocked(victims)
-		for _, v := range quota {
-			e.mu.m.nvmeQuotaEvictions++
-			e.mu.m.nvmeQuotaEvictedBytes += v.meta.Size
-		}
-		if len(quota) > 0 {
-			e.mu.Unlock()
-			e.dropLowerVictims(quota, "evicted from the lower tier: its tenant is at its NVMe quota (least recently used first)")
-			e.mu.Lock()
-		}
+		refused = e.makeSpillRoomLocked(o)
 	}
 	if current() && !refused {
 		e.mu.Unlock()
@@ -276,37 +263,9 @@ func (e *Engine) spill(j *spillJob) {
 	}
 	info := SpillInfo{Meta: o.meta, Duration: time.Since(start), Err: err}
 	stillCurrent := current()
-	var lost bool
-	why := ""
-	switch {
-	case stillCurrent && wrote:
-		if perr := e.mu.pol.SpillDone(o.id, true); perr != nil {
-			e.log.Error("tier: spill", "err", perr)
-		}
-		o.onLower = true
-		if derr := e.detachLocked(o); derr != nil {
-			e.log.Error("tier: spill", "err", derr)
-		}
-		e.mu.m.spills++
-		e.mu.m.spillBytes += o.meta.Size
-	case stillCurrent:
-		// The lower tier refused it (full, I/O error), or its tenant's NVMe share has no room
-		// for it: the DRAM bytes must still be freed.
-		_ = e.mu.pol.SpillDone(o.id, false)
-		delete(e.mu.objects, o.meta.Key)
-		delete(e.mu.byID, o.id)
-		if derr := e.detachLocked(o); derr != nil {
-			e.log.Error("tier: spill", "err", derr)
-		}
-		lost = true
-		if refused {
-			e.mu.m.nvmeQuotaDrops++
-			e.mu.m.nvmeQuotaDroppedBytes += o.meta.Size
-			why = "evicted from DRAM without a spill: its tenant's NVMe quota has no room for it"
-		} else {
-			e.mu.m.spillErrors++
-			why = "spill to the lower tier failed: " + err.Error()
-		}
+	var why string // non-empty: the object is lost, and why
+	if stillCurrent {
+		why = e.endSpillLocked(o, wrote, refused, err)
 	}
 	if rerr := e.releaseHolderLocked(j.c, false); rerr != nil {
 		e.log.Error("tier: spill", "err", rerr)
@@ -332,9 +291,61 @@ func (e *Engine) spill(j *spillJob) {
 	if e.ev.SpillEnd != nil && (wrote || err != nil) {
 		after = append(after, func() { e.ev.SpillEnd(info) })
 	}
-	if lost {
+	if why != "" {
 		after = append(after, func() { e.lost(o.meta, why) })
 	}
+}
+
+// makeSpillRoomLocked applies the tenant's NVMe share (tier/policy tenants.go) to the spill of
+// o: its own least recently used lower-tier objects are evicted first, or the object is not
+// spilled at all (refused). REQUIRES: e.mu and o's key lock; e.mu is released while the
+// victims are dropped and held again on return.
+func (e *Engine) makeSpillRoomLocked(o *object) (refused bool) {
+	victims, ok := e.mu.pol.SpillPlan(o.id, e.lowerBusyLocked())
+	quota := e.takeLowerVictimsLocked(victims)
+	for _, v := range quota {
+		e.mu.m.nvmeQuotaEvictions++
+		e.mu.m.nvmeQuotaEvictedBytes += v.meta.Size
+	}
+	if len(quota) > 0 {
+		e.mu.Unlock()
+		e.dropLowerVictims(quota, "evicted from the lower tier: its tenant is at its NVMe quota (least recently used first)")
+		e.mu.Lock()
+	}
+	return !ok
+}
+
+// endSpillLocked ends the spill of o, still the current object and still spilling: on the
+// lower tier when the write succeeded, else dropped from DRAM with its bytes freed all the
+// same. It returns why o was lost, or "" when it was spilled. REQUIRES: e.mu.
+func (e *Engine) endSpillLocked(o *object, wrote, refused bool, err error) (lostWhy string) {
+	if wrote {
+		if perr := e.mu.pol.SpillDone(o.id, true); perr != nil {
+			e.log.Error("tier: spill", "err", perr)
+		}
+		o.onLower = true
+		if derr := e.detachLocked(o); derr != nil {
+			e.log.Error("tier: spill", "err", derr)
+		}
+		e.mu.m.spills++
+		e.mu.m.spillBytes += o.meta.Size
+		return ""
+	}
+	// The lower tier refused it (full, I/O error), or its tenant's NVMe share has no room
+	// for it: the DRAM bytes must still be freed.
+	_ = e.mu.pol.SpillDone(o.id, false)
+	delete(e.mu.objects, o.meta.Key)
+	delete(e.mu.byID, o.id)
+	if derr := e.detachLocked(o); derr != nil {
+		e.log.Error("tier: spill", "err", derr)
+	}
+	if refused {
+		e.mu.m.nvmeQuotaDrops++
+		e.mu.m.nvmeQuotaDroppedBytes += o.meta.Size
+		return "evicted from DRAM without a spill: its tenant's NVMe quota has no room for it"
+	}
+	e.mu.m.spillErrors++
+	return "spill to the lower tier failed: " + err.Error()
 }
 
 // SpillAll writes every DRAM object that is not yet on the lower tier (spill and durable

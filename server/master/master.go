@@ -171,37 +171,12 @@ func NewMaster(cfg Config) (*Master, error) {
 		return nil, fmt.Errorf("server: master listen on %s: %w", cfg.RPCAddress, err)
 	}
 	rpcAddr := ln.Addr().String()
-	rc := raftmeta.Config{ID: cfg.ID, RaftAddr: cfg.RaftAddress, RPCAddr: rpcAddr, DataDir: cfg.DataDir, Peers: cfg.Peers,
-		NoSync: cfg.RaftNoSync, Logger: cfg.Logger}
-	if cfg.Test.Raft != nil {
-		cfg.Test.Raft(&rc)
-	}
-	node, err := raftmeta.Open(rc)
+	node, err := openNode(cfg, rpcAddr)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
 	m.node = node
-	if len(cfg.Peers) == 0 && !cfg.Test.NoBootstrap && !cfg.Join {
-		// A single-voter cluster of this master. Bootstrap fails harmlessly when the data dir
-		// already holds raft state (a restart).
-		err := node.Bootstrap([]raftmeta.Peer{{ID: cfg.ID, RaftAddr: node.RaftAddr(), RPCAddr: rpcAddr}})
-		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			ln.Close()
-			node.Close()
-			return nil, err
-		}
-	}
-	if node.SoleVoter() {
-		// Ready means ready: a lone master (standalone, a lone mooncake_master) elects itself
-		// within milliseconds, so it returns as the leader rather than as a follower that
-		// answers "no leader" for a moment. Bounded: a stuck election is logged, not fatal.
-		wctx, cancel := context.WithTimeout(context.Background(), soleVoterWait)
-		if _, err := node.WaitLeader(wctx); err != nil {
-			cfg.Logger.Warn("the sole voter has not elected itself yet; clients wait for it", "waited", soleVoterWait, "err", err)
-		}
-		cancel()
-	}
 	sopts := transfer.ServerOptions{ClusterID: cfg.ClusterID, Logger: cfg.Logger}
 	cfg.Conns.Apply(&sopts)
 	srv, err := transfer.NewServer(&masterHandler{m: m}, sopts)
@@ -244,6 +219,41 @@ func NewMaster(cfg Config) (*Master, error) {
 	go m.leaderLoop()
 	log.Info("master started", "rpc_address", rpcAddr, "raft_address", node.RaftAddr(), "metrics_address", m.adm.Addr())
 	return m, nil
+}
+
+// openNode opens this master's raft node, with cfg's peers and test hooks, and answers rpcAddr
+// as its RPC address. A master with no peers that is not joining bootstraps a cluster of
+// itself. A sole voter is waited for until it has elected itself (bounded, logged).
+func openNode(cfg Config, rpcAddr string) (*raftmeta.Node, error) {
+	rc := raftmeta.Config{ID: cfg.ID, RaftAddr: cfg.RaftAddress, RPCAddr: rpcAddr, DataDir: cfg.DataDir, Peers: cfg.Peers,
+		NoSync: cfg.RaftNoSync, Logger: cfg.Logger}
+	if cfg.Test.Raft != nil {
+		cfg.Test.Raft(&rc)
+	}
+	node, err := raftmeta.Open(rc)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Peers) == 0 && !cfg.Test.NoBootstrap && !cfg.Join {
+		// A single-voter cluster of this master. Bootstrap fails harmlessly when the data dir
+		// already holds raft state (a restart).
+		err := node.Bootstrap([]raftmeta.Peer{{ID: cfg.ID, RaftAddr: node.RaftAddr(), RPCAddr: rpcAddr}})
+		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			node.Close()
+			return nil, err
+		}
+	}
+	if node.SoleVoter() {
+		// Ready means ready: a lone master (standalone, a lone mooncake_master) elects itself
+		// within milliseconds, so it returns as the leader rather than as a follower that
+		// answers "no leader" for a moment. Bounded: a stuck election is logged, not fatal.
+		wctx, cancel := context.WithTimeout(context.Background(), soleVoterWait)
+		if _, err := node.WaitLeader(wctx); err != nil {
+			cfg.Logger.Warn("the sole voter has not elected itself yet; clients wait for it", "waited", soleVoterWait, "err", err)
+		}
+		cancel()
+	}
+	return node, nil
 }
 
 // Addr returns the bound RPC address.
