@@ -345,6 +345,9 @@ func (e *Engine) endSpillLocked(o *object, wrote, refused bool, err error) (lost
 		return "evicted from DRAM without a spill: its tenant's NVMe quota has no room for it"
 	}
 	e.mu.m.spillErrors++
+	if err == nil { // not reached: an unwritten, unrefused spill that is still current failed
+		return "spill to the lower tier failed"
+	}
 	return "spill to the lower tier failed: " + err.Error()
 }
 
