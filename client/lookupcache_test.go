@@ -114,15 +114,8 @@ func TestLookupCacheRefreshMark(t *testing.T) {
 // failed so, rarely: 3 keys, then 1,024 stripes).
 func TestLookupCacheSeedAll(t *testing.T) {
 	lc := newLookupCache(time.Hour, 100)
-	seen := map[*atomic.Uint64]string{}
-	var a, b string
-	for i := 0; b == ""; i++ {
-		k := fmt.Sprint("batch/", i)
-		if other, ok := seen[lc.stripe(k)]; ok {
-			a, b = other, k
-		}
-		seen[lc.stripe(k)] = k
-	}
+	pair := sharedStripeKeys(lc, "batch/", 1)
+	a, b := pair[0], pair[1]
 	lr := &transfer.LookupResponse{ObjectMeta: base.ObjectMeta{Version: 3}}
 	sent := time.Now()
 
@@ -155,17 +148,7 @@ func TestBatchPutSeedsSharedStripes(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeCluster(1, 2)
 	c := newFakeClient(t, f)
-	// Keys in pairs that share a stripe of this client's cache.
-	byStripe := map[*atomic.Uint64][]string{}
-	var keys []string
-	for i := 0; len(keys) < 6; i++ {
-		k := fmt.Sprint("kv/", i)
-		s := c.lookups.stripe(k)
-		byStripe[s] = append(byStripe[s], k)
-		if len(byStripe[s]) == 2 {
-			keys = append(keys, byStripe[s]...)
-		}
-	}
+	keys := sharedStripeKeys(c.lookups, "kv/", 3)
 	vals := make([][]byte, len(keys))
 	for i := range vals {
 		vals[i] = []byte(keys[i])
@@ -185,4 +168,20 @@ func TestBatchPutSeedsSharedStripes(t *testing.T) {
 	if n := f.count(transfer.OpLookup) + f.count(transfer.OpBatchLookup) - before; n != 0 {
 		t.Fatalf("%d lookups after a batch put of keys sharing stripes, want none", n)
 	}
+}
+
+// sharedStripeKeys returns 2*pairs keys (prefix followed by a number), in pairs that share an
+// invalidation stripe of lc: keys[0] and keys[1], keys[2] and keys[3], and so on.
+func sharedStripeKeys(lc *lookupCache, prefix string, pairs int) []string {
+	byStripe := map[*atomic.Uint64][]string{}
+	var keys []string
+	for i := 0; len(keys) < 2*pairs; i++ {
+		k := fmt.Sprint(prefix, i)
+		s := lc.stripe(k)
+		byStripe[s] = append(byStripe[s], k)
+		if len(byStripe[s]) == 2 {
+			keys = append(keys, byStripe[s]...)
+		}
+	}
+	return keys
 }

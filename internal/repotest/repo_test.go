@@ -15,17 +15,19 @@ import (
 const module = "github.com/mooncake-go/mooncake"
 
 type pkg struct {
-	ImportPath string
-	Dir        string
-	Imports    []string
-	Deps       []string
-	CgoFiles   []string
+	ImportPath     string
+	Dir            string
+	Imports        []string
+	Deps           []string
+	GoFiles        []string
+	CgoFiles       []string
+	IgnoredGoFiles []string // other platforms' files and build-tagged ones
 }
 
 // listPackages runs `go list -deps`-style listing of every package of the module.
 func listPackages(t *testing.T) []pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-json=ImportPath,Dir,Imports,Deps,CgoFiles", module+"/...")
+	cmd := exec.Command("go", "list", "-json=ImportPath,Dir,Imports,Deps,GoFiles,CgoFiles,IgnoredGoFiles", module+"/...")
 	cmd.Dir = repoRoot(t)
 	out, err := cmd.Output()
 	if err != nil {

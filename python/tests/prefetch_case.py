@@ -37,22 +37,23 @@ class PrefetchTest(unittest.TestCase):
     def m(self, name: str) -> float:
         return metric(self.metrics, name)
 
-    def wait_metric(self, name: str, want: float, timeout: float = 20.0) -> None:
+    def _wait_until(self, value, want: float, what: str, timeout: float = 20.0) -> None:
+        """Polls value() until it reaches want, failing after timeout seconds."""
         deadline = time.monotonic() + timeout
-        while self.m(name) < want:
+        while value() < want:
             if time.monotonic() > deadline:
-                self.fail(f"{name} = {self.m(name)}, want >= {want}")
+                self.fail(f"{what} = {value()}, want >= {want}")
             time.sleep(0.01)
 
-    def wait_hits(self, want: float, timeout: float = 20.0) -> None:
+    def wait_metric(self, name: str, want: float) -> None:
+        self._wait_until(lambda: self.m(name), want, name)
+
+    def wait_hits(self, want: float) -> None:
         """Waits until the worker has counted `want` reads as DRAM or NVMe hits in all. It
         counts a read once its last byte is sent (the transfer server's Release), which can
         come after the client has the bytes: a scrape right after a get may miss it."""
-        deadline = time.monotonic() + timeout
-        while self.m("mem_cache_hit_nums_") + self.m("file_cache_hit_nums_") < want:
-            if time.monotonic() > deadline:
-                self.fail(f"reads counted as hits: want {want}")
-            time.sleep(0.01)
+        self._wait_until(lambda: self.m("mem_cache_hit_nums_") + self.m("file_cache_hit_nums_"),
+                         want, "reads counted as hits")
 
     def put_until_spilled(self, n: int = 32, spilled: int = 3):
         """Puts n objects into the 4 MiB arena (prefetch_test.go) and waits until at least the
