@@ -88,14 +88,29 @@ func (c *Client) GetIntoNoWait(key string, buf []byte) (int, bool) {
 // when a copy may succeed); false on any failure, alloc's included (the caller's get
 // reports those).
 func (c *Client) getNoWait(key string, alloc Alloc) (int, bool) {
-	if c.cfg.DisableSharedMemory || c.cfg.SkipChecksumVerify {
+	if !c.noWaitOn() {
 		return 0, false
 	}
 	lr, ok, refresh := c.lookups.getRefresh(key)
 	if refresh {
 		c.refreshLookup(key) // in the background: a key copied this way keeps its entry
 	}
-	if !ok || !c.shm.known(base.KeyVersion{Key: key, Version: lr.Version}) {
+	if !ok {
+		return 0, false
+	}
+	return c.copyNoWait(key, lr, alloc)
+}
+
+// noWaitOn says whether a get may copy with no call at all: only through shared memory,
+// and only when it verifies what it copies.
+func (c *Client) noWaitOn() bool {
+	return !c.cfg.DisableSharedMemory && !c.cfg.SkipChecksumVerify
+}
+
+// copyNoWait is getNoWait's copy, given key's cached lookup lr (the caller asked the cache,
+// and queued a refresh if it was due).
+func (c *Client) copyNoWait(key string, lr *transfer.LookupResponse, alloc Alloc) (int, bool) {
+	if !c.noWaitOn() || !c.shm.known(base.KeyVersion{Key: key, Version: lr.Version}) {
 		return 0, false
 	}
 	buf, err := alloc(lr.Size)

@@ -123,22 +123,28 @@ func (c *Client) sendLookups(ctx context.Context, keys []string) ([]itemResult[*
 	return out, nil
 }
 
-// refreshLookup queues key for a refresh of its cache entry (getRefresh told the caller to).
-func (c *Client) refreshLookup(key string) {
-	b := c.lookupBatch()
-	b.mu.Lock()
-	if b.ctx.Err() != nil || len(b.mu.queue) >= maxRefreshQueue {
-		b.mu.Unlock()
-		c.lookups.refreshFailed(key)
+// refreshLookup queues keys for a refresh of their cache entries (getRefresh told the
+// caller to). A batch get queues its keys in one call, so one refresh asks for all of them
+// (queued one by one, the refresh goroutine could start between two keys and ask twice).
+// Keys that find the queue full are not refreshed.
+func (c *Client) refreshLookup(keys ...string) {
+	if len(keys) == 0 {
 		return
 	}
-	b.mu.queue = append(b.mu.queue, key)
-	if !b.mu.running {
+	b := c.lookupBatch()
+	b.mu.Lock()
+	n := 0 // keys queued
+	if b.ctx.Err() == nil {
+		n = min(len(keys), max(0, maxRefreshQueue-len(b.mu.queue)))
+	}
+	b.mu.queue = append(b.mu.queue, keys[:n]...)
+	if n > 0 && !b.mu.running {
 		b.mu.running = true
 		b.wg.Add(1)
 		go c.refreshLookups()
 	}
 	b.mu.Unlock()
+	c.lookups.refreshFailed(keys[n:]...)
 }
 
 // refreshLookups looks up the queued keys, maxCoalesced per call, until the queue is empty,

@@ -170,7 +170,7 @@ func TestBatchGetLookupRefreshAhead(t *testing.T) {
 }
 
 // testBatchGetLookupRefreshAhead: with shared memory on, a batch get first tries each key's
-// no-call copy (getNoWait), with it off it does not: both must ask for the refresh.
+// no-call copy (copyNoWait), with it off it does not: both must ask for the refresh.
 func testBatchGetLookupRefreshAhead(t *testing.T, shm bool) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()

@@ -50,20 +50,22 @@ func (c *Client) BatchGetWith(ctx context.Context, keys []string, alloc func(i i
 		return sizes, fill(len(keys), err)
 	}
 	// Objects whose lookup is cached and that this host's worker holds where an earlier pin
-	// found them are copied first, with no call at all (getNoWait); the others whose lookup
+	// found them are copied first, with no call at all (copyNoWait); the others whose lookup
 	// is cached are read with it; the rest are looked up in one batch. The reads run in
 	// parallel.
 	var rest []int
 	lrs := make([]*transfer.LookupResponse, len(keys)) // cached lookups, nil for the rest
 	kept := make([]bool, len(keys))                    // lrs[i] is a kept lookup (getKept)
+	var refresh []string                               // cached lookups near their end of life
 	for i, k := range keys {
-		if n, ok := c.getNoWait(k, func(size int64) ([]byte, error) { return alloc(i, size) }); ok {
-			sizes[i] = n
-			continue
+		lr, ok, r := c.lookups.getRefresh(k)
+		if r {
+			refresh = append(refresh, k)
 		}
-		if lr, ok, refresh := c.lookups.getRefresh(k); ok {
-			if refresh {
-				c.refreshLookup(k) // in the background, as a single get does
+		if ok {
+			if n, ok := c.copyNoWait(k, lr, func(size int64) ([]byte, error) { return alloc(i, size) }); ok {
+				sizes[i] = n
+				continue
 			}
 			lrs[i] = lr
 		} else if lr, ok := c.keptLookup(k); ok {
@@ -71,6 +73,7 @@ func (c *Client) BatchGetWith(ctx context.Context, keys []string, alloc func(i i
 		}
 		rest = append(rest, i)
 	}
+	c.refreshLookup(refresh...) // in the background, as a single get does; one call for all
 	if len(rest) == 0 {
 		return sizes, errs
 	}
