@@ -72,33 +72,51 @@ func (c *Client) GetInto(ctx context.Context, key string, buf []byte) (int, erro
 // unspecified) and the caller should call GetInto. It never blocks on the network, so a
 // caller on a thread that is costly to wake (a C thread in a cgo export) can try it first.
 func (c *Client) GetIntoNoWait(key string, buf []byte) (int, bool) {
-	key, err := c.storedKey(key)
-	if err != nil {
-		return 0, false
+	stored, n, ok, due := c.noWait(key, buf)
+	if due {
+		c.refreshLookup(stored) // in the background: a key copied this way keeps its entry
 	}
-	return c.getNoWait(key, func(size int64) ([]byte, error) {
+	return n, ok
+}
+
+// BatchGetIntoNoWait is GetIntoNoWait of each keys[i] into bufs[i] (len(bufs) == len(keys)):
+// ok[i] says bufs[i] holds sizes[i] bytes of the object. The lookup refreshes it asks for
+// are queued together, so they leave in one call (as a batch get's do).
+func (c *Client) BatchGetIntoNoWait(keys []string, bufs [][]byte) (sizes []int, ok []bool) {
+	sizes, ok = make([]int, len(keys)), make([]bool, len(keys))
+	var refresh []string
+	for i, k := range keys {
+		stored, n, copied, due := c.noWait(k, bufs[i])
+		sizes[i], ok[i] = n, copied
+		if due {
+			refresh = append(refresh, stored)
+		}
+	}
+	c.refreshLookup(refresh...)
+	return sizes, ok
+}
+
+// noWait is GetIntoNoWait without the refresh: due says that key's cached lookup is due for
+// one (getRefresh marked it) and the caller queues stored, key's stored key.
+func (c *Client) noWait(key string, buf []byte) (stored string, n int, ok, due bool) {
+	if !c.noWaitOn() {
+		return "", 0, false, false
+	}
+	stored, err := c.storedKey(key)
+	if err != nil {
+		return "", 0, false, false
+	}
+	lr, hit, due := c.lookups.getRefresh(stored)
+	if !hit {
+		return stored, 0, false, due
+	}
+	n, ok = c.copyNoWait(stored, lr, func(size int64) ([]byte, error) {
 		if int64(len(buf)) < size {
 			return nil, base.ErrInvalidParams // GetInto reports it
 		}
 		return buf[:size], nil
 	})
-}
-
-// getNoWait is GetIntoNoWait into the buffer alloc returns (called at most once, and only
-// when a copy may succeed); false on any failure, alloc's included (the caller's get
-// reports those).
-func (c *Client) getNoWait(key string, alloc Alloc) (int, bool) {
-	if !c.noWaitOn() {
-		return 0, false
-	}
-	lr, ok, refresh := c.lookups.getRefresh(key)
-	if refresh {
-		c.refreshLookup(key) // in the background: a key copied this way keeps its entry
-	}
-	if !ok {
-		return 0, false
-	}
-	return c.copyNoWait(key, lr, alloc)
+	return stored, n, ok, due
 }
 
 // noWaitOn says whether a get may copy with no call at all: only through shared memory,
@@ -107,7 +125,7 @@ func (c *Client) noWaitOn() bool {
 	return !c.cfg.DisableSharedMemory && !c.cfg.SkipChecksumVerify
 }
 
-// copyNoWait is getNoWait's copy, given key's cached lookup lr (the caller asked the cache,
+// copyNoWait is the no-wait gets' copy, given key's cached lookup lr (the caller asked the cache,
 // and queued a refresh if it was due).
 func (c *Client) copyNoWait(key string, lr *transfer.LookupResponse, alloc Alloc) (int, bool) {
 	if !c.noWaitOn() || !c.shm.known(base.KeyVersion{Key: key, Version: lr.Version}) {

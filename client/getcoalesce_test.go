@@ -163,15 +163,20 @@ func TestGetLookupRefreshAhead(t *testing.T) {
 
 // TestBatchGetLookupRefreshAhead: a batch get reads keys with cached lookups without a
 // lookup, and refreshes those near their end of life in the background, as single gets do.
+// BatchGetIntoNoWait (the C library's first pass of a batch get) asks for the refresh in
+// the same way.
 func TestBatchGetLookupRefreshAhead(t *testing.T) {
 	for _, shm := range []bool{true, false} {
-		t.Run(fmt.Sprintf("shared_memory=%v", shm), func(t *testing.T) { testBatchGetLookupRefreshAhead(t, shm) })
+		t.Run(fmt.Sprintf("shared_memory=%v", shm), func(t *testing.T) { testBatchGetLookupRefreshAhead(t, shm, false) })
 	}
+	t.Run("nowait", func(t *testing.T) { testBatchGetLookupRefreshAhead(t, true, true) })
 }
 
 // testBatchGetLookupRefreshAhead: with shared memory on, a batch get first tries each key's
-// no-call copy (copyNoWait), with it off it does not: both must ask for the refresh.
-func testBatchGetLookupRefreshAhead(t *testing.T, shm bool) {
+// no-call copy (copyNoWait), with it off it does not: both must ask for the refresh. With
+// nowait the refresh is asked for by BatchGetIntoNoWait (which copies nothing here: the
+// fake's workers share no memory).
+func testBatchGetLookupRefreshAhead(t *testing.T, shm, nowait bool) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		f := newFakeCluster(1, 1)
@@ -212,7 +217,13 @@ func testBatchGetLookupRefreshAhead(t *testing.T, shm bool) {
 			c.lookups.mu.m[k] = e
 		}
 		c.lookups.mu.Unlock()
-		batch()
+		if nowait {
+			if _, ok := c.BatchGetIntoNoWait(keys, bufs); ok[0] || ok[1] {
+				t.Fatalf("a no-wait copy from a fake worker: %v", ok)
+			}
+		} else {
+			batch()
+		}
 		settle(t, "both entries refreshed", func() bool {
 			c.lookups.mu.Lock()
 			defer c.lookups.mu.Unlock()

@@ -117,7 +117,7 @@ func batchGetInto(h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, sizes 
 const noWaitPending = C.int64_t(math.MinInt64)
 
 // batchGetIntoNoWait is batch_get_into's first pass, on the calling thread: every object that
-// can be read with no network wait (client.GetIntoNoWait: a cached lookup and an unpinned
+// can be read with no network wait (client.BatchGetIntoNoWait: a cached lookup and an unpinned
 // shared-memory copy) is read, and gets its size in results_out; the others get
 // noWaitPending. It returns how many are left, or -1 when an argument is bad (nothing
 // written; the second pass reads and reports it as a whole).
@@ -137,8 +137,9 @@ func batchGetIntoNoWait(h C.uintptr_t, keys *C.uintptr_t, buffers *C.uintptr_t, 
 		return -1 // device buffers: the second pass reads the whole batch and delivers it
 	}
 	left := 0
-	for i, k := range ks {
-		if n, ok := cl.GetIntoNoWait(k, dsts[i]); ok {
+	ns, oks := cl.BatchGetIntoNoWait(ks, dsts) // the refreshes it asks for leave in one call
+	for i, n := range ns {
+		if oks[i] {
 			out[i] = C.int64_t(n)
 		} else {
 			out[i] = noWaitPending
